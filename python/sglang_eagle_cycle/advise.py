@@ -1,0 +1,655 @@
+"""From measured runs to a recommended speculation depth: the engine of ``eagle-cycle advise``.
+
+Inputs become :class:`Run` objects (one measured configuration each) and no-spec baselines
+(``{bs: tok/s}``); :func:`advise` fits :mod:`costmodel` to them and ranks every candidate depth
+at every batch size. Readers here take already-decoded JSON (no file IO):
+
+* :func:`runs_from_inspect`: an ``eagle-cycle inspect --json`` document (``eagle-cycle-inspect/1``)
+  with optional parts missing or null;
+* :func:`runs_from_bench`: ``eagle-cycle-bench/1`` records (``steps == 0`` records are baselines);
+* :func:`runs_from_table`: a published table in the SpecBundle format
+  (``{model: {benchmark: {"results": [{batch_size, steps, topk, num_draft_tokens,
+  metrics: [{Name, output_throughput, accept_length}]}]}}}``).
+
+:func:`adaptive_config` turns an :class:`Advice` into an SGLang 0.5.23
+``--speculative-adaptive-config`` document.
+
+Usage::
+
+    from sglang_eagle_cycle import advise as adv
+    runs, base, notes = adv.runs_from_inspect(doc, "seed.json")
+    advice = adv.advise(runs, {1: 88.8}, steps=range(0, 11), batch_sizes=[1])
+    print(advice.primary.recommendation.reason)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from . import costmodel as cm
+from .errors import UsageError
+
+INSPECT_SCHEMA = "eagle-cycle-inspect/1"
+BENCH_SCHEMA = "eagle-cycle-bench/1"
+
+
+@dataclass
+class Run:
+    """One measured configuration.
+
+    Attributes:
+        source: where it came from (file, table row), for messages.
+        bs, steps, topk, num_draft_tokens: the configuration (``num_draft_tokens`` may be None).
+        cycles: cycles behind the means (None when unknown, e.g. a published table).
+        accept_len: mean accept length (tokens per request per cycle, bonus included).
+        counts: per-position ``(accepted, reached)`` from per-request accept lengths, or None.
+        phases: ``draft_ms``, ``verify_ms``, ``extend_ms``, ``other_ms``, ``total_ms`` means (ms),
+            any may be None; None when no phase breakdown is known.
+        tok_s: measured output throughput of the batch (tok/s).
+        fitted: the model learns from this run (False: held out, shown beside its prediction).
+    """
+
+    source: str
+    bs: int
+    steps: int
+    topk: int = 1
+    num_draft_tokens: Optional[int] = None
+    cycles: Optional[int] = None
+    accept_len: Optional[float] = None
+    counts: Optional[list[tuple[int, int]]] = None
+    phases: Optional[dict[str, Optional[float]]] = None
+    tok_s: Optional[float] = None
+    fitted: bool = True
+
+    def total_ms(self) -> Optional[float]:
+        """Mean cycle time: measured, else ``1000 bs accept_len / tok_s``."""
+        if self.phases and self.phases.get("total_ms"):
+            return self.phases["total_ms"]
+        if self.accept_len and self.tok_s:
+            return 1000.0 * self.bs * self.accept_len / self.tok_s
+        return None
+
+    def observation(self) -> Optional[cm.CycleObservation]:
+        total = self.total_ms()
+        if total is None:
+            return None
+        ph = self.phases or {}
+        return cm.CycleObservation(
+            bs=self.bs, steps=self.steps, total_ms=total, draft_ms=ph.get("draft_ms"),
+            verify_ms=ph.get("verify_ms"), extend_ms=ph.get("extend_ms"), other_ms=ph.get("other_ms"),
+            weight=float(self.cycles or 1),
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# small validators
+# ---------------------------------------------------------------------------------------------
+
+
+def _num(v: Any, what: str, *, positive: bool = False, allow_none: bool = True) -> Optional[float]:
+    if v is None and allow_none:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise UsageError(f"{what}: expected a number, got {v!r}")
+    if positive and v <= 0:
+        raise UsageError(f"{what}: must be positive, got {v!r}")
+    return float(v)
+
+
+def _int(v: Any, what: str, *, minimum: int = 1, allow_none: bool = False) -> Optional[int]:
+    if v is None and allow_none:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not float(v).is_integer() or v < minimum:
+        raise UsageError(f"{what}: expected an integer >= {minimum}, got {v!r}")
+    return int(v)
+
+
+def normalise_name(name: str) -> str:
+    """Lower-case alphanumerics only: ``"Spec for ge"`` and ``"SpecForge"`` compare equal."""
+    return re.sub(r"[^a-z0-9]", "", str(name).lower())
+
+
+# ---------------------------------------------------------------------------------------------
+# inspect --json documents
+# ---------------------------------------------------------------------------------------------
+
+
+def _phase_mean(phases: Mapping, name: str, what: str) -> Optional[float]:
+    v = phases.get(name)
+    if isinstance(v, Mapping):
+        v = v.get("mean")
+    return _num(v, f"{what}.{name}")
+
+
+def _counts_from_group(g: Mapping, steps: int, what: str) -> Optional[list[tuple[int, int]]]:
+    ppa = g.get("per_position_acceptance")
+    if isinstance(ppa, list) and ppa and all(
+            isinstance(q, Mapping) and q.get("accepted") is not None and q.get("reached") is not None for q in ppa):
+        counts = [(0, 0)] * steps
+        for q in ppa:
+            j = _int(q.get("j"), f"{what}.per_position_acceptance.j")
+            a = _int(q["accepted"], f"{what}.per_position_acceptance.accepted", minimum=0)
+            n = _int(q["reached"], f"{what}.per_position_acceptance.reached", minimum=0)
+            if j > steps or a > n:
+                raise UsageError(f"{what}: per-position acceptance j={j} accepted={a} reached={n} "
+                                 f"impossible with {steps} steps")
+            counts[j - 1] = (a, n)
+        return counts
+    hist = g.get("accept_hist")
+    if isinstance(hist, Mapping) and hist:
+        try:
+            return cm.position_counts({int(k): int(v) for k, v in hist.items()}, steps)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"{what}.accept_hist: {exc}") from None
+    return None
+
+
+def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float], list[str]]:
+    """Runs from an ``eagle-cycle inspect --json`` document.
+
+    Each group ``(bs, steps, topk, draft_tokens)`` is one run; phase means, accept-length
+    histogram and per-position counts are used when present (they may be missing or null).
+    A document whose stock "Decode batch" lines carry no accept length (a server without
+    speculation) yields a baseline: its mean gen throughput, at the batch size of the groups
+    of the other inputs (resolved by :func:`advise`'s caller), keyed ``0`` here.
+
+    Returns:
+        ``(runs, baselines, notes)``; baselines ``{0: tok/s}`` for an unknown batch size.
+
+    Raises:
+        UsageError: not an inspect document, or a group with invalid fields.
+    """
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("groups"), list):
+        raise UsageError(f"{source}: not an eagle-cycle inspect --json document (no \"groups\" list)")
+    schema = doc.get("schema")
+    if schema not in (None, INSPECT_SCHEMA):
+        raise UsageError(f"{source}: schema {schema!r} is not {INSPECT_SCHEMA}")
+    runs, notes = [], []
+    for i, g in enumerate(doc["groups"]):
+        what = f"{source}: groups[{i}]"
+        if not isinstance(g, Mapping):
+            raise UsageError(f"{what}: expected an object")
+        bs = _int(g.get("bs"), f"{what}.bs")
+        steps = _int(g.get("steps"), f"{what}.steps", minimum=0)
+        topk = _int(g.get("topk", 1), f"{what}.topk")
+        if steps == 0:
+            notes.append(f"{what}: 0-step group skipped")
+            continue
+        phases_doc = g.get("phases") or {}
+        if not isinstance(phases_doc, Mapping):
+            raise UsageError(f"{what}.phases: expected an object")
+        phases = {k: _phase_mean(phases_doc, k, f"{what}.phases")
+                  for k in ("draft_ms", "verify_ms", "extend_ms", "other_ms", "total_ms")}
+        accept = _num(g.get("accept_len_mean"), f"{what}.accept_len_mean")
+        if accept is not None and not 1.0 <= accept <= steps + 1 + 1e-9:
+            raise UsageError(f"{what}: accept_len_mean {accept} impossible with {steps} steps")
+        runs.append(Run(
+            source=f"{source}#{i}", bs=bs, steps=steps, topk=topk,
+            num_draft_tokens=_int(g.get("draft_tokens"), f"{what}.draft_tokens", allow_none=True),
+            cycles=_int(g.get("cycles"), f"{what}.cycles", allow_none=True),
+            accept_len=accept, counts=_counts_from_group(g, steps, what) if topk == 1 else None,
+            phases=phases if any(v is not None for v in phases.values()) else None,
+            tok_s=_num(g.get("tok_s"), f"{what}.tok_s"),
+        ))
+    base: dict[int, float] = {}
+    db = doc.get("decode_batch")
+    if not runs and isinstance(db, Mapping) and db.get("accept_len_mean") is None \
+            and isinstance(db.get("gen_tok_s_mean"), (int, float)) and db["gen_tok_s_mean"] > 0:
+        base[0] = float(db["gen_tok_s_mean"])
+        notes.append(f"{source}: no speculation in its Decode batch lines: baseline {base[0]:.1f} tok/s")
+    return runs, base, notes
+
+
+def unwrap_seed(doc: Any) -> tuple[Any, Optional[float]]:
+    """``(inspect document, baseline tok/s)`` from a seed file that wraps one in ``inputs``.
+
+    The format of ``data/benchmarks/seed_kimi_k25.json``: ``{"inputs": {"inspect_json": {...},
+    "baseline_no_spec_tok_s": 88.8}}``. Anything else is returned unchanged with no baseline.
+    """
+    if isinstance(doc, Mapping) and isinstance(doc.get("inputs"), Mapping) \
+            and isinstance(doc["inputs"].get("inspect_json"), Mapping):
+        base = doc["inputs"].get("baseline_no_spec_tok_s")
+        return doc["inputs"]["inspect_json"], (float(base) if isinstance(base, (int, float)) else None)
+    return doc, None
+
+
+# ---------------------------------------------------------------------------------------------
+# bench records
+# ---------------------------------------------------------------------------------------------
+
+
+def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = None,
+                    draft: Optional[str] = None) -> tuple[list[Run], dict[int, float], list[str]]:
+    """Runs and baselines from ``eagle-cycle-bench/1`` JSONL records.
+
+    Only ``status == "ok"`` records count. ``steps == 0`` records are no-spec baselines at their
+    concurrency; the others are runs at batch size = concurrency, or at the ``cycle`` group's
+    batch size with its phase breakdown when the record has one. ``model``/``draft`` filter
+    (normalised names; baselines have no draft).
+
+    Raises:
+        UsageError: a record that is not a bench record, or records of several models/drafts
+            with no filter to choose.
+    """
+    runs, base, notes = [], {}, []
+    seen = set()
+    for i, rec in enumerate(records):
+        what = f"{source}:{i + 1}"
+        if not isinstance(rec, Mapping) or rec.get("schema") != BENCH_SCHEMA:
+            raise UsageError(f"{what}: not an {BENCH_SCHEMA} record")
+        if rec.get("status") != "ok":
+            continue
+        if model and normalise_name(rec.get("model", "")) != normalise_name(model):
+            continue
+        steps = _int(rec.get("steps"), f"{what}.steps", minimum=0)
+        if steps and draft and normalise_name(rec.get("draft") or "") != normalise_name(draft):
+            continue  # baselines (steps 0) have no draft
+        bs = _int(rec.get("concurrency"), f"{what}.concurrency")
+        tok = _num(rec.get("output_tok_s"), f"{what}.output_tok_s", positive=True)
+        if steps == 0:
+            base[bs] = tok
+            continue
+        seen.add((rec.get("model"), rec.get("draft")))
+        topk = _int(rec.get("topk", 1), f"{what}.topk")
+        accept = _num(rec.get("accept_len_mean"), f"{what}.accept_len_mean")
+        counts = None
+        hist = rec.get("accept_hist")
+        if isinstance(hist, Mapping) and hist and topk == 1:
+            try:
+                counts = cm.position_counts({int(k): int(v) for k, v in hist.items()}, steps)
+            except (TypeError, ValueError) as exc:
+                raise UsageError(f"{what}.accept_hist: {exc}") from None
+        phases, cycles = None, None
+        grp = rec.get("cycle")
+        if isinstance(grp, Mapping):
+            sub, _, _ = runs_from_inspect({"groups": [grp]}, what)
+            if sub and sub[0].steps == steps:
+                # the cycle breakdown was measured at the running batch size, which may be below
+                # the client concurrency
+                bs, phases, cycles = sub[0].bs, sub[0].phases, sub[0].cycles
+                counts = counts or sub[0].counts
+        runs.append(Run(source=what, bs=bs, steps=steps, topk=topk,
+                        num_draft_tokens=_int(rec.get("num_draft_tokens"), f"{what}.num_draft_tokens",
+                                              allow_none=True),
+                        cycles=cycles, accept_len=accept, counts=counts, phases=phases, tok_s=tok))
+    if len(seen) > 1:
+        names = ", ".join(sorted(f"{m} + {d}" for m, d in seen))
+        raise UsageError(f"{source}: records of several model/draft pairs ({names}): choose with --model/--draft")
+    return runs, base, notes
+
+
+# ---------------------------------------------------------------------------------------------
+# published tables
+# ---------------------------------------------------------------------------------------------
+
+
+def _is_baseline_name(name: str) -> bool:
+    n = normalise_name(name)
+    return n.startswith(("without", "wihtout", "noeagle", "nospec", "baseline"))
+
+
+def _pick(options: Sequence[str], wanted: str, what: str, *, substring: bool = False) -> str:
+    exact = [o for o in options if normalise_name(o) == normalise_name(wanted)]
+    if len(set(map(normalise_name, exact))) == 1:
+        return exact[0]
+    if substring and not exact:
+        sub = [o for o in options if normalise_name(wanted) in normalise_name(o)]
+        if len(set(map(normalise_name, sub))) == 1:
+            return sub[0]
+    raise UsageError(f"{what} {wanted!r} not found or ambiguous; choose one of: {', '.join(sorted(set(options)))}")
+
+
+@dataclass
+class TableSelection:
+    """Rows of one model/benchmark/draft from a published table."""
+
+    model: str
+    benchmark: str
+    draft: str
+    runs: list[Run]
+    baseline_tok_s: dict[int, float]
+    not_modelled: list[dict]
+
+
+def runs_from_table(table: Any, model: str, benchmark: str, draft: Optional[str] = None,
+                    fit: Optional[Sequence[tuple[int, int, int]]] = None, source: str = "table") -> TableSelection:
+    """Select one model/benchmark/draft from a SpecBundle-format table.
+
+    Draft names are matched case- and punctuation-insensitively (a unique substring also
+    matches); ``draft`` is required when the benchmark has several drafts. ``fit`` names the
+    ``(steps, topk, num_draft_tokens)`` rows the model learns from (default: every topk-1 row);
+    other topk-1 rows are held out, topk > 1 rows are listed as not modelled. The baseline is
+    the row named "Without EAGLE3" (any spelling starting without/wihtout/no-spec/baseline).
+
+    Raises:
+        UsageError: unknown names, malformed rows, or a ``fit`` row missing or with topk > 1.
+    """
+    if not isinstance(table, Mapping) or not table:
+        raise UsageError(f"{source}: expected an object {{model: {{benchmark: {{results: [...]}}}}}}")
+    mkey = _pick(list(table), model, "model")
+    benches = table[mkey]
+    if not isinstance(benches, Mapping):
+        raise UsageError(f"{source}: {mkey}: expected an object of benchmarks")
+    bkey = _pick(list(benches), benchmark, "benchmark")
+    results = benches[bkey].get("results") if isinstance(benches[bkey], Mapping) else None
+    if not isinstance(results, list):
+        raise UsageError(f"{source}: {mkey}/{bkey}: no results list")
+    rows = []  # (config, bs, name, tok_s, accept_len)
+    for i, r in enumerate(results):
+        what = f"{source}: {mkey}/{bkey} results[{i}]"
+        if not isinstance(r, Mapping) or not isinstance(r.get("metrics"), list):
+            raise UsageError(f"{what}: expected an object with a metrics list")
+        cfg = (_int(r.get("steps"), f"{what}.steps"), _int(r.get("topk"), f"{what}.topk"),
+               _int(r.get("num_draft_tokens"), f"{what}.num_draft_tokens"))
+        bs = _int(r.get("batch_size"), f"{what}.batch_size")
+        for m in r["metrics"]:
+            if not isinstance(m, Mapping) or not isinstance(m.get("Name"), str):
+                raise UsageError(f"{what}: metric without a Name")
+            rows.append((cfg, bs, m["Name"], _num(m.get("output_throughput"), f"{what}.output_throughput",
+                                                  positive=True, allow_none=False),
+                         _num(m.get("accept_length"), f"{what}.accept_length", allow_none=False)))
+    drafts = sorted({normalise_name(n) for _, _, n, _, _ in rows if not _is_baseline_name(n)})
+    display = {normalise_name(n): n for _, _, n, _, _ in rows}
+    if not drafts:
+        raise UsageError(f"{source}: {mkey}/{bkey} has no draft rows")
+    if draft is None:
+        if len(drafts) > 1:
+            raise UsageError(f"{mkey}/{bkey} has several drafts, choose with --draft: "
+                             + ", ".join(display[d] for d in drafts))
+        dkey = drafts[0]
+    else:
+        dkey = normalise_name(_pick([display[d] for d in drafts], draft, "draft", substring=True))
+    base: dict[int, float] = {}
+    for _, bs, name, tok, _ in rows:
+        if _is_baseline_name(name):
+            base.setdefault(bs, tok)
+    fit_set = set(fit) if fit else None
+    configs = {cfg for cfg, _, n, _, _ in rows if normalise_name(n) == dkey}
+    if fit_set:
+        for cfg in fit_set:
+            if cfg[1] != 1:
+                raise UsageError(f"--fit {','.join(map(str, cfg))}: topk > 1 (tree drafting) is not modelled")
+            if cfg not in configs:
+                raise UsageError(f"--fit {','.join(map(str, cfg))}: no such row for {display[dkey]} "
+                                 f"(rows: {' '.join(','.join(map(str, c)) for c in sorted(configs))})")
+    runs, not_modelled = [], []
+    for cfg, bs, name, tok, acc in rows:
+        if normalise_name(name) != dkey:
+            continue
+        steps, topk, ndt = cfg
+        if topk != 1:
+            not_modelled.append({"steps": steps, "topk": topk, "num_draft_tokens": ndt, "bs": bs,
+                                 "measured_tok_s": round(tok, 2), "measured_accept_len": round(acc, 4),
+                                 "reason": "tree drafting (topk > 1) is not modelled"})
+            continue
+        if ndt != steps + 1:
+            raise UsageError(f"{source}: row {steps},{topk},{ndt}: with topk 1 num_draft_tokens must be steps + 1")
+        if not 1.0 <= acc <= steps + 1 + 1e-9:
+            raise UsageError(f"{source}: row {steps},{topk},{ndt}: accept length {acc} impossible")
+        runs.append(Run(source=f"{source}: {mkey}/{bkey}/{display[dkey]} {steps},{topk},{ndt}", bs=bs,
+                        steps=steps, topk=1, num_draft_tokens=ndt, accept_len=acc, tok_s=tok,
+                        fitted=fit_set is None or cfg in fit_set))
+    if not any(r.fitted for r in runs):
+        raise UsageError(f"{mkey}/{bkey}/{display[dkey]}: no topk-1 row to fit")
+    return TableSelection(mkey, bkey, display[dkey], runs, base, not_modelled)
+
+
+# ---------------------------------------------------------------------------------------------
+# target config
+# ---------------------------------------------------------------------------------------------
+
+_EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
+_TOPK_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk")
+
+
+def shape_from_config(cfg: Mapping) -> tuple[cm.WidthShape, str]:
+    """Verify-cost interpolation shape from a target ``config.json`` (wrapped configs too).
+
+    Reads routed experts from ``n_routed_experts`` / ``num_experts`` / ``num_local_experts``
+    and experts per token from ``num_experts_per_tok`` / ``experts_per_token``, top level first,
+    then ``text_config`` and other text wrappers (Kimi-K2.5). Returns the linear shape for
+    dense targets, with a description of what was found.
+    """
+    from .wiring import find_field
+
+    experts = next((f for f in (find_field(cfg, k) for k in _EXPERT_KEYS) if f and f[0] > 1), None)
+    topk = next((f for f in (find_field(cfg, k) for k in _TOPK_KEYS) if f and f[0] >= 1), None)
+    if experts and topk:
+        if topk[0] > experts[0]:
+            raise UsageError(f"target config: {topk[1]}={topk[0]} exceeds {experts[1]}={experts[0]}")
+        return cm.WidthShape(experts[0], topk[0]), f"MoE target ({experts[1]}={experts[0]}, {topk[1]}={topk[0]})"
+    return cm.LINEAR, "dense target (no routed experts in its config)"
+
+
+# ---------------------------------------------------------------------------------------------
+# the advisor
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BatchAdvice:
+    """Candidates and the recommendation at one batch size.
+
+    ``adaptive_steps`` is the fastest depth ``> 0``: what an adaptive-config bucket pins even
+    when the recommendation is to turn speculation off (SGLang's steps 0 still runs draft-extend).
+    """
+
+    bs: int
+    candidates: list[cm.Candidate]
+    recommendation: cm.Recommendation
+    adaptive_steps: int
+
+
+@dataclass
+class Advice:
+    acceptance: cm.AcceptanceModel
+    cost: cm.CycleCostModel
+    per_bs: list[BatchAdvice]
+    primary_bs: int
+    measured: dict[tuple[int, int], Run] = field(default_factory=dict)
+    runs: list[Run] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    not_modelled: list[dict] = field(default_factory=list)
+
+    @property
+    def primary(self) -> BatchAdvice:
+        return next(b for b in self.per_bs if b.bs == self.primary_bs)
+
+    def candidate_dict(self, c: cm.Candidate) -> dict:
+        d = c.to_dict()
+        run = self.measured.get((c.bs, c.steps))
+        if c.steps == 0 and c.baseline_tok_s and "baseline" not in c.extrapolated:
+            d["measured_tok_s"], d["measured_accept_len"] = round(c.baseline_tok_s, 2), 1.0
+        elif run is not None:
+            d["measured_tok_s"] = None if run.tok_s is None else round(run.tok_s, 2)
+            d["measured_accept_len"] = None if run.accept_len is None else round(run.accept_len, 4)
+            d["fitted"] = run.fitted
+        return d
+
+    def to_dict(self) -> dict:
+        p = self.primary
+        max_s = max(c.steps for b in self.per_bs for c in b.candidates)
+        return {
+            "recommended": p.recommendation.to_dict(),
+            "candidates": [self.candidate_dict(c) for c in p.candidates],
+            "per_batch_size": [
+                {"bs": b.bs, "recommended": b.recommendation.to_dict(), "adaptive_steps": b.adaptive_steps,
+                 "candidates": [self.candidate_dict(c) for c in b.candidates]}
+                for b in self.per_bs
+            ],
+            "inputs": {
+                "acceptance": self.acceptance.to_dict(max_s),
+                "cycle_model": self.cost.to_dict(),
+                "runs": [{"source": r.source, "bs": r.bs, "steps": r.steps, "topk": r.topk,
+                          "cycles": r.cycles, "accept_len": r.accept_len, "tok_s": r.tok_s,
+                          "total_ms": None if r.total_ms() is None else round(r.total_ms(), 4),
+                          "per_request_counts": r.counts is not None, "fitted": r.fitted}
+                         for r in self.runs],
+                "not_modelled": self.not_modelled,
+                "notes": self.notes,
+            },
+        }
+
+
+def build_acceptance(runs: Sequence[Run]) -> tuple[cm.AcceptanceModel, list[str]]:
+    """Acceptance from per-position counts when any run has them (summed), else from means.
+
+    Raises:
+        UsageError: no run with counts or a mean accept length.
+    """
+    notes = []
+    counted = [r for r in runs if r.counts]
+    if counted:
+        depth = max(len(r.counts) for r in counted)
+        total = [[0, 0] for _ in range(depth)]
+        for r in counted:
+            for j, (a, n) in enumerate(r.counts):
+                total[j][0] += a
+                total[j][1] += n
+        if len(counted) < len(runs):
+            notes.append(f"{len(runs) - len(counted)} run(s) without per-request accept lengths "
+                         "not used for acceptance")
+        try:
+            return cm.AcceptanceModel.from_counts([tuple(t) for t in total]), notes
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    points = [cm.MeanPoint(r.steps, r.accept_len, r.cycles * r.bs if r.cycles else None)
+              for r in runs if r.accept_len is not None]
+    if not points:
+        raise UsageError("no accept length in the inputs: nothing to model acceptance from")
+    if any(p.samples is None for p in points) and any(p.samples for p in points):
+        points = [cm.MeanPoint(p.steps, p.accept_len, None) for p in points]
+    try:
+        return cm.AcceptanceModel.from_means(points), notes
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: Sequence[int],
+           batch_sizes: Optional[Sequence[int]] = None, shape: cm.WidthShape = cm.LINEAR,
+           notes: Sequence[str] = (), not_modelled: Sequence[dict] = ()) -> Advice:
+    """Fit the models to the fitted topk-1 runs and rank ``steps`` at every batch size.
+
+    Args:
+        runs: measured runs; topk > 1 runs are listed as not modelled, unfitted ones are shown
+            beside their predictions.
+        baseline_tok_s: no-spec output tok/s by batch size (may be empty: no speedups then).
+        steps: candidate depths (0 = speculation off, considered whenever a baseline is known).
+        batch_sizes: where to predict; default the batch sizes of the fitted runs.
+        shape: verify-cost interpolation shape (:func:`shape_from_config`).
+
+    Raises:
+        UsageError: nothing to fit.
+    """
+    notes, not_modelled = list(notes), list(not_modelled)
+    modelled = []
+    for r in runs:
+        if r.topk != 1:
+            not_modelled.append({"steps": r.steps, "topk": r.topk, "num_draft_tokens": r.num_draft_tokens,
+                                 "bs": r.bs, "source": r.source,
+                                 "reason": "tree drafting (topk > 1) is not modelled"})
+        else:
+            modelled.append(r)
+    fitted = [r for r in modelled if r.fitted]
+    if not fitted:
+        raise UsageError("no chain-drafting (topk 1) run to learn from" +
+                         (" (tree drafting, topk > 1, is not modelled)" if not_modelled else ""))
+    acc, more = build_acceptance(fitted)
+    notes += more
+    obs = [o for o in (r.observation() for r in fitted) if o is not None]
+    if not obs:
+        raise UsageError("no cycle time in the inputs (need phase times, or accept length with tok/s)")
+    try:
+        cost = cm.CycleCostModel.fit(obs, baseline_tok_s, shape)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    sizes = sorted(set(batch_sizes or [r.bs for r in fitted]))
+    run_bs = sorted({r.bs for r in fitted})
+    primary = run_bs[0] if run_bs[0] in sizes else sizes[0]
+    per_bs = []
+    for bs in sizes:
+        cands = cm.predict_candidates(acc, cost, bs, steps)
+        if not any(c.steps > 0 for c in cands):
+            raise UsageError("no candidate depth above 0 (check --steps-candidates / --max-steps)")
+        rec = cm.recommend(cands, acc, cost)
+        per_bs.append(BatchAdvice(bs, cands, rec, cm.best_speculative(cands).steps))
+    measured = {(r.bs, r.steps): r for r in modelled}
+    return Advice(acc, cost, per_bs, primary, measured, list(modelled), notes, not_modelled)
+
+
+# ---------------------------------------------------------------------------------------------
+# SGLang adaptive config
+# ---------------------------------------------------------------------------------------------
+
+
+def sglang_spec_cuda_graph_bs(max_bs: int) -> list[int]:
+    """Decode CUDA-graph batch sizes SGLang 0.5.23 captures with speculative decoding (padding on).
+
+    1..8, 10..32 by 2, 40..64 by 4, 72..256 by 8, 272.. by 16, cut at ``max_bs``, plus ``max_bs``
+    (``arg_groups/cuda_graph_hook.py``, ``generate_decode_cuda_graph_batch_sizes``).
+    """
+    sizes = (list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4))
+             + list(range(72, 257, 8)) + list(range(272, max_bs + 1, 16)))
+    sizes = [s for s in sizes if s <= max_bs]
+    if max_bs not in sizes:
+        sizes.append(max_bs)
+    return sizes
+
+
+def pad_to_graph_bs(bs: int, graph_bs: Sequence[int]) -> int:
+    """Smallest captured batch size ``>= bs`` (``bs`` itself above the largest), as SGLang pads."""
+    return next((g for g in sorted(graph_bs) if g >= bs), bs)
+
+
+@dataclass
+class AdaptivePlan:
+    """An SGLang ``--speculative-adaptive-config`` document and how to launch with it."""
+
+    config: dict
+    launch_steps: int
+    buckets: dict[int, int]  # bucket key -> pinned steps
+    off_buckets: list[int]
+    merged: list[str]
+
+
+def adaptive_config(advice: Advice, graph_bs: Optional[Sequence[int]] = None) -> AdaptivePlan:
+    """Pin the recommended depth per batch-size bucket.
+
+    SGLang 0.5.23 pads a running batch size up to a captured CUDA-graph size, then picks the
+    largest config key ``<=`` that (the smallest key for anything below). Each requested batch
+    size gets the key it pads to, with ``candidate_steps = [its depth]`` so the EMA cannot move
+    it; the smallest key is written as ``"1"`` so every batch size lands in a bucket. A bucket
+    where speculation does not pay still gets its fastest depth ``> 0`` (never 0, which still
+    runs draft-extend) and is listed in ``off_buckets`` so the caller can say so. Batch sizes
+    that pad to one key share the depth of the largest of them.
+    """
+    sizes = [b.bs for b in advice.per_bs]
+    graph = sorted(graph_bs) if graph_bs else sglang_spec_cuda_graph_bs(max(sizes))
+    buckets: dict[int, int] = {}
+    owner: dict[int, int] = {}
+    merged, off = [], []
+    for b in sorted(advice.per_bs, key=lambda b: b.bs):
+        key = pad_to_graph_bs(b.bs, graph)
+        if key in buckets and buckets[key] != b.adaptive_steps:
+            merged.append(f"bs {owner[key]} and {b.bs} both pad to {key}: using bs {b.bs}'s {b.adaptive_steps} steps")
+        buckets[key], owner[key] = b.adaptive_steps, b.bs
+        if b.recommendation.speculation_off:
+            off.append(key)
+    primary_key = pad_to_graph_bs(advice.primary_bs, graph)
+    keys = sorted(buckets)
+    if keys[0] != 1:
+        buckets = {(1 if k == keys[0] else k): v for k, v in buckets.items()}
+        off = [1 if k == keys[0] else k for k in off]
+        primary_key = 1 if primary_key == keys[0] else primary_key
+    cfg = {str(k): {"candidate_steps": [v]} for k, v in sorted(buckets.items())}
+    cfg["_eagle_cycle"] = {
+        "generated_by": "eagle-cycle advise",
+        "note": "each bucket pins one depth; buckets listed in speculation_off_buckets are predicted "
+                "slower than no speculation at all (disable speculation for that load instead)",
+        "speculation_off_buckets": sorted(off),
+        "cuda_graph_bs_assumed": graph,
+    }
+    return AdaptivePlan(cfg, buckets[primary_key], dict(sorted(buckets.items())), sorted(off), merged)

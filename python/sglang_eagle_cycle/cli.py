@@ -1,0 +1,66 @@
+"""``eagle-cycle``: offline wiring check, log inspection and the depth advisor.
+
+Usage::
+
+    eagle-cycle wiring TARGET DRAFT [--json]
+    eagle-cycle inspect LOG [LOG ...] [--json | --csv FILE | --plot out.png | --trace out.json]
+    eagle-cycle advise INPUT [INPUT ...] [--baseline-tok-s 88.8] [--json]
+
+Exit codes: 0 success, 1 a check found an error-level problem, 2 unusable input
+(one line on stderr, never a traceback), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+from .errors import UsageError
+
+# subcommand -> (module under sglang_eagle_cycle.commands, one-line help)
+SUBCOMMANDS = {
+    "wiring": ("wiring_cmd", "check a target/draft pair's EAGLE-3 aux hidden-state wiring"),
+    "inspect": ("inspect_cmd", "timing report from server logs / JSONL: tables, plots, traces"),
+    "advise": ("advise_cmd", "pick the speculation depth from measured acceptance and phase costs"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits 2 with one line instead of the usage block plus message."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="eagle-cycle", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"eagle-cycle {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        mod = importlib.import_module(f"{__package__}.commands.{module}")
+        p = sub.add_parser(name, help=help_text, description=(mod.__doc__ or help_text).strip())
+        mod.add_cli_args(p)
+        p.set_defaults(_main=mod.main)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._main(args) or 0)
+    except UsageError as exc:
+        print(f"eagle-cycle {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("eagle-cycle: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

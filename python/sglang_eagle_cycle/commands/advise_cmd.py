@@ -1,0 +1,397 @@
+"""Pick the speculation depth from measured acceptance and phase costs, not from a blind sweep.
+
+Each extra draft step adds the probability that every draft so far is accepted, and costs a
+draft forward plus a wider target verify and draft-extend. From one or two measured runs the
+advisor ranks every depth (1..--max-steps, and speculation off), at every batch size asked for,
+and says why the winner wins.
+
+INPUT is any of:
+  * an ``eagle-cycle inspect --json`` document (optional parts may be missing or null);
+    a file wrapping one as ``{"inputs": {"inspect_json": {...}, "baseline_no_spec_tok_s": X}}``
+    (``data/benchmarks/seed_kimi_k25.json``) is unwrapped and its baseline used;
+  * server logs or our JSONL (anything ``eagle-cycle inspect`` reads; ``-`` for stdin);
+    a log of a server without speculation supplies the baseline;
+  * ``bench_eagle_cycle.py`` output (``eagle-cycle-bench/1`` JSONL; steps 0 records are baselines).
+Or a published table: ``--table FILE --model NAME --benchmark NAME [--draft NAME] [--fit S,K,T ...]``
+in the SpecBundle format (draft names match case- and punctuation-insensitively).
+
+Examples::
+
+    eagle-cycle advise server.log --baseline-tok-s 88.8 --target-config ./Kimi-K2.5
+    eagle-cycle advise inspect.json --batch-sizes 1 8 32 --adaptive-config adaptive.json
+    eagle-cycle advise --table specbundle.json --model Llama-3.1-8B-Instruct --benchmark gsm8k \\
+        --draft specforge --fit 3,1,4 5,1,6 --steps-candidates 0 3 5 7 --json
+
+Exit codes: 0 advice given, 2 unusable input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+DEFAULT_MAX_STEPS = 10
+
+
+def _fit_triple(text: str) -> tuple[int, int, int]:
+    try:
+        parts = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        parts = ()
+    if len(parts) != 3 or min(parts) < 1:
+        raise argparse.ArgumentTypeError(f"expected STEPS,TOPK,TOKENS (positive ints), got {text!r}")
+    return parts  # type: ignore[return-value]
+
+
+def _baseline_item(text: str) -> tuple[int, float]:
+    bs, sep, tok = text.rpartition(":")
+    try:
+        value = float(tok)
+        key = int(bs) if sep else 0
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected TOK_S or BS:TOK_S, got {text!r}") from None
+    if value <= 0 or value != value or key < 0 or (sep and key == 0):
+        raise argparse.ArgumentTypeError(f"expected a positive throughput (and batch size), got {text!r}")
+    return key, value
+
+
+def _nonneg(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
+    return v
+
+
+def _pos(text: str) -> int:
+    v = _nonneg(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
+    return v
+
+
+def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("inputs", nargs="*", metavar="INPUT",
+                        help="inspect --json documents, logs/JSONL inspect reads, or bench JSONL")
+    t = parser.add_argument_group("published table")
+    t.add_argument("--table", metavar="FILE", help="SpecBundle-format table (instead of INPUT)")
+    t.add_argument("--model", help="model in --table (also filters bench records)")
+    t.add_argument("--benchmark", help="benchmark in --table")
+    t.add_argument("--draft", help="draft in --table (required when there are several; also filters bench records)")
+    t.add_argument("--fit", nargs="+", action="extend", type=_fit_triple, metavar="STEPS,TOPK,TOKENS",
+                   help="table rows to learn from (default all topk-1 rows); the others are predicted")
+    m = parser.add_argument_group("model")
+    m.add_argument("--baseline-tok-s", nargs="+", type=_baseline_item, metavar="[BS:]TOK_S",
+                   help="no-spec output tok/s at the measured batch size (BS:TOK_S for several)")
+    m.add_argument("--target-config", metavar="PATH",
+                   help="target config.json / model dir / cached HF id: MoE verify-cost shape")
+    m.add_argument("--max-steps", type=_pos, default=DEFAULT_MAX_STEPS,
+                   help=f"deepest candidate depth (default {DEFAULT_MAX_STEPS})")
+    m.add_argument("--steps-candidates", nargs="+", type=_nonneg, metavar="STEPS",
+                   help="candidate depths instead of 1..--max-steps (0 = speculation off, always "
+                        "considered when a baseline is known)")
+    m.add_argument("--batch-sizes", nargs="+", type=_pos, metavar="BS",
+                   help="batch sizes to advise for (default: the measured ones)")
+    o = parser.add_argument_group("output")
+    o.add_argument("--json", action="store_true", help="print one JSON object")
+    o.add_argument("--adaptive-config", metavar="OUT.json",
+                   help="write an SGLang --speculative-adaptive-config pinning the depth per batch-size bucket")
+    o.add_argument("--cuda-graph-bs", nargs="+", type=_pos, metavar="BS",
+                   help="the server's CUDA-graph batch sizes (default: SGLang 0.5.23's speculative list)")
+    o.add_argument("--force", action="store_true", help="overwrite an existing --adaptive-config file")
+
+
+# ---------------------------------------------------------------------------------------------
+# reading inputs
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_json(path: Path):
+    from ..errors import UsageError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: invalid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+
+
+def _bench_records(path: Path):
+    """The decoded records when ``path`` is bench JSONL, else None (it is a log for inspect)."""
+    from ..advise import BENCH_SCHEMA
+    from ..errors import UsageError
+
+    try:
+        with path.open(encoding="utf-8") as fh:
+            first = next((ln for ln in fh if ln.strip()), "")
+            try:
+                head = json.loads(first)
+            except json.JSONDecodeError:
+                return None
+            if not isinstance(head, dict) or head.get("schema") != BENCH_SCHEMA:
+                return None
+            fh.seek(0)
+            out = []
+            for i, ln in enumerate(fh, start=1):
+                if ln.strip():
+                    try:
+                        out.append(json.loads(ln))
+                    except json.JSONDecodeError as exc:
+                        raise UsageError(f"{path}:{i}: invalid JSON ({exc.msg})") from None
+            return out
+    except UnicodeDecodeError:
+        return None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _collect(args):
+    """``(runs, baselines, notes, not_modelled, description)`` from INPUTs or --table."""
+    from .. import advise as adv
+    from ..errors import UsageError
+
+    if args.table:
+        if args.inputs:
+            raise UsageError("give either INPUT files or --table, not both")
+        if not args.model or not args.benchmark:
+            raise UsageError("--table needs --model and --benchmark")
+        sel = adv.runs_from_table(_read_json(Path(args.table)), args.model, args.benchmark, args.draft,
+                                  args.fit, source=str(args.table))
+        return sel.runs, dict(sel.baseline_tok_s), [], sel.not_modelled, {
+            "table": str(args.table), "model": sel.model, "benchmark": sel.benchmark, "draft": sel.draft,
+            "fit": [list(f) for f in args.fit] if args.fit else "all topk-1 rows"}
+    if not args.inputs:
+        raise UsageError("no INPUT given (inspect --json documents, logs, bench JSONL) and no --table")
+    if args.fit:
+        raise UsageError("--fit applies to --table rows only")
+    runs, base, notes, logs = [], {}, [], []
+    for name in args.inputs:
+        path = Path(name)
+        if name != "-" and not path.exists():
+            raise UsageError(f"{name}: no such file")
+        if name != "-" and path.is_dir():
+            raise UsageError(f"{name}: is a directory")
+        if path.suffix == ".json":
+            doc, seed_base = adv.unwrap_seed(_read_json(path))
+            if isinstance(doc, dict) and "groups" in doc:
+                r, b, n = adv.runs_from_inspect(doc, name)
+                if seed_base:
+                    b = {0: seed_base}
+                    n.append(f"{name}: baseline {seed_base} tok/s from inputs.baseline_no_spec_tok_s")
+            elif isinstance(doc, dict) and all(isinstance(v, dict) for v in doc.values()) and doc:
+                raise UsageError(f"{name}: looks like a published table: use --table {name} --model NAME --benchmark NAME")
+            else:
+                raise UsageError(f"{name}: not an eagle-cycle inspect --json document")
+        elif name != "-" and (records := _bench_records(path)) is not None:
+            r, b, n = adv.runs_from_bench(records, name, args.model, args.draft)
+        else:
+            logs.append(name)
+            continue
+        runs += r
+        notes += n
+        for k, v in b.items():
+            base.setdefault(k, v)
+    for name in logs:
+        r, b, n = _from_log(name)
+        runs += r
+        notes += n
+        for k, v in b.items():
+            base.setdefault(k, v)
+    return runs, base, notes, [], {"files": list(args.inputs)}
+
+
+def _from_log(name: str):
+    """Runs from one log through ``report.inspect_paths``; a no-spec server log gives baselines."""
+    from .. import advise as adv
+    from ..report import inspect_paths, load_baseline
+
+    doc = inspect_paths([name], warn=lambda msg: None)
+    runs, _, notes = adv.runs_from_inspect(doc, name)
+    base: dict[int, float] = {}
+    db = doc.get("decode_batch") or {}
+    if not runs and db.get("intervals") and not db.get("intervals_with_accept") and name != "-":
+        base = dict(load_baseline(name).by_bs)
+        notes.append(f"{name}: no-spec server log: baseline tok/s by batch size "
+                     + ", ".join(f"{k}: {v:.1f}" for k, v in base.items()))
+    elif not runs:
+        notes.append(f"{name}: no [eagle-cycle] cycle lines (stock Decode batch lines carry no depth "
+                     "or phase times): not used")
+    return runs, base, notes
+
+
+def _resolve_baselines(runs, found: dict, given) -> dict[int, float]:
+    """Baselines by batch size: --baseline-tok-s over the inputs' own.
+
+    A value without a batch size (a bare ``--baseline-tok-s``, a seed file's, a no-spec log's;
+    key 0) belongs to the batch size of the runs, which must then be unique.
+    """
+    from ..errors import UsageError
+
+    explicit = dict(given or [])
+    bare = explicit.pop(0, None)
+    found_bare = found.get(0)
+    merged = {k: v for k, v in found.items() if k}
+    merged.update(explicit)
+    if bare is not None or found_bare is not None:
+        sizes = sorted({r.bs for r in runs if r.fitted and r.topk == 1})
+        if len(sizes) != 1:
+            raise UsageError("runs at several batch sizes: give the baseline as BS:TOK_S per batch size")
+        if bare is not None:
+            merged[sizes[0]] = bare
+        else:
+            merged.setdefault(sizes[0], found_bare)
+    return merged
+
+
+def _shape(args):
+    from .. import costmodel as cm
+    from ..advise import shape_from_config
+    from ..wiring import load_config, locate_config
+
+    if not args.target_config:
+        return cm.LINEAR, "no --target-config: verify cost interpolated linearly in verified tokens"
+    return shape_from_config(load_config(locate_config(args.target_config)))
+
+
+# ---------------------------------------------------------------------------------------------
+# output
+# ---------------------------------------------------------------------------------------------
+
+
+def _fmt(x, nd=2, sign=False):
+    if x is None:
+        return "-"
+    return f"{x:+.{nd}f}" if sign else f"{x:.{nd}f}"
+
+
+def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
+    from rich.table import Table
+
+    acc = advice.acceptance
+    console.print(f"[bold]acceptance[/]: {acc.source}; measured to depth {acc.observed_depth}"
+                  + (f", {acc.samples} request-cycles" if acc.samples else ""))
+    console.print(f"[bold]cycle time[/]: {advice.cost.mode} mode; verify shape: {advice.cost.shape.label}; {shape_note}")
+    for note in list(advice.cost.notes) + advice.notes:
+        console.print(f"  note: {note}")
+    for b in advice.per_bs:
+        tab = Table(title=f"bs {b.bs}: predicted per depth (95% intervals: acceptance sampling)",
+                    title_justify="left")
+        for col in ("steps", "verify tok", "accept len", "cycle ms", "tok/s", "tok/s 95%", "speedup",
+                    "+accept", "+cycle ms", "measured", "notes"):
+            tab.add_column(col, justify="left" if col == "notes" else "right", no_wrap=col != "notes")
+        for c in b.candidates:
+            d = advice.candidate_dict(c)
+            flags = []
+            if c.steps == b.recommendation.steps:
+                flags.append("<- recommended")
+            if c.steps == 0:
+                flags.append("speculation off")
+            if c.extrapolated:
+                flags.append("extrapolated: " + ", ".join(c.extrapolated))
+            if d.get("fitted") is False:
+                flags.append("held out")
+            band = "-" if c.steps == 0 or c.tok_s_low is None else f"{c.tok_s_low:.1f}-{c.tok_s_high:.1f}"
+            tab.add_row(
+                str(c.steps), str(c.bs * (c.steps + 1)) if c.steps else str(c.bs),
+                _fmt(c.accept_len, 2), _fmt(c.cycle.total_ms, 2), _fmt(c.tok_s, 1), band,
+                _fmt(c.speedup(), 2), _fmt(c.gain_tokens, 2, sign=True), _fmt(c.cost_ms, 2, sign=True),
+                _fmt(d.get("measured_tok_s"), 1), "; ".join(flags))
+        console.print(tab)
+        rec = b.recommendation
+        what = ("turn speculation OFF" if rec.speculation_off else
+                f"{rec.steps} step{'s' if rec.steps > 1 else ''} (topk 1, {rec.steps + 1} draft tokens)")
+        console.print(f"[bold green]recommended at bs {b.bs}[/]: {what}")
+        console.print(f"  why: {rec.reason}")
+    for item in advice.not_modelled:
+        console.print(f"  not modelled: steps {item['steps']} topk {item['topk']}: {item['reason']}")
+    p = advice.primary.recommendation
+    if plan is None:
+        if p.speculation_off:
+            console.print("launch: without --speculative-algorithm (speculation does not pay here)")
+        else:
+            console.print(f"launch: --speculative-num-steps {p.steps} --speculative-eagle-topk 1 "
+                          f"--speculative-num-draft-tokens {p.steps + 1}")
+        return
+    console.print(f"wrote {plan_path}: buckets " + ", ".join(f"bs>={k}: {v} steps" for k, v in plan.buckets.items()))
+    for msg in plan.merged:
+        console.print(f"  note: {msg}")
+    for k in plan.off_buckets:
+        console.print(f"  [yellow]warning[/]: bucket bs>={k}: speculation is predicted slower than none; "
+                      f"it pins its fastest depth {plan.buckets[k]} (steps 0 would still run draft-extend): "
+                      "disable speculation for that load instead")
+    console.print(f"launch with: --speculative-adaptive --speculative-adaptive-config {plan_path} "
+                  f"--speculative-num-steps {plan.launch_steps} --speculative-eagle-topk 1")
+
+
+def _write_adaptive(path_text: str, plan, force: bool, inputs) -> Path:
+    from ..errors import UsageError
+
+    path = Path(path_text)
+    if path.is_dir():
+        raise UsageError(f"--adaptive-config {path}: is a directory")
+    for name in inputs:
+        if name != "-" and path.exists() and Path(name).exists() and os.path.samefile(name, path):
+            raise UsageError(f"--adaptive-config {path}: is one of the inputs")
+    if path.exists() and not force:
+        raise UsageError(f"--adaptive-config {path}: file exists, not overwritten (use --force)")
+    try:
+        mode = "w" if force else "x"
+        with path.open(mode, encoding="utf-8") as fh:
+            json.dump(plan.config, fh, indent=2)
+            fh.write("\n")
+    except FileExistsError:
+        raise UsageError(f"--adaptive-config {path}: file exists, not overwritten (use --force)") from None
+    except OSError as exc:
+        raise UsageError(f"--adaptive-config {path}: cannot write ({exc.strerror or exc})") from None
+    return path
+
+
+def main(args: argparse.Namespace) -> int:
+    from .. import advise as adv
+    from ..errors import UsageError
+
+    runs, found_base, notes, not_modelled, desc = _collect(args)
+    if not runs:
+        raise UsageError("no speculative run found in the inputs")
+    baselines = _resolve_baselines(runs, found_base, args.baseline_tok_s)
+    shape, shape_note = _shape(args)
+    if args.steps_candidates:
+        steps = sorted(set(args.steps_candidates))
+    else:
+        measured = {r.steps for r in runs if r.topk == 1 and r.steps <= 64}
+        steps = sorted(set(range(0, args.max_steps + 1)) | measured)
+    advice = adv.advise(runs, baselines, steps=steps, batch_sizes=args.batch_sizes, shape=shape,
+                        notes=notes, not_modelled=not_modelled)
+    if not baselines:
+        advice.notes.append("no baseline (--baseline-tok-s): no speedups, speculation off never considered")
+    plan = plan_path = None
+    if args.adaptive_config:
+        plan = adv.adaptive_config(advice, args.cuda_graph_bs)
+        plan_path = _write_adaptive(args.adaptive_config, plan, args.force, args.inputs)
+    if args.json:
+        out = advice.to_dict()
+        out["inputs"].update({"source": desc, "baseline_tok_s": {str(k): v for k, v in baselines.items()},
+                              "target_shape": shape_note})
+        if plan is not None:
+            out["adaptive_config"] = {"path": str(plan_path), "speculative_num_steps": plan.launch_steps,
+                                      "buckets": {str(k): v for k, v in plan.buckets.items()},
+                                      "speculation_off_buckets": plan.off_buckets}
+        print(json.dumps(out, indent=1))
+    else:
+        from rich.console import Console
+
+        _render(advice, plan, plan_path, desc, shape_note, Console(file=sys.stdout, width=None if sys.stdout.isatty() else 150))
+    return 0

@@ -1,0 +1,81 @@
+"""Check a target/draft pair's EAGLE-3 aux hidden-state wiring, offline (no GPU, no weights).
+
+TARGET and DRAFT are each a model directory (with config.json), a config.json
+path, or a Hugging Face repo id already in the local cache (no network).  The
+draft's safetensors header, when present, gives fc.weight / lm_head.weight / d2t
+shapes; only the header is read.  The server's env overrides apply
+(SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS, SGLANG_EAGLE_CYCLE_AUX_CONVENTION,
+SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING).
+
+Example::
+
+    eagle-cycle wiring moonshotai/Kimi-K2.5 ./kimi-k25-eagle3 --json
+
+Exit codes: 0 no error-level problem, 1 an error-level problem, 2 unusable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+
+def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", metavar="TARGET", help="target model directory, config.json, or cached HF repo id")
+    parser.add_argument("draft", metavar="DRAFT", help="EAGLE-3 draft model directory, config.json, or cached HF repo id")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
+    parser.add_argument("--target-revision", default=None, help="HF cache revision (branch, tag, commit) of TARGET")
+    parser.add_argument("--draft-revision", default=None, help="HF cache revision (branch, tag, commit) of DRAFT")
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..safetensors_header import read_draft_shapes
+    from ..wiring import check_pair, find_field, load_config, locate_config
+
+    target_path = locate_config(args.target, args.target_revision)
+    draft_path = locate_config(args.draft, args.draft_revision)
+    target_cfg = load_config(target_path)
+    draft_cfg = load_config(draft_path)
+    header = read_draft_shapes(draft_path.parent) or None
+    report = check_pair(target_cfg, draft_cfg, header=header, env=os.environ)
+
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    else:
+        print(_render(report, target_path, target_cfg, draft_path, draft_cfg, header, find_field))
+    return 1 if report.errors else 0
+
+
+def _arch(cfg: dict) -> str:
+    archs = cfg.get("architectures")
+    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else "(no architectures)"
+
+
+def _render(report, target_path: Path, target_cfg: dict, draft_path: Path, draft_cfg: dict, header, find_field) -> str:
+    from ..wiring import RULES_BY_MODULE, stock_fix_text
+
+    def field(key: str) -> str:
+        found = find_field(target_cfg, key)
+        return f"{found[0]} ({found[1]})" if found else "unknown"
+
+    lines = [f"target  {target_path}",
+             f"        {_arch(target_cfg)}: layers {field('num_hidden_layers')}, hidden {field('hidden_size')}, "
+             f"vocab {field('vocab_size')}"]
+    if report.stock_family:
+        lines.append(f"        stock SGLang: {RULES_BY_MODULE[report.stock_family].describe()}")
+    else:
+        lines.append("        stock SGLang: no known rule for this architecture")
+    lines.append(f"draft   {draft_path}")
+    tensors = ", ".join(f"{k} {v}" for k, v in (header or {}).items()) or "no safetensors header found"
+    lines.append(f"        {_arch(draft_cfg)}; {tensors}")
+    lines += ["", report.startup_line(), ""]
+    for p in report.problems:
+        lines.append(f"  {p.level:<7}  {p.code}: {p.message}")
+    if report.problems:
+        lines.append("")
+    n_err, n_warn = len(report.errors), len(report.warnings)
+    lines.append(f"{n_err} error{'s' * (n_err != 1)}, {n_warn} warning{'s' * (n_warn != 1)}")
+    lines.append(stock_fix_text(report))
+    return "\n".join(lines)

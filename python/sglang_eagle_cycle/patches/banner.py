@@ -1,0 +1,86 @@
+"""The startup banner: one line on scheduler rank 0 once SGLang has configured logging.
+
+``run_scheduler_process`` loads plugins before it configures logging, so anything logged at
+``register()`` time at INFO is lost. The banner is written right after ``Scheduler.__init__``
+returns: logging is configured by then, the model and the draft worker exist, and every hook
+whose module the scheduler imports has been applied (or has failed).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from . import HookSpec
+
+SCHEDULER = "sglang.srt.managers.scheduler"
+
+_done = False
+
+
+def hook_specs() -> list[HookSpec]:
+    return [HookSpec(f"{SCHEDULER}.Scheduler.__init__", SCHEDULER, _after_scheduler_init, "core")]
+
+
+def _short(target: str) -> str:
+    parts = target.split(".")
+    return ".".join(parts[-2:])
+
+
+def banner_lines(draft_worker=None) -> list[tuple[int, str]]:
+    """``[(level, message), ...]``: the INFO banner and one WARNING per failed hook target."""
+    from importlib.metadata import version
+
+    from .. import __version__, hooks
+
+    status = hooks.status()
+    applied = sorted(_short(t) for t, s in status.items() if s == "applied" and not t.startswith(SCHEDULER))
+    failed = sorted(t for t, s in status.items() if s == "failed")
+    msg = (f"sglang-eagle-cycle {__version__} on SGLang {version('sglang')}: "
+           f"hooks applied ({len(applied)}): {', '.join(applied) or 'none'}; failed ({len(failed)}): "
+           f"{', '.join(_short(t) for t in failed) or 'none'}")
+    if draft_worker is not None:
+        msg += f"; timing: {_worker_note(draft_worker)}"
+    out = [(logging.INFO, msg)]
+    out += [(logging.WARNING, f"sglang-eagle-cycle: hook target {t} failed; the server runs on without it")
+            for t in failed]
+    return out
+
+
+def is_profiled(worker) -> bool:
+    """True for ``EAGLEWorkerV2`` and subclasses that keep its decode branch (e.g. Standalone).
+
+    Multi-layer EAGLE, frozen-KV MTP, DFlash and other workers run other code and are not timed.
+    """
+    try:
+        from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+    except Exception:
+        return False
+    cls = type(worker)
+    return issubclass(cls, EAGLEWorkerV2) and cls.forward_batch_generation is EAGLEWorkerV2.forward_batch_generation
+
+
+def _worker_note(worker) -> str:
+    name = type(worker).__name__
+    if is_profiled(worker):
+        return f"profiling {name}"
+    return f"{name} is not profiled (only EAGLEWorkerV2 and subclasses that keep its decode branch are)"
+
+
+def _after_scheduler_init(original, self, *args, **kwargs):
+    result = original(self, *args, **kwargs)
+    global _done
+    if not _done:
+        _done = True
+        from ..hooks import guard
+        guard("startup banner", lambda: _log_banner(self), lambda: None)
+    return result
+
+
+def _log_banner(scheduler) -> None:
+    from ..runtime import env_flag, ranks
+
+    if not (ranks().is_first or env_flag("SGLANG_EAGLE_CYCLE_ALL_RANKS", False)):
+        return
+    log = logging.getLogger("sglang_eagle_cycle")
+    for level, msg in banner_lines(getattr(scheduler, "draft_worker", None)):
+        log.log(level, msg)

@@ -1,0 +1,178 @@
+"""Read tensor shapes from a draft checkpoint's safetensors *header* only.
+
+A safetensors file starts with an 8-byte little-endian unsigned integer ``n``,
+then ``n`` bytes of UTF-8 JSON mapping each tensor name to
+``{"dtype": ..., "shape": [...], "data_offsets": [begin, end]}`` (plus an
+optional ``"__metadata__"`` entry); the tensor bytes follow.  Reading the
+first ``8 + n`` bytes is enough to know every shape, so header-only files
+(as the tests write) and multi-gigabyte checkpoints cost the same, and no
+weights are ever loaded.
+
+The wiring check needs three EAGLE-3 draft tensors, found under their plain
+names or with the ``model.`` prefix SGLang adds on load:
+
+- ``fc.weight``: ``[hidden_size, n_aux * target_hidden_size]``
+- ``lm_head.weight``: ``[draft_vocab_size or vocab_size, hidden_size]``
+- ``d2t``: ``[draft_vocab_size]`` (draft -> target token-id offsets)
+
+Usage::
+
+    from sglang_eagle_cycle.safetensors_header import read_draft_shapes
+    read_draft_shapes("path/to/draft")   # {"fc.weight": [7168, 21504]} or {} without a checkpoint
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+from .errors import UsageError
+
+#: canonical name -> accepted spellings, first match wins
+DRAFT_TENSORS: dict[str, tuple[str, ...]] = {
+    "fc.weight": ("fc.weight", "model.fc.weight"),
+    "lm_head.weight": ("lm_head.weight", "model.lm_head.weight"),
+    "d2t": ("d2t", "model.d2t"),
+}
+
+#: a header larger than this is not a real header (safetensors itself caps it at 100 MB)
+MAX_HEADER_BYTES = 100 * 1024 * 1024
+
+INDEX_FILE = "model.safetensors.index.json"
+SINGLE_FILE = "model.safetensors"
+
+
+def read_header(path: str | Path) -> dict[str, dict]:
+    """Return the JSON header of one ``.safetensors`` file (without ``__metadata__``).
+
+    Reads ``8 + n`` bytes, never the tensor data.
+
+    Raises:
+        UsageError: the file cannot be read, or its header is truncated, too
+            large, not UTF-8 JSON, or not an object of tensor entries.
+    """
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            prefix = fh.read(8)
+            if len(prefix) < 8:
+                raise UsageError(f"{path}: not a safetensors file (shorter than its 8-byte header length)")
+            (n,) = struct.unpack("<Q", prefix)
+            if n == 0 or n > MAX_HEADER_BYTES:
+                raise UsageError(f"{path}: corrupt safetensors header (declared length {n} bytes)")
+            raw = fh.read(n)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(raw) < n:
+        raise UsageError(f"{path}: corrupt safetensors header (declares {n} bytes, file has {len(raw)})")
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path}: corrupt safetensors header ({exc})") from None
+    if not isinstance(header, dict):
+        raise UsageError(f"{path}: corrupt safetensors header (not a JSON object)")
+    header.pop("__metadata__", None)
+    for name, entry in header.items():
+        if not isinstance(entry, dict) or not _is_shape(entry.get("shape")):
+            raise UsageError(f"{path}: corrupt safetensors header (entry {name!r} has no integer shape)")
+    return header
+
+
+def _is_shape(value) -> bool:
+    return isinstance(value, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value)
+
+
+def _pick(shapes_by_name: dict[str, list[int]]) -> dict[str, list[int]]:
+    found = {}
+    for canonical, spellings in DRAFT_TENSORS.items():
+        for name in spellings:
+            if name in shapes_by_name:
+                found[canonical] = list(shapes_by_name[name])
+                break
+    return found
+
+
+def _from_index(index_path: Path) -> dict[str, list[int]]:
+    try:
+        index = json.loads(index_path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{index_path}: cannot read ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{index_path}: invalid JSON ({exc})") from None
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict):
+        raise UsageError(f"{index_path}: no 'weight_map' object")
+    shards: dict[str, list[str]] = {}
+    for spellings in DRAFT_TENSORS.values():
+        for name in spellings:
+            if name in weight_map:
+                shards.setdefault(str(weight_map[name]), []).append(name)
+                break
+    shapes: dict[str, list[int]] = {}
+    for shard, names in shards.items():
+        shard_path = index_path.parent / shard
+        if not shard_path.is_file():
+            raise UsageError(f"{index_path}: shard {shard} (holding {', '.join(names)}) is missing")
+        header = read_header(shard_path)
+        for name in names:
+            if name not in header:
+                raise UsageError(f"{shard_path}: index says it holds {name}, its header does not list it")
+            shapes[name] = header[name]["shape"]
+    return _pick(shapes)
+
+
+def read_draft_shapes(location: str | Path) -> dict[str, list[int]]:
+    """Shapes of ``fc.weight``, ``lm_head.weight`` and ``d2t`` in a draft checkpoint.
+
+    ``location`` is the draft's model directory (a ``config.json`` path means its
+    folder, a ``.safetensors`` path means that file).  Looks for
+    ``model.safetensors``, then ``model.safetensors.index.json`` (reading only
+    the shards that hold the wanted tensors), then every ``*.safetensors`` file.
+
+    Returns:
+        canonical name -> shape (a list of ints); only the tensors found, ``{}``
+        when the directory holds no safetensors checkpoint.
+
+    Raises:
+        UsageError: a corrupt header or index, or a shard the index names is missing.
+    """
+    path = Path(location)
+    if path.is_file() and path.suffix == ".safetensors":
+        return _pick({k: v["shape"] for k, v in read_header(path).items()})
+    folder = path if path.is_dir() else path.parent
+    if not folder.is_dir():
+        return {}
+    single = folder / SINGLE_FILE
+    if single.is_file():
+        return _pick({k: v["shape"] for k, v in read_header(single).items()})
+    index = folder / INDEX_FILE
+    if index.is_file():
+        return _from_index(index)
+    shapes: dict[str, list[int]] = {}
+    for file in sorted(folder.glob("*.safetensors")):
+        shapes.update({k: v["shape"] for k, v in read_header(file).items()})
+    return _pick(shapes)
+
+
+def write_header_only(path: str | Path, shapes: dict[str, list[int]], dtype: str = "BF16") -> Path:
+    """Write a safetensors file holding only a header for ``shapes`` (no tensor bytes).
+
+    For tests and examples: the result is readable by :func:`read_header`, not
+    loadable as weights.  Offsets are laid out as if the data followed.
+    """
+    itemsize = {"BF16": 2, "F16": 2, "F32": 4, "I64": 8, "I32": 4}.get(dtype, 2)
+    header, offset = {}, 0
+    for name, shape in shapes.items():
+        count = 1
+        for d in shape:
+            count *= d
+        kind = "I64" if name in ("d2t", "t2d") else dtype
+        size = count * (8 if kind == "I64" else itemsize)
+        header[name] = {"dtype": kind, "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    blob = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    blob += b" " * (-len(blob) % 8)  # the format pads the header to 8 bytes
+    path = Path(path)
+    path.write_bytes(struct.pack("<Q", len(blob)) + blob)
+    return path

@@ -1,0 +1,930 @@
+"""EAGLE-3 aux hidden-state wiring: read, resolve and validate a draft's aux layer ids.
+
+Pure standard-library code (no torch, no SGLang import), shared by the server hook
+and ``eagle-cycle wiring``.  DESIGN §1 is the contract:
+
+* capture position ``j`` = the residual stream entering 0-based decoder layer ``j``
+  (HF ``hidden_states[j]``): position 0 is the embedding output, position ``N`` the
+  last layer's output before the final norm;
+* a layer id ``i`` means the output of layer ``i``, i.e. position ``i + 1``, for
+  every model family (reading ``layer_output``); ids whose maximum equals ``N``
+  can only be positions (reading ``position``); no ids means the family's stock
+  default (reading ``default``);
+* stock SGLang 0.5.23 reads the same ids differently per model file; this module
+  emulates each ``set_eagle3_layers_to_capture`` so the difference can be named.
+
+Usage::
+
+    from sglang_eagle_cycle.wiring import check_pair, load_config
+    report = check_pair(load_config("target/config.json"), load_config("draft/config.json"))
+    print(report.startup_line())
+    # EAGLE-3 aux wiring: ids [2, 30, 58] (layer outputs, draft eagle_config) -> capture
+    # positions [3, 31, 59] of 61; stock SGLang 0.5.23 would capture [2, 30, 58]
+
+Environment (the server reads the same variables):
+
+* ``SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS=2,30,58`` overrides the draft's ids;
+* ``SGLANG_EAGLE_CYCLE_AUX_CONVENTION=input`` reads ids as positions,
+  ``=stock`` keeps SGLang 0.5.23's per-family rule (default: layer outputs);
+* ``SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING=1`` accepts position 0 (id -1);
+* ``SGLANG_EAGLE_CYCLE_WIRING_STRICT=0`` (server only, see :func:`strict_enabled`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import UsageError
+
+STOCK_VERSION = "0.5.23"
+
+ENV_IDS = "SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS"
+ENV_CONVENTION = "SGLANG_EAGLE_CYCLE_AUX_CONVENTION"
+ENV_ALLOW_EMBEDDING = "SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING"
+ENV_STRICT = "SGLANG_EAGLE_CYCLE_WIRING_STRICT"
+
+IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+
+#: draft architectures SGLang 0.5.23 can load as an EAGLE-3 head
+EAGLE3_DRAFT_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM")
+
+ERROR, WARNING = "error", "warning"
+
+#: code -> level, DESIGN §1's table (the CLI and the startup path share it)
+CHECK_LEVELS: dict[str, str] = {
+    "non_integer_ids": ERROR,
+    "duplicate_ids": ERROR,
+    "id_out_of_range": ERROR,
+    "embedding_capture": ERROR,
+    "final_layer_capture_unsupported": ERROR,
+    "fc_width_mismatch": ERROR,
+    "draft_fc_built_mismatch": ERROR,
+    "not_eagle3_architecture": ERROR,
+    "target_hidden_mismatch": ERROR,
+    "vocab_mismatch": ERROR,
+    "lm_head_shape_mismatch": ERROR,
+    "d2t_missing": ERROR,
+    "ids_missing_default_used": WARNING,
+    "ids_top_level": WARNING,
+    "ids_conflict": WARNING,
+    "unsorted_ids": WARNING,
+    "stock_differs": WARNING,
+}
+
+
+# --------------------------------------------------------------------------- stock rules
+
+SHIFT_ALWAYS = "always"  # val + 1 (llama and most families)
+SHIFT_IF_FIRST_IS_1 = "if_first_is_1"  # val + 1 only when ids[0] == 1 (deepseek_v2, glm4_moe_lite)
+SHIFT_UNLESS_MAX_IS_N = "unless_max_is_n"  # as-is when max(ids) == N, else val + 1 (gpt_oss)
+SHIFT_NONE = "none"  # as-is (inner setters handed already-shifted ids)
+
+
+@dataclass(frozen=True)
+class FamilyRule:
+    """How one SGLang 0.5.23 model file's ``set_eagle3_layers_to_capture`` treats ids.
+
+    Attributes:
+        module: the model file whose rule applies (``stock_family`` in reports).
+        shift: one of the ``SHIFT_*`` constants, for explicit ids.
+        default_shift: added to the ``[2, N//2, N-3]`` default (1 for minimax_m3_vl).
+        flags: ``"all"`` when the setter indexes ``layers[v]`` for every value
+            (qwen2_moe-style inner setters: a value outside ``[-N, N-1]`` raises
+            IndexError at start-up), ``"in_range"`` when it flags only
+            ``0 <= v < N`` (minimax_m3), ``""`` when it keeps just the list.
+        final_capture: the model's forward can capture position ``N``.
+    """
+
+    module: str
+    shift: str = SHIFT_ALWAYS
+    default_shift: int = 0
+    flags: str = ""
+    final_capture: bool = False
+
+    def describe(self) -> str:
+        words = {
+            SHIFT_ALWAYS: "id + 1 always",
+            SHIFT_IF_FIRST_IS_1: "id + 1 only if ids[0] == 1, else ids as-is",
+            SHIFT_UNLESS_MAX_IS_N: "ids as-is if max(ids) == N, else id + 1",
+            SHIFT_NONE: "ids as-is",
+        }[self.shift]
+        return f"{self.module} rule ({words})"
+
+    def reads_as_positions(self, ids: list, num_layers: int) -> bool:
+        """True when this rule keeps explicit ``ids`` as-is (no +1)."""
+        if self.shift == SHIFT_NONE:
+            return True
+        if self.shift == SHIFT_IF_FIRST_IS_1:
+            return not (ids and ids[0] == 1)
+        if self.shift == SHIFT_UNLESS_MAX_IS_N:
+            return bool(ids) and max(ids) == num_layers
+        return False
+
+
+def stock_layers_to_capture(rule: FamilyRule, ids, num_layers: int):
+    """Emulate the stock 0.5.23 setter: the ``layers_to_capture`` it leaves, or None if it raises.
+
+    ``ids`` is what SGLang passes (a list, or None when the draft's ``eagle_config``
+    declares none).  The same Python operations as upstream are applied to the
+    values as given, so strings or floats fail (or pass) exactly where upstream does.
+    """
+    n = num_layers
+    try:
+        if ids is None:
+            out = [2 + rule.default_shift, n // 2 + rule.default_shift, n - 3 + rule.default_shift]
+        elif rule.shift == SHIFT_ALWAYS:
+            out = [v + 1 for v in ids]
+        elif rule.shift == SHIFT_IF_FIRST_IS_1:
+            out = [v + 1 for v in ids] if (ids and ids[0] == 1) else list(ids)
+        elif rule.shift == SHIFT_UNLESS_MAX_IS_N:
+            out = list(ids) if (ids and max(ids) == n) else [v + 1 for v in ids]
+        else:
+            out = list(ids)
+        for v in out if rule.flags else ():  # layers[v] on a list of N layers
+            if rule.flags == "in_range" and not 0 <= v < n:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError(f"list indices must be integers, not {type(v).__name__}")
+            if not -n <= v < n:
+                raise IndexError(v)
+    except (TypeError, IndexError, ValueError):
+        return None
+    return out
+
+
+def _stock_captures(rule: FamilyRule, layers: list, num_layers: int) -> bool:
+    """True when every value of a stock ``layers_to_capture`` is actually captured."""
+    top = num_layers if rule.final_capture else num_layers - 1
+    return all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= top for v in layers)
+
+
+_A = FamilyRule("llama")
+_RULES_BY_MODULE: dict[str, FamilyRule] = {
+    # rule A: id + 1 always
+    **{m: FamilyRule(m) for m in (
+        "apertus", "bailing_moe", "exaone_moe", "glm4_moe", "glm5_next", "llama", "longcat_flash",
+        "minimax_m2", "qwen2", "qwen2_5_vl", "qwen3", "qwen3_vl",
+    )},
+    "gemma3_causal": FamilyRule("gemma3_causal", final_capture=True),
+    "gemma4_causal": FamilyRule("gemma4_causal", final_capture=True),
+    "gemma4_mm": FamilyRule("gemma4_mm", final_capture=True),  # its language model is gemma4_causal's
+    "minimax_m3": FamilyRule("minimax_m3", flags="in_range", final_capture=True),
+    "qwen2_moe": FamilyRule("qwen2_moe", flags="all"),
+    "qwen3_moe": FamilyRule("qwen3_moe", flags="all"),  # -> qwen2_moe's inner setter
+    "qwen3_next": FamilyRule("qwen3_next", flags="all"),
+    "qwen3_5_text": FamilyRule("qwen3_5_text", flags="all"),  # -> qwen3_5's inner setter
+    # rule B: id + 1 only if ids[0] == 1
+    "deepseek_v2": FamilyRule("deepseek_v2", SHIFT_IF_FIRST_IS_1),
+    "glm4_moe_lite": FamilyRule("glm4_moe_lite", SHIFT_IF_FIRST_IS_1),
+    # other
+    "gpt_oss": FamilyRule("gpt_oss", SHIFT_UNLESS_MAX_IS_N, final_capture=True),
+    "minimax_m3_vl": FamilyRule("minimax_m3_vl", default_shift=1, flags="in_range", final_capture=True),
+}
+# modules whose setter delegates to another family's (stock_family names the one that applies)
+_RULES_BY_MODULE.update({
+    "kimi_k25": _RULES_BY_MODULE["deepseek_v2"],  # language_model is a DeepseekV3ForCausalLM
+    "gemma3_mm": _RULES_BY_MODULE["gemma3_causal"],
+    "mllama4": _RULES_BY_MODULE["llama"],
+    # modules whose classes inherit another module's setter
+    "deepseek_nextn": _RULES_BY_MODULE["deepseek_v2"],
+    "mistral_large_3": _RULES_BY_MODULE["deepseek_v2"],
+    "mistral_large_3_eagle": _RULES_BY_MODULE["deepseek_v2"],
+    "glm5_next_nextn": _RULES_BY_MODULE["deepseek_v2"],
+    "glm4_moe_lite_nextn": _RULES_BY_MODULE["glm4_moe_lite"],
+    "glm4_moe_nextn": _RULES_BY_MODULE["glm4_moe"],
+    "exaone_moe_mtp": _RULES_BY_MODULE["exaone_moe"],
+    "gemma4_mtp": _RULES_BY_MODULE["gemma4_causal"],
+    "gemma4_unified": _RULES_BY_MODULE["gemma4_mm"],
+    "longcat_flash_nextn": _RULES_BY_MODULE["longcat_flash"],
+    "sarvam_moe": _RULES_BY_MODULE["bailing_moe"],
+    "mellum": _RULES_BY_MODULE["qwen3_moe"],
+    "qwen3_moe_mtp": _RULES_BY_MODULE["qwen3_moe"],
+    "qwen3_next_mtp": _RULES_BY_MODULE["qwen3_next"],
+    "qwen2_eagle": _RULES_BY_MODULE["qwen2"],
+    "cosmos3": _RULES_BY_MODULE["qwen3_vl"],
+    # qwen3_vl's setter hands +1 ids to a language model that flags layers
+    **{m: FamilyRule("qwen3_vl", flags="all") for m in (
+        "qwen3_vl_moe", "qwen3_5", "qwen4_exp", "interns1pro", "interns2_mobius", "interns2preview",
+    )},
+    **{m: _A for m in (
+        "llama4", "llama_eagle", "llama_eagle3", "ministral3", "mistral", "mistral_eagle", "teleflm",
+    )},
+})
+RULES_BY_MODULE: Mapping[str, FamilyRule] = _RULES_BY_MODULE
+
+#: target ``architectures[0]`` -> the stock rule of the setter SGLang 0.5.23 calls for it
+RULES_BY_ARCHITECTURE: Mapping[str, FamilyRule] = {
+    "ApertusForCausalLM": _RULES_BY_MODULE["apertus"],
+    **dict.fromkeys(("BailingMoEForCausalLM", "BailingMoeForCausalLM", "BailingMoeV2ForCausalLM",
+                     "SarvamMoEForCausalLM"), _RULES_BY_MODULE["bailing_moe"]),
+    **dict.fromkeys(("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM",
+                     "DeepseekV3ForCausalLMNextN", "MistralLarge3ForCausalLM", "MistralLarge3ForCausalLMEagle",
+                     "GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN", "Glm5NextForConditionalGenerationNextN",
+                     "KimiK25ForConditionalGeneration"), _RULES_BY_MODULE["deepseek_v2"]),
+    **dict.fromkeys(("ExaoneMoEForCausalLM", "ExaoneMoeForCausalLM", "ExaoneMoEForCausalLMMTP"),
+                    _RULES_BY_MODULE["exaone_moe"]),
+    **dict.fromkeys(("Gemma3ForCausalLM", "EmbeddingGemmaModel", "Gemma3ForConditionalGeneration"),
+                    _RULES_BY_MODULE["gemma3_causal"]),
+    **dict.fromkeys(("Gemma4ForCausalLM", "Gemma4AssistantForCausalLM", "Gemma4UnifiedAssistantForCausalLM"),
+                    _RULES_BY_MODULE["gemma4_causal"]),
+    **dict.fromkeys(("Gemma4ForConditionalGeneration", "Gemma4UnifiedForConditionalGeneration"),
+                    _RULES_BY_MODULE["gemma4_mm"]),
+    **dict.fromkeys(("Glm4MoeForCausalLM", "Glm4MoeForCausalLMNextN"), _RULES_BY_MODULE["glm4_moe"]),
+    **dict.fromkeys(("Glm4MoeLiteForCausalLM", "Glm4MoeLiteForCausalLMNextN"), _RULES_BY_MODULE["glm4_moe_lite"]),
+    "Glm5NextForConditionalGeneration": _RULES_BY_MODULE["glm5_next"],
+    "GptOssForCausalLM": _RULES_BY_MODULE["gpt_oss"],
+    **dict.fromkeys(("LlamaForCausalLM", "MistralForCausalLM", "Phi3ForCausalLM", "InternLM3ForCausalLM",
+                     "IQuestCoderForCausalLM", "Llama4ForCausalLM", "Llama4ForConditionalGeneration",
+                     "Ministral3ForCausalLM", "TeleFLMForCausalLM", "LlamaForCausalLMEagle",
+                     "LlamaForCausalLMEagle3", "MistralForCausalLMEagle"), _A),
+    **dict.fromkeys(("LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN"), _RULES_BY_MODULE["longcat_flash"]),
+    "MiniMaxM2ForCausalLM": _RULES_BY_MODULE["minimax_m2"],
+    "MiniMaxM3SparseForCausalLM": _RULES_BY_MODULE["minimax_m3"],
+    "MiniMaxM3SparseForConditionalGeneration": _RULES_BY_MODULE["minimax_m3_vl"],
+    **dict.fromkeys(("Qwen2ForCausalLM", "Qwen2ForCausalLMEagle"), _RULES_BY_MODULE["qwen2"]),
+    "Qwen2MoeForCausalLM": _RULES_BY_MODULE["qwen2_moe"],
+    "Qwen2_5_VLForConditionalGeneration": _RULES_BY_MODULE["qwen2_5_vl"],
+    "Qwen3ForCausalLM": _RULES_BY_MODULE["qwen3"],
+    **dict.fromkeys(("Qwen3MoeForCausalLM", "Qwen3MoeForCausalLMMTP", "MellumForCausalLM"),
+                    _RULES_BY_MODULE["qwen3_moe"]),
+    **dict.fromkeys(("Qwen3NextForCausalLM", "Qwen3NextForCausalLMMTP"), _RULES_BY_MODULE["qwen3_next"]),
+    **dict.fromkeys(("Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"), _RULES_BY_MODULE["qwen3_5_text"]),
+    **dict.fromkeys(("Qwen3VLForConditionalGeneration", "Cosmos3ForConditionalGeneration"),
+                    _RULES_BY_MODULE["qwen3_vl"]),
+    **dict.fromkeys(("Qwen3VLMoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
+                     "Qwen3_5MoeForConditionalGeneration", "Qwen4ExpForConditionalGeneration",
+                     "InternS1ProForConditionalGeneration", "InternS2MobiusForConditionalGeneration",
+                     "InternS2PreviewForConditionalGeneration"), _RULES_BY_MODULE["qwen3_5"]),
+}
+
+#: fallback when a config has no ``architectures``: its ``model_type``
+_RULES_BY_MODEL_TYPE: dict[str, FamilyRule] = {
+    "llama": _A, "mistral": _A, "phi3": _A, "qwen2": _RULES_BY_MODULE["qwen2"], "qwen3": _RULES_BY_MODULE["qwen3"],
+    "qwen2_moe": _RULES_BY_MODULE["qwen2_moe"], "qwen3_moe": _RULES_BY_MODULE["qwen3_moe"],
+    "deepseek_v2": _RULES_BY_MODULE["deepseek_v2"], "deepseek_v3": _RULES_BY_MODULE["deepseek_v2"],
+    "kimi_k25": _RULES_BY_MODULE["deepseek_v2"], "gpt_oss": _RULES_BY_MODULE["gpt_oss"],
+    "glm4_moe": _RULES_BY_MODULE["glm4_moe"], "glm4_moe_lite": _RULES_BY_MODULE["glm4_moe_lite"],
+}
+
+
+def family_rule(name: str) -> FamilyRule | None:
+    """The stock rule for a target class name (``DeepseekV3ForCausalLM``) or SGLang module basename.
+
+    Module basenames are those of ``sglang.srt.models`` (``deepseek_v2``, ``llama``,
+    ``qwen3_moe``, ``kimi_k25``...); a class name is exact where one module holds
+    classes with different setters (``glm4_moe`` holds rule-A ``Glm4MoeForCausalLM``
+    and rule-B ``GlmMoeDsaForCausalLM``; the module name means the former).
+    Returns None for an unknown name.
+    """
+    return RULES_BY_ARCHITECTURE.get(name) or RULES_BY_MODULE.get(name.rsplit(".", 1)[-1])
+
+
+def target_rule(target_cfg: Mapping) -> FamilyRule | None:
+    """The stock rule for a target HF config: its ``architectures[0]``, else its ``model_type``."""
+    for cfg in (target_cfg, _text_config(target_cfg)):
+        if not isinstance(cfg, Mapping):
+            continue
+        archs = cfg.get("architectures")
+        if isinstance(archs, list) and archs and isinstance(archs[0], str) and archs[0] in RULES_BY_ARCHITECTURE:
+            return RULES_BY_ARCHITECTURE[archs[0]]
+    for cfg in (target_cfg, _text_config(target_cfg)):
+        if isinstance(cfg, Mapping) and cfg.get("model_type") in _RULES_BY_MODEL_TYPE:
+            return _RULES_BY_MODEL_TYPE[cfg["model_type"]]
+    return None
+
+
+# --------------------------------------------------------------------------- config fields
+
+#: where multimodal wrappers keep their language model's config (never ``vision_config``)
+_TEXT_WRAPPERS = ("text_config", "language_config", "llm_config")
+
+
+def _text_config(cfg: Mapping):
+    for key in _TEXT_WRAPPERS:
+        inner = cfg.get(key) if isinstance(cfg, Mapping) else None
+        if isinstance(inner, Mapping):
+            return inner
+    thinker = cfg.get("thinker_config") if isinstance(cfg, Mapping) else None
+    if isinstance(thinker, Mapping) and isinstance(thinker.get("text_config"), Mapping):
+        return thinker["text_config"]
+    return None
+
+
+def find_field(cfg: Mapping, key: str) -> tuple[int, str] | None:
+    """Find an integer language-model field, top level first, then a text wrapper.
+
+    Returns ``(value, json_path)`` (e.g. ``(61, "text_config.num_hidden_layers")``)
+    or None.  ``vision_config`` and other sub-configs are never read.
+    """
+    if isinstance(cfg, Mapping) and _is_int(cfg.get(key)):
+        return cfg[key], key
+    for wrapper in _TEXT_WRAPPERS:
+        inner = cfg.get(wrapper) if isinstance(cfg, Mapping) else None
+        if isinstance(inner, Mapping) and _is_int(inner.get(key)):
+            return inner[key], f"{wrapper}.{key}"
+    thinker = cfg.get("thinker_config") if isinstance(cfg, Mapping) else None
+    inner = thinker.get("text_config") if isinstance(thinker, Mapping) else None
+    if isinstance(inner, Mapping) and _is_int(inner.get(key)):
+        return inner[key], f"thinker_config.text_config.{key}"
+    return None
+
+
+def _require(cfg: Mapping, key: str, what: str) -> int:
+    found = find_field(cfg, key)
+    if found is None:
+        raise UsageError(f"target config has no integer {key} (looked at {key}, "
+                         f"{', '.join(w + '.' + key for w in _TEXT_WRAPPERS)}): cannot know the {what}")
+    return found[0]
+
+
+def find_num_layers(cfg: Mapping) -> int:
+    """N, the target's decoder-layer count (``text_config.num_hidden_layers`` for wrappers).
+
+    Raises:
+        UsageError: no integer ``num_hidden_layers`` at the top level or in a text wrapper.
+    """
+    return _require(cfg, "num_hidden_layers", "layer count")
+
+
+def find_hidden_size(cfg: Mapping) -> int:
+    """The target's hidden size (width of one aux hidden state). Raises UsageError when absent."""
+    return _require(cfg, "hidden_size", "hidden size")
+
+
+def find_vocab_size(cfg: Mapping) -> int:
+    """The target's vocabulary size. Raises UsageError when absent."""
+    return _require(cfg, "vocab_size", "vocabulary size")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+# --------------------------------------------------------------------------- report
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding of the wiring check; ``level`` comes from :data:`CHECK_LEVELS`."""
+
+    level: str
+    code: str
+    message: str
+
+    def to_dict(self) -> dict:
+        return {"level": self.level, "code": self.code, "message": self.message}
+
+
+_JSON_KEYS = ("num_layers", "ids", "ids_source", "reading", "positions", "stock_positions", "stock_family",
+              "stock_ids_hint", "fc_in_features", "problems")
+
+
+@dataclass
+class WiringReport:
+    """The resolved wiring of one target/draft pair; ``to_dict()`` is the ``--json`` object.
+
+    Attributes:
+        num_layers: N, the target's decoder layers.
+        ids: the ids used (as declared; None when none are declared).
+        ids_source: ``env``, ``eagle_config``, ``top_level`` or ``none``.
+        reading: ``layer_output``, ``position`` or ``default``.
+        positions: capture positions (0 = embedding, N = last layer's output before
+            the final norm); None when an id is not an int, out of range or repeated.
+        stock_positions: the ``layers_to_capture`` stock SGLang 0.5.23 leaves; None
+            when its setter would raise (or the family is unknown).
+        stock_family: the SGLang model file whose stock rule applies.
+        stock_ids_hint: ``eagle_config`` ids that make stock 0.5.23 capture
+            ``positions``, or None (see :func:`stock_fix_text` for why).
+        fc_in_features: ``fc.weight.shape[1]`` from the draft's safetensors header.
+        problems: findings, errors first.
+        convention: ``output`` (default), ``input`` or ``stock`` (not in the JSON).
+    """
+
+    num_layers: int
+    ids: object
+    ids_source: str
+    reading: str
+    positions: list[int] | None
+    stock_positions: list | None
+    stock_family: str | None
+    stock_ids_hint: list[int] | None
+    fc_in_features: int | None
+    problems: list[Problem] = field(default_factory=list)
+    convention: str = "output"
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.level == ERROR]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.level == WARNING]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in _JSON_KEYS}
+        d["problems"] = [p.to_dict() for p in self.problems]
+        return d
+
+    def startup_line(self) -> str:
+        """The one-line summary the server logs at start-up (DESIGN §1), e.g.
+
+        ``EAGLE-3 aux wiring: ids [2, 30, 58] (layer outputs, draft eagle_config) ->
+        capture positions [3, 31, 59] of 61; stock SGLang 0.5.23 would capture [2, 30, 58]``
+        """
+        n = self.num_layers
+        if self.reading == "default":
+            head = f"no ids declared ({_SOURCE_WORDS['none']}) -> default capture positions {self.positions} of {n}"
+        else:
+            head = f"ids {_fmt(self.ids)} ({self._reading_words()}, {_SOURCE_WORDS[self.ids_source]}) -> "
+            if self.positions is None:
+                codes = ", ".join(sorted({p.code for p in self.errors}))
+                head += f"no capture positions of {n} (refused: {codes})"
+            else:
+                head += f"capture positions {self.positions} of {n}"
+                if self.errors:
+                    head += f" (errors: {', '.join(sorted({p.code for p in self.errors}))})"
+        if self.stock_family is None:
+            tail = f"stock SGLang {STOCK_VERSION}'s rule for this target is unknown"
+        elif self.stock_positions is None:
+            tail = f"stock SGLang {STOCK_VERSION} ({self.stock_family}) would fail at start-up (IndexError)"
+        elif self.positions is not None and _same_capture(self.positions, self.stock_positions):
+            tail = f"same as stock SGLang {STOCK_VERSION}"
+        else:
+            tail = f"stock SGLang {STOCK_VERSION} would capture {_fmt(self.stock_positions)}"
+        return f"EAGLE-3 aux wiring: {head}; {tail}"
+
+    def _reading_words(self) -> str:
+        if self.reading == "position":
+            if self.convention == "input":
+                return f"positions, {ENV_CONVENTION}=input"
+            if self.convention == "stock":
+                return f"positions, {ENV_CONVENTION}=stock"
+            return f"positions: max id == {self.num_layers} layers"
+        if self.convention == "stock":
+            return f"layer outputs, {ENV_CONVENTION}=stock"
+        return "layer outputs"
+
+
+_SOURCE_WORDS = {
+    "env": f"env {ENV_IDS}",
+    "eagle_config": "draft eagle_config",
+    "top_level": "draft top-level, ignored by stock SGLang",
+    "none": "family default",
+}
+
+
+def _fmt(value) -> str:
+    return json.dumps(value) if not isinstance(value, list) else "[" + ", ".join(
+        str(v) if _is_int(v) else json.dumps(v) for v in value) + "]"
+
+
+def _same_capture(a: list, b: list) -> bool:
+    """Captures are concatenated in layer order, so compare as sorted lists."""
+    try:
+        return sorted(a) == sorted(b)
+    except TypeError:
+        return False
+
+
+# --------------------------------------------------------------------------- resolution
+
+def strict_enabled(env: Mapping = os.environ) -> bool:
+    """Server policy: error-level problems stop the launch unless ``SGLANG_EAGLE_CYCLE_WIRING_STRICT=0``."""
+    return env.get(ENV_STRICT, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _convention(env: Mapping) -> str:
+    raw = env.get(ENV_CONVENTION, "").strip().lower()
+    if raw in ("", "output", "layer_output"):
+        return "output"
+    if raw in ("input", "stock"):
+        return raw
+    raise UsageError(f"{ENV_CONVENTION}={env.get(ENV_CONVENTION)!r}: expected 'input' or 'stock' (or unset)")
+
+
+def parse_env_ids(env: Mapping):
+    """``SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS`` as a list (``"2,30,58"`` or ``"[2, 30, 58]"``), or None if unset.
+
+    Tokens that are not integers are kept as strings, so the check reports
+    ``non_integer_ids`` rather than guessing.
+    """
+    raw = env.get(ENV_IDS, "").strip()
+    if not raw:
+        return None
+    tokens = [t for t in re.split(r"[,\s]+", raw.strip("[]() ")) if t]
+    return [int(t) if re.fullmatch(r"[+-]?\d+", t) else t for t in tokens]
+
+
+def _declared(value):
+    """None for absent or empty ids; otherwise the value as declared."""
+    if value is None or (isinstance(value, list) and not value):
+        return None
+    return value
+
+
+def _nested_ids(draft_cfg: Mapping | None):
+    """What stock SGLang passes to the setter: ``eagle_config["eagle_aux_hidden_state_layer_ids"]`` or None."""
+    eagle_config = draft_cfg.get("eagle_config") if isinstance(draft_cfg, Mapping) else None
+    if isinstance(eagle_config, Mapping):
+        return eagle_config.get(IDS_KEY)
+    return None
+
+
+def _all_ints(ids) -> bool:
+    return isinstance(ids, list) and all(_is_int(v) for v in ids)
+
+
+@dataclass
+class _Inputs:
+    """Everything the checks need, from the CLI or from the server hook."""
+
+    rule: FamilyRule | None
+    num_layers: int
+    stock_ids: object  # what stock SGLang passes to the setter
+    nested: object
+    top_level: object
+    draft_cfg: Mapping | None
+    target_hidden_size: int | None
+    target_vocab_size: int | None
+    header: Mapping | None
+    env: Mapping
+
+
+def _resolve(inp: _Inputs) -> WiringReport:
+    n, rule, env = inp.num_layers, inp.rule, inp.env
+    if not _is_int(n) or n < 1:
+        raise UsageError(f"num_hidden_layers must be a positive integer, got {n!r}")
+    convention = _convention(env)
+    allow_embedding = env.get(ENV_ALLOW_EMBEDDING, "").strip().lower() in ("1", "true", "yes", "on")
+    problems: list[Problem] = []
+
+    def add(code: str, message: str) -> None:
+        problems.append(Problem(CHECK_LEVELS[code], code, message))
+
+    env_ids = parse_env_ids(env)
+    nested, top = _declared(inp.nested), _declared(inp.top_level)
+    if env_ids is not None:
+        ids, source = env_ids, "env"
+    elif nested is not None:
+        ids, source = nested, "eagle_config"
+    elif top is not None:
+        ids, source = top, "top_level"
+    else:
+        ids, source = None, "none"
+
+    stock = stock_layers_to_capture(rule, inp.stock_ids, n) if rule is not None else None
+    default_rule = rule or _A
+
+    # reading and positions
+    positions: list[int] | None
+    if ids is None:
+        reading = "default"
+        positions = stock_layers_to_capture(default_rule, None, n)
+        add("ids_missing_default_used",
+            f"the draft declares no aux layer ids (eagle_config.{IDS_KEY}): using the family default "
+            f"positions {positions}, which cannot be checked against how the draft was trained")
+    elif not _all_ints(ids):
+        reading = "position" if convention == "input" else "layer_output"
+        positions = None
+        bad = ids if not isinstance(ids, list) else [v for v in ids if not _is_int(v)]
+        add("non_integer_ids", f"aux layer ids must be a list of integers; got {_fmt(bad)} "
+                               f"({_SOURCE_WORDS[source]})")
+    else:
+        if convention == "input":
+            as_positions = True
+        elif convention == "stock":
+            as_positions = default_rule.reads_as_positions(ids, n)
+        else:
+            as_positions = max(ids) == n
+        reading = "position" if as_positions else "layer_output"
+        positions = list(ids) if as_positions else [i + 1 for i in ids]
+        if as_positions:
+            bad = [p for p in ids if not 0 <= p <= n]
+            allowed = f"[0, {n}]"
+        else:
+            bad = [i for i in ids if not -1 <= i <= n - 1]
+            allowed = f"[-1, {n - 1}]"
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if bad:
+            words = "positions" if as_positions else "layer-output ids"
+            add("id_out_of_range", f"{words} {_fmt(bad)} outside {allowed} for a {n}-layer target "
+                                   f"(ids {_fmt(ids)}, {_SOURCE_WORDS[source]})")
+        if dupes:
+            add("duplicate_ids", f"ids {_fmt(dupes)} repeated in {_fmt(ids)}")
+        if bad or dupes:
+            positions = None
+        else:
+            if 0 in positions and not allow_embedding:
+                what = "id -1" if not as_positions else "position 0"
+                add("embedding_capture", f"{what} captures the embedding output (position 0), not a decoder "
+                                         f"layer; set {ENV_ALLOW_EMBEDDING}=1 if the draft was trained on it")
+            if n in positions and not default_rule.final_capture:
+                fam = rule.module if rule else "this target's family"
+                add("final_layer_capture_unsupported",
+                    f"position {n} (the last layer's output before the final norm) cannot be captured by "
+                    f"SGLang {STOCK_VERSION} {fam}; only gpt_oss, gemma3_causal, gemma4_causal and minimax_m3 "
+                    f"(and models built on them) capture it")
+        if positions is not None and ids != sorted(ids):
+            add("unsorted_ids", f"ids {_fmt(ids)} are not ascending; captures are concatenated in layer order "
+                                f"{sorted(positions)}, not list order")
+
+    # where the ids came from
+    if source == "top_level":
+        add("ids_top_level", f"ids {_fmt(top)} are only at the draft's top level; stock SGLang {STOCK_VERSION} reads "
+                             f"only eagle_config.{IDS_KEY} and would use its default; move them into eagle_config")
+    if nested is not None and top is not None and nested != top:
+        add("ids_conflict", f"eagle_config ids {_fmt(nested)} and top-level ids {_fmt(top)} differ; "
+                            f"eagle_config wins")
+
+    draft_cfg = inp.draft_cfg if isinstance(inp.draft_cfg, Mapping) else None
+    # number of aux hidden states captured (None: not a list, non_integer_ids says so)
+    n_aux = 3 if ids is None else (len(ids) if isinstance(ids, list) else None)
+    if draft_cfg is not None:
+        _draft_checks(draft_cfg, inp, n_aux, add)
+    header = inp.header or {}
+    fc_shape = header.get("fc.weight")
+    fc_in = fc_shape[1] if isinstance(fc_shape, list) and len(fc_shape) == 2 else None
+    width = inp.target_hidden_size or _draft_target_hidden(draft_cfg)
+    if fc_in is not None and width and n_aux is not None and n_aux * width != fc_in:
+        add("fc_width_mismatch", f"{n_aux} aux hidden states x {width} = {n_aux * width} != fc.weight "
+                                 f"in_features {fc_in} (fc.weight {list(fc_shape)})")
+    if draft_cfg is not None:
+        _header_checks(draft_cfg, header, add)
+
+    if positions is not None and rule is not None and not _same_capture(positions, stock or []):
+        stock_words = (f"would fail at start-up (IndexError) with ids {_fmt(inp.stock_ids)}" if stock is None
+                       else f"would capture {_fmt(stock)}")
+        add("stock_differs",
+            f"stock SGLang {STOCK_VERSION}, {rule.describe()}, {stock_words}; this plugin captures {positions}. "
+            f"If the draft was trained on layer inputs, set {ENV_CONVENTION}=input; to keep SGLang's per-family "
+            f"rule, set {ENV_CONVENTION}=stock")
+
+    hint = _stock_hint(rule, positions, n, ids) if positions is not None else None
+    problems.sort(key=lambda p: p.level != ERROR)
+    return WiringReport(
+        num_layers=n, ids=ids, ids_source=source, reading=reading, positions=positions,
+        stock_positions=stock, stock_family=rule.module if rule else None, stock_ids_hint=hint,
+        fc_in_features=fc_in, problems=problems, convention=convention,
+    )
+
+
+def _draft_target_hidden(draft_cfg: Mapping | None) -> int | None:
+    """Per-state fc input width the draft expects: ``target_hidden_size``, else its ``hidden_size``."""
+    if draft_cfg is None:
+        return None
+    for key in ("target_hidden_size", "hidden_size"):
+        if _is_int(draft_cfg.get(key)):
+            return draft_cfg[key]
+    return None
+
+
+def _draft_checks(draft: Mapping, inp: _Inputs, n_aux: int | None, add) -> None:
+    archs = draft.get("architectures")
+    archs = archs if isinstance(archs, list) else []
+    if not any(a in EAGLE3_DRAFT_ARCHITECTURES for a in archs):
+        add("not_eagle3_architecture",
+            f"draft architectures {_fmt(archs)} name no EAGLE-3 class; SGLang {STOCK_VERSION} loads "
+            f"{' or '.join(EAGLE3_DRAFT_ARCHITECTURES)}")
+    # how many aux states stock SGLang builds the draft's fc for
+    nested = _nested_ids(draft)
+    if "Eagle3DeepseekV2ForCausalLM" in archs:
+        ids_for_fc = nested if nested is not None else draft.get(IDS_KEY)
+        built = len(ids_for_fc) if isinstance(ids_for_fc, (list, str)) else 3
+        how = "eagle_config ids, else top-level ids, else 3"
+    elif _is_int(draft.get("num_aux_hidden_states")):
+        built, how = draft["num_aux_hidden_states"], "num_aux_hidden_states"
+    else:
+        built = len(nested) if isinstance(nested, (list, str)) and nested else 3
+        how = "eagle_config ids, else 3"
+    if n_aux is not None and built != n_aux:
+        add("draft_fc_built_mismatch",
+            f"{n_aux} aux hidden states resolved, but stock SGLang {STOCK_VERSION} builds the draft fc for "
+            f"{built} ({how}); the fc weights will not load")
+    if inp.target_hidden_size is not None:
+        th = _draft_target_hidden(draft)
+        if th is not None and th != inp.target_hidden_size:
+            key = "target_hidden_size" if _is_int(draft.get("target_hidden_size")) else "hidden_size (no target_hidden_size)"
+            add("target_hidden_mismatch", f"draft {key} {th} != target hidden_size {inp.target_hidden_size}")
+    vocab = draft.get("vocab_size")
+    if inp.target_vocab_size is not None and _is_int(vocab) and vocab != inp.target_vocab_size:
+        add("vocab_mismatch", f"draft vocab_size {vocab} != target vocab_size {inp.target_vocab_size}: "
+                              f"the draft was trained for another tokenizer")
+
+
+def _header_checks(draft: Mapping, header: Mapping, add) -> None:
+    lm_head = header.get("lm_head.weight")
+    if not isinstance(lm_head, list):
+        return
+    vocab, dvocab, hidden = draft.get("vocab_size"), draft.get("draft_vocab_size"), draft.get("hidden_size")
+    rows = dvocab if _is_int(dvocab) else vocab
+    if _is_int(rows) and _is_int(hidden) and list(lm_head) != [rows, hidden]:
+        add("lm_head_shape_mismatch", f"lm_head.weight {list(lm_head)} != [{rows}, {hidden}] "
+                                      f"([draft_vocab_size or vocab_size, hidden_size])")
+    if _is_int(dvocab) and _is_int(vocab) and dvocab < vocab and "d2t" not in header:
+        add("d2t_missing", f"draft_vocab_size {dvocab} < vocab_size {vocab} but the checkpoint has no d2t "
+                           f"tensor to map draft tokens to target tokens")
+
+
+def _stock_hint(rule: FamilyRule | None, positions: list[int], n: int, ids) -> list[int] | None:
+    """eagle_config ids that make stock 0.5.23 capture exactly ``positions``, or None.
+
+    Tries the ids in use (when stock reads them right), then ``positions - 1``,
+    then ``positions`` as-is, each also rotated (rule B looks at ``ids[0]`` only).
+    """
+    if rule is None:
+        return None
+    want = sorted(positions)
+    candidates = [list(ids)] if _all_ints(ids) else []
+    outputs, as_is = [p - 1 for p in positions], list(positions)
+    for base in (outputs, as_is):
+        candidates += [base[k:] + base[:k] for k in range(len(base))]
+    for cand in candidates:
+        got = stock_layers_to_capture(rule, cand, n)
+        if got is not None and sorted(got) == want and _stock_captures(rule, got, n):
+            return cand
+    return None
+
+
+def contract_positions(ids: list[int], num_layers: int) -> list[int]:
+    """Positions this plugin captures for integer ``ids`` under the default convention."""
+    return list(ids) if ids and max(ids) == num_layers else [i + 1 for i in ids]
+
+
+def stock_fix_text(report: WiringReport) -> str:
+    """What a stock SGLang 0.5.23 user should write, or why nothing works (one or two sentences)."""
+    n, pos, hint = report.num_layers, report.positions, report.stock_ids_hint
+    if pos is None:
+        return "Fix for stock SGLang: none to write until the errors above are fixed."
+    if report.stock_family is None:
+        return "Fix for stock SGLang: unknown for this target family (no stock rule known)."
+    rule = RULES_BY_MODULE[report.stock_family]
+    first = "Fix the errors above first. " if report.errors else ""
+    if hint is None:
+        if n in pos and not rule.final_capture:
+            why = f"stock {report.stock_family} never captures position {n} (the last layer's output)"
+        else:
+            why = f"no id list makes stock {report.stock_family} capture exactly {pos}"
+        return f"{first}Fix for stock SGLang {STOCK_VERSION}: none exists: {why}."
+    setting = f'"eagle_config": {{"{IDS_KEY}": {_fmt(hint)}}}'
+    stock_same = report.stock_positions is not None and _same_capture(pos, report.stock_positions)
+    if stock_same and report.ids_source == "eagle_config" and report.ids == hint:
+        return f"{first}Fix for stock SGLang {STOCK_VERSION}: none needed; it already captures positions {pos}."
+    if stock_same:
+        msg = (f"{first}Fix for stock SGLang {STOCK_VERSION}: none needed, it already captures positions {pos}; "
+               f"to make that explicit, set {setting} in the draft's config.json.")
+    else:
+        msg = (f"{first}Fix for stock SGLang {STOCK_VERSION} (without this plugin): set {setting} in the draft's "
+               f"config.json; stock then captures positions {pos}.")
+    if sorted(contract_positions(hint, n)) != sorted(pos):
+        msg += (f" With sglang-eagle-cycle installed, keep the ids as they are: the plugin reads {_fmt(hint)} "
+                f"as layer outputs (positions {contract_positions(hint, n)}).")
+    return msg
+
+
+# --------------------------------------------------------------------------- entry points
+
+def check_pair(target_cfg: Mapping, draft_cfg: Mapping, header: Mapping | None = None,
+               env: Mapping = os.environ) -> WiringReport:
+    """Check a target/draft config pair as ``eagle-cycle wiring`` does.
+
+    Args:
+        target_cfg: the target's HF ``config.json`` (wrapped configs are fine).
+        draft_cfg: the draft's ``config.json``.
+        header: tensor name -> shape from the draft's safetensors header
+            (:func:`sglang_eagle_cycle.safetensors_header.read_draft_shapes`), or None.
+        env: environment overrides (``SGLANG_EAGLE_CYCLE_AUX_*``).
+
+    Raises:
+        UsageError: the target has no layer count, or an env value is malformed.
+    """
+    if not isinstance(target_cfg, Mapping) or not isinstance(draft_cfg, Mapping):
+        raise UsageError("target and draft configs must be JSON objects")
+    hidden, vocab = find_field(target_cfg, "hidden_size"), find_field(target_cfg, "vocab_size")
+    return _resolve(_Inputs(
+        rule=target_rule(target_cfg), num_layers=find_num_layers(target_cfg),
+        stock_ids=_nested_ids(draft_cfg), nested=_nested_ids(draft_cfg), top_level=draft_cfg.get(IDS_KEY),
+        draft_cfg=draft_cfg, target_hidden_size=hidden[0] if hidden else None,
+        target_vocab_size=vocab[0] if vocab else None, header=header, env=env,
+    ))
+
+
+def resolve_at_setter(*, family: str, num_layers: int, passed_ids, draft_cfg: Mapping | None,
+                      env: Mapping = os.environ, target_hidden_size: int | None = None,
+                      target_vocab_size: int | None = None, header: Mapping | None = None) -> WiringReport:
+    """Resolve the wiring inside a target's ``set_eagle3_layers_to_capture`` (server hook).
+
+    Args:
+        family: the target class name (``type(self).__name__``, preferred) or the
+            SGLang module basename of the setter (``deepseek_v2``, ``kimi_k25``...).
+        num_layers: N (``self.config.num_hidden_layers`` of the language model).
+        passed_ids: the ids SGLang passed (nested ids, or None).
+        draft_cfg: the draft's ``config.json`` read from the published draft path,
+            or None when no draft path is published: then the contract is applied
+            to ``passed_ids`` as if they were the draft's eagle_config ids.
+        target_hidden_size, target_vocab_size, header: enable the width, vocab and
+            safetensors checks when known.
+
+    Returns the report; ``positions`` is what the family's capture state must
+    equal (None when an error-level problem leaves no valid positions).
+
+    Raises:
+        UsageError: malformed env values or a non-positive ``num_layers``.
+    """
+    rule = family_rule(family)
+    if draft_cfg is None:
+        nested, top = passed_ids, None
+    else:
+        nested, top = _nested_ids(draft_cfg), draft_cfg.get(IDS_KEY)
+    return _resolve(_Inputs(
+        rule=rule, num_layers=num_layers, stock_ids=passed_ids, nested=nested, top_level=top,
+        draft_cfg=draft_cfg, target_hidden_size=target_hidden_size, target_vocab_size=target_vocab_size,
+        header=header, env=env,
+    ))
+
+
+# --------------------------------------------------------------------------- files
+
+def load_config(path: str | Path) -> dict:
+    """Read a ``config.json`` as a dict.
+
+    Raises:
+        UsageError: missing or unreadable file, invalid JSON, or not a JSON object.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: invalid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+    if not isinstance(cfg, dict):
+        raise UsageError(f"{path}: expected a JSON object, got {type(cfg).__name__}")
+    return cfg
+
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+
+
+def hf_cache_dir(env: Mapping = os.environ) -> Path:
+    """The Hugging Face hub cache: ``HF_HUB_CACHE``, else ``HF_HOME/hub``, else ``~/.cache/huggingface/hub``."""
+    for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if env.get(key):
+            return Path(env[key]).expanduser()
+    if env.get("HF_HOME"):
+        return Path(env["HF_HOME"]).expanduser() / "hub"
+    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "huggingface" / "hub"
+
+
+def _cached_config(repo_id: str, revision: str | None, cache: Path) -> Path | None:
+    try:  # the library knows refs and snapshot layout best; it does no network here
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        try_to_load_from_cache = None
+    if try_to_load_from_cache is not None:
+        found = try_to_load_from_cache(repo_id, "config.json", cache_dir=str(cache), revision=revision)
+        return Path(found) if isinstance(found, str) else None
+    repo = cache / ("models--" + repo_id.replace("/", "--"))
+    ref = repo / "refs" / (revision or "main")
+    commit = ref.read_text().strip() if ref.is_file() else (revision or "")
+    candidate = repo / "snapshots" / commit / "config.json"
+    return candidate if commit and candidate.is_file() else None
+
+
+def locate_config(arg: str, revision: str | None = None, env: Mapping = os.environ) -> Path:
+    """Find a model's ``config.json``: a model directory, a ``config.json`` path, or a cached HF repo id.
+
+    Repo ids are looked up in the local Hugging Face cache only (no network),
+    honouring ``HF_HUB_CACHE`` / ``HF_HOME`` and ``revision`` (a branch, tag or commit).
+
+    Raises:
+        UsageError: (one line) when nothing is found.
+    """
+    path = Path(arg).expanduser()
+    if path.is_dir():
+        config = path / "config.json"
+        if not config.is_file():
+            raise UsageError(f"{arg}: directory has no config.json")
+        return config
+    if path.is_file():
+        return path
+    if _REPO_ID.match(arg) and not arg.startswith((".", "/")):
+        found = _cached_config(arg, revision, hf_cache_dir(env))
+        if found is not None:
+            return found
+        rev = f" at revision {revision}" if revision else ""
+        raise UsageError(f"{arg}: no such path, and no config.json for this Hugging Face repo{rev} in the local "
+                         f"cache {hf_cache_dir(env)} (no network is used; download it first)")
+    raise UsageError(f"{arg}: no such file or directory")

@@ -1,0 +1,384 @@
+"""``eagle-cycle advise`` end to end: the seed case, the published table, a generated log, SGLang's adaptive config."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sglang_eagle_cycle import cli
+from sglang_eagle_cycle import costmodel as cm
+from sglang_eagle_cycle.cycle import format_line, make_record
+
+REPO = Path(__file__).resolve().parents[1]
+KIMI_TARGET = "configs/01-kimi-k25-ids-2-30-58-layer-output/target"
+
+
+def run_advise(capsys, *argv):
+    rc = cli.main(["advise", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def advise_json(capsys, *argv) -> dict:
+    rc, out, err = run_advise(capsys, *argv, "--json")
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def cand(doc: dict, steps: int) -> dict:
+    return next(c for c in doc["candidates"] if c["steps"] == steps)
+
+
+# --- seed case: Kimi-K2.5 at bs 1 ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def seed(shared_data):
+    return json.loads((shared_data / "benchmarks" / "seed_kimi_k25.json").read_text())
+
+
+@pytest.fixture()
+def seed_inspect(seed, tmp_path):
+    path = tmp_path / "seed-inspect.json"
+    path.write_text(json.dumps(seed["inputs"]["inspect_json"]))
+    return path
+
+
+def test_seed_case(capsys, seed, seed_inspect, shared_data):
+    doc = advise_json(capsys, seed_inspect, "--baseline-tok-s", seed["inputs"]["baseline_no_spec_tok_s"],
+                      "--target-config", shared_data / KIMI_TARGET)
+    rec = doc["recommended"]
+    assert rec["steps"] in (1, 2) and rec["topk"] == 1 and rec["num_draft_tokens"] == rec["steps"] + 1
+    five, two = cand(doc, 5), cand(doc, 2)
+    measured_5 = seed["inputs"]["inspect_json"]["groups"][0]["tok_s"]
+    assert abs(five["predicted_tok_s"] - measured_5) / measured_5 < 0.05
+    held_out = seed["held_out"]["best"]["tok_s"]
+    assert abs(two["predicted_tok_s"] - held_out) / held_out < 0.15
+    assert two["predicted_speedup"] > 1 > five["predicted_speedup"]
+    assert five["measured_tok_s"] == pytest.approx(measured_5)
+    reason = rec["reason"]
+    assert "verify width" in reason and "draft cost" not in reason and "draft forward" not in reason
+    # the MoE shape was read from the wrapped (text_config) Kimi config
+    assert "384" in doc["inputs"]["cycle_model"]["verify_shape"]
+    # depths beyond the measured 5 are flagged
+    assert cand(doc, 6)["extrapolated"] and not two["extrapolated"]
+    assert all(c["speedup_95"][0] <= c["predicted_speedup"] <= c["speedup_95"][1] for c in doc["candidates"])
+
+
+def test_seed_file_itself_is_accepted(capsys, shared_data, seed_inspect):
+    whole = advise_json(capsys, shared_data / "benchmarks" / "seed_kimi_k25.json",
+                        "--target-config", shared_data / KIMI_TARGET)
+    direct = advise_json(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--target-config", shared_data / KIMI_TARGET)
+    assert whole["recommended"] == direct["recommended"]
+    assert whole["inputs"]["baseline_tok_s"] == {"1": 88.8}
+
+
+def test_seed_text_output_and_launch_line(capsys, shared_data):
+    rc, out, err = run_advise(capsys, shared_data / "benchmarks" / "seed_kimi_k25.json",
+                              "--target-config", shared_data / KIMI_TARGET)
+    assert rc == 0, err
+    assert "recommended at bs 1" in out and "verify width" in out
+    assert "--speculative-num-steps" in out and "extrapolated" in out
+
+
+def test_baseline_too_fast_recommends_off(capsys, seed_inspect, tmp_path):
+    doc = advise_json(capsys, seed_inspect, "--baseline-tok-s", "150")
+    assert doc["recommended"]["steps"] == 0 and doc["recommended"]["speculation"] == "off"
+    assert "--speculative-algorithm" in doc["recommended"]["reason"]
+    out = tmp_path / "adaptive.json"
+    doc = advise_json(capsys, seed_inspect, "--baseline-tok-s", "150", "--adaptive-config", out)
+    cfg = json.loads(out.read_text())
+    steps = [s for k, v in cfg.items() if k.isdigit() for s in v["candidate_steps"]]
+    assert 0 not in steps and steps
+    assert doc["adaptive_config"]["speculation_off_buckets"] == [1]
+
+
+# --- published table (SpecBundle subset) vs a naive model ----------------------------------------
+
+
+def _geometric(p, steps):
+    return steps + 1.0 if p >= 1 else (1 - p ** (steps + 1)) / (1 - p)
+
+
+def _naive(rows, bs, fit_steps, steps):
+    """Two-point constant-rate (geometric) acceptance fit + linear cycle time in steps."""
+    pts = [(s, rows[s][1]) for s in fit_steps]
+    grid = np.linspace(0, 0.99999, 100_001)
+    err = sum((np.where(grid >= 1, s + 1, (1 - grid ** (s + 1)) / (1 - grid)) - e) ** 2 for s, e in pts)
+    p = float(grid[int(np.argmin(err))])
+    (s1, s2) = fit_steps
+    t1, t2 = (1000.0 * bs * rows[s][1] / rows[s][0] for s in (s1, s2))
+    e = _geometric(p, steps)
+    return e, 1000.0 * bs * e / (t1 + (t2 - t1) * (steps - s1) / (s2 - s1))
+
+
+def _table_cases(table):
+    for model, benches in table.items():
+        for bench, body in benches.items():
+            drafts = {}
+            for r in body["results"]:
+                for m in r["metrics"]:
+                    key = "".join(ch for ch in m["Name"].lower() if ch.isalnum())
+                    if not key.startswith("wihtout"):
+                        drafts.setdefault(key, m["Name"])
+            for name in drafts.values():
+                yield model, bench, name
+
+
+def _measured(table, model, bench, draft):
+    norm = "".join(ch for ch in draft.lower() if ch.isalnum())
+    rows, base, bs = {}, None, None
+    for r in table[model][bench]["results"]:
+        for m in r["metrics"]:
+            key = "".join(ch for ch in m["Name"].lower() if ch.isalnum())
+            if key.startswith("wihtout"):
+                base = m["output_throughput"]
+            elif key == norm and r["topk"] == 1:
+                rows[r["steps"]] = (m["output_throughput"], m["accept_length"])
+                bs = r["batch_size"]
+    return rows, base, bs
+
+
+def test_specbundle_advisor_beats_naive(capsys, shared_data):
+    path = shared_data / "benchmarks" / "specbundle_subset.json"
+    table = json.loads(path.read_text())
+    ours = {"acc": [], "tok": [], "good": 0}
+    naive = {"acc": [], "tok": [], "good": 0}
+    cases = list(_table_cases(table))
+    assert len(cases) >= 30
+    for model, bench, draft in cases:
+        rows, base, bs = _measured(table, model, bench, draft)
+        common = ["--table", path, "--model", model, "--benchmark", bench, "--draft", draft]
+        # interpolate: fit 3 and 7 steps, predict 5
+        doc = advise_json(capsys, *common, "--fit", "3,1,4", "7,1,8")
+        c5 = cand(doc, 5)
+        assert c5["fitted"] is False and c5["measured_tok_s"] == pytest.approx(rows[5][0], rel=1e-4)
+        assert cand(doc, 3)["fitted"] is True
+        assert all(x["topk"] > 1 for x in doc["inputs"]["not_modelled"])
+        n_acc, n_tok = _naive(rows, bs, [3, 7], 5)
+        for who, acc, tok in ((ours, c5["predicted_accept_len"], c5["predicted_tok_s"]), (naive, n_acc, n_tok)):
+            who["acc"].append(abs(acc - rows[5][1]) / rows[5][1])
+            who["tok"].append(abs(tok - rows[5][0]) / rows[5][0])
+        # recommend among 0/3/5/7 from 3 and 5 steps
+        doc = advise_json(capsys, *common, "--fit", "3,1,4", "5,1,6", "--steps-candidates", "0", "3", "5", "7")
+        assert [c["steps"] for c in doc["candidates"]] == [0, 3, 5, 7]
+        assert cand(doc, 7)["extrapolated"]
+        measured = {0: base, **{s: rows[s][0] for s in (3, 5, 7)}}
+        best = max(measured.values())
+        ours["good"] += measured[doc["recommended"]["steps"]] >= 0.97 * best
+        pred = {0: base, **{s: _naive(rows, bs, [3, 5], s)[1] for s in (3, 5, 7)}}
+        naive["good"] += measured[max(pred, key=pred.get)] >= 0.97 * best
+    score = {k: (np.mean(v["acc"]), np.mean(v["tok"]), v["good"]) for k, v in (("ours", ours), ("naive", naive))}
+    (oa, ot, og), (na, nt, ng) = score["ours"], score["naive"]
+    assert oa <= na and ot <= nt and og >= ng, score
+    assert oa < na or ot < nt or og > ng, score
+
+
+def test_eval_script_prints_the_readme_table(repo_root, shared_data):
+    sys.path.insert(0, str(repo_root / "benchmarks"))
+    try:
+        import eval_specbundle as ev
+    finally:
+        sys.path.pop(0)
+    records = ev.evaluate(json.loads((shared_data / "benchmarks" / "specbundle_subset.json").read_text()))
+    summary = ev.summarise(records)
+    text = ev.markdown(summary)
+    assert summary["cases"] == len(records) >= 30
+    assert summary["ours"]["accept_len_mape_pct"] <= summary["naive"]["accept_len_mape_pct"]
+    assert f"{summary['ours']['good_recommendations']}/{summary['cases']}" in text
+
+
+# --- a generated cycle log with known p_j and phase costs -----------------------------------------
+
+P_TRUE = [0.9, 0.8, 0.7, 0.3, 0.2, 0.1]
+BS = 4
+DRAFT_STEP, OTHER = 0.90, 0.30
+
+
+def _verify(n):  # ms, linear in verified tokens
+    return 8.0 + 0.25 * n
+
+
+def _extend(n):
+    return 0.40 + 0.02 * n
+
+
+def _true_cycle(steps):
+    n = BS * (steps + 1)
+    return (steps - 1) * DRAFT_STEP + _verify(n) + _extend(n) + OTHER
+
+
+def _write_log(path: Path, runs: dict[int, int], seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    lines, cycle = [], 0
+    for steps, cycles in runs.items():
+        n = BS * (steps + 1)
+        phases = {"draft_ms": (steps - 1) * DRAFT_STEP if steps > 1 else None, "verify_ms": _verify(n),
+                  "verify_fwd_ms": _verify(n) - 0.2, "extend_ms": _extend(n), "total_ms": _true_cycle(steps)}
+        accepted = rng.random((cycles, BS, steps)) < np.array(P_TRUE[:steps])
+        lengths = 1 + np.cumprod(accepted, axis=2).sum(axis=2)
+        for c in range(cycles):
+            cycle += 1
+            rec = make_record(cycle=cycle, config=(BS, steps, 1, steps + 1), phases_ms=phases,
+                              accepts=[int(x) for x in lengths[c]], graph=True)
+            lines.append(f"[2026-01-01 10:00:00 TP0] {format_line(rec)}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_generated_log_recommends_the_exact_optimum(capsys, tmp_path):
+    log = tmp_path / "server.log"
+    _write_log(log, {2: 1000, 6: 3000})
+    base_tok = 1000.0 * BS / _verify(BS)  # the no-spec step is the one-token-per-request verify
+    truth = {0: base_tok, **{s: 1000.0 * BS * cm.expected_accept_len(P_TRUE[:s]) / _true_cycle(s) for s in range(1, 7)}}
+    best = max(truth, key=truth.get)
+    ranked = sorted(truth.values(), reverse=True)
+    assert ranked[0] > 1.02 * ranked[1], "test design: the optimum must stand out of sampling noise"
+    doc = advise_json(capsys, log, "--baseline-tok-s", f"{base_tok:.6f}", "--max-steps", "6")
+    assert doc["recommended"]["steps"] == best
+    for s in range(1, 7):
+        c = cand(doc, s)
+        assert c["predicted_cycle_ms"] == pytest.approx(_true_cycle(s), abs=0.02)
+        assert c["predicted_tok_s"] == pytest.approx(truth[s], rel=0.02)
+        assert c["tok_s_95"][0] <= c["predicted_tok_s"] <= c["tok_s_95"][1]
+    ppa = doc["inputs"]["acceptance"]["per_position_acceptance"]
+    for q, p in zip(ppa, P_TRUE):
+        assert q["low"] - 0.01 <= p <= q["high"] + 0.01
+    assert doc["inputs"]["acceptance"]["source"] == "per-request accept lengths"
+
+
+def test_bench_records_and_no_spec_log_inputs(capsys, tmp_path):
+    """Bench JSONL with cycle groups (from inspect of the generated log) gives the same advice."""
+    from sglang_eagle_cycle.report import inspect_paths
+
+    log = tmp_path / "server.log"
+    _write_log(log, {2: 500, 6: 1500}, seed=1)
+    groups = {g["steps"]: g for g in inspect_paths([log])["groups"]}
+    base_tok = 1000.0 * BS / _verify(BS)
+    recs = [{"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": 0, "topk": 1,
+             "num_draft_tokens": 0, "concurrency": BS, "status": "ok", "output_tok_s": base_tok}]
+    for s, g in groups.items():
+        recs.append({"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": s, "topk": 1,
+                     "num_draft_tokens": s + 1, "concurrency": BS, "status": "ok",
+                     "output_tok_s": g["tok_s"], "accept_len_mean": g["accept_len_mean"],
+                     "accept_hist": g["accept_hist"], "cycle": g})
+    recs.append({"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": 3, "topk": 1,
+                 "concurrency": BS, "status": "failed", "error": "crashed", "output_tok_s": None})
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    from_bench = advise_json(capsys, bench, "--max-steps", "6")
+    from_log = advise_json(capsys, log, "--baseline-tok-s", f"{base_tok:.6f}", "--max-steps", "6")
+    assert from_bench["recommended"]["steps"] == from_log["recommended"]["steps"]
+    filtered = advise_json(capsys, bench, "--max-steps", "6", "--model", "M", "--draft", "D")
+    assert filtered["recommended"] == from_bench["recommended"]
+    assert from_bench["inputs"]["baseline_tok_s"] == {str(BS): pytest.approx(base_tok)}
+    # a no-spec server log (stock Decode batch lines without accept len) supplies the baseline
+    plain = tmp_path / "nospec.log"
+    plain.write_text("".join(
+        f"[2026-01-01 10:00:{i:02d}] Decode batch, #running-req: {BS}, #token: 900, token usage: 0.01, "
+        f"cuda graph: True, gen throughput (token/s): {base_tok:.2f}, #queue-req: 0\n" for i in range(5)))
+    with_log = advise_json(capsys, log, plain, "--max-steps", "6")
+    assert with_log["recommended"]["steps"] == from_log["recommended"]["steps"]
+    assert with_log["inputs"]["baseline_tok_s"][str(BS)] == pytest.approx(base_tok, rel=1e-3)
+
+
+# --- SGLang's own adaptive config loader ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("server_max_bs", [None, 256])
+def test_adaptive_config_loaded_by_sglang(capsys, tmp_path, seed_inspect, shared_data, server_max_bs):
+    asp = pytest.importorskip("sglang.srt.speculative.adaptive_spec_params")
+    from types import SimpleNamespace
+
+    from sglang.srt.arg_groups.cuda_graph_hook import generate_decode_cuda_graph_batch_sizes
+
+    sizes = [1, 2, 3, 5, 8, 9, 16, 33]
+    out = tmp_path / "adaptive.json"
+    doc = advise_json(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--target-config", shared_data / KIMI_TARGET,
+                      "--batch-sizes", *sizes, "--adaptive-config", out)
+    launch = doc["adaptive_config"]["speculative_num_steps"]
+    cfg_steps = asp.resolve_candidate_steps_from_config(str(out))
+    assert launch in cfg_steps and 0 not in cfg_steps
+    params = asp.AdaptiveSpeculativeParams(initial_steps=launch, cfg_path=str(out))
+    graph_bs = generate_decode_cuda_graph_batch_sizes(
+        SimpleNamespace(disable_cuda_graph_padding=False, speculative_algorithm="EAGLE3"), server_max_bs or max(sizes))
+    params.set_cuda_graph_bs(graph_bs)
+    per_bs = {b["bs"]: b for b in doc["per_batch_size"]}
+    assert sorted(per_bs) == sizes
+    keys = sorted(int(k) for k in json.loads(out.read_text()) if k.isdigit())
+    assert keys[0] == 1
+    hit = set()
+    for b in sizes:
+        entry = per_bs[b]
+        got = params.get_steps_for_batch(b)
+        assert got == entry["adaptive_steps"] > 0
+        if entry["recommended"]["steps"] > 0:
+            assert got == entry["recommended"]["steps"]
+        hit.add(params._find_closest_bs(params._pad_to_cuda_graph_bs(b)))
+    assert hit == set(keys)  # every bucket written is one some batch size lands in
+
+
+def test_adaptive_config_never_overwrites(capsys, tmp_path, seed_inspect):
+    out = tmp_path / "mine.json"
+    out.write_text('{"1": {"candidate_steps": [3]}}')
+    rc, stdout, err = run_advise(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--adaptive-config", out)
+    assert rc == 2 and "exists" in err and err.count("\n") == 1
+    assert out.read_text() == '{"1": {"candidate_steps": [3]}}'
+    rc, stdout, err = run_advise(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--adaptive-config", out, "--force")
+    assert rc == 0 and "_eagle_cycle" in json.loads(out.read_text())
+    assert "--speculative-num-steps" in stdout
+    rc, _, err = run_advise(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--adaptive-config", seed_inspect, "--force")
+    assert rc == 2 and "input" in err
+
+
+# --- bad input --------------------------------------------------------------------------------------
+
+
+def _bad_cases(tmp_path, shared_data):
+    table = shared_data / "benchmarks" / "specbundle_subset.json"
+    garbage = tmp_path / "garbage.json"
+    garbage.write_bytes(b"\x00\xff{not json")
+    notdoc = tmp_path / "list.json"
+    notdoc.write_text("[1, 2]")
+    badgroup = tmp_path / "bad-group.json"
+    badgroup.write_text(json.dumps({"groups": [{"bs": 1, "steps": 2, "accept_len_mean": 7.0, "phases": {}}]}))
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    two = tmp_path / "two.jsonl"
+    two.write_text("\n".join(json.dumps({"schema": "eagle-cycle-bench/1", "model": m, "draft": "d", "steps": 2,
+                                         "topk": 1, "concurrency": 1, "status": "ok", "output_tok_s": 50.0,
+                                         "accept_len_mean": 1.5}) for m in ("a", "b")))
+    return {
+        "missing": [tmp_path / "nope.json"],
+        "directory": [tmp_path],
+        "garbage json": [garbage],
+        "not a document": [notdoc],
+        "impossible accept length": [badgroup, "--baseline-tok-s", "50"],
+        "empty log": [empty],
+        "bench of two models": [two],
+        "no input": [],
+        "table without model": ["--table", table, "--benchmark", "gsm8k"],
+        "ambiguous draft": ["--table", table, "--model", "Llama-3.1-8B-Instruct", "--benchmark", "gsm8k"],
+        "unknown draft": ["--table", table, "--model", "Llama-3.1-8B-Instruct", "--benchmark", "gsm8k", "--draft", "zzz"],
+        "tree fit row": ["--table", table, "--model", "Llama-3.1-8B-Instruct", "--benchmark", "gsm8k",
+                         "--draft", "specforge", "--fit", "5,3,6"],
+        "bad fit syntax": ["--table", table, "--model", "x", "--benchmark", "y", "--fit", "5-1-6"],
+        "negative baseline": ["--table", table, "--model", "x", "--benchmark", "y", "--baseline-tok-s", "-3"],
+        "bad target config": ["--table", table, "--model", "Llama-3.1-8B-Instruct", "--benchmark", "gsm8k",
+                              "--draft", "specforge", "--target-config", garbage],
+    }
+
+
+def test_bad_input_exits_2_with_one_line(capsys, tmp_path, shared_data):
+    for name, argv in _bad_cases(tmp_path, shared_data).items():
+        try:
+            rc, out, err = run_advise(capsys, *argv)
+        except SystemExit as exc:  # argparse errors exit 2 from the parser
+            rc = exc.code
+            out, err = capsys.readouterr()
+        assert rc == 2, (name, err)
+        assert err.count("\n") == 1 and "Traceback" not in err, (name, err)
+        assert out == "", name

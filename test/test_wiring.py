@@ -1,0 +1,489 @@
+"""The pure wiring resolver (DESIGN §1), the safetensors header reader and config lookup."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sglang_eagle_cycle.errors import UsageError
+from sglang_eagle_cycle.safetensors_header import read_draft_shapes, read_header, write_header_only
+from sglang_eagle_cycle.wiring import (
+    CHECK_LEVELS,
+    RULES_BY_MODULE,
+    SHIFT_ALWAYS,
+    SHIFT_IF_FIRST_IS_1,
+    check_pair,
+    family_rule,
+    find_hidden_size,
+    find_num_layers,
+    find_vocab_size,
+    locate_config,
+    parse_env_ids,
+    resolve_at_setter,
+    stock_fix_text,
+    stock_layers_to_capture,
+    strict_enabled,
+)
+
+HERE = Path(__file__).resolve().parent
+
+LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
+            "hidden_size": 4096, "vocab_size": 128256}
+GPT_OSS = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "num_hidden_layers": 36,
+           "hidden_size": 2880, "vocab_size": 201088}
+DRAFT = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "num_hidden_layers": 1,
+         "hidden_size": 4096, "vocab_size": 128256, "draft_vocab_size": 32000,
+         "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]}}
+FC_OK = {"fc.weight": [4096, 12288]}
+
+
+def codes(report) -> tuple[set[str], set[str]]:
+    return {p.code for p in report.errors}, {p.code for p in report.warnings}
+
+
+def run(target=LLAMA_8B, draft_over=None, draft_del=(), header=FC_OK, env=None):
+    draft = copy.deepcopy(DRAFT)
+    for key in draft_del:
+        draft.pop(key, None)
+    draft.update(draft_over or {})
+    return check_pair(target, draft, header=header, env=env or {})
+
+
+def ids_cfg(ids):
+    return {"eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}}
+
+
+# code -> (kwargs that trigger it, kwargs of a close variant that does not)
+CODE_CASES = {
+    "non_integer_ids": (dict(draft_over=ids_cfg(["1", "15", "28"])), dict(draft_over=ids_cfg([1, 15, 28]))),
+    "duplicate_ids": (dict(draft_over=ids_cfg([1, 15, 15])), dict(draft_over=ids_cfg([1, 15, 16]))),
+    "id_out_of_range": (dict(draft_over=ids_cfg([1, 15, 40])), dict(draft_over=ids_cfg([1, 15, 30]))),
+    "embedding_capture": (dict(draft_over=ids_cfg([-1, 15, 28])),
+                          dict(draft_over=ids_cfg([-1, 15, 28]), env={"SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING": "1"})),
+    "final_layer_capture_unsupported": (dict(draft_over=ids_cfg([1, 15, 31])),
+                                        dict(target=GPT_OSS, draft_over={**ids_cfg([1, 15, 35]), "hidden_size": 2880,
+                                                                         "vocab_size": 201088},
+                                             header={"fc.weight": [2880, 8640]})),
+    "fc_width_mismatch": (dict(header={"fc.weight": [4096, 16384]}), dict(header={"fc.weight": [4096, 12288]})),
+    "draft_fc_built_mismatch": (dict(env={"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": "1,8,15,28"}, header=None),
+                                dict(env={"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": "1,8,15,28"}, header=None,
+                                     draft_over={"num_aux_hidden_states": 4})),
+    "not_eagle3_architecture": (dict(draft_over={"architectures": ["LlamaForCausalLM"]}),
+                                dict(draft_over={"architectures": ["Eagle3DeepseekV2ForCausalLM"]})),
+    "target_hidden_mismatch": (dict(draft_over={"target_hidden_size": 7168}),
+                               dict(draft_over={"target_hidden_size": 4096})),
+    "vocab_mismatch": (dict(draft_over={"vocab_size": 151936}), dict(draft_over={"vocab_size": 128256})),
+    "lm_head_shape_mismatch": (dict(header={**FC_OK, "lm_head.weight": [32000, 2048], "d2t": [32000]}),
+                               dict(header={**FC_OK, "lm_head.weight": [32000, 4096], "d2t": [32000]})),
+    "d2t_missing": (dict(header={**FC_OK, "lm_head.weight": [32000, 4096]}),
+                    dict(header={**FC_OK, "lm_head.weight": [128256, 4096]}, draft_over={"draft_vocab_size": None})),
+    "ids_missing_default_used": (dict(draft_del=("eagle_config",)), dict()),
+    "ids_top_level": (dict(draft_del=("eagle_config",), draft_over={"eagle_aux_hidden_state_layer_ids": [1, 15, 28]}),
+                      dict(draft_over={"eagle_aux_hidden_state_layer_ids": [1, 15, 28]})),
+    "ids_conflict": (dict(draft_over={"eagle_aux_hidden_state_layer_ids": [2, 15, 28]}),
+                     dict(draft_over={"eagle_aux_hidden_state_layer_ids": [1, 15, 28]})),
+    "unsorted_ids": (dict(draft_over=ids_cfg([15, 1, 28])), dict(draft_over=ids_cfg([1, 15, 28]))),
+    "stock_differs": (dict(target={**LLAMA_8B, "architectures": ["DeepseekV3ForCausalLM"]},
+                           draft_over=ids_cfg([2, 15, 28])),
+                      dict(target={**LLAMA_8B, "architectures": ["DeepseekV3ForCausalLM"]},
+                           draft_over=ids_cfg([1, 15, 28]))),
+}
+
+
+def test_code_table_covers_design():
+    assert set(CODE_CASES) == set(CHECK_LEVELS)
+    errors = {c for c, level in CHECK_LEVELS.items() if level == "error"}
+    assert errors == {"non_integer_ids", "duplicate_ids", "id_out_of_range", "embedding_capture",
+                      "final_layer_capture_unsupported", "fc_width_mismatch", "draft_fc_built_mismatch",
+                      "not_eagle3_architecture", "target_hidden_mismatch", "vocab_mismatch",
+                      "lm_head_shape_mismatch", "d2t_missing"}
+
+
+@pytest.mark.parametrize("code", sorted(CODE_CASES))
+def test_each_code_triggered_and_not(code):
+    trigger, clean = CODE_CASES[code]
+    hit = run(**trigger)
+    found = [p for p in hit.problems if p.code == code]
+    assert found, f"{code} not raised: {hit.to_dict()}"
+    assert found[0].level == CHECK_LEVELS[code] and found[0].message
+    miss = run(**clean)
+    assert code not in {p.code for p in miss.problems}, miss.to_dict()
+
+
+def test_base_pair_is_clean():
+    r = run()
+    assert r.problems == []
+    assert (r.reading, r.positions, r.stock_positions, r.ids_source) == ("layer_output", [2, 16, 29], [2, 16, 29],
+                                                                          "eagle_config")
+    assert r.fc_in_features == 12288 and r.stock_ids_hint == [1, 15, 28]
+
+
+def test_bad_ids_leave_no_positions():
+    for ids in (["1", "15", "28"], [1, 15, 15], [1, 15, 40], "1,15,28"):
+        r = run(draft_over=ids_cfg(ids))
+        assert r.positions is None and r.errors and r.stock_ids_hint is None
+    assert run(draft_over=ids_cfg("1,15,28")).errors[0].code == "non_integer_ids"
+
+
+def test_embedding_and_final_keep_positions():
+    r = run(draft_over=ids_cfg([-1, 15, 31]))
+    assert r.positions == [0, 16, 32]
+    assert codes(r)[0] == {"embedding_capture", "final_layer_capture_unsupported"}
+
+
+def test_position_reading_when_max_equals_layers():
+    gpt = run(target=GPT_OSS, draft_over={**ids_cfg([24, 30, 36]), "hidden_size": 2880, "vocab_size": 201088},
+              header={"fc.weight": [2880, 8640]})
+    assert (gpt.reading, gpt.positions, gpt.stock_positions, gpt.problems) == ("position", [24, 30, 36],
+                                                                               [24, 30, 36], [])
+    # same ids on a llama target: position 32 == N is not capturable there
+    llama = run(draft_over=ids_cfg([20, 26, 32]))
+    assert llama.reading == "position" and llama.positions == [20, 26, 32]
+    assert codes(llama)[0] == {"final_layer_capture_unsupported"}
+    # a negative id under the position reading is out of range [0, N]
+    assert codes(run(draft_over=ids_cfg([-1, 26, 32])))[0] == {"id_out_of_range"}
+
+
+def test_resolution_order_env_nested_top():
+    both = {"eagle_aux_hidden_state_layer_ids": [2, 15, 28], **ids_cfg([1, 15, 28])}
+    r = run(draft_over=both, env={"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": "3, 15, 28"})
+    assert (r.ids_source, r.ids, r.positions) == ("env", [3, 15, 28], [4, 16, 29])
+    r = run(draft_over=both)
+    assert (r.ids_source, r.ids) == ("eagle_config", [1, 15, 28])
+    r = run(draft_del=("eagle_config",), draft_over={"eagle_aux_hidden_state_layer_ids": [2, 15, 28]})
+    assert (r.ids_source, r.ids, r.positions, r.stock_positions) == ("top_level", [2, 15, 28], [3, 16, 29],
+                                                                     [2, 16, 29])
+    r = run(draft_del=("eagle_config",))
+    assert (r.ids_source, r.ids, r.reading, r.positions) == ("none", None, "default", [2, 16, 29])
+
+
+def test_env_ids_parsing():
+    assert parse_env_ids({}) is None
+    assert parse_env_ids({"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": " "}) is None
+    assert parse_env_ids({"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": "[2, 30, 58]"}) == [2, 30, 58]
+    assert parse_env_ids({"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": "-1,2 30"}) == [-1, 2, 30]
+    r = run(env={"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": "2,x,28"})
+    assert codes(r)[0] == {"non_integer_ids"} and r.ids == [2, "x", 28]
+
+
+KIMI_TARGET = {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",
+               "text_config": {"num_hidden_layers": 61, "hidden_size": 7168, "vocab_size": 163840},
+               "vision_config": {"vt_num_hidden_layers": 27, "vt_hidden_size": 1152}}
+KIMI_DRAFT = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 7168, "vocab_size": 163840,
+              "num_hidden_layers": 1, **ids_cfg([2, 30, 58])}
+
+
+@pytest.mark.parametrize("convention,reading,positions,warnings", [
+    ("", "layer_output", [3, 31, 59], {"stock_differs"}),
+    ("input", "position", [2, 30, 58], set()),
+    ("stock", "position", [2, 30, 58], set()),
+])
+def test_conventions_on_kimi(convention, reading, positions, warnings):
+    r = check_pair(KIMI_TARGET, KIMI_DRAFT, env={"SGLANG_EAGLE_CYCLE_AUX_CONVENTION": convention})
+    assert (r.reading, r.positions, r.stock_positions, r.stock_family) == (reading, positions, [2, 30, 58],
+                                                                           "deepseek_v2")
+    assert codes(r) == (set(), warnings)
+
+
+def test_stock_convention_follows_each_family_rule():
+    env = {"SGLANG_EAGLE_CYCLE_AUX_CONVENTION": "stock"}
+    r = check_pair(KIMI_TARGET, {**KIMI_DRAFT, **ids_cfg([1, 29, 57])}, env=env)
+    assert (r.reading, r.positions) == ("layer_output", [2, 30, 58])
+    r = run(draft_over=ids_cfg([2, 15, 28]), env=env)
+    assert (r.reading, r.positions) == ("layer_output", [3, 16, 29])
+
+
+def test_invalid_convention_is_usage_error():
+    with pytest.raises(UsageError, match="SGLANG_EAGLE_CYCLE_AUX_CONVENTION"):
+        run(env={"SGLANG_EAGLE_CYCLE_AUX_CONVENTION": "outputs-plus-one"})
+
+
+def test_startup_line_design_example_and_other_shapes():
+    r = check_pair(KIMI_TARGET, KIMI_DRAFT, env={})
+    assert r.startup_line() == ("EAGLE-3 aux wiring: ids [2, 30, 58] (layer outputs, draft eagle_config) -> capture "
+                                "positions [3, 31, 59] of 61; stock SGLang 0.5.23 would capture [2, 30, 58]")
+    same = check_pair(KIMI_TARGET, {**KIMI_DRAFT, **ids_cfg([1, 29, 57])}, env={})
+    assert same.startup_line().endswith("-> capture positions [2, 30, 58] of 61; same as stock SGLang 0.5.23")
+    default = run(draft_del=("eagle_config",))
+    assert default.startup_line() == ("EAGLE-3 aux wiring: no ids declared (family default) -> default capture "
+                                      "positions [2, 16, 29] of 32; same as stock SGLang 0.5.23")
+    refused = run(draft_over=ids_cfg([1, 15, 40]))
+    assert "-> no capture positions of 32 (refused: id_out_of_range)" in refused.startup_line()
+    env = check_pair(KIMI_TARGET, KIMI_DRAFT, env={"SGLANG_EAGLE_CYCLE_AUX_CONVENTION": "input"})
+    assert "(positions, SGLANG_EAGLE_CYCLE_AUX_CONVENTION=input, draft eagle_config)" in env.startup_line()
+
+
+def test_to_dict_has_exactly_the_issue_keys():
+    d = check_pair(KIMI_TARGET, KIMI_DRAFT, header={"fc.weight": [7168, 21504]}, env={}).to_dict()
+    assert list(d) == ["num_layers", "ids", "ids_source", "reading", "positions", "stock_positions",
+                       "stock_family", "stock_ids_hint", "fc_in_features", "problems"]
+    assert d["stock_ids_hint"] == [3, 31, 59] and d["fc_in_features"] == 21504 and d["num_layers"] == 61
+    assert d["problems"][0]["level"] == "warning" and d["problems"][0]["code"] == "stock_differs"
+    json.dumps(d)
+
+
+def test_find_fields_on_wrapped_configs():
+    assert find_num_layers(KIMI_TARGET) == 61
+    assert find_hidden_size(KIMI_TARGET) == 7168
+    assert find_vocab_size(KIMI_TARGET) == 163840
+    assert find_num_layers({"num_hidden_layers": 32, "text_config": {"num_hidden_layers": 99}}) == 32
+    only_vision = {"architectures": ["KimiK25ForConditionalGeneration"],
+                   "vision_config": {"num_hidden_layers": 27, "vt_num_hidden_layers": 27}}
+    with pytest.raises(UsageError, match="num_hidden_layers"):
+        find_num_layers(only_vision)
+    with pytest.raises(UsageError):
+        find_num_layers({"num_hidden_layers": True})
+    with pytest.raises(UsageError, match="hidden_size"):
+        find_hidden_size({"num_hidden_layers": 3})
+
+
+def test_stock_hints():
+    # rule B needs the positions themselves; the plugin would read them one layer later
+    r = check_pair(KIMI_TARGET, KIMI_DRAFT, env={})
+    assert r.stock_ids_hint == [3, 31, 59]
+    fix = stock_fix_text(r)
+    assert "[3, 31, 59]" in fix and "keep the ids as they are" in fix
+    # rule B with position 1 first: only a list whose first id is not 1 keeps the ids as-is
+    r = resolve_at_setter(family="deepseek_v2", num_layers=61, passed_ids=[1, 30, 58], draft_cfg=None,
+                          env={"SGLANG_EAGLE_CYCLE_AUX_CONVENTION": "input"})
+    assert r.positions == [1, 30, 58] and r.stock_ids_hint is not None and r.stock_ids_hint[0] != 1
+    assert sorted(stock_layers_to_capture(RULES_BY_MODULE["deepseek_v2"], r.stock_ids_hint, 61)) == [1, 30, 58]
+    # position N on llama: no ids exist
+    r = run(draft_over=ids_cfg([1, 15, 31]))
+    assert r.stock_ids_hint is None and "never captures position 32" in stock_fix_text(r)
+    # already right: the declared ids
+    assert "none needed" in stock_fix_text(run())
+
+
+def test_resolve_at_setter_bare_call_deepseek_v3():
+    r = resolve_at_setter(family="DeepseekV3ForCausalLM", num_layers=61, passed_ids=[2, 30, 58], draft_cfg=None,
+                          env={})
+    assert (r.positions, r.stock_positions, r.ids_source, r.stock_family) == ([3, 31, 59], [2, 30, 58],
+                                                                              "eagle_config", "deepseek_v2")
+    assert codes(r) == (set(), {"stock_differs"})
+    assert r.startup_line().startswith("EAGLE-3 aux wiring: ids [2, 30, 58] (layer outputs, draft eagle_config)")
+
+
+@pytest.mark.parametrize("family,num_layers,passed,positions,stock", [
+    ("kimi_k25", 61, [2, 30, 58], [3, 31, 59], [2, 30, 58]),
+    ("deepseek_v2", 61, [1, 29, 57], [2, 30, 58], [2, 30, 58]),
+    ("glm4_moe_lite", 47, [2, 20, 40], [3, 21, 41], [2, 20, 40]),
+    ("llama", 61, [2, 30, 58], [3, 31, 59], [3, 31, 59]),
+    ("qwen3", 36, [1, 17, 32], [2, 18, 33], [2, 18, 33]),
+    ("qwen3_moe", 48, [1, 23, 44], [2, 24, 45], [2, 24, 45]),
+    ("gpt_oss", 36, [24, 30, 36], [24, 30, 36], [24, 30, 36]),
+    ("gpt_oss", 36, [1, 17, 33], [2, 18, 34], [2, 18, 34]),
+    ("minimax_m3_vl", 60, None, [3, 31, 58], [3, 31, 58]),
+    ("llama", 32, None, [2, 16, 29], [2, 16, 29]),
+])
+def test_resolve_at_setter_families(family, num_layers, passed, positions, stock):
+    r = resolve_at_setter(family=family, num_layers=num_layers, passed_ids=passed, draft_cfg=None, env={})
+    assert (r.positions, r.stock_positions) == (positions, stock)
+    assert ("stock_differs" in codes(r)[1]) == (sorted(positions) != sorted(stock))
+
+
+def test_resolve_at_setter_reads_published_draft():
+    draft = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 4096, "vocab_size": 128256,
+             "eagle_aux_hidden_state_layer_ids": [1, 15, 28]}
+    r = resolve_at_setter(family="llama", num_layers=32, passed_ids=None, draft_cfg=draft, env={},
+                          target_hidden_size=4096, target_vocab_size=128256)
+    assert (r.ids_source, r.positions, r.stock_positions) == ("top_level", [2, 16, 29], [2, 16, 29])
+    assert codes(r) == (set(), {"ids_top_level"})
+    r = resolve_at_setter(family="llama", num_layers=32, passed_ids=None, draft_cfg=draft, env={},
+                          target_hidden_size=8192, target_vocab_size=32000)
+    assert codes(r)[0] == {"target_hidden_mismatch", "vocab_mismatch"}
+
+
+def test_unknown_family_has_no_stock_claims():
+    r = resolve_at_setter(family="NoSuchForCausalLM", num_layers=32, passed_ids=[1, 15, 28], draft_cfg=None, env={})
+    assert (r.positions, r.stock_positions, r.stock_family, r.stock_ids_hint) == ([2, 16, 29], None, None, None)
+    assert "stock_differs" not in codes(r)[1]
+
+
+def test_strict_switch():
+    assert strict_enabled({}) and strict_enabled({"SGLANG_EAGLE_CYCLE_WIRING_STRICT": "1"})
+    assert not strict_enabled({"SGLANG_EAGLE_CYCLE_WIRING_STRICT": "0"})
+
+
+@settings(max_examples=200, deadline=None)
+@given(module=st.sampled_from(sorted(RULES_BY_MODULE)), n=st.integers(6, 128), data=st.data())
+def test_layer_output_ids_always_have_a_stock_fix(module, n, data):
+    ids = sorted(data.draw(st.sets(st.integers(0, n - 2), min_size=1, max_size=5)))
+    r = resolve_at_setter(family=module, num_layers=n, passed_ids=ids, draft_cfg=None, env={})
+    rule = RULES_BY_MODULE[module]
+    assert r.positions == [i + 1 for i in ids] and r.errors == []
+    hint = r.stock_ids_hint
+    if rule.shift == SHIFT_IF_FIRST_IS_1 and r.positions == [1]:
+        assert hint is None  # [1] keeps id 1 (+1 -> 2) and [0] stays 0: no list captures position 1 alone
+        return
+    assert hint is not None and sorted(stock_layers_to_capture(rule, hint, n)) == r.positions
+    if rule.shift == SHIFT_ALWAYS:
+        assert r.stock_positions == r.positions and r.warnings == []
+
+
+# --------------------------------------------------------------------------- real data
+
+def _case_dirs(shared_data: Path) -> list[Path]:
+    return sorted(p for p in (shared_data / "configs").iterdir() if (p / "expected.json").is_file())
+
+
+def test_every_case_through_the_resolver(shared_data):
+    index = json.loads((shared_data / "configs" / "index.json").read_text())
+    cases = _case_dirs(shared_data)
+    assert [c.name for c in cases] == sorted(e["case"] for e in index)
+    mismatches = []
+    for case in cases:
+        ours = json.loads((case / "expected.json").read_text())["ours"]
+        header = json.loads((case / "draft" / "fc_shape.json").read_text())
+        r = check_pair(json.loads((case / "target" / "config.json").read_text()),
+                       json.loads((case / "draft" / "config.json").read_text()), header=header, env={})
+        errors, warnings = codes(r)
+        got = {"reading": r.reading, "positions": r.positions, "stock_positions": r.stock_positions,
+               "exit_code": 1 if r.errors else 0, "errors": errors, "warnings": warnings}
+        want = {**ours, "errors": set(ours["errors"]), "warnings": set(ours["warnings"])}
+        if got != want:
+            mismatches.append((case.name, got, want))
+    assert mismatches == []
+
+
+# --------------------------------------------------------------------------- stock emulation vs SGLang
+
+def _sglang_importable() -> bool:
+    probe = subprocess.run([sys.executable, "-c", "import importlib.util as u; "
+                            "print(u.find_spec('sglang') is not None)"], capture_output=True, text=True)
+    return probe.stdout.strip() == "True"
+
+
+@pytest.mark.skipif(not _sglang_importable(), reason="sglang is not installed")
+def test_stock_emulation_equals_real_setters():
+    """Real 0.5.23 setters on stand-ins, in a fresh interpreter with no plugin loaded."""
+    env = {**os.environ, "SGLANG_PLUGINS": "none_such"}
+    proc = subprocess.run([sys.executable, str(HERE / "stock_setter_probe.py")], capture_output=True, text=True,
+                          env=env, timeout=240)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("PROBE-JSON ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-2000:]
+    probe = json.loads(lines[-1][len("PROBE-JSON "):])
+    assert {"LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "DeepseekV3ForCausalLM",
+            "KimiK25ForConditionalGeneration", "GptOssForCausalLM", "Glm4MoeLiteForCausalLM"} <= set(probe)
+    diffs = []
+    for name, entry in probe.items():
+        # by class name always; by module name except glm4_moe, which also holds rule-B GlmMoeDsaForCausalLM
+        lookups = (name,) if name == "GlmMoeDsaForCausalLM" else (name, entry["module"])
+        for lookup in lookups:
+            rule = family_rule(lookup)
+            for ids, real in entry["results"]:
+                ours = stock_layers_to_capture(rule, ids, entry["num_layers"])
+                if ours != (None if real == "raise" else real):
+                    diffs.append((name, lookup, ids, ours, real))
+    assert diffs == []
+    # the grid exercises every branch: +1, as-is, IndexError
+    kimi = dict((json.dumps(i), r) for i, r in probe["KimiK25ForConditionalGeneration"]["results"])
+    assert kimi["[2, 6, 9]"] == [2, 6, 9] and kimi["[1, 5, 9]"] == [2, 6, 10]
+    assert dict((json.dumps(i), r) for i, r in probe["Qwen3MoeForCausalLM"]["results"])["[3, 7, 11]"] == "raise"
+
+
+# --------------------------------------------------------------------------- safetensors header
+
+def _raw_safetensors(path: Path, header: dict | bytes) -> Path:
+    blob = header if isinstance(header, bytes) else json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(blob)) + blob)
+    return path
+
+
+def test_header_read_by_the_format(tmp_path):
+    entry = lambda shape: {"dtype": "BF16", "shape": shape, "data_offsets": [0, 0]}  # noqa: E731
+    _raw_safetensors(tmp_path / "model.safetensors", {"__metadata__": {"format": "pt"},
+                                                      "model.fc.weight": entry([7168, 21504]),
+                                                      "lm_head.weight": entry([32000, 7168]),
+                                                      "d2t": entry([32000]), "t2d": entry([163840])})
+    assert read_draft_shapes(tmp_path) == {"fc.weight": [7168, 21504], "lm_head.weight": [32000, 7168],
+                                           "d2t": [32000]}
+    assert read_draft_shapes(tmp_path / "config.json") == read_draft_shapes(tmp_path)  # a file means its folder
+
+
+def test_header_writer_round_trip_and_padding(tmp_path):
+    path = write_header_only(tmp_path / "x.safetensors", {"fc.weight": [4096, 12288], "d2t": [32000]})
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    assert len(raw) == 8 + n and n % 8 == 0
+    header = read_header(path)
+    assert header["fc.weight"]["data_offsets"] == [0, 4096 * 12288 * 2]
+    assert header["d2t"]["dtype"] == "I64"
+    assert read_draft_shapes(tmp_path) == {"fc.weight": [4096, 12288], "d2t": [32000]}  # any *.safetensors
+
+
+def test_sharded_checkpoint_reads_only_the_needed_shards(tmp_path):
+    write_header_only(tmp_path / "model-00001-of-00002.safetensors", {"lm_head.weight": [32000, 4096]})
+    write_header_only(tmp_path / "model-00002-of-00002.safetensors", {"fc.weight": [4096, 16384]})
+    (tmp_path / "model-00003-of-00002.safetensors").write_bytes(b"not a header at all")  # never opened
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "lm_head.weight": "model-00001-of-00002.safetensors", "fc.weight": "model-00002-of-00002.safetensors",
+        "norm.weight": "model-00003-of-00002.safetensors"}}))
+    assert read_draft_shapes(tmp_path) == {"fc.weight": [4096, 16384], "lm_head.weight": [32000, 4096]}
+    (tmp_path / "model-00002-of-00002.safetensors").unlink()
+    with pytest.raises(UsageError, match="missing"):
+        read_draft_shapes(tmp_path)
+
+
+@pytest.mark.parametrize("raw", [
+    b"\x01\x02",  # shorter than the length prefix
+    struct.pack("<Q", 10_000) + b"{}",  # declares more than the file holds
+    struct.pack("<Q", 2 ** 40) + b"{}",  # absurd length
+    struct.pack("<Q", 5) + b"{oops",  # not JSON
+    struct.pack("<Q", 2) + b"[]",  # not an object
+    struct.pack("<Q", 26) + b'{"fc.weight": {"shape": 1}}',  # no integer shape
+])
+def test_corrupt_header_is_usage_error(tmp_path, raw):
+    (tmp_path / "model.safetensors").write_bytes(raw)
+    with pytest.raises(UsageError, match="model.safetensors"):
+        read_draft_shapes(tmp_path)
+
+
+def test_no_checkpoint_means_no_header(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    assert read_draft_shapes(tmp_path) == {}
+
+
+# --------------------------------------------------------------------------- locate_config
+
+def test_locate_config_paths(tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    assert locate_config(str(tmp_path / "m")) == tmp_path / "m" / "config.json"
+    assert locate_config(str(tmp_path / "m" / "config.json")) == tmp_path / "m" / "config.json"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UsageError, match="no config.json"):
+        locate_config(str(tmp_path / "empty"))
+    with pytest.raises(UsageError, match="no such file"):
+        locate_config(str(tmp_path / "nope"))
+
+
+def _fake_hf_cache(root: Path, repo: str, refs: dict[str, str]) -> None:
+    base = root / ("models--" + repo.replace("/", "--"))
+    for ref, commit in refs.items():
+        (base / "refs").mkdir(parents=True, exist_ok=True)
+        (base / "refs" / ref).write_text(commit)
+        snap = base / "snapshots" / commit
+        snap.mkdir(parents=True, exist_ok=True)
+        (snap / "config.json").write_text(json.dumps({"num_hidden_layers": len(commit)}))
+
+
+def test_locate_config_in_hf_cache_without_network(tmp_path):
+    _fake_hf_cache(tmp_path / "hub", "org/draft-eagle3", {"main": "a" * 40, "v2": "b" * 12})
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub")}
+    found = locate_config("org/draft-eagle3", env=env)
+    assert found.parent.name == "a" * 40 and found.name == "config.json"
+    assert locate_config("org/draft-eagle3", revision="v2", env=env).parent.name == "b" * 12
+    assert locate_config("org/draft-eagle3", revision="a" * 40, env=env).parent.name == "a" * 40
+    assert locate_config("org/draft-eagle3", env={"HF_HOME": str(tmp_path)}) == found
+    with pytest.raises(UsageError, match="local cache"):
+        locate_config("org/not-downloaded", env=env)

@@ -1,0 +1,192 @@
+"""``eagle-cycle wiring``: every shared config case end to end, exit codes, unusable input, the demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sglang_eagle_cycle import cli
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _header_only(path: Path, shapes: dict[str, list[int]]) -> None:
+    """A safetensors file with a header and no tensor bytes, written by the format's definition."""
+    header = {name: {"dtype": "I64" if name in ("d2t", "t2d") else "BF16", "shape": shape, "data_offsets": [0, 0]}
+              for name, shape in shapes.items()}
+    blob = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(blob)) + blob)
+
+
+def _materialise(case: Path, dest: Path) -> tuple[Path, Path]:
+    """Copy a case's configs and turn fc_shape.json into a header-only model.safetensors."""
+    target, draft = dest / "target", dest / "draft"
+    target.mkdir(parents=True)
+    draft.mkdir()
+    shutil.copy(case / "target" / "config.json", target / "config.json")
+    shutil.copy(case / "draft" / "config.json", draft / "config.json")
+    _header_only(draft / "model.safetensors", json.loads((case / "draft" / "fc_shape.json").read_text()))
+    return target, draft
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(["wiring", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_subprocess(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "wiring", *argv], capture_output=True,
+                          text=True, env={**os.environ, **(env or {})}, timeout=120)
+
+
+def test_every_shared_case_matches_its_ours_block(shared_data, tmp_path, capsys, monkeypatch):
+    for var in ("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", "SGLANG_EAGLE_CYCLE_AUX_CONVENTION",
+                "SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING"):
+        monkeypatch.delenv(var, raising=False)
+    cases = sorted(p for p in (shared_data / "configs").iterdir() if (p / "expected.json").is_file())
+    assert len(cases) == len(json.loads((shared_data / "configs" / "index.json").read_text()))
+    mismatches = []
+    for case in cases:
+        target, draft = _materialise(case, tmp_path / case.name)
+        code, out, err = run_cli(capsys, str(target), str(draft), "--json")
+        doc = json.loads(out)
+        ours = json.loads((case / "expected.json").read_text())["ours"]
+        got = {"reading": doc["reading"], "positions": doc["positions"], "stock_positions": doc["stock_positions"],
+               "exit_code": code,
+               "errors": sorted({p["code"] for p in doc["problems"] if p["level"] == "error"}),
+               "warnings": sorted({p["code"] for p in doc["problems"] if p["level"] == "warning"})}
+        want = {**ours, "errors": sorted(ours["errors"]), "warnings": sorted(ours["warnings"])}
+        if got != want or err:
+            mismatches.append((case.name, got, want, err))
+        fc = json.loads((case / "draft" / "fc_shape.json").read_text())["fc.weight"]
+        assert doc["fc_in_features"] == fc[1]
+    assert mismatches == []
+
+
+def test_kimi_json_is_the_issue_example(shared_data, tmp_path, capsys):
+    target, draft = _materialise(shared_data / "configs" / "01-kimi-k25-ids-2-30-58-layer-output", tmp_path)
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    doc = json.loads(out)
+    assert code == 0 and out.count("\n") == 1
+    assert [(p["level"], p["code"]) for p in doc.pop("problems")] == [("warning", "stock_differs")]
+    assert doc == {"num_layers": 61, "ids": [2, 30, 58], "ids_source": "eagle_config", "reading": "layer_output",
+                   "positions": [3, 31, 59], "stock_positions": [2, 30, 58], "stock_family": "deepseek_v2",
+                   "stock_ids_hint": [3, 31, 59], "fc_in_features": 21504}
+
+
+def test_human_output_ends_with_the_stock_fix(shared_data, tmp_path, capsys):
+    target, draft = _materialise(shared_data / "configs" / "01-kimi-k25-ids-2-30-58-layer-output", tmp_path)
+    code, out, _ = run_cli(capsys, str(target), str(draft))
+    lines = out.strip().splitlines()
+    assert code == 0
+    assert ("EAGLE-3 aux wiring: ids [2, 30, 58] (layer outputs, draft eagle_config) -> capture positions "
+            "[3, 31, 59] of 61; stock SGLang 0.5.23 would capture [2, 30, 58]") in lines
+    assert lines[-1].startswith("Fix for stock SGLang 0.5.23") and '"eagle_aux_hidden_state_layer_ids": [3, 31, 59]' \
+        in lines[-1]
+
+
+def test_no_fix_exists_is_said(shared_data, tmp_path, capsys):
+    target, draft = _materialise(shared_data / "configs" / "11-llama31-8b-four-ids-top-level-fc16384", tmp_path)
+    code, out, _ = run_cli(capsys, str(target), str(draft))
+    assert code == 1
+    assert "none exists: stock llama never captures position 32" in out.strip().splitlines()[-1]
+
+
+def test_env_overrides_apply(shared_data, tmp_path, capsys, monkeypatch):
+    target, draft = _materialise(shared_data / "configs" / "01-kimi-k25-ids-2-30-58-layer-output", tmp_path)
+    monkeypatch.setenv("SGLANG_EAGLE_CYCLE_AUX_CONVENTION", "input")
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    doc = json.loads(out)
+    assert (code, doc["reading"], doc["positions"], doc["problems"]) == (0, "position", [2, 30, 58], [])
+    monkeypatch.delenv("SGLANG_EAGLE_CYCLE_AUX_CONVENTION")
+    monkeypatch.setenv("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", "1,29,57")
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    doc = json.loads(out)
+    assert (code, doc["ids_source"], doc["positions"]) == (0, "env", [2, 30, 58])
+
+
+def test_string_ids_are_non_integer_ids(tmp_path, capsys):
+    (tmp_path / "t").mkdir()
+    (tmp_path / "d").mkdir()
+    (tmp_path / "t" / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"],
+                                                            "num_hidden_layers": 32, "hidden_size": 4096}))
+    (tmp_path / "d" / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 4096,
+        "eagle_config": {"eagle_aux_hidden_state_layer_ids": ["2", "16", "29"]}}))
+    code, out, err = run_cli(capsys, str(tmp_path / "t"), str(tmp_path / "d"), "--json")
+    doc = json.loads(out)
+    assert code == 1 and err == ""
+    assert [p["code"] for p in doc["problems"] if p["level"] == "error"] == ["non_integer_ids"]
+    assert doc["positions"] is None and doc["ids"] == ["2", "16", "29"]
+
+
+def test_repo_id_from_local_hf_cache(shared_data, tmp_path, capsys, monkeypatch):
+    case = shared_data / "configs" / "02-kimi-k25-specforge-ids-1-29-57"
+    snap = tmp_path / "hub" / "models--acme--kimi-eagle3" / "snapshots" / ("c" * 40)
+    snap.mkdir(parents=True)
+    (snap.parents[1] / "refs").mkdir()
+    (snap.parents[1] / "refs" / "main").write_text("c" * 40)
+    shutil.copy(case / "draft" / "config.json", snap / "config.json")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    code, out, _ = run_cli(capsys, str(case / "target"), "acme/kimi-eagle3", "--json")
+    assert code == 0 and json.loads(out)["positions"] == [2, 30, 58]
+    assert run_cli(capsys, str(case / "target"), "acme/not-cached", "--json")[0] == 2
+
+
+@pytest.mark.parametrize("make", ["missing", "invalid_json", "wrapped_no_layers", "corrupt_header", "json_array"])
+def test_unusable_input_one_line_exit_2(tmp_path, make):
+    target, draft = tmp_path / "target", tmp_path / "draft"
+    target.mkdir()
+    draft.mkdir()
+    (target / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32,
+                                                    "hidden_size": 4096}))
+    (draft / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 4096}))
+    if make == "missing":
+        target = tmp_path / "no-such-model"
+    elif make == "invalid_json":
+        (draft / "config.json").write_text('{"architectures": ["LlamaForCausalLMEagle3"],')
+    elif make == "wrapped_no_layers":
+        (target / "config.json").write_text(json.dumps({
+            "architectures": ["KimiK25ForConditionalGeneration"], "text_config": {"hidden_size": 7168},
+            "vision_config": {"vt_num_hidden_layers": 27, "num_hidden_layers": 27}}))
+    elif make == "corrupt_header":
+        (draft / "model.safetensors").write_bytes(struct.pack("<Q", 1 << 20) + b"{")
+    elif make == "json_array":
+        (target / "config.json").write_text("[1, 2]")
+    proc = run_subprocess(str(target), str(draft))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("eagle-cycle wiring: error: ")
+
+
+def test_error_exit_code_in_a_real_process(shared_data, tmp_path):
+    target, draft = _materialise(shared_data / "configs" / "15-qwen3-30b-a3b-ids-from-235b-indexerror", tmp_path)
+    proc = run_subprocess(str(target), str(draft), "--json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["positions"] is None and doc["stock_positions"] is None
+
+
+def test_demo_shows_the_kimi_correction():
+    proc = subprocess.run([sys.executable, str(REPO / "examples" / "demo.py")], capture_output=True, text=True,
+                          timeout=120, env={k: v for k, v in os.environ.items()
+                                            if not k.startswith("SGLANG_EAGLE_CYCLE_")})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert ("ids [2, 30, 58] (layer outputs, draft eagle_config) -> capture positions [3, 31, 59] of 61; "
+            "stock SGLang 0.5.23 would capture [2, 30, 58]") in out
+    assert "Serving needs a GPU" in out
+    launch = out[out.index("python -m sglang.launch_server"):]
+    for flag in ("--model-path moonshotai/Kimi-K2.5", "--speculative-algorithm EAGLE3",
+                 "--speculative-draft-model-path", "--speculative-num-steps 2", "--speculative-eagle-topk 1",
+                 "--speculative-num-draft-tokens 3"):
+        assert flag in launch
