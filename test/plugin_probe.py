@@ -5,7 +5,8 @@ Usage: python plugin_probe.py SCENARIO [ARGS_JSON]
 Scenarios:
   targets   -> which of our hook targets are wrapped, before and after their modules are imported
   setters   -> call each family's real setter on stand-ins with the given ids; report the capture state
-  banner    -> construct nothing; print the banner lines the scheduler hook would log
+  all       -> every check that runs under the default environment, in one interpreter
+  version   -> an SGLang version other than 0.5.23, then SGLANG_EAGLE_CYCLE_FORCE=1
 """
 
 from __future__ import annotations
@@ -130,7 +131,118 @@ def scenario_setters(args):
     print(json.dumps(results))
 
 
+
+
+def scenario_all(args):
+    """Everything that runs under the default environment, in one interpreter (SGLang imports are slow).
+
+    args: {"calls": [...], "draft_dir": str}. Env toggles that our code reads at call time
+    (STRICT, AUX_CONVENTION) are flipped inside this process.
+    """
+    import importlib
+    import io
+    import os
+
+    log = io.StringIO()
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s", stream=log)
+    from sglang.srt.plugins import load_plugins
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    before = set(sys.modules)
+    load_plugins()
+    out = {"imported_by_load_plugins": sorted(m for m in set(sys.modules) - before
+                                              if m.startswith(("sglang.srt.models.", "sglang.srt.speculative.")))}
+    from sglang_eagle_cycle import hooks, plugin
+    from sglang_eagle_cycle.patches import HookSpec
+    from sglang_eagle_cycle.patches.banner import banner_lines
+
+    specs = plugin.all_specs(["wiring", "timing"])
+    out["status_before_import"] = hooks.status()
+    for module in sorted({s.module for s in specs}):
+        importlib.import_module(module)
+    out["status"] = hooks.status()
+    out["wrapped"] = {s.target: _wrapped(s.target) for s in specs}
+    out["patched_by_registry"] = sorted(t for t in HookRegistry._patched if t in {s.target for s in specs})
+
+    # re-entrant: a second register() adds no hook
+    plugin.register()
+    plugin.register()
+    llama_t = "sglang.srt.models.llama.LlamaForCausalLM.set_eagle3_layers_to_capture"
+    f = importlib.import_module("sglang.srt.models.llama").LlamaForCausalLM.set_eagle3_layers_to_capture
+    out["reentrant"] = {"hooks": len(HookRegistry._hooks[llama_t]), "double_wrapped": hasattr(f.__wrapped__, "__wrapped__")}
+
+    def run_calls(calls):
+        mark = log.tell()
+        res = []
+        for module, cls_name, n, ids in calls:
+            cls = getattr(importlib.import_module(f"sglang.srt.models.{module}"), cls_name)
+            obj = _stand_in(module, n)
+            try:
+                cls.set_eagle3_layers_to_capture(obj, ids)
+                res.append({"module": module, "class": cls_name, **_state(obj)})
+            except Exception as exc:
+                res.append({"module": module, "class": cls_name, "error": type(exc).__name__, "message": str(exc)})
+        return res, log.getvalue()[mark:]
+
+    out["setters"], out["setters_log"] = run_calls(args["calls"])
+    emb = [["deepseek_v2", "DeepseekV3ForCausalLM", 61, [-1, 2, 30, 58]]]
+    out["strict"], out["strict_log"] = run_calls(emb)
+    os.environ["SGLANG_EAGLE_CYCLE_WIRING_STRICT"] = "0"
+    out["not_strict"], out["not_strict_log"] = run_calls(emb)
+    del os.environ["SGLANG_EAGLE_CYCLE_WIRING_STRICT"]
+    os.environ["SGLANG_EAGLE_CYCLE_AUX_CONVENTION"] = "input"
+    out["convention_input"], _ = run_calls([["deepseek_v2", "DeepseekV3ForCausalLM", 61, [2, 30, 58]]])
+    del os.environ["SGLANG_EAGLE_CYCLE_AUX_CONVENTION"]
+
+    # ids read from the published draft's config.json (top-level ids: stock SGLang passes None)
+    import sglang.srt.runtime_context as rc
+
+    real_get_spec = rc.get_spec
+    rc.get_spec = lambda: SimpleNamespace(speculative_draft_model_path=args["draft_dir"],
+                                          speculative_draft_model_revision=None)
+    out["draft_config"], out["draft_config_log"] = run_calls([["deepseek_v2", "DeepseekV3ForCausalLM", 61, None]])
+    rc.get_spec = real_get_spec
+
+    # a target that cannot be hooked: WARNING in the banner, the rest still applies
+    hooks.install([HookSpec("sglang.srt.models.qwen2.NoSuchClass.forward", "sglang.srt.models.qwen2",
+                            lambda orig, *a, **k: orig(*a, **k), "wiring")])
+    out["failed_status"] = hooks.status()
+    out["banner"] = [[lvl, msg] for lvl, msg in banner_lines()]
+
+    # an internal fault in our wiring code: logged once, the stock path runs
+    import sglang_eagle_cycle.wiring as w
+
+    def boom(**kw):
+        raise KeyError("injected")
+
+    w.resolve_at_setter = boom
+    out["fault"], out["fault_log"] = run_calls([["deepseek_v2", "DeepseekV3ForCausalLM", 61, [2, 30, 58]]] * 2)
+    print(json.dumps(out))
+
+
+def scenario_version(_args):
+    """Another SGLang version: nothing registered, one WARNING; FORCE=1 registers anyway."""
+    import importlib.metadata as md
+    import os
+
+    real = md.version
+    md.version = lambda name: "0.5.99" if name == "sglang" else real(name)
+    from sglang.srt.plugins import load_plugins
+
+    load_plugins()
+    from sglang_eagle_cycle import hooks, plugin
+
+    out = {"status": hooks.status()}
+    os.environ["SGLANG_EAGLE_CYCLE_FORCE"] = "1"
+    plugin._registered = False  # a second process start, in effect
+    plugin.register()
+    out["forced_status"] = hooks.status()
+    print(json.dumps(out))
+
+
+SCENARIOS = {"targets": scenario_targets, "setters": scenario_setters, "all": scenario_all,
+             "version": scenario_version}
+
+
 if __name__ == "__main__":
-    scenario = sys.argv[1]
-    arg = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
-    {"targets": scenario_targets, "setters": scenario_setters}[scenario](arg)
+    SCENARIOS[sys.argv[1]](json.loads(sys.argv[2]) if len(sys.argv) > 2 else {})

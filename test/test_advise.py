@@ -382,3 +382,216 @@ def test_bad_input_exits_2_with_one_line(capsys, tmp_path, shared_data):
         assert rc == 2, (name, err)
         assert err.count("\n") == 1 and "Traceback" not in err, (name, err)
         assert out == "", name
+
+
+# --- adversarial inputs: each refused with one line, exit 2, no traceback ------------------------
+
+
+def assert_refused(capsys, *argv, match: str) -> str:
+    """Run advise; it must exit 2 with exactly one stderr line containing ``match`` and no stdout."""
+    try:
+        rc, out, err = run_advise(capsys, *argv)
+    except SystemExit as exc:  # argparse type errors exit from the parser
+        rc = exc.code
+        out, err = capsys.readouterr()
+    assert rc == 2, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert match in err, err
+    assert out == ""
+    return err
+
+
+def _variant(seed, tmp_path, name, edit) -> Path:
+    """The seed's inspect document (or, with ``edit(doc, wrapper)``, the whole seed file) changed by ``edit``."""
+    whole = json.loads(json.dumps(seed))
+    edit(whole["inputs"]["inspect_json"]["groups"][0], whole)
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(whole))
+    return path
+
+
+def test_deeply_nested_json_is_invalid_json(capsys, tmp_path, seed_inspect, shared_data):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000)
+    assert_refused(capsys, deep, match="deep.json: invalid JSON")
+    assert_refused(capsys, "--table", deep, "--model", "m", "--benchmark", "b", match="deep.json: invalid JSON")
+    assert_refused(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--target-config", deep,
+                   match="deep.json: invalid JSON")
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(json.dumps({"schema": "eagle-cycle-bench/1", "status": "ok"}) + "\n" + "[" * 100_000 + "\n")
+    assert_refused(capsys, bench, match="bench.jsonl:2: invalid JSON")
+    huge_int = tmp_path / "huge-int.json"
+    huge_int.write_text('{"groups": [{"bs": 1' + "0" * 5000 + "}]}")
+    assert_refused(capsys, huge_int, match="huge-int.json: invalid JSON")
+
+
+@pytest.mark.parametrize("value", ["inf", "1e400", "nan", "1:inf"])
+def test_non_finite_baseline_option_refused(capsys, seed_inspect, value):
+    assert_refused(capsys, seed_inspect, "--baseline-tok-s", value, match="finite")
+
+
+@pytest.mark.parametrize("value", ["abc", [1], 0, True, -1, {"x": 1}])
+def test_bad_seed_wrapper_baseline_refused(capsys, seed, tmp_path, value):
+    path = _variant(seed, tmp_path, "seed", lambda g, w: w["inputs"].update(baseline_no_spec_tok_s=value))
+    assert_refused(capsys, path, match="inputs.baseline_no_spec_tok_s")
+
+
+def test_infinite_seed_wrapper_baseline_refused(capsys, shared_data, tmp_path):
+    text = (shared_data / "benchmarks" / "seed_kimi_k25.json").read_text()
+    assert text.count('"baseline_no_spec_tok_s": 88.8') == 1
+    path = tmp_path / "seed-inf.json"
+    path.write_text(text.replace('"baseline_no_spec_tok_s": 88.8', '"baseline_no_spec_tok_s": Infinity'))
+    assert_refused(capsys, path, match="inputs.baseline_no_spec_tok_s: expected a finite number")
+    path.write_text(text.replace('"baseline_no_spec_tok_s": 88.8', '"baseline_no_spec_tok_s": null'))
+    doc = advise_json(capsys, path)  # null: simply no baseline
+    assert doc["inputs"]["baseline_tok_s"] == {} and doc["recommended"]["steps"] > 0
+
+
+def test_zero_and_negative_phase_means_refused(capsys, seed, tmp_path):
+    def zero_all(g, w):
+        for ph in g["phases"].values():
+            ph["mean"] = 0
+    assert_refused(capsys, _variant(seed, tmp_path, "zero", zero_all), "--baseline-tok-s", "88.8",
+                   match="phases.verify_ms: must be positive, got 0")
+    for phase in ("verify_ms", "draft_ms", "extend_ms", "other_ms", "total_ms"):
+        path = _variant(seed, tmp_path, phase, lambda g, w: g["phases"][phase].update(mean=-g["phases"][phase]["mean"]))
+        assert_refused(capsys, path, "--baseline-tok-s", "88.8", match=f"phases.{phase}: must")
+
+
+def test_huge_depths_are_refused_quickly(capsys, seed, seed_inspect, tmp_path):
+    import time
+
+    start = time.monotonic()
+    assert_refused(capsys, seed_inspect, "--max-steps", "1000000", match="expected an integer in 1..64")
+    assert_refused(capsys, seed_inspect, "--steps-candidates", "3", "1000000", match="in 0..64")
+    path = _variant(seed, tmp_path, "deep-steps", lambda g, w: g.update(steps=10 ** 9))
+    assert_refused(capsys, path, "--baseline-tok-s", "88.8", match="groups[0].steps: expected an integer in 0..64")
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(json.dumps({"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": 10 ** 9,
+                                 "topk": 1, "concurrency": 1, "status": "ok", "output_tok_s": 70.0}) + "\n")
+    assert_refused(capsys, bench, match="steps: expected an integer in 0..64")
+    assert_refused(capsys, seed_inspect, "--batch-sizes", str(10 ** 9), "--adaptive-config", tmp_path / "a.json",
+                   match="--batch-sizes: expected an integer in 1..65536")
+    assert time.monotonic() - start < 20
+    assert not (tmp_path / "a.json").exists()
+    # 64 itself is allowed
+    doc = advise_json(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--max-steps", "64")
+    assert max(c["steps"] for c in doc["candidates"]) == 64
+
+
+@pytest.mark.parametrize("hist,match", [
+    ("x", "accept_hist: expected an object"),
+    ({"a": 1}, "accept_hist: key 'a' is not an accept length"),
+    ({"1": -3, "2": 5}, "accept_hist[1]: expected an integer in 0.."),
+    ({"1": 2, "99": 3}, "accept length 99 impossible with 5 steps"),
+    ({"1": 2.5}, "accept_hist[1]: expected an integer"),
+])
+def test_bad_accept_hist_refused(capsys, seed, tmp_path, hist, match):
+    path = _variant(seed, tmp_path, "hist", lambda g, w: g.update(accept_hist=hist))
+    assert_refused(capsys, path, "--baseline-tok-s", "88.8", match=match)
+
+
+@pytest.mark.parametrize("ppa,match", [
+    ([1.5, -1, None], "per_position_acceptance[0]: expected an object"),
+    ("x", "per_position_acceptance: expected a list"),
+    ([{"j": 1, "p": 1.5, "accepted": None, "reached": None}], "p: a probability must be in 0..1"),
+    ([{"j": 1, "p": -0.1}], "per_position_acceptance[0].p: must not be negative"),
+    ([{"j": 9, "p": 0.5, "accepted": 1, "reached": 2}], "per_position_acceptance[0].j: expected an integer in 1..5"),
+    ([{"j": 1, "p": 0.5, "accepted": -1, "reached": 2}], "accepted: expected an integer in 0.."),
+    ([{"j": 1, "p": 0.5, "accepted": 3, "reached": 2}], "accepted 3 > reached 2"),
+    ([{"j": 1, "accepted": 1, "reached": 2}, {"j": 1, "accepted": 1, "reached": 2}], "position 1 given twice"),
+])
+def test_bad_per_position_acceptance_refused(capsys, seed, tmp_path, ppa, match):
+    path = _variant(seed, tmp_path, "ppa", lambda g, w: g.update(per_position_acceptance=ppa))
+    assert_refused(capsys, path, "--baseline-tok-s", "88.8", match=match)
+
+
+def test_valid_counts_are_still_used(capsys, seed, tmp_path):
+    # accept lengths 1..6 at 5 steps with mean 2.1 over 1000 request-cycles
+    hist = {"1": 460, "2": 250, "3": 130, "4": 80, "5": 50, "6": 30}
+    assert sum(int(k) * v for k, v in hist.items()) == 2100
+    path = _variant(seed, tmp_path, "hist-ok", lambda g, w: g.update(accept_hist=hist))
+    doc = advise_json(capsys, path, "--baseline-tok-s", "88.8")
+    acc = doc["inputs"]["acceptance"]
+    assert acc["source"] == "per-request accept lengths" and acc["samples"] == 1000
+    assert acc["per_position_acceptance"][0]["p"] == pytest.approx(540 / 1000)
+
+
+def test_adaptive_config_dash_refused(capsys, seed_inspect, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert_refused(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--adaptive-config", "-",
+                   match="--adaptive-config -: stdout carries the advice")
+    assert not (tmp_path / "-").exists()
+
+
+def test_duplicate_and_conflicting_options(capsys, shared_data, seed_inspect):
+    seed_file = shared_data / "benchmarks" / "seed_kimi_k25.json"
+    assert_refused(capsys, seed_inspect, "--baseline-tok-s", "1:88", "1:90", match="given twice for bs 1 (88 and 90)")
+    assert_refused(capsys, seed_inspect, "--baseline-tok-s", "88", "1:90", match="given twice for bs 1")
+    assert_refused(capsys, seed_inspect, "--baseline-tok-s", "88", "89", match="given twice without a batch size")
+    # a command-line baseline replacing the seed file's own is said, not silent
+    doc = advise_json(capsys, seed_file, "--baseline-tok-s", "90")
+    assert doc["inputs"]["baseline_tok_s"] == {"1": 90.0}
+    assert any("90 tok/s at bs 1 replaces the inputs' 88.8" in n for n in doc["inputs"]["notes"])
+    same = advise_json(capsys, seed_file, "--baseline-tok-s", "88.8")
+    assert not any("replaces" in n for n in same["inputs"]["notes"])
+    table = shared_data / "benchmarks" / "specbundle_subset.json"
+    assert_refused(capsys, "--table", table, "--model", "Llama-3.1-8B-Instruct", "--benchmark", "gsm8k",
+                   "--draft", "specforge", "--fit", "3,1,4", "3,1,4", match="--fit 3,1,4 given twice")
+
+
+def test_duplicated_table_rows(capsys, shared_data, tmp_path):
+    table = json.loads((shared_data / "benchmarks" / "specbundle_subset.json").read_text())
+    common = ["--model", "Llama-3.1-8B-Instruct", "--benchmark", "gsm8k", "--draft", "specforge",
+              "--fit", "3,1,4", "7,1,8"]
+    results = table["Llama-3.1-8B-Instruct"]["gsm8k"]["results"]
+    row = next(r for r in results if (r["steps"], r["topk"]) == (5, 1))
+    original = advise_json(capsys, "--table", shared_data / "benchmarks" / "specbundle_subset.json", *common)
+    results.append(json.loads(json.dumps(row)))  # an identical repeat changes nothing
+    same = tmp_path / "same.json"
+    same.write_text(json.dumps(table))
+    again = advise_json(capsys, "--table", same, *common)
+    assert again["candidates"] == original["candidates"]
+    results[-1]["metrics"] = [dict(m, output_throughput=m["output_throughput"] * 1.1) for m in row["metrics"]]
+    conflict = tmp_path / "conflict.json"
+    conflict.write_text(json.dumps(table))
+    assert_refused(capsys, "--table", conflict, *common, match="given twice with different values")
+
+
+def test_target_config_must_be_a_usable_target(capsys, shared_data, seed_inspect, tmp_path):
+    kimi = shared_data / KIMI_TARGET
+    cfg = json.loads((kimi / "config.json").read_text())
+    cfg["text_config"]["num_hidden_layers"] = -5
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps(cfg))
+    assert_refused(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--target-config", bad,
+                   match="not a usable target config (num_hidden_layers: text_config.num_hidden_layers=-5")
+    draft = kimi.parent / "draft"
+    assert_refused(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--target-config", draft,
+                   match="a draft model's config (architecture LlamaForCausalLMEagle3)")
+    # a draft config without an Eagle architecture is still recognised by its draft-only keys
+    plain = shared_data / "configs" / "12-llama31-8b-arch-llamaforcausallm" / "draft"
+    assert_refused(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--target-config", plain,
+                   match="a draft model's config (it has draft_vocab_size)")
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--max-steps", "-1"], "--max-steps: expected an integer in 1..64, got -1"),
+    (["--max-steps", "0"], "--max-steps: expected an integer in 1..64, got 0"),
+    (["--batch-sizes", "-1"], "--batch-sizes: expected an integer in 1..65536, got -1"),
+    (["--cuda-graph-bs", "-4"], "--cuda-graph-bs: expected an integer in 1..65536, got -4"),
+    (["--steps-candidates", "-2"], "--steps-candidates: expected an integer in 0..64, got -2"),
+])
+def test_range_messages_name_the_real_range(capsys, seed_inspect, argv, match):
+    assert_refused(capsys, seed_inspect, "--baseline-tok-s", "88.8", *argv, match=match)
+
+
+def test_table_only_options_warn_for_other_inputs(capsys, seed_inspect):
+    rc, out, err = run_advise(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--model", "x",
+                              "--draft", "y", "--benchmark", "gsm8k", "--json")
+    assert rc == 0 and "Traceback" not in err
+    lines = err.splitlines()
+    assert lines == ["eagle-cycle advise: warning: --benchmark applies to --table only: ignored",
+                     f"eagle-cycle advise: warning: --model/--draft filter bench JSONL records only: "
+                     f"ignored for {seed_inspect}"]
+    assert json.loads(out)["recommended"]["steps"] in (1, 2)

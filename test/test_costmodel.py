@@ -227,3 +227,35 @@ def test_candidate_zero_needs_baseline():
     cands = cm.predict_candidates(acc, cost, 1, [0, 1, 2])
     assert [c.steps for c in cands] == [1, 2] and cands[0].speedup() is None
     assert math.isclose(cands[0].tok_s, 1000 * 1.5 / 10.0)
+
+
+# --- unusable measurements are refused, not turned into nonsense or a ZeroDivisionError -------
+
+
+@pytest.mark.parametrize("bad", [
+    {"verify_ms": -28.1}, {"draft_ms": -0.5}, {"extend_ms": float("nan")}, {"other_ms": float("inf")},
+    {"verify_ms": 0.0}, {"total_ms": float("inf")},
+])
+def test_fit_refuses_negative_zero_or_non_finite_phases(bad):
+    good = dict(bs=1, steps=5, total_ms=29.45, draft_ms=0.95, verify_ms=28.1, extend_ms=0.25, other_ms=0.15)
+    cm.CycleCostModel.fit([cm.CycleObservation(**good)], {1: 88.8})  # the seed case fits
+    with pytest.raises(ValueError, match="bs 1, 5 steps"):
+        cm.CycleCostModel.fit([cm.CycleObservation(**{**good, **bad})], {1: 88.8})
+
+
+@pytest.mark.parametrize("tok", [float("inf"), float("nan"), 0.0, -88.8])
+def test_fit_refuses_unusable_baseline(tok):
+    obs = cm.CycleObservation(bs=1, steps=5, total_ms=29.45)
+    with pytest.raises(ValueError, match="baseline throughput"):
+        cm.CycleCostModel.fit([obs], {1: tok})
+
+
+def test_non_positive_predicted_cycle_is_an_error_not_a_division():
+    # totals 30 ms at 4 verified tokens, 60 ms at 6: 15 ms per token, so 2 tokens (1 step) extrapolates to 0 ms
+    obs = [cm.CycleObservation(bs=1, steps=3, total_ms=30.0), cm.CycleObservation(bs=1, steps=5, total_ms=60.0)]
+    cost = cm.CycleCostModel.fit(obs)
+    assert cost.predict(1, 1).total_ms == 0.0
+    acc = cm.AcceptanceModel.from_counts([(8, 10), (6, 8), (3, 6)])
+    assert [c.steps for c in cm.predict_candidates(acc, cost, 1, [3, 5])] == [3, 5]
+    with pytest.raises(ValueError, match="predicted cycle time at bs 1, 1 steps"):
+        cm.predict_candidates(acc, cost, 1, [1, 3])

@@ -42,9 +42,35 @@ def probe(scenario: str, args: dict | None = None, **env) -> dict | list:
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 
 
+# (module, class, num_layers, ids, stock positions, our positions), DESIGN §1.
+FAMILY_CASES = [
+    ("deepseek_v2", "DeepseekV3ForCausalLM", 61, [2, 30, 58], [2, 30, 58], [3, 31, 59]),
+    ("deepseek_v2", "DeepseekV3ForCausalLM", 61, [1, 29, 57], [2, 30, 58], [2, 30, 58]),
+    ("deepseek_v2", "DeepseekV2ForCausalLM", 61, None, [2, 30, 58], [2, 30, 58]),
+    ("kimi_k25", "KimiK25ForConditionalGeneration", 61, [2, 30, 58], [2, 30, 58], [3, 31, 59]),
+    ("glm4_moe_lite", "Glm4MoeLiteForCausalLM", 47, [2, 23, 43], [2, 23, 43], [3, 24, 44]),
+    ("llama", "LlamaForCausalLM", 32, [1, 15, 28], [2, 16, 29], [2, 16, 29]),
+    ("llama", "LlamaForCausalLM", 32, None, [2, 16, 29], [2, 16, 29]),
+    ("qwen3", "Qwen3ForCausalLM", 36, [1, 17, 32], [2, 18, 33], [2, 18, 33]),
+    ("qwen3_moe", "Qwen3MoeForCausalLM", 48, [1, 23, 44], [2, 24, 45], [2, 24, 45]),
+    ("gpt_oss", "GptOssForCausalLM", 36, [24, 30, 36], [24, 30, 36], [24, 30, 36]),
+    ("gpt_oss", "GptOssForCausalLM", 36, [1, 17, 33], [2, 18, 34], [2, 18, 34]),
+]
+
+
+def _calls():
+    return [[m, c, n, ids] for m, c, n, ids, _, _ in FAMILY_CASES]
+
+
 @pytest.fixture(scope="module")
-def loaded():
-    return probe("targets")[0]
+def loaded(tmp_path_factory):
+    """One interpreter under the default environment: load_plugins(), then every check of plugin_probe 'all'."""
+    draft = tmp_path_factory.mktemp("draft")
+    # Stock SGLang passes only nested ids; this draft declares its ids at top level.
+    (draft / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLMEagle3"], "eagle_aux_hidden_state_layer_ids": [2, 30, 58],
+        "hidden_size": 64, "num_hidden_layers": 1}))
+    return probe("all", {"calls": _calls(), "draft_dir": str(draft)})[0]
 
 
 def test_load_plugins_imports_no_worker_or_model_module(loaded):
@@ -78,153 +104,61 @@ def test_wiring_switch_leaves_setters_untouched():
     assert any(ok for t, ok in out["wrapped"].items() if t not in EXPECTED_WIRING)
 
 
-# (module, class, num_layers, ids, stock positions, our positions), DESIGN §1.
-FAMILY_CASES = [
-    ("deepseek_v2", "DeepseekV3ForCausalLM", 61, [2, 30, 58], [2, 30, 58], [3, 31, 59]),
-    ("deepseek_v2", "DeepseekV3ForCausalLM", 61, [1, 29, 57], [2, 30, 58], [2, 30, 58]),
-    ("deepseek_v2", "DeepseekV2ForCausalLM", 61, None, [2, 30, 58], [2, 30, 58]),
-    ("kimi_k25", "KimiK25ForConditionalGeneration", 61, [2, 30, 58], [2, 30, 58], [3, 31, 59]),
-    ("glm4_moe_lite", "Glm4MoeLiteForCausalLM", 47, [2, 23, 43], [2, 23, 43], [3, 24, 44]),
-    ("llama", "LlamaForCausalLM", 32, [1, 15, 28], [2, 16, 29], [2, 16, 29]),
-    ("llama", "LlamaForCausalLM", 32, None, [2, 16, 29], [2, 16, 29]),
-    ("qwen3", "Qwen3ForCausalLM", 36, [1, 17, 32], [2, 18, 33], [2, 18, 33]),
-    ("qwen3_moe", "Qwen3MoeForCausalLM", 48, [1, 23, 44], [2, 24, 45], [2, 24, 45]),
-    ("gpt_oss", "GptOssForCausalLM", 36, [24, 30, 36], [24, 30, 36], [24, 30, 36]),
-    ("gpt_oss", "GptOssForCausalLM", 36, [1, 17, 33], [2, 18, 34], [2, 18, 34]),
-]
-
-
-def _calls():
-    return [[m, c, n, ids] for m, c, n, ids, _, _ in FAMILY_CASES]
-
-
 def test_family_setters_stock_without_plugin():
     out, _ = probe("setters", {"calls": _calls()}, SGLANG_PLUGINS="none_such")
     for case, got in zip(FAMILY_CASES, out):
         assert got["layers_to_capture"] == case[4], (case, got)
 
 
-def test_family_setters_follow_design_with_plugin():
-    out, err = probe("setters", {"calls": _calls()})
-    for case, got in zip(FAMILY_CASES, out):
+def test_family_setters_follow_design_with_plugin(loaded):
+    for case, got in zip(FAMILY_CASES, loaded["setters"]):
         assert got.get("layers_to_capture") == case[5], (case, got)
         if case[0] in ("qwen3_moe",):  # per-layer flags follow the positions too
             assert got["flags"] == case[5]
-    assert ("EAGLE-3 aux wiring: ids [2, 30, 58] (layer outputs" in err
-            and "-> capture positions [3, 31, 59] of 61; stock SGLang 0.5.23 would capture [2, 30, 58]" in err)
+    log = loaded["setters_log"]
+    assert ("EAGLE-3 aux wiring: ids [2, 30, 58] (layer outputs" in log
+            and "-> capture positions [3, 31, 59] of 61; stock SGLang 0.5.23 would capture [2, 30, 58]" in log)
 
 
-def test_embedding_capture_stops_the_launch_unless_not_strict():
-    calls = [["deepseek_v2", "DeepseekV3ForCausalLM", 61, [-1, 2, 30, 58]]]
-    out, err = probe("setters", {"calls": calls})
-    assert out[0]["error"] == "EagleWiringError"
-    assert "embedding_capture" in out[0]["message"] and "SGLANG_EAGLE_CYCLE_WIRING_STRICT=0" in out[0]["message"]
-    out, err = probe("setters", {"calls": calls}, SGLANG_EAGLE_CYCLE_WIRING_STRICT="0")
-    assert out[0]["layers_to_capture"] == [0, 3, 31, 59]
-    assert "embedding_capture" in err
+def test_embedding_capture_stops_the_launch_unless_not_strict(loaded):
+    (strict,) = loaded["strict"]
+    assert strict["error"] == "EagleWiringError"
+    assert "embedding_capture" in strict["message"] and "SGLANG_EAGLE_CYCLE_WIRING_STRICT=0" in strict["message"]
+    assert loaded["not_strict"][0]["layers_to_capture"] == [0, 3, 31, 59]
+    assert "embedding_capture" in loaded["not_strict_log"]
 
 
-def test_ids_come_from_the_published_draft_config(tmp_path):
-    # Stock SGLang passes only nested ids; a draft with top-level ids gets them applied by the plugin.
-    (tmp_path / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLMEagle3"], "eagle_aux_hidden_state_layer_ids": [2, 30, 58],
-        "hidden_size": 64, "num_hidden_layers": 1}))
-    calls = [["deepseek_v2", "DeepseekV3ForCausalLM", 61, None]]
-    out, err = probe("setters", {"calls": calls, "draft_dir": str(tmp_path)})
-    assert out[0]["layers_to_capture"] == [3, 31, 59]
-    assert "ids_top_level" in err
+def test_ids_come_from_the_published_draft_config(loaded):
+    assert loaded["draft_config"][0]["layers_to_capture"] == [3, 31, 59]
+    assert "ids_top_level" in loaded["draft_config_log"]
 
 
-def test_env_convention_input_reads_ids_as_positions():
-    calls = [["deepseek_v2", "DeepseekV3ForCausalLM", 61, [2, 30, 58]]]
-    out, _ = probe("setters", {"calls": calls}, SGLANG_EAGLE_CYCLE_AUX_CONVENTION="input")
-    assert out[0]["layers_to_capture"] == [2, 30, 58]
+def test_env_convention_input_reads_ids_as_positions(loaded):
+    assert loaded["convention_input"][0]["layers_to_capture"] == [2, 30, 58]
 
 
-def run_py(code: str, **env) -> tuple[object, str]:
-    """Run ``code`` in a fresh interpreter (SGLANG_PLUGINS=eagle_cycle); it prints JSON on its last line."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_EAGLE_CYCLE")}
-    full_env.update({"SGLANG_PLUGINS": "eagle_cycle"}, **env)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
-
-
-def test_register_is_reentrant_and_registers_each_target_once():
-    out, _ = run_py("""
-import json
-from sglang.srt.plugins import load_plugins
-from sglang.srt.plugins.hook_registry import HookRegistry
-load_plugins()
-from sglang_eagle_cycle import plugin
-plugin.register(); plugin.register()
-import sglang.srt.models.llama
-t = 'sglang.srt.models.llama.LlamaForCausalLM.set_eagle3_layers_to_capture'
-f = sglang.srt.models.llama.LlamaForCausalLM.set_eagle3_layers_to_capture
-print(json.dumps({"hooks": len(HookRegistry._hooks[t]), "depth": int(hasattr(f.__wrapped__, '__wrapped__'))}))
-""")
-    assert out == {"hooks": 1, "depth": 0}
+def test_register_is_reentrant_and_registers_each_target_once(loaded):
+    assert loaded["reentrant"] == {"hooks": 1, "double_wrapped": False}
 
 
 def test_other_sglang_version_registers_nothing_with_one_warning():
-    code = """
-import json, importlib.metadata as md
-real = md.version
-md.version = lambda name: '0.5.99' if name == 'sglang' else real(name)
-from sglang.srt.plugins import load_plugins
-load_plugins()
-from sglang_eagle_cycle import hooks
-print(json.dumps(hooks.status()))
-"""
-    out, err = run_py(code)
-    assert out == {}
+    out, err = probe("version")
+    assert out["status"] == {}
     assert err.count("SGLang 0.5.99 is not the supported 0.5.23") == 1
-    out, _ = run_py(code, SGLANG_EAGLE_CYCLE_FORCE="1")
-    assert "sglang.srt.models.llama.LlamaForCausalLM.set_eagle3_layers_to_capture" in out
+    assert out["forced_status"]["sglang.srt.models.llama.LlamaForCausalLM.set_eagle3_layers_to_capture"] == "waiting"
 
 
-def test_failed_target_is_a_warning_and_the_rest_still_applies():
-    out, err = run_py("""
-import json, logging
-logging.basicConfig(level=logging.INFO)
-from sglang.srt.plugins import load_plugins
-load_plugins()
-from sglang_eagle_cycle import hooks
-from sglang_eagle_cycle.patches import HookSpec
-from sglang_eagle_cycle.patches.banner import banner_lines
-hooks.install([HookSpec('sglang.srt.models.qwen2.NoSuchClass.forward', 'sglang.srt.models.qwen2',
-                        lambda orig, *a, **k: orig(*a, **k), 'wiring')])
-import sglang.srt.models.qwen2
-lines = banner_lines()
-print(json.dumps({"status": hooks.status(), "lines": [[lvl, msg] for lvl, msg in lines]}))
-""")
-    assert out["status"]["sglang.srt.models.qwen2.NoSuchClass.forward"] == "failed"
-    assert out["status"]["sglang.srt.models.qwen2.Qwen2ForCausalLM.set_eagle3_layers_to_capture"] == "applied"
-    info, *warnings = out["lines"]
+def test_failed_target_is_a_warning_and_the_rest_still_applies(loaded):
+    status = loaded["failed_status"]
+    assert status["sglang.srt.models.qwen2.NoSuchClass.forward"] == "failed"
+    assert status["sglang.srt.models.qwen2.Qwen2ForCausalLM.set_eagle3_layers_to_capture"] == "applied"
+    info, *warnings = loaded["banner"]
     assert info[0] == 20 and "sglang-eagle-cycle 0.1.0 on SGLang 0.5.23" in info[1]
     assert "Qwen2ForCausalLM.set_eagle3_layers_to_capture" in info[1] and "failed (1): NoSuchClass.forward" in info[1]
     assert warnings == [[30, "sglang-eagle-cycle: hook target sglang.srt.models.qwen2.NoSuchClass.forward failed; "
                                "the server runs on without it"]]
 
 
-def test_internal_fault_in_wiring_hook_is_logged_once_and_stock_path_runs():
-    out, err = run_py("""
-import json, logging
-from types import SimpleNamespace
-logging.basicConfig(level=logging.INFO)
-from sglang.srt.plugins import load_plugins
-load_plugins()
-import sglang_eagle_cycle.wiring as w
-def boom(**kw): raise KeyError('injected')
-w.resolve_at_setter = boom
-from sglang.srt.models.deepseek_v2 import DeepseekV3ForCausalLM
-got = []
-for _ in range(2):
-    m = SimpleNamespace(pp_group=SimpleNamespace(is_last_rank=True), config=SimpleNamespace(num_hidden_layers=61),
-                        model=SimpleNamespace())
-    DeepseekV3ForCausalLM.set_eagle3_layers_to_capture(m, [2, 30, 58])
-    got.append(m.model.layers_to_capture)
-print(json.dumps(got))
-""")
-    assert out == [[2, 30, 58], [2, 30, 58]]  # stock behaviour, twice
-    assert err.count("internal error in wiring (deepseek_v2) (KeyError") == 1
+def test_internal_fault_in_wiring_hook_is_logged_once_and_stock_path_runs(loaded):
+    assert [r["layers_to_capture"] for r in loaded["fault"]] == [[2, 30, 58], [2, 30, 58]]  # stock, twice
+    assert loaded["fault_log"].count("internal error in wiring (deepseek_v2) (KeyError") == 1

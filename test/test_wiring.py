@@ -171,8 +171,34 @@ def test_env_ids_parsing():
     assert parse_env_ids({"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": " "}) is None
     assert parse_env_ids({"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": "[2, 30, 58]"}) == [2, 30, 58]
     assert parse_env_ids({"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": "-1,2 30"}) == [-1, 2, 30]
-    r = run(env={"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": "2,x,28"})
-    assert codes(r)[0] == {"non_integer_ids"} and r.ids == [2, "x", 28]
+    for bad in ("2,x,28", "abc", "[]", "2.5,3"):  # unusable env input, not a draft problem
+        with pytest.raises(UsageError, match="SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS"):
+            parse_env_ids({"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": bad})
+
+
+def test_default_positions_are_checked_on_small_targets():
+    # [2, N//2, N-3]: out of range for N = 1, repeated for N = 4, distinct from N = 7 on
+    r = resolve_at_setter(family="llama", num_layers=1, passed_ids=None, draft_cfg=None, env={})
+    assert (r.reading, r.positions, r.stock_positions) == ("default", None, [2, 0, -2])
+    assert codes(r)[0] == {"id_out_of_range"} and "of 1 (refused: id_out_of_range)" in r.startup_line()
+    r = resolve_at_setter(family="llama", num_layers=4, passed_ids=None, draft_cfg=None, env={})
+    assert (r.positions, codes(r)[0]) == (None, {"duplicate_ids"})
+    r = resolve_at_setter(family="llama", num_layers=7, passed_ids=None, draft_cfg=None, env={})
+    assert (r.positions, r.errors) == ([2, 3, 4], [])
+
+
+def test_layer_count_and_env_flag_bounds():
+    with pytest.raises(UsageError, match=r"\[1, 10000\]"):
+        resolve_at_setter(family="llama", num_layers=10001, passed_ids=[1, 2, 3], draft_cfg=None, env={})
+    assert resolve_at_setter(family="llama", num_layers=10000, passed_ids=[1, 2, 3], draft_cfg=None,
+                             env={}).positions == [2, 3, 4]
+    with pytest.raises(UsageError, match="SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING"):
+        resolve_at_setter(family="llama", num_layers=32, passed_ids=[-1, 2, 3], draft_cfg=None,
+                          env={"SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING": "bogus"})
+    for flag, allowed in (("off", False), ("1", True)):
+        r = resolve_at_setter(family="llama", num_layers=32, passed_ids=[-1, 2, 3], draft_cfg=None,
+                              env={"SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING": flag})
+        assert ("embedding_capture" in codes(r)[0]) is not allowed
 
 
 KIMI_TARGET = {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25",

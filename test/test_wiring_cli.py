@@ -190,3 +190,124 @@ def test_demo_shows_the_kimi_correction():
                  "--speculative-draft-model-path", "--speculative-num-steps 2", "--speculative-eagle-topk 1",
                  "--speculative-num-draft-tokens 3"):
         assert flag in launch
+
+
+# --------------------------------------------------------------------------- defects found by adversarial testing
+
+LLAMA_TARGET = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 32, "hidden_size": 4096,
+                "vocab_size": 128256}
+LLAMA_DRAFT = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 4096, "vocab_size": 128256,
+               "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]}}
+
+
+def _pair(tmp_path: Path, target: dict | None = None, draft: dict | None = None) -> tuple[Path, Path]:
+    t, d = tmp_path / "target", tmp_path / "draft"
+    t.mkdir(exist_ok=True)
+    d.mkdir(exist_ok=True)
+    (t / "config.json").write_text(json.dumps(LLAMA_TARGET if target is None else target))
+    (d / "config.json").write_text(json.dumps(LLAMA_DRAFT if draft is None else draft))
+    return t, d
+
+
+def _one_error_line(code: int, out: str, err: str) -> str:
+    assert code == 2 and out == "", err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("eagle-cycle wiring: error: ")
+    return err
+
+
+@pytest.mark.parametrize("where", ["target", "draft", "safetensors", "index"])
+def test_deeply_nested_json_is_invalid_json(tmp_path, capsys, where):
+    target, draft = _pair(tmp_path)
+    deep = "[" * 100_000
+    if where in ("target", "draft"):
+        ((target if where == "target" else draft) / "config.json").write_text(deep)
+    elif where == "safetensors":
+        (draft / "model.safetensors").write_bytes(struct.pack("<Q", len(deep)) + deep.encode())
+    else:
+        (draft / "model.safetensors.index.json").write_text(deep)
+    err = _one_error_line(*run_cli(capsys, str(target), str(draft)))
+    assert "nested too deeply" in err and ("invalid JSON" in err or "corrupt safetensors header" in err)
+
+
+def test_object_ids_are_non_integer_ids(tmp_path, capsys):
+    draft = {**LLAMA_DRAFT, "architectures": ["Eagle3DeepseekV2ForCausalLM"],
+             "eagle_config": {"eagle_aux_hidden_state_layer_ids": {"a": 1}}}
+    target = {**LLAMA_TARGET, "architectures": ["DeepseekV3ForCausalLM"]}  # rule B reads ids[0]
+    code, out, err = run_cli(capsys, *map(str, _pair(tmp_path, target, draft)), "--json")
+    doc = json.loads(out)
+    assert (code, err) == (1, "")
+    assert [p["code"] for p in doc["problems"] if p["level"] == "error"] == ["non_integer_ids"]
+    assert doc["positions"] is None and doc["stock_positions"] is None
+
+
+@pytest.mark.parametrize("ids", ["1,2,3", [True, False, True], [2.0, 16.0, 29.0]])
+def test_refused_ids_claim_no_stock_capture(tmp_path, capsys, ids):
+    draft = {**LLAMA_DRAFT, "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids}}
+    target, draft = _pair(tmp_path, draft=draft)
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 1 and json.loads(out)["stock_positions"] is None
+    code, out, _ = run_cli(capsys, str(target), str(draft))
+    line = next(ln for ln in out.splitlines() if ln.startswith("EAGLE-3 aux wiring:"))
+    assert code == 1 and line.endswith("stock SGLang 0.5.23's capture is unknown (it would be handed non-integer ids)")
+
+
+@pytest.mark.parametrize("n, error", [(1, "id_out_of_range"), (2, "id_out_of_range"), (4, "duplicate_ids"),
+                                      (6, "duplicate_ids"), (7, None)])
+def test_default_positions_on_tiny_targets(tmp_path, capsys, n, error):
+    draft = {k: v for k, v in LLAMA_DRAFT.items() if k != "eagle_config"}
+    target, draft = _pair(tmp_path, {**LLAMA_TARGET, "num_hidden_layers": n}, draft)
+    code, out, err = run_cli(capsys, str(target), str(draft), "--json")
+    doc = json.loads(out)
+    errors = [p["code"] for p in doc["problems"] if p["level"] == "error"]
+    assert err == "" and doc["reading"] == "default"
+    if error is None:
+        assert (code, errors, doc["positions"]) == (0, [], [2, 3, 4])
+    else:
+        assert (code, errors, doc["positions"]) == (1, [error], None)
+
+
+@pytest.mark.parametrize("key, value", [("num_hidden_layers", 10 ** 30), ("num_hidden_layers", 10_001),
+                                        ("num_hidden_layers", 1e30), ("num_hidden_layers", "32"),
+                                        ("hidden_size", -1), ("hidden_size", 0), ("hidden_size", "4096"),
+                                        ("vocab_size", True)])
+def test_unusable_target_sizes_exit_2(tmp_path, capsys, key, value):
+    target, draft = _pair(tmp_path, {**LLAMA_TARGET, key: value})
+    err = _one_error_line(*run_cli(capsys, str(target), str(draft)))
+    assert f"target config {key} is " in err
+
+
+def test_largest_layer_count_is_accepted(tmp_path, capsys):
+    target, draft = _pair(tmp_path, {**LLAMA_TARGET, "num_hidden_layers": 10_000})
+    code, out, err = run_cli(capsys, str(target), str(draft), "--json")
+    assert (code, err, json.loads(out)["positions"]) == (0, "", [2, 16, 29])
+
+
+@pytest.mark.parametrize("var, value", [("SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING", "bogus"),
+                                        ("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", "abc"),
+                                        ("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", "2,x,28"),
+                                        ("SGLANG_EAGLE_CYCLE_AUX_CONVENTION", "bogus")])
+def test_bad_env_values_exit_2(tmp_path, capsys, monkeypatch, var, value):
+    target, draft = _pair(tmp_path)
+    monkeypatch.setenv(var, value)
+    err = _one_error_line(*run_cli(capsys, str(target), str(draft)))
+    assert f"{var}={value!r}" in err
+
+
+@pytest.mark.parametrize("arg, words", [("/dev/null", "not a regular file or directory"),
+                                        ("-", "not read from stdin"), ("", "empty path"),
+                                        ("dangling", "broken symbolic link")])
+def test_path_messages_say_what_is_wrong(tmp_path, capsys, monkeypatch, arg, words):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    _, draft = _pair(tmp_path)
+    err = _one_error_line(*run_cli(capsys, arg, str(draft)))
+    assert words in err and "no such file" not in err and "not in the" not in err and "has no config.json" not in err
+
+
+def test_revision_with_a_local_path_is_warned_about(tmp_path, capsys):
+    target, draft = _pair(tmp_path)
+    code, out, err = run_cli(capsys, str(target), str(draft), "--target-revision", "v2", "--json")
+    assert code == 0 and json.loads(out)["positions"] == [2, 16, 29]
+    assert err.strip().splitlines() == [f"eagle-cycle wiring: warning: --target-revision v2 ignored: {target} is a "
+                                        f"local path (revisions select a snapshot of a cached Hugging Face repo id)"]

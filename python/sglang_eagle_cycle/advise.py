@@ -35,6 +35,15 @@ from .errors import UsageError
 INSPECT_SCHEMA = "eagle-cycle-inspect/1"
 BENCH_SCHEMA = "eagle-cycle-bench/1"
 
+#: deepest draft depth (``num_steps``) read from inputs or considered as a candidate
+MAX_STEPS = 64
+#: largest batch size read from inputs or advised for (a CUDA-graph list up to it stays small)
+MAX_BS = 65536
+#: largest cycle or request-cycle count accepted (beyond it a float loses integer precision)
+MAX_COUNT = 10 ** 15
+#: largest routed-expert count read from a target config
+MAX_EXPERTS = 1 << 20
+
 
 @dataclass
 class Run:
@@ -89,21 +98,42 @@ class Run:
 # ---------------------------------------------------------------------------------------------
 
 
-def _num(v: Any, what: str, *, positive: bool = False, allow_none: bool = True) -> Optional[float]:
+def _finite(v: Any) -> bool:
+    """A real JSON number (not a bool) that fits a float and is finite."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an int beyond the float range
+        return False
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _num(v: Any, what: str, *, positive: bool = False, nonneg: bool = False,
+         allow_none: bool = True) -> Optional[float]:
     if v is None and allow_none:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise UsageError(f"{what}: expected a number, got {v!r}")
+    if not _finite(v):
+        raise UsageError(f"{what}: expected a finite number, got {_short(v)}")
     if positive and v <= 0:
         raise UsageError(f"{what}: must be positive, got {v!r}")
+    if nonneg and v < 0:
+        raise UsageError(f"{what}: must not be negative, got {v!r}")
     return float(v)
 
 
-def _int(v: Any, what: str, *, minimum: int = 1, allow_none: bool = False) -> Optional[int]:
+def _int(v: Any, what: str, *, minimum: int = 1, maximum: Optional[int] = None,
+         allow_none: bool = False) -> Optional[int]:
     if v is None and allow_none:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not float(v).is_integer() or v < minimum:
-        raise UsageError(f"{what}: expected an integer >= {minimum}, got {v!r}")
+    ok = _finite(v) and float(v).is_integer() and v >= minimum and (maximum is None or v <= maximum)
+    if not ok:
+        want = f"an integer >= {minimum}" if maximum is None else f"an integer in {minimum}..{maximum}"
+        raise UsageError(f"{what}: expected {want}, got {_short(v)}")
     return int(v)
 
 
@@ -117,34 +147,80 @@ def normalise_name(name: str) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+#: phases whose mean must be above 0 when given (a cycle always verifies)
+_POSITIVE_PHASES = ("verify_ms", "total_ms")
+
+
 def _phase_mean(phases: Mapping, name: str, what: str) -> Optional[float]:
     v = phases.get(name)
     if isinstance(v, Mapping):
         v = v.get("mean")
-    return _num(v, f"{what}.{name}")
+    return _num(v, f"{what}.{name}", positive=name in _POSITIVE_PHASES, nonneg=True)
+
+
+def counts_from_hist(hist: Any, steps: int, what: str) -> Optional[list[tuple[int, int]]]:
+    """Per-position ``(accepted, reached)`` from an ``accept_hist`` object ``{"L": request-cycles}``.
+
+    ``None`` when the histogram is missing, null or empty.
+
+    Raises:
+        UsageError: not an object, a key that is not an accept length in ``1..steps+1``, or a
+            count that is not an integer in ``0..MAX_COUNT``.
+    """
+    if hist is None:
+        return None
+    if not isinstance(hist, Mapping):
+        raise UsageError(f"{what}.accept_hist: expected an object {{accept length: request-cycles}}, "
+                         f"got {_short(hist)}")
+    clean: dict[int, int] = {}
+    for k, v in hist.items():
+        try:
+            length = int(str(k).strip())
+        except ValueError:
+            raise UsageError(f"{what}.accept_hist: key {_short(k)} is not an accept length") from None
+        if not 1 <= length <= steps + 1:
+            raise UsageError(f"{what}.accept_hist: accept length {length} impossible with {steps} steps "
+                             f"(1..{steps + 1})")
+        if length in clean:
+            raise UsageError(f"{what}.accept_hist: accept length {length} given twice")
+        clean[length] = _int(v, f"{what}.accept_hist[{k}]", minimum=0, maximum=MAX_COUNT)
+    return cm.position_counts(clean, steps) if clean else None
+
+
+def _ppa_counts(ppa: Any, steps: int, what: str) -> Optional[list[tuple[int, int]]]:
+    """Counts from ``per_position_acceptance`` when every entry has them; entries are validated."""
+    if ppa is None:
+        return None
+    where = f"{what}.per_position_acceptance"
+    if not isinstance(ppa, list):
+        raise UsageError(f"{where}: expected a list of {{j, p, accepted, reached}} objects, got {_short(ppa)}")
+    counts: list[Optional[tuple[int, int]]] = [None] * steps
+    complete = bool(ppa)
+    for i, q in enumerate(ppa):
+        if not isinstance(q, Mapping):
+            raise UsageError(f"{where}[{i}]: expected an object {{j, p, accepted, reached}}, got {_short(q)}")
+        j = _int(q.get("j"), f"{where}[{i}].j", maximum=steps)
+        p = _num(q.get("p"), f"{where}[{i}].p", nonneg=True)
+        if p is not None and p > 1:
+            raise UsageError(f"{where}[{i}].p: a probability must be in 0..1, got {p!r}")
+        a = _int(q.get("accepted"), f"{where}[{i}].accepted", minimum=0, maximum=MAX_COUNT, allow_none=True)
+        n = _int(q.get("reached"), f"{where}[{i}].reached", minimum=0, maximum=MAX_COUNT, allow_none=True)
+        if a is not None and n is not None and a > n:
+            raise UsageError(f"{where}[{i}]: accepted {a} > reached {n} at position {j}")
+        if counts[j - 1] is not None:
+            raise UsageError(f"{where}: position {j} given twice")
+        if a is None or n is None:
+            complete = False
+        counts[j - 1] = (a or 0, n or 0)
+    if not complete:
+        return None
+    return [c or (0, 0) for c in counts]
 
 
 def _counts_from_group(g: Mapping, steps: int, what: str) -> Optional[list[tuple[int, int]]]:
-    ppa = g.get("per_position_acceptance")
-    if isinstance(ppa, list) and ppa and all(
-            isinstance(q, Mapping) and q.get("accepted") is not None and q.get("reached") is not None for q in ppa):
-        counts = [(0, 0)] * steps
-        for q in ppa:
-            j = _int(q.get("j"), f"{what}.per_position_acceptance.j")
-            a = _int(q["accepted"], f"{what}.per_position_acceptance.accepted", minimum=0)
-            n = _int(q["reached"], f"{what}.per_position_acceptance.reached", minimum=0)
-            if j > steps or a > n:
-                raise UsageError(f"{what}: per-position acceptance j={j} accepted={a} reached={n} "
-                                 f"impossible with {steps} steps")
-            counts[j - 1] = (a, n)
-        return counts
-    hist = g.get("accept_hist")
-    if isinstance(hist, Mapping) and hist:
-        try:
-            return cm.position_counts({int(k): int(v) for k, v in hist.items()}, steps)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"{what}.accept_hist: {exc}") from None
-    return None
+    from_ppa = _ppa_counts(g.get("per_position_acceptance"), steps, what)
+    from_hist = counts_from_hist(g.get("accept_hist"), steps, what)
+    return from_ppa if from_ppa is not None else from_hist
 
 
 def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float], list[str]]:
@@ -172,8 +248,8 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
         what = f"{source}: groups[{i}]"
         if not isinstance(g, Mapping):
             raise UsageError(f"{what}: expected an object")
-        bs = _int(g.get("bs"), f"{what}.bs")
-        steps = _int(g.get("steps"), f"{what}.steps", minimum=0)
+        bs = _int(g.get("bs"), f"{what}.bs", maximum=MAX_BS)
+        steps = _int(g.get("steps"), f"{what}.steps", minimum=0, maximum=MAX_STEPS)
         topk = _int(g.get("topk", 1), f"{what}.topk")
         if steps == 0:
             notes.append(f"{what}: 0-step group skipped")
@@ -186,33 +262,39 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
         accept = _num(g.get("accept_len_mean"), f"{what}.accept_len_mean")
         if accept is not None and not 1.0 <= accept <= steps + 1 + 1e-9:
             raise UsageError(f"{what}: accept_len_mean {accept} impossible with {steps} steps")
+        counts = _counts_from_group(g, steps, what)  # validated whatever the topk
         runs.append(Run(
             source=f"{source}#{i}", bs=bs, steps=steps, topk=topk,
             num_draft_tokens=_int(g.get("draft_tokens"), f"{what}.draft_tokens", allow_none=True),
-            cycles=_int(g.get("cycles"), f"{what}.cycles", allow_none=True),
-            accept_len=accept, counts=_counts_from_group(g, steps, what) if topk == 1 else None,
+            cycles=_int(g.get("cycles"), f"{what}.cycles", maximum=MAX_COUNT, allow_none=True),
+            accept_len=accept, counts=counts if topk == 1 else None,
             phases=phases if any(v is not None for v in phases.values()) else None,
-            tok_s=_num(g.get("tok_s"), f"{what}.tok_s"),
+            tok_s=_num(g.get("tok_s"), f"{what}.tok_s", nonneg=True),
         ))
     base: dict[int, float] = {}
     db = doc.get("decode_batch")
     if not runs and isinstance(db, Mapping) and db.get("accept_len_mean") is None \
-            and isinstance(db.get("gen_tok_s_mean"), (int, float)) and db["gen_tok_s_mean"] > 0:
+            and _finite(db.get("gen_tok_s_mean")) and db["gen_tok_s_mean"] > 0:
         base[0] = float(db["gen_tok_s_mean"])
         notes.append(f"{source}: no speculation in its Decode batch lines: baseline {base[0]:.1f} tok/s")
     return runs, base, notes
 
 
-def unwrap_seed(doc: Any) -> tuple[Any, Optional[float]]:
+def unwrap_seed(doc: Any, source: str = "input") -> tuple[Any, Optional[float]]:
     """``(inspect document, baseline tok/s)`` from a seed file that wraps one in ``inputs``.
 
     The format of ``data/benchmarks/seed_kimi_k25.json``: ``{"inputs": {"inspect_json": {...},
     "baseline_no_spec_tok_s": 88.8}}``. Anything else is returned unchanged with no baseline.
+    A missing or null baseline is no baseline.
+
+    Raises:
+        UsageError: a baseline that is not a positive finite number (tok/s).
     """
     if isinstance(doc, Mapping) and isinstance(doc.get("inputs"), Mapping) \
             and isinstance(doc["inputs"].get("inspect_json"), Mapping):
-        base = doc["inputs"].get("baseline_no_spec_tok_s")
-        return doc["inputs"]["inspect_json"], (float(base) if isinstance(base, (int, float)) else None)
+        base = _num(doc["inputs"].get("baseline_no_spec_tok_s"), f"{source}: inputs.baseline_no_spec_tok_s",
+                    positive=True)
+        return doc["inputs"]["inspect_json"], base
     return doc, None
 
 
@@ -244,10 +326,10 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
             continue
         if model and normalise_name(rec.get("model", "")) != normalise_name(model):
             continue
-        steps = _int(rec.get("steps"), f"{what}.steps", minimum=0)
+        steps = _int(rec.get("steps"), f"{what}.steps", minimum=0, maximum=MAX_STEPS)
         if steps and draft and normalise_name(rec.get("draft") or "") != normalise_name(draft):
             continue  # baselines (steps 0) have no draft
-        bs = _int(rec.get("concurrency"), f"{what}.concurrency")
+        bs = _int(rec.get("concurrency"), f"{what}.concurrency", maximum=MAX_BS)
         tok = _num(rec.get("output_tok_s"), f"{what}.output_tok_s", positive=True)
         if steps == 0:
             base[bs] = tok
@@ -255,13 +337,11 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         seen.add((rec.get("model"), rec.get("draft")))
         topk = _int(rec.get("topk", 1), f"{what}.topk")
         accept = _num(rec.get("accept_len_mean"), f"{what}.accept_len_mean")
-        counts = None
-        hist = rec.get("accept_hist")
-        if isinstance(hist, Mapping) and hist and topk == 1:
-            try:
-                counts = cm.position_counts({int(k): int(v) for k, v in hist.items()}, steps)
-            except (TypeError, ValueError) as exc:
-                raise UsageError(f"{what}.accept_hist: {exc}") from None
+        if accept is not None and not 1.0 <= accept <= steps + 1 + 1e-9:
+            raise UsageError(f"{what}: accept_len_mean {accept} impossible with {steps} steps")
+        counts = counts_from_hist(rec.get("accept_hist"), steps, what)
+        if topk != 1:
+            counts = None
         phases, cycles = None, None
         grp = rec.get("cycle")
         if isinstance(grp, Mapping):
@@ -325,7 +405,8 @@ def runs_from_table(table: Any, model: str, benchmark: str, draft: Optional[str]
     the row named "Without EAGLE3" (any spelling starting without/wihtout/no-spec/baseline).
 
     Raises:
-        UsageError: unknown names, malformed rows, or a ``fit`` row missing or with topk > 1.
+        UsageError: unknown names, malformed rows, one row given twice with different values,
+            or a ``fit`` row missing, given twice or with topk > 1.
     """
     if not isinstance(table, Mapping) or not table:
         raise UsageError(f"{source}: expected an object {{model: {{benchmark: {{results: [...]}}}}}}")
@@ -337,20 +418,34 @@ def runs_from_table(table: Any, model: str, benchmark: str, draft: Optional[str]
     results = benches[bkey].get("results") if isinstance(benches[bkey], Mapping) else None
     if not isinstance(results, list):
         raise UsageError(f"{source}: {mkey}/{bkey}: no results list")
+    if fit:
+        dup = next((f for i, f in enumerate(fit) if f in fit[:i]), None)
+        if dup is not None:
+            raise UsageError(f"--fit {','.join(map(str, dup))} given twice")
     rows = []  # (config, bs, name, tok_s, accept_len)
+    seen: dict[tuple, tuple[float, float]] = {}
     for i, r in enumerate(results):
         what = f"{source}: {mkey}/{bkey} results[{i}]"
         if not isinstance(r, Mapping) or not isinstance(r.get("metrics"), list):
             raise UsageError(f"{what}: expected an object with a metrics list")
-        cfg = (_int(r.get("steps"), f"{what}.steps"), _int(r.get("topk"), f"{what}.topk"),
+        cfg = (_int(r.get("steps"), f"{what}.steps", maximum=MAX_STEPS), _int(r.get("topk"), f"{what}.topk"),
                _int(r.get("num_draft_tokens"), f"{what}.num_draft_tokens"))
-        bs = _int(r.get("batch_size"), f"{what}.batch_size")
+        bs = _int(r.get("batch_size"), f"{what}.batch_size", maximum=MAX_BS)
         for m in r["metrics"]:
             if not isinstance(m, Mapping) or not isinstance(m.get("Name"), str):
                 raise UsageError(f"{what}: metric without a Name")
-            rows.append((cfg, bs, m["Name"], _num(m.get("output_throughput"), f"{what}.output_throughput",
-                                                  positive=True, allow_none=False),
-                         _num(m.get("accept_length"), f"{what}.accept_length", allow_none=False)))
+            row = (cfg, bs, m["Name"], _num(m.get("output_throughput"), f"{what}.output_throughput",
+                                            positive=True, allow_none=False),
+                   _num(m.get("accept_length"), f"{what}.accept_length", allow_none=False))
+            key = (cfg, bs, normalise_name(m["Name"]))
+            if key in seen:
+                if seen[key] != row[3:]:
+                    raise UsageError(f"{what}: {m['Name']} at steps,topk,tokens {','.join(map(str, cfg))} bs {bs} "
+                                     f"given twice with different values ({seen[key][0]} vs {row[3]} tok/s, "
+                                     f"accept length {seen[key][1]} vs {row[4]})")
+                continue  # an identical repeat adds nothing
+            seen[key] = row[3:]
+            rows.append(row)
     drafts = sorted({normalise_name(n) for _, _, n, _, _ in rows if not _is_baseline_name(n)})
     display = {normalise_name(n): n for _, _, n, _, _ in rows}
     if not drafts:
@@ -417,6 +512,9 @@ def shape_from_config(cfg: Mapping) -> tuple[cm.WidthShape, str]:
 
     experts = next((f for f in (find_field(cfg, k) for k in _EXPERT_KEYS) if f and f[0] > 1), None)
     topk = next((f for f in (find_field(cfg, k) for k in _TOPK_KEYS) if f and f[0] >= 1), None)
+    if experts and experts[0] > MAX_EXPERTS:
+        raise UsageError(f"target config: {experts[1]}={_short(experts[0])} is not a plausible expert count "
+                         f"(> {MAX_EXPERTS})")
     if experts and topk:
         if topk[0] > experts[0]:
             raise UsageError(f"target config: {topk[1]}={topk[0]} exceeds {experts[1]}={experts[0]}")
@@ -571,10 +669,13 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
     primary = run_bs[0] if run_bs[0] in sizes else sizes[0]
     per_bs = []
     for bs in sizes:
-        cands = cm.predict_candidates(acc, cost, bs, steps)
-        if not any(c.steps > 0 for c in cands):
-            raise UsageError("no candidate depth above 0 (check --steps-candidates / --max-steps)")
-        rec = cm.recommend(cands, acc, cost)
+        try:
+            cands = cm.predict_candidates(acc, cost, bs, steps)
+            if not any(c.steps > 0 for c in cands):
+                raise UsageError("no candidate depth above 0 (check --steps-candidates / --max-steps)")
+            rec = cm.recommend(cands, acc, cost)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         per_bs.append(BatchAdvice(bs, cands, rec, cm.best_speculative(cands).steps))
     measured = {(r.bs, r.steps): r for r in modelled}
     return Advice(acc, cost, per_bs, primary, measured, list(modelled), notes, not_modelled)

@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name, (module, help_text) in SUBCOMMANDS.items():
         mod = importlib.import_module(f"{__package__}.commands.{module}")
-        p = sub.add_parser(name, help=help_text, description=(mod.__doc__ or help_text).strip())
+        p = sub.add_parser(name, help=help_text, description=(mod.__doc__ or help_text).strip(),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_cli_args(p)
         p.set_defaults(_main=mod.main)
     return parser
@@ -59,7 +60,25 @@ def main(argv: list[str] | None = None) -> int:
         print("eagle-cycle: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
+        _silence_stdout()
         return 0
+    except RecursionError:
+        print(f"eagle-cycle {args.command}: error: input nested too deeply to read", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a full disk, a closed terminal: the output cannot be written
+        _silence_stdout()
+        print(f"eagle-cycle {args.command}: error: cannot write output: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not fail again."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

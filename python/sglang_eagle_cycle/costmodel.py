@@ -592,18 +592,25 @@ class CycleCostModel:
         """Fit the curves; ``baseline_tok_s`` maps bs -> no-spec output tok/s.
 
         Raises:
-            ValueError: no observation, or a non-positive time or throughput.
+            ValueError: no observation, a non-positive or non-finite cycle time, verify time or
+                baseline throughput, or a negative or non-finite phase time.
         """
         if not observations:
             raise ValueError("no measured cycle to fit the cost model to")
         base = {}
         for bs, tok in (baseline_tok_s or {}).items():
-            if not tok or tok <= 0:
-                raise ValueError(f"baseline throughput must be positive, got {tok}")
+            if not tok or not math.isfinite(tok) or tok <= 0:
+                raise ValueError(f"baseline throughput must be a positive finite tok/s, got {tok}")
             base[int(bs)] = 1000.0 * int(bs) / float(tok)
         for ob in observations:
-            if not ob.total_ms or ob.total_ms <= 0:
-                raise ValueError(f"cycle time must be positive (bs {ob.bs}, {ob.steps} steps)")
+            if not ob.total_ms or not math.isfinite(ob.total_ms) or ob.total_ms <= 0:
+                raise ValueError(f"cycle time must be positive (bs {ob.bs}, {ob.steps} steps), got {ob.total_ms}")
+            for name in ("draft_ms", "verify_ms", "extend_ms", "other_ms"):
+                v = getattr(ob, name)
+                if v is not None and (not math.isfinite(v) or v < 0):
+                    raise ValueError(f"{name} must be a finite time >= 0 (bs {ob.bs}, {ob.steps} steps), got {v}")
+            if ob.verify_ms is not None and ob.verify_ms <= 0:
+                raise ValueError(f"verify_ms must be positive (bs {ob.bs}, {ob.steps} steps), got {ob.verify_ms}")
         phased = [ob for ob in observations if ob.has_phases]
         notes = []
         if phased:
@@ -736,6 +743,9 @@ class Candidate:
 
 def _candidate(acc: AcceptanceModel, cost: CycleCostModel, bs: int, steps: int,
                base: Optional[tuple[float, bool]]) -> Candidate:
+    if base and not (math.isfinite(base[0]) and base[0] > 0):
+        raise ValueError(f"no-spec decode step at bs {bs} extrapolates to {base[0]:.3g} ms: a measured "
+                         "baseline at that batch size is needed")
     base_tok = 1000.0 * bs / base[0] if base else None
     if steps == 0:
         if base is None:
@@ -745,6 +755,9 @@ def _candidate(acc: AcceptanceModel, cost: CycleCostModel, bs: int, steps: int,
                          extrapolated=cyc.extrapolated)
     e, lo, hi = acc.expected(steps)
     cyc = cost.predict(bs, steps)
+    if not (math.isfinite(cyc.total_ms) and cyc.total_ms > 0):
+        raise ValueError(f"predicted cycle time at bs {bs}, {steps} steps is {cyc.total_ms:.3g} ms: the measured "
+                         "phase times cannot be extrapolated there")
     k = 1000.0 * bs / cyc.total_ms
     flags = (("acceptance",) if acc.extrapolated(steps) else ()) + cyc.extrapolated
     if base and base[1]:
@@ -759,6 +772,9 @@ def predict_candidates(acc: AcceptanceModel, cost: CycleCostModel, bs: int, step
     The no-spec baseline (``steps = 0``) is included whenever a baseline is known; depth 0 is
     ignored otherwise. Throughput ``1000 bs E[L(S)] / T(S)``; its interval uses the acceptance
     interval only (phase means over many cycles are taken as exact).
+
+    Raises:
+        ValueError: a predicted cycle time (or extrapolated no-spec step) that is not positive.
     """
     base = cost.baseline_step_ms(bs)
     wanted = sorted({int(s) for s in steps if s > 0} | ({0} if base else set()))

@@ -68,8 +68,10 @@ def read_header(path: str | Path) -> dict[str, dict]:
         raise UsageError(f"{path}: corrupt safetensors header (declares {n} bytes, file has {len(raw)})")
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: corrupt safetensors header ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: corrupt safetensors header (JSON nested too deeply to read)") from None
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise UsageError(f"{path}: corrupt safetensors header ({str(exc).splitlines()[0][:120]})") from None
     if not isinstance(header, dict):
         raise UsageError(f"{path}: corrupt safetensors header (not a JSON object)")
     header.pop("__metadata__", None)
@@ -98,8 +100,10 @@ def _from_index(index_path: Path) -> dict[str, list[int]]:
         index = json.loads(index_path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise UsageError(f"{index_path}: cannot read ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{index_path}: invalid JSON ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"{index_path}: invalid JSON (nested too deeply to read)") from None
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise UsageError(f"{index_path}: invalid JSON ({str(exc).splitlines()[0][:120]})") from None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict):
         raise UsageError(f"{index_path}: no 'weight_map' object")

@@ -50,6 +50,9 @@ ENV_STRICT = "SGLANG_EAGLE_CYCLE_WIRING_STRICT"
 
 IDS_KEY = "eagle_aux_hidden_state_layer_ids"
 
+#: a target with more decoder layers than this is a corrupt config, not a model
+MAX_NUM_LAYERS = 10000
+
 #: draft architectures SGLang 0.5.23 can load as an EAGLE-3 head
 EAGLE3_DRAFT_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM")
 
@@ -152,7 +155,7 @@ def stock_layers_to_capture(rule: FamilyRule, ids, num_layers: int):
                 raise TypeError(f"list indices must be integers, not {type(v).__name__}")
             if not -n <= v < n:
                 raise IndexError(v)
-    except (TypeError, IndexError, ValueError):
+    except (TypeError, IndexError, KeyError, ValueError):
         return None
     return out
 
@@ -365,6 +368,36 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _short(value, limit: int = 40) -> str:
+    """``repr`` of a user value for a one-line message, cut to ``limit`` characters."""
+    if _is_int(value) and abs(value) >= 10 ** 30:
+        digits = str(abs(value))
+        return f"{'-' if value < 0 else ''}{digits[:8]}... ({len(digits)} digits)"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _checked_target_field(cfg: Mapping, key: str, upper: int | None = None) -> int | None:
+    """The target's ``key`` where :func:`find_field` looks, validated; None when absent (or null).
+
+    Raises:
+        UsageError: the first value found is not an integer in ``[1, upper]``
+            (a string, a float, a boolean, zero or negative).
+    """
+    holders = [("", cfg)] + [(f"{w}.", cfg.get(w)) for w in _TEXT_WRAPPERS]
+    thinker = cfg.get("thinker_config")
+    if isinstance(thinker, Mapping):
+        holders.append(("thinker_config.text_config.", thinker.get("text_config")))
+    for prefix, holder in holders:
+        if isinstance(holder, Mapping) and holder.get(key) is not None:
+            value = holder[key]
+            if not _is_int(value) or value < 1 or (upper is not None and value > upper):
+                bound = f"in [1, {upper}]" if upper is not None else "a positive integer"
+                raise UsageError(f"target config {prefix}{key} is {_short(value)}: expected {bound}")
+            return value
+    return None
+
+
 # --------------------------------------------------------------------------- report
 
 @dataclass(frozen=True)
@@ -402,6 +435,9 @@ class WiringReport:
         fc_in_features: ``fc.weight.shape[1]`` from the draft's safetensors header.
         problems: findings, errors first.
         convention: ``output`` (default), ``input`` or ``stock`` (not in the JSON).
+        stock_ids_valid: False when stock SGLang would be handed ids that are not a
+            list of integers; its capture is then not predicted and ``stock_positions``
+            is None (not in the JSON).
     """
 
     num_layers: int
@@ -415,6 +451,7 @@ class WiringReport:
     fc_in_features: int | None
     problems: list[Problem] = field(default_factory=list)
     convention: str = "output"
+    stock_ids_valid: bool = True
 
     @property
     def errors(self) -> list[Problem]:
@@ -440,7 +477,11 @@ class WiringReport:
         capture positions [3, 31, 59] of 61; stock SGLang 0.5.23 would capture [2, 30, 58]``
         """
         n = self.num_layers
-        if self.reading == "default":
+        if self.reading == "default" and self.positions is None:
+            codes = ", ".join(sorted({p.code for p in self.errors}))
+            head = (f"no ids declared ({_SOURCE_WORDS['none']}) -> no default capture positions of {n} "
+                    f"(refused: {codes})")
+        elif self.reading == "default":
             head = f"no ids declared ({_SOURCE_WORDS['none']}) -> default capture positions {self.positions} of {n}"
         else:
             head = f"ids {_fmt(self.ids)} ({self._reading_words()}, {_SOURCE_WORDS[self.ids_source]}) -> "
@@ -453,6 +494,8 @@ class WiringReport:
                     head += f" (errors: {', '.join(sorted({p.code for p in self.errors}))})"
         if self.stock_family is None:
             tail = f"stock SGLang {STOCK_VERSION}'s rule for this target is unknown"
+        elif not self.stock_ids_valid:
+            tail = f"stock SGLang {STOCK_VERSION}'s capture is unknown (it would be handed non-integer ids)"
         elif self.stock_positions is None:
             tail = f"stock SGLang {STOCK_VERSION} ({self.stock_family}) would fail at start-up (IndexError)"
         elif self.positions is not None and _same_capture(self.positions, self.stock_positions):
@@ -510,17 +553,31 @@ def _convention(env: Mapping) -> str:
     raise UsageError(f"{ENV_CONVENTION}={env.get(ENV_CONVENTION)!r}: expected 'input' or 'stock' (or unset)")
 
 
-def parse_env_ids(env: Mapping):
-    """``SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS`` as a list (``"2,30,58"`` or ``"[2, 30, 58]"``), or None if unset.
+def _allow_embedding(env: Mapping) -> bool:
+    """``SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING``: 1/true/yes/on, 0/false/no/off or unset; else UsageError."""
+    raw = env.get(ENV_ALLOW_EMBEDDING, "").strip().lower()
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    raise UsageError(f"{ENV_ALLOW_EMBEDDING}={env.get(ENV_ALLOW_EMBEDDING)!r}: expected 1 or 0 (or unset)")
 
-    Tokens that are not integers are kept as strings, so the check reports
-    ``non_integer_ids`` rather than guessing.
+
+def parse_env_ids(env: Mapping):
+    """``SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS`` as a list of ints (``"2,30,58"`` or ``"[2, 30, 58]"``), or None if unset.
+
+    Raises:
+        UsageError: a token is not an integer, or no token is given (``"[]"``).
     """
     raw = env.get(ENV_IDS, "").strip()
     if not raw:
         return None
     tokens = [t for t in re.split(r"[,\s]+", raw.strip("[]() ")) if t]
-    return [int(t) if re.fullmatch(r"[+-]?\d+", t) else t for t in tokens]
+    bad = [t for t in tokens if not re.fullmatch(r"[+-]?\d{1,6}", t)]
+    if bad or not tokens:
+        raise UsageError(f"{ENV_IDS}={_short(env.get(ENV_IDS))}: expected comma-separated integer layer ids "
+                         f"such as 2,30,58" + (f" ({_short(bad[0])} is not a layer id)" if bad else ""))
+    return [int(t) for t in tokens]
 
 
 def _declared(value):
@@ -560,10 +617,10 @@ class _Inputs:
 
 def _resolve(inp: _Inputs) -> WiringReport:
     n, rule, env = inp.num_layers, inp.rule, inp.env
-    if not _is_int(n) or n < 1:
-        raise UsageError(f"num_hidden_layers must be a positive integer, got {n!r}")
+    if not _is_int(n) or not 1 <= n <= MAX_NUM_LAYERS:
+        raise UsageError(f"num_hidden_layers must be an integer in [1, {MAX_NUM_LAYERS}], got {_short(n)}")
     convention = _convention(env)
-    allow_embedding = env.get(ENV_ALLOW_EMBEDDING, "").strip().lower() in ("1", "true", "yes", "on")
+    allow_embedding = _allow_embedding(env)
     problems: list[Problem] = []
 
     def add(code: str, message: str) -> None:
@@ -580,8 +637,24 @@ def _resolve(inp: _Inputs) -> WiringReport:
     else:
         ids, source = None, "none"
 
-    stock = stock_layers_to_capture(rule, inp.stock_ids, n) if rule is not None else None
+    # stock is emulated only for integer ids: other values would be read character by character
+    # (strings), as 0/1 (booleans) or as keys (objects), which predicts nothing useful
+    stock_ids_valid = inp.stock_ids is None or _all_ints(inp.stock_ids)
+    stock = stock_layers_to_capture(rule, inp.stock_ids, n) if rule is not None and stock_ids_valid else None
     default_rule = rule or _A
+
+    def check_positions(pos: list[int], as_positions: bool) -> None:
+        """Embedding and final-layer checks of in-range, distinct capture positions."""
+        if 0 in pos and not allow_embedding:
+            what = "position 0" if as_positions else "id -1"
+            add("embedding_capture", f"{what} captures the embedding output (position 0), not a decoder "
+                                     f"layer; set {ENV_ALLOW_EMBEDDING}=1 if the draft was trained on it")
+        if n in pos and not default_rule.final_capture:
+            fam = rule.module if rule else "this target's family"
+            add("final_layer_capture_unsupported",
+                f"position {n} (the last layer's output before the final norm) cannot be captured by "
+                f"SGLang {STOCK_VERSION} {fam}; only gpt_oss, gemma3_causal, gemma4_causal and minimax_m3 "
+                f"(and models built on them) capture it")
 
     # reading and positions
     positions: list[int] | None
@@ -591,6 +664,18 @@ def _resolve(inp: _Inputs) -> WiringReport:
         add("ids_missing_default_used",
             f"the draft declares no aux layer ids (eagle_config.{IDS_KEY}): using the family default "
             f"positions {positions}, which cannot be checked against how the draft was trained")
+        bad = [p for p in positions if not 0 <= p <= n]
+        dupes = sorted({p for p in positions if positions.count(p) > 1})
+        if bad:
+            add("id_out_of_range", f"default positions {_fmt(bad)} of {_fmt(positions)} (from [2, N//2, N-3]) "
+                                   f"outside [0, {n}] for a {n}-layer target; declare the draft's ids")
+        if dupes:
+            add("duplicate_ids", f"default positions {_fmt(positions)} (from [2, N//2, N-3]) repeat {_fmt(dupes)} "
+                                 f"for a {n}-layer target; declare the draft's ids")
+        if bad or dupes:
+            positions = None
+        else:
+            check_positions(positions, True)
     elif not _all_ints(ids):
         reading = "position" if convention == "input" else "layer_output"
         positions = None
@@ -622,16 +707,7 @@ def _resolve(inp: _Inputs) -> WiringReport:
         if bad or dupes:
             positions = None
         else:
-            if 0 in positions and not allow_embedding:
-                what = "id -1" if not as_positions else "position 0"
-                add("embedding_capture", f"{what} captures the embedding output (position 0), not a decoder "
-                                         f"layer; set {ENV_ALLOW_EMBEDDING}=1 if the draft was trained on it")
-            if n in positions and not default_rule.final_capture:
-                fam = rule.module if rule else "this target's family"
-                add("final_layer_capture_unsupported",
-                    f"position {n} (the last layer's output before the final norm) cannot be captured by "
-                    f"SGLang {STOCK_VERSION} {fam}; only gpt_oss, gemma3_causal, gemma4_causal and minimax_m3 "
-                    f"(and models built on them) capture it")
+            check_positions(positions, as_positions)
         if positions is not None and ids != sorted(ids):
             add("unsorted_ids", f"ids {_fmt(ids)} are not ascending; captures are concatenated in layer order "
                                 f"{sorted(positions)}, not list order")
@@ -660,8 +736,12 @@ def _resolve(inp: _Inputs) -> WiringReport:
         _header_checks(draft_cfg, header, add)
 
     if positions is not None and rule is not None and not _same_capture(positions, stock or []):
-        stock_words = (f"would fail at start-up (IndexError) with ids {_fmt(inp.stock_ids)}" if stock is None
-                       else f"would capture {_fmt(stock)}")
+        if not stock_ids_valid:
+            stock_words = f"is handed non-integer ids {_fmt(inp.stock_ids)} (its capture is not predicted)"
+        elif stock is None:
+            stock_words = f"would fail at start-up (IndexError) with ids {_fmt(inp.stock_ids)}"
+        else:
+            stock_words = f"would capture {_fmt(stock)}"
         add("stock_differs",
             f"stock SGLang {STOCK_VERSION}, {rule.describe()}, {stock_words}; this plugin captures {positions}. "
             f"If the draft was trained on layer inputs, set {ENV_CONVENTION}=input; to keep SGLang's per-family "
@@ -672,7 +752,7 @@ def _resolve(inp: _Inputs) -> WiringReport:
     return WiringReport(
         num_layers=n, ids=ids, ids_source=source, reading=reading, positions=positions,
         stock_positions=stock, stock_family=rule.module if rule else None, stock_ids_hint=hint,
-        fc_in_features=fc_in, problems=problems, convention=convention,
+        fc_in_features=fc_in, problems=problems, convention=convention, stock_ids_valid=stock_ids_valid,
     )
 
 
@@ -803,16 +883,19 @@ def check_pair(target_cfg: Mapping, draft_cfg: Mapping, header: Mapping | None =
         env: environment overrides (``SGLANG_EAGLE_CYCLE_AUX_*``).
 
     Raises:
-        UsageError: the target has no layer count, or an env value is malformed.
+        UsageError: the target has no layer count; its ``num_hidden_layers`` is not
+            an integer in [1, 10000], or its ``hidden_size`` / ``vocab_size`` is present
+            but not a positive integer; an env value is malformed.
     """
     if not isinstance(target_cfg, Mapping) or not isinstance(draft_cfg, Mapping):
         raise UsageError("target and draft configs must be JSON objects")
-    hidden, vocab = find_field(target_cfg, "hidden_size"), find_field(target_cfg, "vocab_size")
+    if _checked_target_field(target_cfg, "num_hidden_layers", MAX_NUM_LAYERS) is None:
+        find_num_layers(target_cfg)  # raises its "no integer num_hidden_layers" message
     return _resolve(_Inputs(
         rule=target_rule(target_cfg), num_layers=find_num_layers(target_cfg),
         stock_ids=_nested_ids(draft_cfg), nested=_nested_ids(draft_cfg), top_level=draft_cfg.get(IDS_KEY),
-        draft_cfg=draft_cfg, target_hidden_size=hidden[0] if hidden else None,
-        target_vocab_size=vocab[0] if vocab else None, header=header, env=env,
+        draft_cfg=draft_cfg, target_hidden_size=_checked_target_field(target_cfg, "hidden_size"),
+        target_vocab_size=_checked_target_field(target_cfg, "vocab_size"), header=header, env=env,
     ))
 
 
@@ -869,6 +952,10 @@ def load_config(path: str | Path) -> dict:
         cfg = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}: invalid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: invalid JSON (nested too deeply to read)") from None
+    except ValueError as exc:  # e.g. an integer literal over Python's digit limit
+        raise UsageError(f"{path}: invalid JSON ({str(exc).splitlines()[0][:120]})") from None
     if not isinstance(cfg, dict):
         raise UsageError(f"{path}: expected a JSON object, got {type(cfg).__name__}")
     return cfg
@@ -910,9 +997,20 @@ def locate_config(arg: str, revision: str | None = None, env: Mapping = os.envir
     honouring ``HF_HUB_CACHE`` / ``HF_HOME`` and ``revision`` (a branch, tag or commit).
 
     Raises:
-        UsageError: (one line) when nothing is found.
+        UsageError: (one line) when nothing is found: an empty argument, ``-``
+            (stdin is not read), a broken symbolic link, something that is neither
+            a file nor a directory (``/dev/null``), or an unknown path / repo id.
     """
+    if not arg:
+        raise UsageError("empty path: expected a model directory, a config.json or a cached Hugging Face repo id")
+    if arg == "-":
+        raise UsageError("'-': configs are not read from stdin; give a model directory, a config.json "
+                         "or a cached Hugging Face repo id")
     path = Path(arg).expanduser()
+    if path.is_symlink() and not path.exists():
+        raise UsageError(f"{arg}: broken symbolic link (its target {os.readlink(path)} does not exist)")
+    if path.exists() and not (path.is_dir() or path.is_file()):
+        raise UsageError(f"{arg}: not a regular file or directory")
     if path.is_dir():
         config = path / "config.json"
         if not config.is_file():

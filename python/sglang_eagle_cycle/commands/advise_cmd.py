@@ -29,11 +29,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
 
 DEFAULT_MAX_STEPS = 10
+#: same bounds as ``advise.MAX_STEPS`` / ``advise.MAX_BS`` (not imported: the parser stays light)
+MAX_STEPS = 64
+MAX_BS = 65536
 
 
 def _fit_triple(text: str) -> tuple[int, int, int]:
@@ -53,26 +57,26 @@ def _baseline_item(text: str) -> tuple[int, float]:
         key = int(bs) if sep else 0
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected TOK_S or BS:TOK_S, got {text!r}") from None
-    if value <= 0 or value != value or key < 0 or (sep and key == 0):
-        raise argparse.ArgumentTypeError(f"expected a positive throughput (and batch size), got {text!r}")
+    if not math.isfinite(value) or value <= 0 or key < 0 or (sep and key == 0):
+        raise argparse.ArgumentTypeError(f"expected a positive finite throughput (and batch size), got {text!r}")
+    if key > MAX_BS:
+        raise argparse.ArgumentTypeError(f"batch size {key} above {MAX_BS}, got {text!r}")
     return key, value
 
 
-def _nonneg(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {v}")
-    return v
+def _int_in(lo: int, hi: int):
+    """argparse type: an integer in ``lo..hi``."""
 
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer in {lo}..{hi}, got {text!r}") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer in {lo}..{hi}, got {v}")
+        return v
 
-def _pos(text: str) -> int:
-    v = _nonneg(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
-    return v
+    return parse
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -91,18 +95,18 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                    help="no-spec output tok/s at the measured batch size (BS:TOK_S for several)")
     m.add_argument("--target-config", metavar="PATH",
                    help="target config.json / model dir / cached HF id: MoE verify-cost shape")
-    m.add_argument("--max-steps", type=_pos, default=DEFAULT_MAX_STEPS,
-                   help=f"deepest candidate depth (default {DEFAULT_MAX_STEPS})")
-    m.add_argument("--steps-candidates", nargs="+", type=_nonneg, metavar="STEPS",
+    m.add_argument("--max-steps", type=_int_in(1, MAX_STEPS), default=DEFAULT_MAX_STEPS,
+                   help=f"deepest candidate depth, 1..{MAX_STEPS} (default {DEFAULT_MAX_STEPS})")
+    m.add_argument("--steps-candidates", nargs="+", type=_int_in(0, MAX_STEPS), metavar="STEPS",
                    help="candidate depths instead of 1..--max-steps (0 = speculation off, always "
                         "considered when a baseline is known)")
-    m.add_argument("--batch-sizes", nargs="+", type=_pos, metavar="BS",
+    m.add_argument("--batch-sizes", nargs="+", type=_int_in(1, MAX_BS), metavar="BS",
                    help="batch sizes to advise for (default: the measured ones)")
     o = parser.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print one JSON object")
     o.add_argument("--adaptive-config", metavar="OUT.json",
                    help="write an SGLang --speculative-adaptive-config pinning the depth per batch-size bucket")
-    o.add_argument("--cuda-graph-bs", nargs="+", type=_pos, metavar="BS",
+    o.add_argument("--cuda-graph-bs", nargs="+", type=_int_in(1, MAX_BS), metavar="BS",
                    help="the server's CUDA-graph batch sizes (default: SGLang 0.5.23's speculative list)")
     o.add_argument("--force", action="store_true", help="overwrite an existing --adaptive-config file")
 
@@ -123,10 +127,21 @@ def _read_json(path: Path):
         raise UsageError(f"{path}: is a directory") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    return _loads(text, str(path))
+
+
+def _loads(text: str, where: str):
+    """``json.loads`` with every failure as a one-line UsageError (deep nesting, huge integers too)."""
+    from ..errors import UsageError
+
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: invalid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+        raise UsageError(f"{where}: invalid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise UsageError(f"{where}: invalid JSON (nested too deeply)") from None
+    except ValueError as exc:  # e.g. an integer literal beyond Python's digit limit
+        raise UsageError(f"{where}: invalid JSON ({str(exc).splitlines()[0]})") from None
 
 
 def _bench_records(path: Path):
@@ -139,7 +154,9 @@ def _bench_records(path: Path):
             first = next((ln for ln in fh if ln.strip()), "")
             try:
                 head = json.loads(first)
-            except json.JSONDecodeError:
+            except RecursionError:
+                raise UsageError(f"{path}:1: invalid JSON (nested too deeply)") from None
+            except ValueError:  # not JSON: a log for inspect
                 return None
             if not isinstance(head, dict) or head.get("schema") != BENCH_SCHEMA:
                 return None
@@ -147,10 +164,7 @@ def _bench_records(path: Path):
             out = []
             for i, ln in enumerate(fh, start=1):
                 if ln.strip():
-                    try:
-                        out.append(json.loads(ln))
-                    except json.JSONDecodeError as exc:
-                        raise UsageError(f"{path}:{i}: invalid JSON ({exc.msg})") from None
+                    out.append(_loads(ln, f"{path}:{i}"))
             return out
     except UnicodeDecodeError:
         return None
@@ -177,7 +191,7 @@ def _collect(args):
         raise UsageError("no INPUT given (inspect --json documents, logs, bench JSONL) and no --table")
     if args.fit:
         raise UsageError("--fit applies to --table rows only")
-    runs, base, notes, logs = [], {}, [], []
+    runs, base, notes, logs, unfiltered = [], {}, [], [], []
     for name in args.inputs:
         path = Path(name)
         if name != "-" and not path.exists():
@@ -185,7 +199,7 @@ def _collect(args):
         if name != "-" and path.is_dir():
             raise UsageError(f"{name}: is a directory")
         if path.suffix == ".json":
-            doc, seed_base = adv.unwrap_seed(_read_json(path))
+            doc, seed_base = adv.unwrap_seed(_read_json(path), name)
             if isinstance(doc, dict) and "groups" in doc:
                 r, b, n = adv.runs_from_inspect(doc, name)
                 if seed_base:
@@ -197,13 +211,26 @@ def _collect(args):
                 raise UsageError(f"{name}: not an eagle-cycle inspect --json document")
         elif name != "-" and (records := _bench_records(path)) is not None:
             r, b, n = adv.runs_from_bench(records, name, args.model, args.draft)
+            runs += r
+            notes += n
+            for k, v in b.items():
+                base.setdefault(k, v)
+            continue
         else:
             logs.append(name)
+            unfiltered.append(name)
             continue
+        unfiltered.append(name)
         runs += r
         notes += n
         for k, v in b.items():
             base.setdefault(k, v)
+    if args.benchmark:
+        _warn("--benchmark applies to --table only: ignored")
+    if (args.model or args.draft) and unfiltered:
+        opts = "/".join(o for o, v in (("--model", args.model), ("--draft", args.draft)) if v)
+        _warn(f"{opts} filter{'s' if '/' not in opts else ''} bench JSONL records only: ignored for "
+              + ", ".join(unfiltered))
     for name in logs:
         r, b, n = _from_log(name)
         runs += r
@@ -211,6 +238,10 @@ def _collect(args):
         for k, v in b.items():
             base.setdefault(k, v)
     return runs, base, notes, [], {"files": list(args.inputs)}
+
+
+def _warn(message: str) -> None:
+    print(f"eagle-cycle advise: warning: {message}", file=sys.stderr)
 
 
 def _from_log(name: str):
@@ -232,38 +263,75 @@ def _from_log(name: str):
     return runs, base, notes
 
 
-def _resolve_baselines(runs, found: dict, given) -> dict[int, float]:
-    """Baselines by batch size: --baseline-tok-s over the inputs' own.
+def _resolve_baselines(runs, found: dict, given) -> tuple[dict[int, float], list[str]]:
+    """Baselines by batch size, and notes: --baseline-tok-s over the inputs' own.
 
     A value without a batch size (a bare ``--baseline-tok-s``, a seed file's, a no-spec log's;
-    key 0) belongs to the batch size of the runs, which must then be unique.
+    key 0) belongs to the batch size of the runs, which must then be unique. A batch size given
+    twice on the command line is refused; a command-line value replacing an input's is noted.
     """
     from ..errors import UsageError
 
-    explicit = dict(given or [])
+    explicit: dict[int, float] = {}
+    for bs, tok in given or []:
+        if bs in explicit:
+            what = "without a batch size" if bs == 0 else f"for bs {bs}"
+            raise UsageError(f"--baseline-tok-s given twice {what} ({explicit[bs]:g} and {tok:g})")
+        explicit[bs] = tok
     bare = explicit.pop(0, None)
     found_bare = found.get(0)
-    merged = {k: v for k, v in found.items() if k}
-    merged.update(explicit)
+    inputs = {k: v for k, v in found.items() if k}
+    sizes = sorted({r.bs for r in runs if r.fitted and r.topk == 1})
     if bare is not None or found_bare is not None:
-        sizes = sorted({r.bs for r in runs if r.fitted and r.topk == 1})
         if len(sizes) != 1:
             raise UsageError("runs at several batch sizes: give the baseline as BS:TOK_S per batch size")
+        if bare is not None and sizes[0] in explicit:
+            raise UsageError(f"--baseline-tok-s given twice for bs {sizes[0]} (the runs' batch size): "
+                             f"{bare:g} and {sizes[0]}:{explicit[sizes[0]]:g}")
         if bare is not None:
-            merged[sizes[0]] = bare
-        else:
-            merged.setdefault(sizes[0], found_bare)
-    return merged
+            explicit[sizes[0]] = bare
+        if found_bare is not None:
+            inputs.setdefault(sizes[0], found_bare)
+    notes = [f"--baseline-tok-s {v:g} tok/s at bs {k} replaces the inputs' {inputs[k]:g}"
+             for k, v in sorted(explicit.items()) if k in inputs and inputs[k] != v]
+    return {**inputs, **explicit}, notes
+
+
+#: config keys only an EAGLE draft head has
+_DRAFT_KEYS = ("eagle_config", "draft_vocab_size", "eagle_aux_hidden_state_layer_ids")
+#: more decoder layers than any released model by far: a corrupt config
+_MAX_LAYERS = 10000
 
 
 def _shape(args):
     from .. import costmodel as cm
     from ..advise import shape_from_config
-    from ..wiring import load_config, locate_config
+    from ..errors import UsageError
+    from ..wiring import find_field, load_config, locate_config
 
     if not args.target_config:
         return cm.LINEAR, "no --target-config: verify cost interpolated linearly in verified tokens"
-    return shape_from_config(load_config(locate_config(args.target_config)))
+    what = f"--target-config {args.target_config}"
+    path = locate_config(args.target_config)
+    try:
+        cfg = load_config(path)
+    except RecursionError:
+        raise UsageError(f"{path}: invalid JSON (nested too deeply)") from None
+    except ValueError as exc:  # e.g. an integer literal beyond Python's digit limit
+        raise UsageError(f"{path}: invalid JSON ({str(exc).splitlines()[0]})") from None
+    archs = cfg.get("architectures")
+    archs = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+    eagle = [a for a in archs if "eagle" in a.lower()]
+    keys = [k for k in _DRAFT_KEYS if k in cfg]
+    if eagle or keys:
+        why = f"architecture {eagle[0]}" if eagle else f"it has {keys[0]}"
+        raise UsageError(f"{what}: a draft model's config ({why}): give the target model's config")
+    layers = find_field(cfg, "num_hidden_layers")
+    if layers is None or not 1 <= layers[0] <= _MAX_LAYERS:
+        got = "none" if layers is None else f"{layers[1]}={layers[0]}"
+        raise UsageError(f"{what}: not a usable target config (num_hidden_layers: {got}; "
+                         f"expected an integer in 1..{_MAX_LAYERS})")
+    return shape_from_config(cfg)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,15 +431,18 @@ def main(args: argparse.Namespace) -> int:
     from .. import advise as adv
     from ..errors import UsageError
 
+    if args.adaptive_config == "-":
+        raise UsageError("--adaptive-config -: stdout carries the advice; give a file name")
     runs, found_base, notes, not_modelled, desc = _collect(args)
     if not runs:
         raise UsageError("no speculative run found in the inputs")
-    baselines = _resolve_baselines(runs, found_base, args.baseline_tok_s)
+    baselines, more = _resolve_baselines(runs, found_base, args.baseline_tok_s)
+    notes += more
     shape, shape_note = _shape(args)
     if args.steps_candidates:
         steps = sorted(set(args.steps_candidates))
     else:
-        measured = {r.steps for r in runs if r.topk == 1 and r.steps <= 64}
+        measured = {r.steps for r in runs if r.topk == 1 and r.steps <= adv.MAX_STEPS}
         steps = sorted(set(range(0, args.max_steps + 1)) | measured)
     advice = adv.advise(runs, baselines, steps=steps, batch_sizes=args.batch_sizes, shape=shape,
                         notes=notes, not_modelled=not_modelled)

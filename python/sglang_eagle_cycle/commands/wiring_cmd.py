@@ -11,7 +11,12 @@ Example::
 
     eagle-cycle wiring moonshotai/Kimi-K2.5 ./kimi-k25-eagle3 --json
 
-Exit codes: 0 no error-level problem, 1 an error-level problem, 2 unusable input.
+--target-revision / --draft-revision apply to cached repo ids only; given with a
+local path they are ignored with a one-line warning on stderr.
+
+Exit codes: 0 no error-level problem, 1 an error-level problem, 2 unusable input
+(including malformed SGLANG_EAGLE_CYCLE_* values and a target whose
+num_hidden_layers, hidden_size or vocab_size is not a usable positive integer).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 
@@ -36,6 +42,11 @@ def main(args: argparse.Namespace) -> int:
 
     target_path = locate_config(args.target, args.target_revision)
     draft_path = locate_config(args.draft, args.draft_revision)
+    for flag, arg, revision in (("--target-revision", args.target, args.target_revision),
+                                ("--draft-revision", args.draft, args.draft_revision)):
+        if revision is not None and _is_local(arg):
+            print(f"eagle-cycle wiring: warning: {flag} {revision} ignored: {arg} is a local path "
+                  f"(revisions select a snapshot of a cached Hugging Face repo id)", file=sys.stderr)
     target_cfg = load_config(target_path)
     draft_cfg = load_config(draft_path)
     header = read_draft_shapes(draft_path.parent) or None
@@ -46,6 +57,12 @@ def main(args: argparse.Namespace) -> int:
     else:
         print(_render(report, target_path, target_cfg, draft_path, draft_cfg, header, find_field))
     return 1 if report.errors else 0
+
+
+def _is_local(arg: str) -> bool:
+    """True when ``arg`` names an existing local path (so it is not read as a repo id)."""
+    path = Path(arg).expanduser()
+    return path.is_dir() or path.is_file()
 
 
 def _arch(cfg: dict) -> str:

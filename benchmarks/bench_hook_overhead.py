@@ -1,0 +1,231 @@
+#!/usr/bin/env python3
+"""Host time our timing hooks add to one EAGLE-3 decode cycle (record + read + format + sink).
+
+The cycle is SGLang 0.5.23's real ``EAGLEWorkerV2`` decode branch, run on the CPU with zero-cost
+stand-ins below the hooked methods (``test/cycle_harness.py``), in overlap order (launch N+1,
+then resolve N with the real ``_resolve_spec_v2_tokens``). Before resolving N the scheduler
+thread blocks in ``copy_done.synchronize()`` while the GPU finishes N; that wait is simulated
+(``--gpu-wait-us``: a spin-wait with the GIL released, like CUDA's default event sync; 0 = a
+CPU-bound worst case in which the sink thread competes with the scheduler for the GIL). The same
+cycles run, in one process, with and without the hooks, in interleaved blocks:
+
+* ``baseline``: no hooks (the server without the plugin);
+* ``hooked, nothing wanted``: hooks installed, INFO off and no JSONL (the pass-through cost);
+* ``hooked, default sinks``: the INFO line to a ``FileHandler`` and the JSONL file, written by the
+  sink thread (the default): the acceptance figure;
+* ``hooked, inline sinks``: the same sinks written on the scheduler thread (why there is a thread).
+
+Statistic: per block, the scheduler thread's CPU time (``time.thread_time``) per cycle, without the
+simulated GPU wait; each round
+runs every variant once (rotating order) and the overhead is the **median over rounds of the
+paired difference** (variant - baseline). CPU time, not wall time, because other processes share
+this machine; wall time (also without the wait) is printed alongside. The
+sink thread's CPU per cycle (process CPU minus scheduler-thread CPU) is reported separately: it
+runs while the scheduler waits for the GPU.
+
+Usage::
+
+    python benchmarks/bench_hook_overhead.py              # about a minute on 2 cores
+    python benchmarks/bench_hook_overhead.py --rounds 40 --bs 8 --eager --gpu-wait-us 0
+
+Prints a table, then one JSON line:
+``{"overhead_us_per_cycle": ..., "baseline_us_per_cycle": ..., ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import logging
+import pkgutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import fields
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+for extra in (ROOT / "python", ROOT / "test"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+
+class Installed:
+    """Our hook specs wrapped onto the upstream methods with SGLang's AROUND wrapper; removable."""
+
+    def __init__(self, specs):
+        from sglang.srt.plugins.hook_registry import HookType, _wrap_fn
+
+        self._specs, self._wrap, self._around = specs, _wrap_fn, HookType.AROUND
+        self._saved = []
+
+    def __enter__(self):
+        for spec in self._specs:
+            owner_path, name = spec.target.rsplit(".", 1)
+            owner = pkgutil.resolve_name(owner_path)
+            original = owner.__dict__[name]
+            setattr(owner, name, self._wrap(original, spec.hook, self._around))
+            self._saved.append((owner, name, original))
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, original in reversed(self._saved):
+            setattr(owner, name, original)
+        self._saved.clear()
+
+
+def _gil_free_spin(us: float):
+    """A callable that keeps this core busy for about ``us`` microseconds with the GIL released.
+
+    CUDA's default ``cudaEventSynchronize`` spin-waits; ``hashlib.pbkdf2_hmac`` is a C loop that
+    releases the GIL, so the sink thread can run meanwhile, as it does on a server.
+    """
+    import hashlib
+
+    if us <= 0:
+        return lambda: None
+    n = 2000
+    t0 = time.perf_counter()
+    for _ in range(5):
+        hashlib.pbkdf2_hmac("sha256", b"eagle", b"cycle", n)
+    per_iter_us = (time.perf_counter() - t0) * 1e6 / (5 * n)
+    iters = max(1, round(us / per_iter_us))
+    return lambda: hashlib.pbkdf2_hmac("sha256", b"eagle", b"cycle", iters)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=60, help="rounds; each runs every variant once (default 60)")
+    p.add_argument("--block", type=int, default=100, help="decode cycles per timed block (default 100)")
+    p.add_argument("--gpu-wait-us", type=float, default=0.0,
+                   help="scheduler spin-waiting in copy_done.synchronize() per cycle, GIL released (default 0)")
+    p.add_argument("--bs", type=int, default=1, help="requests per batch (default 1)")
+    p.add_argument("--steps", type=int, default=3, help="--speculative-num-steps (default 3)")
+    p.add_argument("--eager", action="store_true", help="eager draft (per-step marks), as --disable-cuda-graph")
+    p.add_argument("--warmup", type=int, default=2, help="untimed rounds first (default 2)")
+    args = p.parse_args(argv)
+    if min(args.rounds, args.block, args.bs) < 1 or args.steps < 0 or args.gpu_wait_us < 0:
+        p.error("--rounds, --block and --bs must be >= 1, --steps and --gpu-wait-us >= 0")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("sglang").setLevel(logging.ERROR)
+    from cycle_harness import Costs, Harness
+
+    from sglang_eagle_cycle.patches.cycle import CycleProfiler, hook_specs
+    from sglang_eagle_cycle.runtime import Ranks
+    from sglang_eagle_cycle.sinks import CycleSink, SinkConfig
+    from sglang_eagle_cycle.timing import CpuTimer
+
+    tmp = Path(tempfile.mkdtemp(prefix="eagle-cycle-bench-"))
+    log = logging.getLogger("sglang_eagle_cycle")
+    handler = logging.FileHandler(tmp / "server.log")
+    handler.setFormatter(logging.Formatter("[%(asctime)s TP0] %(message)s"))  # SGLang's format
+    log.addHandler(handler)
+    log.propagate = False
+
+    def profiler(background: bool, jsonl: bool) -> CycleProfiler:
+        env = {"SGLANG_EAGLE_CYCLE_JSONL": str(tmp / "cycles.jsonl")} if jsonl else {}
+        cfg = SinkConfig.from_env(env, Ranks(), background=background)
+        return CycleProfiler(timer=CpuTimer(), sink=CycleSink(cfg), log=log)
+
+    variants = {
+        "baseline": None,
+        "hooked, nothing wanted": (profiler(True, jsonl=False), logging.WARNING),
+        "hooked, default sinks": (profiler(True, jsonl=True), logging.INFO),
+        "hooked, inline sinks": (profiler(False, jsonl=True), logging.INFO),
+    }
+    zero = Costs(**{f.name: 0.0 for f in fields(Costs)})
+    cpu_us: dict = {name: [] for name in variants}
+    wall_us: dict = {name: [] for name in variants}
+    sink_cpu: dict = {name: [] for name in variants}
+    names = list(variants)
+
+    with Harness(steps=args.steps, eager=args.eager, costs=zero) as h:
+        spin = _gil_free_spin(args.gpu_wait_us)
+
+        waited = [0.0, 0.0]  # scheduler-thread CPU and wall time spent in the simulated sync
+
+        def copy_done_sync(batch, result):
+            t, w = time.thread_time(), time.perf_counter()
+            spin()  # the GPU finishing this batch: a spin-wait with the GIL released, like cudaEventSynchronize
+            waited[0] += time.thread_time() - t
+            waited[1] += time.perf_counter() - w
+
+        def block(name):
+            spec = variants[name]
+            batches = [h.new_batch(args.bs) for _ in range(args.block)]
+            ctx = Installed(hook_specs(spec[0])) if spec else None
+            if spec:
+                log.setLevel(spec[1])
+                ctx.__enter__()
+            waited[:] = [0.0, 0.0]
+            p0, t0, w0 = time.process_time(), time.thread_time(), time.perf_counter()
+            h.run_overlap(batches, on_resolve=copy_done_sync)
+            w1, t1 = time.perf_counter(), time.thread_time()
+            if spec:
+                ctx.__exit__()
+                spec[0].sink.flush(30.0)
+            p1 = time.process_time()
+            n = args.block
+            sched_cpu = (t1 - t0) - waited[0]  # the scheduler's own work, without the GPU wait
+            return sched_cpu / n * 1e6, ((w1 - w0) - waited[1]) / n * 1e6, ((p1 - p0) - (t1 - t0)) / n * 1e6
+
+        gc.collect()
+        gc.freeze()  # SGLang's import-time objects out of the collector's way, as a long-running server has them
+        for _ in range(args.warmup):
+            for name in names:
+                block(name)
+        for r in range(args.rounds):
+            order = names[r % len(names):] + names[: r % len(names)]
+            for name in order:
+                cpu, wall, other = block(name)
+                cpu_us[name].append(cpu)
+                wall_us[name].append(wall)
+                sink_cpu[name].append(other)
+    for spec in variants.values():
+        if spec:
+            spec[0].sink.close()
+
+    def paired(series, name):
+        return statistics.median([a - b for a, b in zip(series[name], series["baseline"])])
+
+    rows = [(name, statistics.median(cpu_us[name]), min(cpu_us[name]), paired(cpu_us, name),
+             statistics.median(wall_us[name]), paired(wall_us, name), statistics.median(sink_cpu[name]))
+            for name in names]
+    cycles = args.block * args.rounds
+    print(f"EAGLE-3 decode cycle, SGLang 0.5.23 upstream code on CPU with zero-cost stand-ins: bs={args.bs} "
+          f"steps={args.steps} {'eager' if args.eager else 'graph'}, simulated GPU wait {args.gpu_wait_us:.0f} us; "
+          f"{args.rounds} rounds x {args.block} cycles per variant")
+    print(f"{'variant':<24} {'cpu us/cycle':>12} {'min':>7} {'added cpu':>10} {'wall us/cycle':>14} "
+          f"{'added wall':>11} {'sink thread cpu':>16}")
+    for name, med, mn, added, wall, wadded, scpu in rows:
+        print(f"{name:<24} {med:>12.1f} {mn:>7.1f} {added:>10.1f} {wall:>14.1f} {wadded:>11.1f} {scpu:>16.1f}")
+    print("(us per decode cycle; 'added' = median over rounds of variant minus baseline in the same round)")
+    lines = (tmp / "server.log").read_text().splitlines()
+    jsonl = (tmp / "cycles.jsonl").read_text().splitlines()
+    print(f"written: {len(lines)} log lines ({tmp / 'server.log'}), {len(jsonl)} JSONL records")
+    row = {name: r for name, *r in rows}
+    print(json.dumps({
+        "overhead_us_per_cycle": round(row["hooked, default sinks"][2], 2),
+        "baseline_us_per_cycle": round(row["baseline"][0], 2),
+        "overhead_wall_us_per_cycle": round(row["hooked, default sinks"][4], 2),
+        "sink_thread_cpu_us_per_cycle": round(row["hooked, default sinks"][5], 2),
+        "inline_overhead_us_per_cycle": round(row["hooked, inline sinks"][2], 2),
+        "passthrough_overhead_us_per_cycle": round(row["hooked, nothing wanted"][2], 2),
+        "statistic": "scheduler-thread CPU per cycle, median over rounds of (variant - baseline)",
+        "bs": args.bs, "steps": args.steps, "eager": args.eager, "gpu_wait_us": args.gpu_wait_us,
+        "cycles_per_variant": cycles,
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

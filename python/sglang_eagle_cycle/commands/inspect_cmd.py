@@ -1,0 +1,203 @@
+"""Timing report from SGLang server logs: where each EAGLE-3 decode cycle goes, and whether it pays.
+
+LOG is a server log (plain or .gz, or - for stdin) with our per-cycle or aggregated
+[eagle-cycle] lines, our JSONL (SGLANG_EAGLE_CYCLE_JSONL), and/or stock "Decode batch" lines.
+Cycles are grouped by file and (bs, steps, topk, draft_tokens); each group gets phase means,
+exact p50/p90/p99 and shares, the accept-length histogram, per-position acceptance and
+effective tok/s (committed tokens / summed cycle time). Findings flag broken drafts, NaN-like
+all-accepted cycles, verify-bound and draft-heavy cycles, and runs slower than --baseline.
+
+Examples:
+
+    eagle-cycle inspect server.log
+    eagle-cycle inspect steps5.log.gz steps2.log.gz --baseline 88.8 --plot cmp.png
+    eagle-cycle inspect server.log --json > report.json
+    eagle-cycle inspect cycles.jsonl --trace cycles.trace.json   # open in ui.perfetto.dev
+
+Exit codes: 0 report written, 1 a requested plot/trace had no cycles to show,
+2 unusable input (nothing readable, an output file exists without --force).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import stat
+import sys
+
+
+def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter   # keep the examples' lines
+    parser.add_argument("logs", nargs="+", metavar="LOG", help="server log, .gz log, JSONL, or - for stdin")
+    parser.add_argument("--json", action="store_true", help="print the eagle-cycle-inspect/1 JSON document")
+    parser.add_argument("--csv", metavar="FILE", help="write one CSV row per group to FILE (- for stdout)")
+    parser.add_argument("--plot", metavar="PNG", help="write phase bars, accept-length histogram and "
+                        "per-position acceptance to an image (.png, .svg, .pdf)")
+    parser.add_argument("--trace", metavar="JSON", help="write a Chrome/Perfetto trace-event file "
+                        "(one track per rank, one slice per phase per cycle)")
+    parser.add_argument("--trace-max-cycles", type=int, default=100_000, metavar="N",
+                        help="cycles per track written to --trace (default 100000; 0: no limit)")
+    parser.add_argument("--baseline", metavar="TOK_S|LOG", help="no-speculation throughput in tok/s, or a "
+                        "no-speculation server log (its Decode batch gen throughput per batch size)")
+    parser.add_argument("--force", action="store_true", help="overwrite existing output files (a symlink "
+                        "is kept: its target is overwritten)")
+    # argparse reads "-inf" / "-1e3" as an option string, so `--baseline -inf` failed with "expected one
+    # argument"; let every negative number through as a value, to be refused by the baseline check.
+    if hasattr(parser, "_negative_number_matcher"):
+        import re
+
+        parser._negative_number_matcher = re.compile(
+            r"^-(?:(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|inf(?:inity)?|nan)$", re.IGNORECASE)
+
+
+def _warn(message: str) -> None:
+    print(f"eagle-cycle inspect: warning: {message}", file=sys.stderr)
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    from ..errors import UsageError
+
+    if args.json and args.csv == "-":
+        raise UsageError("--json and --csv - both write to stdout; give --csv a file name")
+    if args.trace_max_cycles < 0:
+        raise UsageError("--trace-max-cycles must be >= 0")
+    if args.plot:
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        if _plot_format(args.plot) not in FigureCanvasBase.get_supported_filetypes():
+            raise UsageError(f"--plot {args.plot}: unknown image format (use .png, .svg or .pdf)")
+    for flag, value in (("--csv", args.csv), ("--plot", args.plot), ("--trace", args.trace)):
+        if value is not None and not value.strip():
+            raise UsageError(f"{flag}: the file name is empty")
+    outputs = [p for p in (None if args.csv == "-" else args.csv, args.plot, args.trace) if p]
+    if len(set(map(os.path.realpath, outputs))) < len(outputs):
+        raise UsageError("the same file is given for two outputs")
+    inputs = [os.path.realpath(p) for p in args.logs if p != "-"]
+    if isinstance(args.baseline, str) and args.baseline not in ("", "-"):
+        inputs.append(os.path.realpath(args.baseline))
+    for out in outputs:
+        if os.path.realpath(out) in inputs:
+            raise UsageError(f"{out} is an input log; refusing to write over it")
+        if os.path.islink(out) and not os.path.exists(out):
+            raise UsageError(f"{out} is a dangling symlink (to {os.readlink(out)}); refusing to write through it")
+        if os.path.isdir(out):
+            raise UsageError(f"{out} is a directory")
+        if os.path.lexists(out) and not args.force:
+            raise UsageError(f"{out} exists; pass --force to overwrite it")
+        parent = os.path.dirname(os.path.realpath(out))
+        if not os.path.isdir(parent):
+            raise UsageError(f"cannot write {out}: no directory {parent}")
+
+
+def _plot_format(path: str) -> str:
+    return os.path.splitext(path)[1].lstrip(".").lower() or "png"
+
+
+def _baseline(value: str | None):
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return value  # a log path; report.load_baseline checks it
+
+
+def _new_file_mode(path: str) -> int:
+    """Permission bits for ``path``: those of the file it replaces, else 0666 less the umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+class _AtomicOutput:
+    """A temporary file beside ``path`` that replaces it only on :meth:`commit`.
+
+    A symlink is kept: the file it points to is the one replaced. The new file gets the replaced
+    file's permission bits, or 0666 less the umask (as ``open`` would), not mkstemp's 0600.
+    """
+
+    def __init__(self, path: str, mode: str = "w"):
+        import tempfile
+
+        path = os.path.realpath(path)
+        directory = os.path.dirname(path)
+        fd, self.tmp = tempfile.mkstemp(prefix=".eagle-cycle-", suffix=os.path.splitext(path)[1], dir=directory)
+        os.fchmod(fd, _new_file_mode(path))
+        self.path = path
+        self.fh = os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8", newline="" if "b" not in mode else None)
+
+    def commit(self) -> None:
+        self.fh.close()
+        os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        if not self.fh.closed:
+            self.fh.close()
+        if os.path.exists(self.tmp):
+            os.unlink(self.tmp)
+
+
+def main(args: argparse.Namespace) -> int:
+    import json
+
+    from ..errors import UsageError
+    from ..report import inspect_paths
+    from ..trace import TraceWriter
+    from ..report_table import render_table, write_csv
+
+    _check_outputs(args)
+    rc = 0
+    trace_out = writer = None
+    if args.trace:
+        trace_out = _AtomicOutput(args.trace)
+        writer = TraceWriter(trace_out.fh, max_cycles_per_track=args.trace_max_cycles or None)
+    try:
+        doc = inspect_paths(args.logs, baseline=_baseline(args.baseline), warn=_warn,
+                            on_record=writer.add if writer else None)
+        if writer is not None:
+            writer.close()
+            if writer.records_written:
+                trace_out.commit()
+                if writer.records_dropped:
+                    _warn(f"{args.trace}: {writer.records_dropped} cycle records beyond "
+                          f"--trace-max-cycles {args.trace_max_cycles} per track were left out")
+            else:
+                _warn(f"{args.trace} not written: no [eagle-cycle] cycles in the input")
+                rc = 1
+    finally:
+        if trace_out is not None:
+            trace_out.discard()
+
+    if args.plot:
+        from ..plots import render
+
+        if doc["groups"]:
+            plot_out = _AtomicOutput(args.plot, "wb")
+            try:
+                render(doc, plot_out.fh, fmt=_plot_format(args.plot))
+                plot_out.commit()
+            finally:
+                plot_out.discard()
+        else:
+            _warn(f"{args.plot} not written: no [eagle-cycle] cycles in the input (stock Decode batch lines only)")
+            rc = 1
+
+    if args.csv:
+        if args.csv == "-":
+            write_csv(doc, sys.stdout)
+        else:
+            csv_out = _AtomicOutput(args.csv)
+            try:
+                write_csv(doc, csv_out.fh)
+                csv_out.commit()
+            finally:
+                csv_out.discard()
+
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    elif args.csv != "-":
+        render_table(doc)
+    return rc

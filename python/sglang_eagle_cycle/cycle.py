@@ -1,0 +1,485 @@
+"""One EAGLE-3 decode cycle as a record, and the one format/parse pair for its log line and JSONL.
+
+A *cycle* is one draft + verify + draft-extend round of SGLang's ``EAGLEWorkerV2`` decode branch.
+The server log gets one line per cycle (DESIGN §3), a public interface that readers such as
+``eagle-cycle inspect`` depend on::
+
+    [eagle-cycle] cycle=1234 bs=1 steps=2 topk=1 draft_tokens=3 draft_ms=0.92 verify_ms=21.40 \
+verify_fwd_ms=20.85 extend_ms=0.61 other_ms=0.31 total_ms=23.24 accept_len=2.00 accepts=2 tok_s=86.1 graph=1
+
+Conventions:
+
+* every ``*_ms`` field is milliseconds of GPU time between CUDA events (2 decimals in the line);
+  a phase that did not run (no draft forward when ``num_steps = 1``) is ``-`` in the line and
+  ``null`` in JSONL;
+* *accept length* counts the bonus token: accepted draft tokens + 1 per request and verify;
+* ``accepts`` lists per-request accept lengths when ``bs <= 64`` (:data:`ACCEPTS_MAX_BS`);
+  above that, ``accept_hist=1:3,2:5`` (accept length : requests);
+* ``tok_s`` is committed tokens of the whole batch per second of this cycle:
+  ``sum(accepts) / total_ms * 1000`` (1 decimal);
+* optional fields are appended in this order: ``n=`` and ``total_max_ms=`` (aggregated lines only),
+  ``draft_step_ms=a,b`` (eager draft forwards), ``rank=tp0`` (with ``SGLANG_EAGLE_CYCLE_ALL_RANKS=1``).
+  New fields are only ever appended; none is renamed.
+
+An *aggregated* line (``SGLANG_EAGLE_CYCLE_LOG_EVERY=N``) has the same prefix and keys, the
+``*_ms``, ``accept_len`` and ``tok_s`` fields holding means over ``n`` cycles, ``accept_hist``
+instead of ``accepts``, ``total_max_ms`` the largest cycle, and ``cycle`` the last cycle's id.
+Readers weight aggregated lines by ``n``.
+
+Usage::
+
+    from sglang_eagle_cycle.cycle import CycleRecord, format_line, parse_line
+    rec = parse_line(line)          # None for lines that are not ours; never raises
+    assert parse_line(format_line(rec)) == rec   # equal to the printed precision
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Optional
+
+PREFIX = "[eagle-cycle]"
+
+#: Batches up to this size list per-request accept lengths; larger ones write a histogram.
+ACCEPTS_MAX_BS = 64
+
+#: Phase fields in line order (milliseconds).
+PHASES = ("draft_ms", "verify_ms", "verify_fwd_ms", "extend_ms", "other_ms", "total_ms")
+
+#: Configuration key of a record: cycles that share it may be aggregated together.
+CONFIG_FIELDS = ("bs", "steps", "topk", "draft_tokens")
+
+
+@dataclass(slots=True)
+class CycleRecord:
+    """Timing and acceptance of one decode cycle (or the mean of ``n`` cycles when ``n`` is set).
+
+    Attributes:
+        cycle: decode-cycle counter of the worker (last cycle's id for an aggregate).
+        bs: requests in the batch.
+        steps: ``--speculative-num-steps`` (draft depth).
+        topk: ``--speculative-eagle-topk``.
+        draft_tokens: ``--speculative-num-draft-tokens`` (tokens verified per request).
+        draft_ms, verify_ms, verify_fwd_ms, extend_ms, other_ms, total_ms: phase times in ms,
+            ``None`` for a phase that did not run. ``other = total - draft - verify - extend``.
+        accept_len: mean accept length over the batch's requests (tokens, bonus included).
+        accepts: per-request accept lengths, length ``bs`` (per-cycle lines with ``bs <= 64``).
+        accept_hist: ``{accept_length: requests}`` (aggregates, and per-cycle lines with ``bs > 64``).
+        tok_s: committed tokens of the batch per second of cycle time.
+        graph: whether the target verify ran from a CUDA graph.
+        draft_step_ms: per draft forward, ms (eager mode only), length ``steps - 1``.
+        rank: ``tp0``-style rank label (only with ``SGLANG_EAGLE_CYCLE_ALL_RANKS=1``).
+        n: number of cycles summarised (aggregated lines only).
+        total_max_ms: longest cycle among the ``n`` (aggregated lines only).
+        ts: wall-clock time (Unix seconds) the record was emitted; JSONL only, not in the line.
+    """
+
+    cycle: int
+    bs: int
+    steps: int
+    topk: int
+    draft_tokens: int
+    draft_ms: Optional[float] = None
+    verify_ms: Optional[float] = None
+    verify_fwd_ms: Optional[float] = None
+    extend_ms: Optional[float] = None
+    other_ms: Optional[float] = None
+    total_ms: Optional[float] = None
+    accept_len: Optional[float] = None
+    accepts: Optional[list[int]] = None
+    accept_hist: Optional[dict[int, int]] = None
+    tok_s: Optional[float] = None
+    graph: bool = False
+    draft_step_ms: Optional[list[float]] = None
+    rank: Optional[str] = None
+    n: Optional[int] = None
+    total_max_ms: Optional[float] = None
+    ts: Optional[float] = field(default=None, compare=False)
+
+    @property
+    def config(self) -> tuple[int, int, int, int]:
+        """``(bs, steps, topk, draft_tokens)``: the grouping key of ``inspect`` and the aggregator."""
+        return (self.bs, self.steps, self.topk, self.draft_tokens)
+
+    @property
+    def weight(self) -> int:
+        """Cycles this record stands for (``n`` for an aggregate, else 1)."""
+        return self.n or 1
+
+    def histogram(self) -> dict[int, int]:
+        """Accept-length histogram ``{accept_length: requests}`` from ``accepts`` or ``accept_hist``."""
+        if self.accept_hist is not None:
+            return dict(self.accept_hist)
+        if self.accepts is not None:
+            return dict(Counter(self.accepts))
+        return {}
+
+
+def make_record(
+    *,
+    cycle: int,
+    config: tuple[int, int, int, int],
+    phases_ms: dict[str, Optional[float]],
+    accepts: list[int],
+    graph: bool,
+    draft_step_ms: Optional[list[float]] = None,
+    rank: Optional[str] = None,
+    ts: Optional[float] = None,
+) -> CycleRecord:
+    """Build a per-cycle record from measured phases and per-request accept lengths.
+
+    Args:
+        cycle: cycle id.
+        config: ``(bs, steps, topk, draft_tokens)``.
+        phases_ms: ``draft_ms``, ``verify_ms``, ``verify_fwd_ms``, ``extend_ms``, ``total_ms`` in ms
+            (``None`` where a phase did not run). ``other_ms`` is derived as
+            ``total - draft - verify - extend`` and clamped at 0 (event rounding).
+        accepts: per-request accept lengths (tokens, bonus included), length ``bs``.
+
+    Returns:
+        A :class:`CycleRecord` with ``accept_len`` = mean of ``accepts`` and
+        ``tok_s = sum(accepts) / total_ms * 1000``. Batches above :data:`ACCEPTS_MAX_BS`
+        requests keep a histogram instead of the list.
+    """
+    bs, steps, topk, draft_tokens = config
+    total = phases_ms.get("total_ms")
+    other = None
+    if total is not None:
+        spent = sum(phases_ms.get(k) or 0.0 for k in ("draft_ms", "verify_ms", "extend_ms"))
+        other = max(0.0, total - spent)
+    accepted = sum(accepts)
+    tok_s = accepted / total * 1000.0 if total and total > 0 else None
+    if tok_s is not None and not math.isfinite(tok_s):
+        tok_s = None  # a total too small to divide by (not a measurable cycle)
+    big = len(accepts) > ACCEPTS_MAX_BS
+    return CycleRecord(
+        cycle=cycle, bs=bs, steps=steps, topk=topk, draft_tokens=draft_tokens,
+        draft_ms=phases_ms.get("draft_ms"), verify_ms=phases_ms.get("verify_ms"),
+        verify_fwd_ms=phases_ms.get("verify_fwd_ms"), extend_ms=phases_ms.get("extend_ms"),
+        other_ms=other, total_ms=total,
+        accept_len=accepted / len(accepts) if accepts else None,
+        accepts=None if big else list(accepts),
+        accept_hist=dict(sorted(Counter(accepts).items())) if big else None,
+        tok_s=tok_s, graph=bool(graph), draft_step_ms=draft_step_ms, rank=rank, ts=ts,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The log line
+# ---------------------------------------------------------------------------------------------
+
+
+def _ms(x: Optional[float]) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x:.2f}"
+
+
+def _hist_text(hist: dict[int, int]) -> str:
+    return ",".join(f"{k}:{v}" for k, v in sorted(hist.items())) or "-"
+
+
+def format_line(rec: CycleRecord) -> str:
+    """The ``[eagle-cycle]`` line for ``rec`` (DESIGN §3), without a trailing newline.
+
+    Per-cycle records write ``accepts=`` when they hold a list, aggregates (``n`` set) and
+    records holding only a histogram write ``accept_hist=``.
+    """
+    if rec.accepts is not None and rec.n is None:
+        acc = "accepts=" + (",".join(str(a) for a in rec.accepts) or "-")
+    else:
+        acc = "accept_hist=" + _hist_text(rec.histogram())
+    parts = [
+        PREFIX,
+        f"cycle={rec.cycle} bs={rec.bs} steps={rec.steps} topk={rec.topk} draft_tokens={rec.draft_tokens}",
+        f"draft_ms={_ms(rec.draft_ms)} verify_ms={_ms(rec.verify_ms)} verify_fwd_ms={_ms(rec.verify_fwd_ms)}"
+        f" extend_ms={_ms(rec.extend_ms)} other_ms={_ms(rec.other_ms)} total_ms={_ms(rec.total_ms)}",
+        "accept_len=" + _ms(rec.accept_len),
+        acc,
+        "tok_s=" + ("-" if rec.tok_s is None or not math.isfinite(rec.tok_s) else f"{rec.tok_s:.1f}"),
+        f"graph={1 if rec.graph else 0}",
+    ]
+    if rec.n is not None:
+        parts.append(f"n={rec.n} total_max_ms={_ms(rec.total_max_ms)}")
+    if rec.draft_step_ms:
+        parts.append("draft_step_ms=" + ",".join(_ms(x) for x in rec.draft_step_ms))
+    if rec.rank:
+        parts.append(f"rank={rec.rank}")
+    return " ".join(parts)
+
+
+# Values are matched loosely (``[-.\d]+``: no backtracking, the hot path of ``inspect``) and
+# validated by int()/float(): a damaged value makes the whole line None.
+_V = r"([-.\d]+)"
+_LINE_RE = re.compile(
+    r"\[eagle-cycle\] cycle=(\d+) bs=(\d+) steps=(\d+) topk=(\d+) draft_tokens=(\d+)"
+    rf" draft_ms={_V} verify_ms={_V} verify_fwd_ms={_V} extend_ms={_V} other_ms={_V} total_ms={_V}"
+    rf" accept_len={_V} (accepts|accept_hist)=([-,:\d]+) tok_s={_V} graph=([01])((?: \S+=\S*)*)\s*$"
+)
+
+
+def _opt_float(s: str) -> Optional[float]:
+    return None if s == "-" else float(s)
+
+
+def _parse_hist(text: str) -> dict[int, int]:
+    if text == "-":
+        return {}
+    out: dict[int, int] = {}
+    for item in text.split(","):
+        k, v = item.split(":")
+        out[int(k)] = out.get(int(k), 0) + int(v)
+    return out
+
+
+def is_ours(line: str) -> bool:
+    """True when ``line`` carries our prefix (whether or not it parses)."""
+    return PREFIX in line
+
+
+def parse_line(line: str) -> Optional[CycleRecord]:
+    """Parse one ``[eagle-cycle]`` line (any log prefix before it is ignored).
+
+    Returns:
+        The :class:`CycleRecord`, or ``None`` when the line is not ours or is damaged
+        (truncated, garbage values). Never raises on any ``str`` input.
+    """
+    i = line.find(PREFIX)
+    if i < 0:
+        return None
+    m = _LINE_RE.match(line, i)
+    if m is None:
+        return None
+    c, bs, st, tk, dt, d, v, vf, e, o, t, al, kind, acc, ts, g, tail = m.groups()
+    try:
+        rec = CycleRecord(
+            int(c), int(bs), int(st), int(tk), int(dt),
+            None if d == "-" else float(d), None if v == "-" else float(v),
+            None if vf == "-" else float(vf), None if e == "-" else float(e),
+            None if o == "-" else float(o), None if t == "-" else float(t),
+            None if al == "-" else float(al), None, None,
+            None if ts == "-" else float(ts), g == "1",
+        )
+        if kind == "accepts":
+            rec.accepts = [] if acc == "-" else [int(a) for a in acc.split(",")]
+        else:
+            rec.accept_hist = _parse_hist(acc)
+        if tail:
+            for tok in tail.split():
+                key, _, val = tok.partition("=")
+                if key == "n":
+                    rec.n = int(val)
+                elif key == "total_max_ms":
+                    rec.total_max_ms = _opt_float(val)
+                elif key == "draft_step_ms":
+                    rec.draft_step_ms = [_opt_float(x) for x in val.split(",")] if val else None
+                elif key == "rank":
+                    rec.rank = val or None
+                # unknown keys: fields appended by a newer version; ignore them
+    except (ValueError, OverflowError):
+        return None
+    return rec
+
+
+# ---------------------------------------------------------------------------------------------
+# JSONL
+# ---------------------------------------------------------------------------------------------
+
+
+def _r(x: Optional[float], nd: int = 4) -> Optional[float]:
+    return None if x is None else round(float(x), nd)
+
+
+def to_dict(rec: CycleRecord) -> dict[str, Any]:
+    """JSON-ready dict with the line's keys (``accepts`` a list, ``accept_hist`` ``{"2": 5}``)."""
+    d: dict[str, Any] = {
+        "cycle": rec.cycle, "bs": rec.bs, "steps": rec.steps, "topk": rec.topk,
+        "draft_tokens": rec.draft_tokens,
+    }
+    for k in PHASES:
+        d[k] = _r(getattr(rec, k))
+    d["accept_len"] = _r(rec.accept_len)
+    if rec.accepts is not None and rec.n is None:
+        d["accepts"] = list(rec.accepts)
+    else:
+        d["accept_hist"] = {str(k): v for k, v in sorted(rec.histogram().items())}
+    d["tok_s"] = _r(rec.tok_s, 2)
+    d["graph"] = 1 if rec.graph else 0
+    if rec.n is not None:
+        d["n"] = rec.n
+        d["total_max_ms"] = _r(rec.total_max_ms)
+    if rec.draft_step_ms:
+        d["draft_step_ms"] = [_r(x) for x in rec.draft_step_ms]
+    if rec.rank:
+        d["rank"] = rec.rank
+    if rec.ts is not None:
+        d["ts"] = round(rec.ts, 6)
+    return d
+
+
+def _jn(x: Optional[float], nd: int) -> str:
+    if x is None:
+        return "null"
+    x = float(x)
+    return repr(round(x, nd)) if math.isfinite(x) else "null"
+
+
+def to_json(rec: CycleRecord) -> str:
+    """One JSONL line (no newline) for ``rec``: ``json.dumps(to_dict(rec))`` in compact form.
+
+    Written out by hand (a third of ``json.dumps``' cost: it runs once per cycle); non-finite
+    numbers become ``null``.
+    """
+    parts = [
+        f'{{"cycle":{rec.cycle:d},"bs":{rec.bs:d},"steps":{rec.steps:d},"topk":{rec.topk:d},'
+        f'"draft_tokens":{rec.draft_tokens:d},"draft_ms":{_jn(rec.draft_ms, 4)},"verify_ms":{_jn(rec.verify_ms, 4)},'
+        f'"verify_fwd_ms":{_jn(rec.verify_fwd_ms, 4)},"extend_ms":{_jn(rec.extend_ms, 4)},'
+        f'"other_ms":{_jn(rec.other_ms, 4)},"total_ms":{_jn(rec.total_ms, 4)},"accept_len":{_jn(rec.accept_len, 4)},'
+    ]
+    if rec.accepts is not None and rec.n is None:
+        parts.append('"accepts":[' + ",".join([f"{a:d}" for a in rec.accepts]) + "],")
+    else:
+        parts.append('"accept_hist":{' + ",".join(
+            [f'"{k:d}":{v:d}' for k, v in sorted(rec.histogram().items())]) + "},")
+    parts.append(f'"tok_s":{_jn(rec.tok_s, 2)},"graph":{1 if rec.graph else 0}')
+    if rec.n is not None:
+        parts.append(f',"n":{rec.n:d},"total_max_ms":{_jn(rec.total_max_ms, 4)}')
+    if rec.draft_step_ms:
+        parts.append(',"draft_step_ms":[' + ",".join([_jn(x, 4) for x in rec.draft_step_ms]) + "]")
+    if rec.rank:
+        parts.append(',"rank":' + json.dumps(rec.rank))
+    if rec.ts is not None:
+        parts.append(f',"ts":{_jn(rec.ts, 6)}')
+    parts.append("}")
+    return "".join(parts)
+
+
+def _num(v: Any, kind=float):
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError("not a number")
+    if kind is int and (not float(v).is_integer()):
+        raise ValueError("not an int")
+    out = kind(v)
+    if isinstance(out, float) and not math.isfinite(out):
+        raise ValueError("not finite")
+    return out
+
+
+def from_json(obj: Any) -> Optional[CycleRecord]:
+    """Parse one JSONL record (a ``str`` line or an already-decoded ``dict``).
+
+    Returns ``None`` for anything that is not one of our records; never raises.
+    """
+    try:
+        if isinstance(obj, (str, bytes)):
+            obj = json.loads(obj)
+        if not isinstance(obj, dict) or "cycle" not in obj or "total_ms" not in obj:
+            return None
+        rec = CycleRecord(
+            cycle=_num(obj["cycle"], int), bs=_num(obj["bs"], int), steps=_num(obj["steps"], int),
+            topk=_num(obj["topk"], int), draft_tokens=_num(obj["draft_tokens"], int),
+            accept_len=_num(obj.get("accept_len")), tok_s=_num(obj.get("tok_s")),
+            graph=bool(obj.get("graph", 0)),
+        )
+        for k in PHASES:
+            setattr(rec, k, _num(obj.get(k)))
+        if obj.get("accepts") is not None:
+            rec.accepts = [_num(a, int) for a in obj["accepts"]]
+        elif obj.get("accept_hist") is not None:
+            rec.accept_hist = {int(k): _num(v, int) for k, v in obj["accept_hist"].items()}
+        if obj.get("n") is not None:
+            rec.n = _num(obj["n"], int)
+            rec.total_max_ms = _num(obj.get("total_max_ms"))
+        if obj.get("draft_step_ms"):
+            rec.draft_step_ms = [_num(x) for x in obj["draft_step_ms"]]
+        if obj.get("rank"):
+            rec.rank = str(obj["rank"])
+        if obj.get("ts") is not None:
+            rec.ts = _num(obj["ts"])
+        return rec
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Aggregation (SGLANG_EAGLE_CYCLE_LOG_EVERY=N)
+# ---------------------------------------------------------------------------------------------
+
+
+def _mean(values: list[Optional[float]]) -> Optional[float]:
+    vals = [v for v in values if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def aggregate(records: Iterable[CycleRecord]) -> CycleRecord:
+    """Summarise per-cycle records of one configuration into one aggregated record.
+
+    Phase fields, ``accept_len`` and ``tok_s`` become means over the cycles where they were
+    measured; ``accept_hist`` sums the per-request histograms; ``n`` counts cycles;
+    ``total_max_ms`` is the longest cycle; ``cycle``, ``graph`` and ``rank`` come from the last
+    record.
+
+    Raises:
+        ValueError: no records, or records of different ``(bs, steps, topk, draft_tokens)``.
+    """
+    recs = list(records)
+    if not recs:
+        raise ValueError("aggregate() needs at least one record")
+    if len({r.config for r in recs}) != 1:
+        raise ValueError("aggregate() got records of different configurations")
+    last = recs[-1]
+    hist: Counter = Counter()
+    for r in recs:
+        hist.update(r.histogram())
+    totals = [r.total_ms for r in recs if r.total_ms is not None]
+    out = replace(
+        last,
+        accepts=None,
+        accept_hist=dict(sorted(hist.items())),
+        accept_len=_mean([r.accept_len for r in recs]),
+        tok_s=_mean([r.tok_s for r in recs]),
+        draft_step_ms=None,
+        n=len(recs),
+        total_max_ms=max(totals) if totals else None,
+    )
+    for k in PHASES:
+        setattr(out, k, _mean([getattr(r, k) for r in recs]))
+    return out
+
+
+class Aggregator:
+    """Collects per-cycle records and emits one aggregate per ``every`` cycles.
+
+    A change of ``(bs, steps, topk, draft_tokens)`` flushes early, so an aggregate never mixes
+    configurations. With ``every == 1`` records pass through unchanged.
+    """
+
+    def __init__(self, every: int):
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
+        self.every = every
+        self._pending: list[CycleRecord] = []
+
+    def add(self, rec: CycleRecord) -> list[CycleRecord]:
+        """Add one record; returns the records ready to print (zero, one or two)."""
+        if self.every == 1:
+            return [rec]
+        out = []
+        if self._pending and self._pending[-1].config != rec.config:
+            out.extend(self.flush())
+        self._pending.append(rec)
+        if len(self._pending) >= self.every:
+            out.extend(self.flush())
+        return out
+
+    def flush(self) -> list[CycleRecord]:
+        """Emit what is pending (at a configuration change or shutdown)."""
+        if not self._pending:
+            return []
+        rec = aggregate(self._pending)
+        self._pending = []
+        return [rec]

@@ -1,0 +1,219 @@
+"""Stock SGLang "Decode batch" lines: parse every known shape, drop TP repeats, keep running means.
+
+SGLang's scheduler prints one line per ``--decode-log-interval`` decode batches (default 40);
+with speculative decoding it carries the interval's accept length and accept rate::
+
+    [2026-11-30 10:02:11 TP0] Decode batch, #running-req: 1, #token: 1834, token usage: 0.01, \
+accept len: 2.31, accept rate: 0.26, cuda graph: True, gen throughput (token/s): 71.30, #queue-req: 0
+
+Shapes read (``shared/data/logs/README.md``): ``Decode batch.`` (0.5.x before the scheduler split,
+often with a trailing ``", "``) or ``Decode batch,`` (0.5.23), an optional `` [iteration]``, no
+speculative fields (a no-speculation server), ``cap len``, any ``<backend> graph`` label, the
+hybrid-SWA ``#full token``/``#swa token`` fields, and a ``[DATE TIME TPn]`` or Python-logging
+``DATE TIME LEVEL PID [file:line]`` prefix. A line is a decode interval only when it has
+``#running-req``, ``gen throughput (token/s)`` and ``#queue-req`` (the last field, so a truncated
+line is caught); accept fields are optional.
+
+Units and definitions (SGLang 0.5.23, ``metrics_reporter.py``): accept len = committed tokens
+(bonus included) / requests summed over the interval; accept rate = accepted drafts /
+(requests x (num_draft_tokens - 1)); gen throughput in tokens/s of the whole server.
+
+Several tensor-parallel ranks can print the same interval (DESIGN §3): :class:`DecodeBatchStats`
+counts it once. Usage::
+
+    stats = DecodeBatchStats()
+    for line in lines:
+        if is_decode_line(line):
+            d = parse_decode_batch(line)     # None for a damaged line
+            if d is not None:
+                stats.add(d)
+    stats.summary()   # {"decode_lines_seen": .., "intervals": .., "accept_len_mean": .., ...}
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Optional
+
+MARKER = "Decode batch"
+
+#: How many recent intervals a repeat from another rank is looked for in (ranks log within a few lines).
+TP_REPEAT_WINDOW = 64
+
+_HEAD_RE = re.compile(r"Decode batch(?: \[(\d+)\])?[.,]")
+# "[2026-11-30 10:02:13 TP1] " -> "TP1"; "[2026-11-30 10:02:13 DP0 TP1 EP1] " -> "DP0 TP1 EP1"
+_BRACKET_PREFIX_RE = re.compile(r"\s*\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: ([^\]]+))?\]")
+# "2026-11-12 09:16:53 INFO 151972 [file.py:287] " -> "pid 151972"
+_LOGGING_PREFIX_RE = re.compile(r"\s*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? [A-Z]+ (\d+) ")
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeBatch:
+    """One stock "Decode batch" interval.
+
+    Attributes:
+        running_req: ``#running-req``, requests in the batch at print time.
+        gen_tok_s: ``gen throughput (token/s)`` of the interval (tokens/s, whole server).
+        accept_len: ``accept len`` (tokens per request per verify, bonus included); None without
+            speculative decoding.
+        accept_rate: ``accept rate`` (SGLang 0.5.23 definition, see module doc); None when absent.
+        graph: the ``<backend> graph`` flag, None when absent.
+        queue_req: ``#queue-req``.
+        rank: the printing process (``TP1``, ``DP0 TP1``, ``pid 151972``), None when the prefix names none.
+        body: the text after ``Decode batch``: equal bodies from different ranks are one interval.
+    """
+
+    running_req: int
+    gen_tok_s: float
+    accept_len: Optional[float]
+    accept_rate: Optional[float]
+    graph: Optional[bool]
+    queue_req: int
+    rank: Optional[str]
+    body: str
+
+
+def is_decode_line(line: str) -> bool:
+    """True when ``line`` looks like a stock decode-interval line (whether or not it parses)."""
+    return MARKER in line
+
+
+def _rank_label(prefix: str) -> Optional[str]:
+    m = _BRACKET_PREFIX_RE.match(prefix)
+    if m is not None:
+        return m.group(1)
+    m = _LOGGING_PREFIX_RE.match(prefix)
+    return f"pid {m.group(1)}" if m is not None else None
+
+
+def parse_decode_batch(line: str) -> Optional[DecodeBatch]:
+    """Parse one stock "Decode batch" line of any shape listed in the module doc.
+
+    Returns:
+        The :class:`DecodeBatch`, or None when the line is not a decode line or is damaged
+        (truncated, a required field missing, a value that is not a number). Never raises.
+    """
+    m = _HEAD_RE.search(line)
+    if m is None:
+        return None
+    body = line[m.start() + len(MARKER):].rstrip()
+    fields: dict[str, str] = {}
+    for item in line[m.end():].split(","):
+        key, sep, value = item.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    try:
+        running = int(fields["#running-req"])
+        gen = float(fields["gen throughput (token/s)"])
+        queue = int(fields["#queue-req"])
+        acc_len = float(fields["accept len"]) if "accept len" in fields else None
+        acc_rate = float(fields["accept rate"]) if "accept rate" in fields else None
+    except (KeyError, ValueError):
+        return None
+    graph = None
+    for key, value in fields.items():
+        if key.endswith(" graph"):
+            graph = value == "True"
+    return DecodeBatch(running, gen, acc_len, acc_rate, graph, queue, _rank_label(line[: m.start()]), body)
+
+
+class _Mean:
+    __slots__ = ("total", "count")
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.count = 0
+
+    def add(self, x: float) -> None:
+        self.total += x
+        self.count += 1
+
+    def merge(self, other: "_Mean") -> None:
+        self.total += other.total
+        self.count += other.count
+
+    @property
+    def value(self) -> Optional[float]:
+        return round(self.total / self.count, 6) if self.count else None
+
+
+class DecodeBatchStats:
+    """Counts and unweighted means of decode intervals from one log (or several, via :meth:`merge`).
+
+    An interval printed by several ranks (same text after ``Decode batch``, different rank label,
+    within :data:`TP_REPEAT_WINDOW` intervals) counts once. Lines with no rank label are never
+    treated as repeats. Memory: a few numbers per batch size, plus the repeat window.
+    """
+
+    def __init__(self) -> None:
+        self.lines_seen = 0
+        self.intervals = 0
+        self.accept_len = _Mean()
+        self.accept_rate = _Mean()
+        self.gen_tok_s = _Mean()
+        #: ``{running_req: mean gen tok/s}`` of intervals without / with speculative fields.
+        self.gen_tok_s_by_bs_plain: dict[int, _Mean] = {}
+        self.gen_tok_s_by_bs_spec: dict[int, _Mean] = {}
+        self.all_accepted = True  # every interval with an accept rate had accept rate 1.0
+        self._recent: deque[tuple[str, set]] = deque(maxlen=TP_REPEAT_WINDOW)
+
+    def _is_repeat(self, d: DecodeBatch) -> bool:
+        if d.rank is None:
+            return False
+        for body, ranks in reversed(self._recent):
+            if body == d.body and d.rank not in ranks:
+                ranks.add(d.rank)
+                return True
+        self._recent.append((d.body, {d.rank}))
+        return False
+
+    def add(self, d: DecodeBatch) -> bool:
+        """Count one parsed line; returns False when it repeats an interval another rank printed."""
+        self.lines_seen += 1
+        if self._is_repeat(d):
+            return False
+        self.intervals += 1
+        self.gen_tok_s.add(d.gen_tok_s)
+        if d.accept_len is not None:
+            self.accept_len.add(d.accept_len)
+            self.gen_tok_s_by_bs_spec.setdefault(d.running_req, _Mean()).add(d.gen_tok_s)
+        else:
+            self.gen_tok_s_by_bs_plain.setdefault(d.running_req, _Mean()).add(d.gen_tok_s)
+        if d.accept_rate is not None:
+            self.accept_rate.add(d.accept_rate)
+            self.all_accepted = self.all_accepted and d.accept_rate >= 0.995
+        return True
+
+    def merge(self, other: "DecodeBatchStats") -> None:
+        """Add another log's counts (the repeat window is per log and is not merged)."""
+        self.lines_seen += other.lines_seen
+        self.intervals += other.intervals
+        self.accept_len.merge(other.accept_len)
+        self.accept_rate.merge(other.accept_rate)
+        self.gen_tok_s.merge(other.gen_tok_s)
+        for mine, theirs in ((self.gen_tok_s_by_bs_plain, other.gen_tok_s_by_bs_plain),
+                             (self.gen_tok_s_by_bs_spec, other.gen_tok_s_by_bs_spec)):
+            for bs, mean in theirs.items():
+                mine.setdefault(bs, _Mean()).merge(mean)
+        self.all_accepted = self.all_accepted and other.all_accepted
+
+    def summary(self) -> dict[str, Any]:
+        """The ``decode_batch`` part of the inspect document (means unweighted over intervals)."""
+        return {
+            "decode_lines_seen": self.lines_seen,
+            "intervals": self.intervals,
+            "intervals_with_accept": self.accept_len.count,
+            "accept_len_mean": self.accept_len.value,
+            "accept_rate_mean": self.accept_rate.value,
+            "gen_tok_s_mean": self.gen_tok_s.value,
+        }
+
+    def plain_tok_s_by_bs(self) -> dict[int, float]:
+        """``{batch size: mean gen tok/s}`` of intervals without speculative fields (a baseline server)."""
+        return {bs: m.value for bs, m in sorted(self.gen_tok_s_by_bs_plain.items())}
+
+    def spec_tok_s_by_bs(self) -> dict[int, float]:
+        """``{batch size: mean gen tok/s}`` of intervals with speculative fields."""
+        return {bs: m.value for bs, m in sorted(self.gen_tok_s_by_bs_spec.items())}

@@ -1,0 +1,170 @@
+"""Open a server log for streaming: a plain or gzip file, or ``-`` for stdin, as text chunks.
+
+Logs are read in chunks of whole lines (never the whole file), decoded as UTF-8 with
+undecodable bytes replaced, and gzip is recognised by its magic bytes (whatever the name).
+Anything that cannot be a text log raises :class:`LogUnreadable` with a short reason, so the
+caller can skip it and go on with the other inputs::
+
+    try:
+        for chunk in iter_chunks("server.log.gz"):
+            ...                     # str of whole lines, at most ~chunk_chars + one line
+    except LogUnreadable as exc:
+        print(exc)                  # "server.log.gz: no such file"
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import io
+import os
+import sys
+import zlib
+from pathlib import Path
+from typing import BinaryIO, Iterator, Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+#: Bytes looked at to recognise gzip, emptiness and binary data.
+SNIFF_BYTES = 8192
+#: Characters per chunk handed to the parser (whole lines are completed after it).
+CHUNK_CHARS = 1 << 22
+#: A "line" longer than this (no newline in sight) is cut, so memory stays bounded.
+MAX_LINE_CHARS = 1 << 26
+#: Bytes per read: a truncated gzip loses at most this much decompressed text before the error.
+READ_BYTES = 1 << 16
+STDIN_LABEL = "<stdin>"
+
+
+class LogUnreadable(Exception):
+    """The input cannot be read as a text log (missing, a directory, empty, binary, bad gzip)."""
+
+    def __init__(self, label: str, reason: str):
+        super().__init__(f"{label}: {reason}")
+        self.label = label
+        self.reason = reason
+
+
+class LogReadStopped(Exception):
+    """Reading stopped part-way (truncated gzip, I/O error); what was read before stays valid."""
+
+    def __init__(self, label: str, reason: str):
+        super().__init__(f"{label}: reading stopped early: {reason}")
+        self.label = label
+        self.reason = reason
+
+
+def label_of(path: PathLike) -> str:
+    """The name a path is reported under: ``<stdin>`` for ``-``, else the path as given."""
+    text = os.fspath(path)
+    return STDIN_LABEL if text == "-" else text
+
+
+def _open_binary(path: PathLike, label: str) -> tuple[BinaryIO, bool]:
+    """(stream, close_it) for a path or stdin; raises LogUnreadable."""
+    if os.fspath(path) == "-":
+        return sys.stdin.buffer, False
+    p = Path(path)
+    if p.is_dir():
+        raise LogUnreadable(label, "is a directory, not a log file")
+    try:
+        return open(p, "rb", buffering=1 << 16), True
+    except FileNotFoundError:
+        raise LogUnreadable(label, "no such file") from None
+    except PermissionError:
+        raise LogUnreadable(label, "permission denied") from None
+    except OSError as exc:
+        raise LogUnreadable(label, exc.strerror or str(exc)) from None
+
+
+def _read_error(exc: BaseException) -> str:
+    """Why a read failed, in words: a truncated gzip says so (zlib/gzip's own text is cryptic)."""
+    if isinstance(exc, EOFError):
+        return "truncated gzip: the data ends before its end-of-stream marker"
+    if isinstance(exc, (zlib.error, gzip.BadGzipFile)):
+        return f"corrupt gzip data ({exc})"
+    return str(exc) or type(exc).__name__
+
+
+def _peek(stream, n: int) -> bytes:
+    if hasattr(stream, "peek"):
+        return stream.peek(n)[:n]
+    return b""
+
+
+def _sniffed(raw: BinaryIO, label: str) -> BinaryIO:
+    """Wrap ``raw`` in gzip when it starts with the gzip magic; refuse empty and binary inputs."""
+    if not hasattr(raw, "peek"):
+        raw = io.BufferedReader(raw)  # pragma: no cover - stdin is buffered in CPython
+    try:
+        head = _peek(raw, SNIFF_BYTES)
+        stream: BinaryIO = raw
+        if head[:2] == b"\x1f\x8b":
+            stream = gzip.GzipFile(fileobj=raw, mode="rb")
+            head = _peek(stream, SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error) as exc:
+        reason = _read_error(exc)
+        if isinstance(exc, EOFError):
+            reason = "truncated gzip: the data ends before anything could be decoded"
+        raise LogUnreadable(label, reason) from None
+    if not head:
+        raise LogUnreadable(label, "empty file")
+    if b"\x00" in head:
+        raise LogUnreadable(label, "binary data, not a text log")
+    return stream
+
+
+def _crlf(text: str) -> str:
+    return text.replace("\r\n", "\n") if "\r" in text else text
+
+
+def _read_block(stream: BinaryIO, size: int) -> bytes:
+    read1 = getattr(stream, "read1", None)
+    return read1(size) if read1 is not None else stream.read(size)
+
+
+def iter_chunks(path: PathLike, chunk_chars: int = CHUNK_CHARS) -> Iterator[str]:
+    """Yield the log as text chunks of whole lines (the last may lack its newline).
+
+    ``\r\n`` line ends become ``\n``; undecodable bytes become U+FFFD.
+
+    Args:
+        path: a file path (plain or gzip), or ``-`` for stdin (plain or gzip).
+        chunk_chars: about how many characters a chunk holds (more when one line is longer).
+
+    Raises:
+        LogUnreadable: before the first chunk, when the input cannot be read as a text log.
+        LogReadStopped: after the last good chunk, when reading fails part-way (e.g. a truncated
+            gzip); everything decoded before the failure has been yielded.
+    """
+    label = label_of(path)
+    raw, close_it = _open_binary(path, label)
+    try:
+        stream = _sniffed(raw, label)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pending = ""
+        while True:
+            try:
+                data = _read_block(stream, READ_BYTES)
+            except (OSError, EOFError, zlib.error) as exc:
+                if pending:
+                    yield _crlf(pending)
+                raise LogReadStopped(label, _read_error(exc)) from None
+            if not data:
+                pending += decoder.decode(b"", final=True)
+                if pending:
+                    yield _crlf(pending)
+                return
+            pending += decoder.decode(data)
+            if len(pending) < chunk_chars:
+                continue
+            cut = pending.rfind("\n")
+            if cut < 0 and len(pending) < MAX_LINE_CHARS:
+                continue
+            if cut < 0:   # no line end for MAX_LINE_CHARS: hand it over as a line of its own
+                cut = len(pending) - 1
+            text, pending = pending[: cut + 1], pending[cut + 1:]
+            yield _crlf(text)
+    finally:
+        if close_it:
+            raw.close()

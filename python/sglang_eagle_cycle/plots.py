@@ -1,0 +1,131 @@
+"""One figure from an inspect document: where the cycle goes, and how far drafts get accepted.
+
+Three panels, one colour per group (file x configuration):
+
+1. stacked bars of the mean cycle, one bar per group: draft, verify (target forward), verify
+   (rest: sampling, acceptance), draft-extend, other; ms;
+2. accept-length histogram: share of requests (%) per accept length (tokens, bonus included);
+3. per-position acceptance: P(draft token j accepted | 1..j-1 accepted) against j.
+
+Rendered with matplotlib's Agg canvas (no display, no pyplot state). Usage::
+
+    from sglang_eagle_cycle.plots import render
+    fig = render(doc, "cycle.png")      # doc from report.inspect_paths
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+#: Groups drawn at most (those with the most cycles); the title says when some are left out.
+MAX_GROUPS = 12
+
+# (label, colour, function of the phases dict -> ms)
+_STACK = (
+    ("draft", "#4c72b0", lambda p: p["draft_ms"]["mean"]),
+    ("verify: target forward", "#dd8452", lambda p: p["verify_fwd_ms"]["mean"]),
+    ("verify: rest", "#f2c49b", lambda p: _minus(p["verify_ms"]["mean"], p["verify_fwd_ms"]["mean"])),
+    ("draft-extend", "#55a868", lambda p: p["extend_ms"]["mean"]),
+    ("other", "#8c8c8c", lambda p: p["other_ms"]["mean"]),
+)
+
+
+def _minus(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    if a is None:
+        return None
+    return max(a - (b or 0.0), 0.0)
+
+
+def group_label(group: dict[str, Any], with_file: bool) -> str:
+    """Short x-axis label of a group: its config, and the file name when several files are shown."""
+    text = f"bs={group['bs']} steps={group['steps']}\ntopk={group['topk']}\ndraft_tokens={group['draft_tokens']}"
+    if with_file:
+        text = os.path.basename(str(group.get("file") or "")) + "\n" + text
+    return text
+
+
+def render(doc: dict[str, Any], path=None, fmt: Optional[str] = None):
+    """Draw the three panels for ``doc["groups"]`` and save to ``path`` (a file name or binary file).
+
+    ``fmt`` is the image format (``png``, ``svg``, ``pdf``); by default the file name's suffix.
+
+    Returns:
+        The matplotlib ``Figure`` (axes: phases, accept-length histogram, per-position acceptance).
+
+    Raises:
+        ValueError: the document has no group of cycle lines to draw.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    groups = sorted(doc.get("groups") or [], key=lambda g: -(g.get("cycles") or 0))[:MAX_GROUPS]
+    if not groups:
+        raise ValueError("no [eagle-cycle] cycles to plot")
+    total_groups = len(doc.get("groups") or [])
+    with_file = len({g.get("file") for g in groups}) > 1
+    labels = [group_label(g, with_file) for g in groups]
+    colours = [f"C{i % 10}" for i in range(len(groups))]
+
+    fig = Figure(figsize=(max(15.0, 9.5 + 1.4 * len(groups)), 5.4), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_phase, ax_hist, ax_pos = fig.subplots(1, 3, width_ratios=[max(len(groups), 2), 3, 3])
+
+    # 1. stacked phase bars
+    x = list(range(len(groups)))
+    bottom = [0.0] * len(groups)
+    for name, colour, get in _STACK:
+        heights = [(get(g["phases"]) or 0.0) for g in groups]
+        ax_phase.bar(x, heights, bottom=bottom, color=colour, label=name, width=0.6)
+        bottom = [b + h for b, h in zip(bottom, heights)]
+    for xi, top in zip(x, bottom):
+        ax_phase.annotate(f"{top:.2f} ms", (xi, top), ha="center", va="bottom", fontsize=8,
+                          xytext=(0, 2), textcoords="offset points")
+    ax_phase.set_ylim(0, max(bottom + [1e-3]) * 1.4)
+    ax_phase.set_xticks(x, labels, fontsize=8)
+    ax_phase.set_ylabel("mean time per cycle (ms)")
+    ax_phase.set_xlabel("group (batch size, draft steps, topk, verified tokens)")
+    title = "Cycle time by phase"
+    if total_groups > len(groups):
+        title += f" ({len(groups)} of {total_groups} groups, most cycles)"
+    ax_phase.set_title(title)
+    ax_phase.legend(fontsize=8, loc="upper center", ncols=3)
+
+    # 2. accept-length histogram, grouped bars
+    width = 0.8 / len(groups)
+    max_len = 1
+    max_pct = 0.0
+    for i, g in enumerate(groups):
+        hist = {int(k): v for k, v in (g.get("accept_hist") or {}).items()}
+        requests = sum(hist.values())
+        if not requests:
+            continue
+        lengths = sorted(hist)
+        max_len = max(max_len, lengths[-1])
+        max_pct = max(max_pct, 100.0 * max(hist.values()) / requests)
+        ax_hist.bar([k - 0.4 + width * (i + 0.5) for k in lengths], [100.0 * hist[k] / requests for k in lengths],
+                    width=width, color=colours[i], label=labels[i].replace("\n", " "))
+    ax_hist.set_xticks(range(1, max_len + 1))
+    ax_hist.set_xlabel("accept length (tokens, incl. bonus)")
+    ax_hist.set_ylabel("requests (%)")
+    ax_hist.set_title("Accept length")
+    if ax_hist.patches:
+        ax_hist.set_ylim(0, max_pct * (1.15 + 0.08 * len(groups)))   # room for the legend
+        ax_hist.legend(fontsize=7, loc="upper right")
+
+    # 3. per-position acceptance
+    for i, g in enumerate(groups):
+        pos = g.get("per_position_acceptance") or []
+        if pos:
+            ax_pos.plot([p["j"] for p in pos], [p["p"] if p["p"] is not None else float("nan") for p in pos],
+                        marker="o", color=colours[i], label=labels[i].replace("\n", " "))
+    ax_pos.set_ylim(0, 1.05)
+    ax_pos.set_xlabel("draft position j (token)")
+    ax_pos.set_ylabel("P(draft j accepted | 1..j-1 accepted) (0-1)")
+    ax_pos.set_title("Per-position acceptance")
+    if ax_pos.lines:
+        ax_pos.xaxis.get_major_locator().set_params(integer=True)
+        ax_pos.legend(fontsize=7, loc="lower left")
+    if path is not None:
+        fig.savefig(path, dpi=110, format=fmt)
+    return fig

@@ -1,0 +1,632 @@
+"""Server logs -> per-configuration timing report: the engine behind ``eagle-cycle inspect``.
+
+Reads, in one streamed pass per input, our ``[eagle-cycle]`` lines (per-cycle and aggregated,
+DESIGN §3), our JSONL records, and stock SGLang "Decode batch" lines (:mod:`.decode_batch`), from
+plain or gzip files or stdin (``-``). Memory grows with the number of cycles as numbers (one
+``value -> cycles`` count per distinct phase time), never with the text.
+
+Per group of ``(file, bs, steps, topk, draft_tokens)`` it reports, for each phase, the mean,
+exact p50/p90/p99 (linear interpolation between order statistics, numpy's default) and share of
+the cycle (phase mean / total mean); the accept-length histogram and mean; per-position
+acceptance; and effective tok/s. Findings name what looks wrong, each with its evidence.
+
+Definitions (DESIGN Terms):
+
+* accept length L = accepted draft tokens + 1 bonus token, per request per cycle;
+* per-position acceptance p_j = P(draft token j accepted | drafts 1..j-1 accepted), from the
+  accept-length histogram: a request with accept length L accepted positions 1..L-1 and, when
+  L - 1 < steps, reached and rejected position L; so reached_j = #{L >= j}, accepted_j = #{L >= j + 1};
+* effective tok/s = committed tokens (sum of accept lengths) / summed cycle time (``total_ms``).
+  It counts GPU cycle time only: scheduling gaps between cycles are not in it;
+* aggregated lines (``n=``) count as ``n`` cycles at their mean; percentiles of a group that
+  holds aggregated lines are null (per-cycle values were not logged). Lines from several ranks
+  (``rank=``) are separate measurements of the same group.
+
+Usage::
+
+    from sglang_eagle_cycle.report import inspect_paths
+    doc = inspect_paths(["server.log.gz"], baseline=88.8)   # the `eagle-cycle inspect --json` document
+    doc["groups"][0]["phases"]["verify_ms"]["share"]
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from bisect import bisect_right
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import Any, Callable, Iterable, Optional, Union
+
+from . import cycle
+from .cycle import PHASES, PREFIX, CycleRecord
+from .decode_batch import MARKER as DECODE_MARKER
+from .decode_batch import DecodeBatchStats, parse_decode_batch
+from .errors import UsageError
+from .bulkscan import scan_chunk
+from .logfiles import CHUNK_CHARS, LogReadStopped, LogUnreadable, iter_chunks, label_of
+
+SCHEMA = "eagle-cycle-inspect/1"
+PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
+
+#: Findings thresholds.
+STUCK_ACCEPT_LEN = 1.2        # mean accept length at or below: practically no draft token accepted
+VERIFY_BOUND_SHARE = 0.90     # verify share of the cycle above: verify-bound
+DRAFT_HEAVY_SHARE = 0.30      # draft share of the cycle above: draft-heavy
+MIN_REQUESTS = 10             # accept-length findings need at least this many request-cycles
+
+#: Decimals of the floats in the document (1e-6 ms = 1 ns; summation noise stays out of the JSON).
+DIGITS = 6
+
+_log = logging.getLogger(__name__)
+
+RecordHook = Callable[[str, CycleRecord], None]
+Baseline = Union[float, int, str, "os.PathLike[str]", None]
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-group accumulation
+# ---------------------------------------------------------------------------------------------
+
+
+def _round(x: Optional[float], digits: int = DIGITS) -> Optional[float]:
+    return None if x is None else round(x, digits)
+
+
+@dataclass(slots=True)
+class PhaseDist:
+    """One phase's times in one group: exact distribution of per-cycle values plus aggregate means.
+
+    ``counts`` maps a per-cycle time (ms) to the cycles that took it; ``total`` is the summed time
+    (ms) and ``weight`` the cycles measured, aggregated lines included (``agg_weight`` of them).
+    """
+
+    counts: dict[float, int] = field(default_factory=dict)
+    total: float = 0.0
+    weight: int = 0
+    agg_weight: int = 0
+
+    def add(self, value: float, cycles: int = 1) -> None:
+        self.counts[value] = self.counts.get(value, 0) + cycles
+        self.total += value * cycles
+        self.weight += cycles
+
+    def add_mean(self, mean: float, cycles: int) -> None:
+        self.total += mean * cycles
+        self.weight += cycles
+        self.agg_weight += cycles
+
+    @property
+    def mean(self) -> Optional[float]:
+        return self.total / self.weight if self.weight else None
+
+    def percentiles(self) -> Optional[list[float]]:
+        """Exact p50/p90/p99 (ms), or None when aggregated lines hide the per-cycle values."""
+        if self.agg_weight or not self.counts:
+            return None
+        return exact_percentiles(self.counts, [q for _, q in PERCENTILES])
+
+
+def exact_percentiles(counts: dict[float, int], qs: Iterable[float]) -> list[float]:
+    """Percentiles of the multiset ``{value: count}``, equal to ``numpy.percentile(values, 100*q)``.
+
+    Linear interpolation between order statistics: with N values sorted ascending (0-based),
+    h = (N - 1) q, result = x[floor h] + (h - floor h) (x[floor h + 1] - x[floor h]) (Hyndman & Fan
+    type 7). Cost: O(distinct values) memory, O(d log d) time.
+    """
+    values = sorted(counts)
+    cum = list(accumulate(counts[v] for v in values))
+    n = cum[-1]
+
+    def order_stat(k: int) -> float:
+        return values[bisect_right(cum, k)]
+
+    out = []
+    for q in qs:
+        h = (n - 1) * q
+        lo = math.floor(h)
+        a = order_stat(lo)
+        b = order_stat(min(lo + 1, n - 1))
+        out.append(a + (h - lo) * (b - a))
+    return out
+
+
+def per_position_acceptance(hist: dict[int, int], steps: int) -> list[dict[str, Any]]:
+    """Conditional acceptance per draft position from an accept-length histogram.
+
+    Args:
+        hist: ``{accept length L (tokens, bonus included): requests}``.
+        steps: draft depth; positions 1..max(steps, max L - 1) are reported.
+
+    Returns:
+        ``[{"j": 1, "p": accepted/reached or None, "accepted": n, "reached": n}, ...]`` where a
+        request with accept length L reached positions 1..L (capped at the depth) and accepted 1..L-1.
+    """
+    depth = max([steps] + [length - 1 for length in hist])
+    out = []
+    for j in range(1, depth + 1):
+        reached = sum(c for length, c in hist.items() if length >= j)
+        accepted = sum(c for length, c in hist.items() if length >= j + 1)
+        out.append({"j": j, "p": accepted / reached if reached else None,
+                    "accepted": accepted, "reached": reached})
+    return out
+
+
+@dataclass(slots=True)
+class Group:
+    """Cycles of one configuration in one input file."""
+
+    file: str
+    bs: int
+    steps: int
+    topk: int
+    draft_tokens: int
+    cycles: int = 0
+    phases: dict[str, PhaseDist] = field(default_factory=lambda: {p: PhaseDist() for p in PHASES})
+    hist: Counter = field(default_factory=Counter)
+    accept_len_sum: float = 0.0   # sum of accept_len x cycles for records without a histogram
+    accept_len_weight: int = 0
+    tokens: float = 0.0           # committed tokens (sum of accept lengths)
+    ranks: set = field(default_factory=set)
+
+    def add_record(self, rec: CycleRecord) -> None:
+        w = rec.weight
+        self.cycles += w
+        for name in PHASES:
+            value = getattr(rec, name)
+            if value is not None:
+                if rec.n is None:
+                    self.phases[name].add(value)
+                else:
+                    self.phases[name].add_mean(value, w)
+        hist = rec.histogram()
+        if hist:
+            self.add_hist(hist)
+        elif rec.accept_len is not None:
+            self.accept_len_sum += rec.accept_len * w
+            self.accept_len_weight += w
+            self.tokens += rec.accept_len * rec.bs * w
+        if rec.rank:
+            self.ranks.add(rec.rank)
+
+    def add_hist(self, hist: dict[int, int], times: int = 1) -> None:
+        for length, requests in hist.items():
+            self.hist[length] += requests * times
+            self.tokens += length * requests * times
+
+    @property
+    def accept_len_mean(self) -> Optional[float]:
+        requests = sum(self.hist.values())
+        if requests:
+            return sum(k * c for k, c in self.hist.items()) / requests
+        return self.accept_len_sum / self.accept_len_weight if self.accept_len_weight else None
+
+    @property
+    def tok_s(self) -> Optional[float]:
+        total_ms = self.phases["total_ms"].total
+        return self.tokens / total_ms * 1000.0 if total_ms > 0 and self.tokens else None
+
+    def share(self, name: str) -> Optional[float]:
+        mean, total = self.phases[name].mean, self.phases["total_ms"].mean
+        return mean / total if mean is not None and total else None
+
+    def to_dict(self) -> dict[str, Any]:
+        phases = {}
+        for name, dist in self.phases.items():
+            pct = dist.percentiles()
+            entry = {"mean": _round(dist.mean)}
+            for (key, _), value in zip(PERCENTILES, pct or [None] * len(PERCENTILES)):
+                entry[key] = _round(value)
+            entry["share"] = _round(self.share(name))
+            phases[name] = entry
+        pos = per_position_acceptance(self.hist, self.steps) if self.hist else None
+        for p in pos or []:
+            p["p"] = _round(p["p"])
+        return {
+            "file": self.file, "bs": self.bs, "steps": self.steps, "topk": self.topk,
+            "draft_tokens": self.draft_tokens, "cycles": self.cycles, "phases": phases,
+            "accept_len_mean": _round(self.accept_len_mean),
+            "accept_hist": {str(k): v for k, v in sorted(self.hist.items())} or None,
+            "per_position_acceptance": pos,
+            "tok_s": _round(self.tok_s),
+            "ranks": sorted(self.ranks),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+@dataclass(slots=True)
+class FileResult:
+    """What one input gave: counts, decode-interval stats, and why it was (partly) unusable."""
+
+    label: str
+    cycles: int = 0
+    unparsed_lines: int = 0
+    other_lines: int = 0
+    decode: DecodeBatchStats = field(default_factory=DecodeBatchStats)
+    error: Optional[str] = None     # could not be read at all
+    stopped: Optional[str] = None   # reading stopped part-way
+
+    @property
+    def usable(self) -> bool:
+        return self.cycles > 0 or self.decode.intervals > 0
+
+
+class LogReader:
+    """Streams logs into :class:`Group` accumulators and per-file :class:`FileResult`.
+
+    Args:
+        on_record: called as ``on_record(file_label, record)`` for every cycle record in file
+            order (used by ``--trace``); it turns the bulk path off.
+        chunk_chars: characters per read chunk.
+    """
+
+    def __init__(self, on_record: Optional[RecordHook] = None, chunk_chars: int = CHUNK_CHARS):
+        self.on_record = on_record
+        self.chunk_chars = chunk_chars
+        self.groups: dict[tuple, Group] = {}
+        self.files: list[FileResult] = []
+
+    def _group(self, label: str, config: tuple[int, int, int, int]) -> Group:
+        key = (label, config)
+        g = self.groups.get(key)
+        if g is None:
+            g = self.groups[key] = Group(label, *config)
+        return g
+
+    def read(self, path) -> FileResult:
+        """Read one input (path or ``-``); failures are recorded on the result, never raised."""
+        res = FileResult(label_of(path))
+        self.files.append(res)
+        try:
+            for chunk in iter_chunks(path, self.chunk_chars):
+                self._chunk(chunk, res)
+        except LogUnreadable as exc:
+            res.error = exc.reason
+        except LogReadStopped as exc:
+            res.stopped = exc.reason
+        return res
+
+    # -- one chunk ------------------------------------------------------------------------------
+
+    def _chunk(self, text: str, res: FileResult) -> None:
+        if PREFIX not in text:
+            self._other_lines(_lines(text), res)
+            return
+        if self.on_record is None and self._bulk(text, res):
+            return  # every line a plain per-cycle line: counted at once
+        lines = _lines(text)
+        ours = [ln for ln in lines if PREFIX in ln]
+        if len(ours) < len(lines):
+            self._other_lines([ln for ln in lines if PREFIX not in ln], res)
+            if self.on_record is None and self._bulk("\n".join(ours), res):
+                return
+        for ln in ours:
+            self._our_line(ln, res)
+
+    def _our_line(self, line: str, res: FileResult) -> None:
+        rec = cycle.parse_line(line)
+        if rec is None:
+            res.unparsed_lines += 1
+        else:
+            self._add(rec, res)
+
+    def _add(self, rec: CycleRecord, res: FileResult) -> None:
+        self._group(res.label, rec.config).add_record(rec)
+        res.cycles += rec.weight
+        if self.on_record is not None:
+            self.on_record(res.label, rec)
+
+    def _other_lines(self, lines: list[str], res: FileResult) -> None:
+        for line in lines:
+            if DECODE_MARKER in line:
+                d = parse_decode_batch(line)
+                if d is None:
+                    res.unparsed_lines += 1
+                else:
+                    res.decode.add(d)
+            elif line.lstrip().startswith("{"):
+                rec = cycle.from_json(line)
+                if rec is not None:
+                    self._add(rec, res)
+                elif '"cycle"' in line and '"total_ms"' in line:
+                    res.unparsed_lines += 1   # one of our JSONL records, damaged
+                else:
+                    res.other_lines += 1
+            else:
+                res.other_lines += 1
+
+    def _bulk(self, text: str, res: FileResult) -> bool:
+        """Count a chunk of our lines at once (:mod:`.bulkscan`); False when it needs the per-line path."""
+        tallies = scan_chunk(text)
+        if tallies is None:
+            return False
+        for t in tallies:
+            g = self._group(res.label, t.config)
+            g.cycles += t.cycles
+            for name, counts in t.phases.items():
+                dist = g.phases[name]
+                for value, count in counts.items():
+                    dist.add(value, count)
+            g.add_hist(t.hist)
+            res.cycles += t.cycles
+        return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Findings
+# ---------------------------------------------------------------------------------------------
+
+
+def _config_of(g: Group) -> dict[str, int]:
+    return {"bs": g.bs, "steps": g.steps, "topk": g.topk, "draft_tokens": g.draft_tokens}
+
+
+def _finding(code: str, message: str, file: str, config: Optional[dict], evidence: dict) -> dict[str, Any]:
+    evidence = {k: _round(v) if isinstance(v, float) else v for k, v in evidence.items()}
+    return {"code": code, "message": message, "file": file, "config": config, "evidence": evidence}
+
+
+def _where(g: Group) -> str:
+    return f"{g.file} bs={g.bs} steps={g.steps} topk={g.topk} draft_tokens={g.draft_tokens}"
+
+
+class BaselineRef:
+    """No-speculation throughput to compare against: one number, or per batch size from a log."""
+
+    def __init__(self, tok_s: Optional[float] = None, by_bs: Optional[dict[int, float]] = None,
+                 source: str = "--baseline"):
+        self.tok_s = tok_s
+        self.by_bs = by_bs or {}
+        self.source = source
+
+    def at(self, bs: int) -> Optional[float]:
+        return self.tok_s if self.tok_s is not None else self.by_bs.get(bs)
+
+
+def group_findings(g: Group, baseline: Optional[BaselineRef]) -> list[dict[str, Any]]:
+    """Findings for one group of our cycle lines (thresholds are the module constants)."""
+    out = []
+    cfg = _config_of(g)
+    requests = sum(g.hist.values())
+    mean_len = g.accept_len_mean
+    if mean_len is not None and mean_len <= STUCK_ACCEPT_LEN and (requests or g.cycles) >= MIN_REQUESTS:
+        ones = g.hist.get(1, 0) / requests if requests else None
+        out.append(_finding(
+            "accept_len_stuck_at_1",
+            f"{_where(g)}: mean accept length {mean_len:.2f} over {g.cycles} cycles"
+            + (f" ({ones:.0%} of requests accepted no draft token)" if ones is not None else "")
+            + ": the draft or its aux-layer wiring is broken; run `eagle-cycle wiring TARGET DRAFT`",
+            g.file, cfg, {"accept_len_mean": mean_len, "share_accept_len_1": ones, "cycles": g.cycles,
+                          "requests": requests}))
+    full = min(g.draft_tokens, g.steps + 1)
+    if requests >= MIN_REQUESTS and set(g.hist) == {full}:
+        out.append(_finding(
+            "accept_len_equals_draft_tokens",
+            f"{_where(g)}: every request of all {g.cycles} cycles accepted every draft token (accept "
+            f"length {full} = draft_tokens): no real draft is that good; suspect NaN/inf logits "
+            "in the target or the draft, which make verification accept anything",
+            g.file, cfg, {"accept_len": full, "requests": requests, "cycles": g.cycles}))
+    verify_share = g.share("verify_ms")
+    if verify_share is not None and verify_share > VERIFY_BOUND_SHARE:
+        out.append(_finding(
+            "verify_bound",
+            f"{_where(g)}: verify is {verify_share:.0%} of the cycle ({g.phases['verify_ms'].mean:.2f} of "
+            f"{g.phases['total_ms'].mean:.2f} ms): every extra draft token widens the verify; "
+            "run `eagle-cycle advise` on this report to pick the depth",
+            g.file, cfg, {"verify_share": verify_share, "verify_ms_mean": g.phases["verify_ms"].mean,
+                          "verify_fwd_ms_mean": g.phases["verify_fwd_ms"].mean,
+                          "total_ms_mean": g.phases["total_ms"].mean, "threshold": VERIFY_BOUND_SHARE}))
+    draft_share = g.share("draft_ms")
+    if draft_share is not None and draft_share > DRAFT_HEAVY_SHARE:
+        per_step = (g.phases["draft_ms"].mean / (g.steps - 1)) if g.steps > 1 else None
+        out.append(_finding(
+            "draft_heavy",
+            f"{_where(g)}: draft is {draft_share:.0%} of the cycle ({g.phases['draft_ms'].mean:.2f} ms"
+            + (f", {per_step:.2f} ms per draft forward" if per_step is not None else "")
+            + "): fewer steps, or check the draft runs from a CUDA graph; see `eagle-cycle advise`",
+            g.file, cfg, {"draft_share": draft_share, "draft_ms_mean": g.phases["draft_ms"].mean,
+                          "draft_ms_per_forward": per_step, "total_ms_mean": g.phases["total_ms"].mean,
+                          "threshold": DRAFT_HEAVY_SHARE}))
+    base = baseline.at(g.bs) if baseline else None
+    if base is not None and g.tok_s is not None and g.tok_s < base:
+        out.append(_finding(
+            "slower_than_baseline",
+            f"{_where(g)}: {g.tok_s:.1f} tok/s (committed tokens / GPU cycle time, an upper bound) is "
+            f"below the no-speculation baseline {base:.1f} tok/s ({baseline.source}): speculation does "
+            "not pay here; try fewer steps (`eagle-cycle advise`) or restart without --speculative-algorithm",
+            g.file, cfg, {"tok_s": g.tok_s, "baseline_tok_s": base, "baseline_source": baseline.source}))
+    return out
+
+
+def decode_findings(label: str, d: DecodeBatchStats, baseline: Optional[BaselineRef]) -> list[dict[str, Any]]:
+    """Findings from one file's stock Decode batch intervals."""
+    out = []
+    mean_len = d.accept_len.value
+    if mean_len is not None and mean_len <= STUCK_ACCEPT_LEN:
+        out.append(_finding(
+            "accept_len_stuck_at_1",
+            f"{label}: stock Decode batch lines report mean accept length {mean_len:.2f} over "
+            f"{d.accept_len.count} intervals: the draft or its aux-layer wiring is broken; "
+            "run `eagle-cycle wiring TARGET DRAFT`",
+            label, None, {"accept_len_mean": mean_len, "intervals_with_accept": d.accept_len.count}))
+    if d.accept_rate.count and d.all_accepted:
+        out.append(_finding(
+            "accept_len_equals_draft_tokens",
+            f"{label}: every one of {d.accept_rate.count} Decode batch intervals reports accept rate 1.00 "
+            "(all draft tokens accepted): suspect NaN/inf logits, which make verification accept anything",
+            label, None, {"accept_rate_mean": d.accept_rate.value, "intervals": d.accept_rate.count}))
+    if baseline:
+        for bs, tok_s in d.spec_tok_s_by_bs().items():
+            base = baseline.at(bs)
+            if base is not None and tok_s < base:
+                out.append(_finding(
+                    "slower_than_baseline",
+                    f"{label}: Decode batch gen throughput at {bs} running requests is {tok_s:.1f} tok/s, "
+                    f"below the no-speculation baseline {base:.1f} tok/s ({baseline.source})",
+                    label, None, {"bs": bs, "gen_tok_s_mean": tok_s, "baseline_tok_s": base,
+                                  "baseline_source": baseline.source}))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The document
+# ---------------------------------------------------------------------------------------------
+
+
+def _nothing_message(files: list[FileResult]) -> str:
+    parts = []
+    for f in files:
+        if f.error:
+            parts.append(f"{f.label}: {f.error}")
+        elif f.stopped:
+            parts.append(f"{f.label}: reading stopped early: {f.stopped}; no [eagle-cycle], JSONL or "
+                         f"Decode batch line before it ({f.other_lines} other, {f.unparsed_lines} damaged lines)")
+        else:
+            parts.append(f"{f.label}: no [eagle-cycle], JSONL or Decode batch line "
+                         f"({f.other_lines} other, {f.unparsed_lines} damaged lines)")
+    return "nothing to inspect: " + "; ".join(parts)
+
+
+def load_baseline(baseline: Baseline) -> Optional[BaselineRef]:
+    """A number (tok/s) or a no-speculation server log (per-batch-size gen throughput).
+
+    Raises:
+        UsageError: a number <= 0 or not finite, an empty path, or a log without Decode batch
+            intervals of a no-spec server.
+    """
+    if baseline is None:
+        return None
+    if isinstance(baseline, (str, os.PathLike)) and not os.fspath(baseline).strip():
+        raise UsageError("baseline is empty: give the no-speculation tok/s or a no-speculation server log")
+    if isinstance(baseline, (int, float)) and not isinstance(baseline, bool):
+        if not math.isfinite(baseline) or baseline <= 0:
+            raise UsageError(f"baseline must be a positive tok/s, got {baseline}")
+        return BaselineRef(tok_s=float(baseline))
+    reader = LogReader()
+    res = reader.read(baseline)
+    if res.error:
+        raise UsageError(f"baseline log {res.label}: {res.error}")
+    by_bs = res.decode.plain_tok_s_by_bs()
+    if not by_bs:
+        raise UsageError(f"baseline log {res.label} has no Decode batch line of a no-speculation server "
+                         "(lines without accept len)")
+    return BaselineRef(by_bs=by_bs, source=f"baseline log {res.label}")
+
+
+def _file_identity(path) -> Union[tuple[int, int], str]:
+    """(device, inode) of an existing file, else its resolved path (so a missing file still compares)."""
+    try:
+        st = os.stat(path)
+        return (st.st_dev, st.st_ino)
+    except (OSError, ValueError):
+        return os.path.realpath(path)
+
+
+def _distinct_inputs(paths: list, baseline: Baseline, warn: Callable[[str], None]) -> list:
+    """``paths`` with later copies of the same file dropped (one warning each).
+
+    Raises:
+        UsageError: stdin (``-``) given twice, as a log twice or as a log and the baseline log.
+    """
+    stdin_logs = sum(1 for p in paths if os.fspath(p) == "-")
+    if stdin_logs > 1:
+        raise UsageError("- (stdin) is given more than once; stdin can be read only once")
+    if stdin_logs and isinstance(baseline, (str, os.PathLike)) and os.fspath(baseline) == "-":
+        raise UsageError("- (stdin) is given as a log and as the baseline log; stdin can be read only once")
+    seen: dict[Any, str] = {}
+    out = []
+    for path in paths:
+        if os.fspath(path) == "-":
+            out.append(path)
+            continue
+        key = _file_identity(path)
+        first = seen.get(key)
+        if first is not None:
+            warn(f"{label_of(path)}: same file as {first}; read once")
+            continue
+        seen[key] = label_of(path)
+        out.append(path)
+    return out
+
+
+def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: Baseline = None,
+                  warn: Optional[Callable[[str], None]] = None, on_record: Optional[RecordHook] = None,
+                  chunk_chars: int = CHUNK_CHARS) -> dict[str, Any]:
+    """Read logs and return the ``eagle-cycle inspect --json`` document (schema ``eagle-cycle-inspect/1``).
+
+    Args:
+        paths: log files (plain or gzip, by content) as ``str``/``Path``, or ``-`` for stdin.
+        baseline: no-speculation tok/s (number), or the path of a no-spec server log whose
+            Decode batch gen throughput per batch size is the baseline; enables ``slower_than_baseline``.
+        warn: called with one line per input that was skipped or cut short (default: logging WARNING).
+        on_record: called with ``(file_label, CycleRecord)`` per cycle record in file order.
+        chunk_chars: characters per read chunk.
+
+    Returns:
+        ``{"schema", "files", "unparsed_lines", "other_lines", "groups": [...], "decode_batch": {...}
+        or None, "findings": [...]}``; times in ms, throughput in tok/s, shares in [0, 1].
+
+    Raises:
+        UsageError: no input gave a cycle or a Decode batch interval (every input missing, a
+            directory, empty, binary, or without any such line); stdin (``-``) given twice (as
+            logs, or as a log and ``baseline``); or a bad ``baseline``. The same file given twice
+            is read once, with a warning.
+    """
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        paths = [paths]   # one path, not an iterable of characters
+    warn = warn or _log.warning
+    paths = _distinct_inputs(list(paths), baseline, warn)
+    base = load_baseline(baseline)
+    reader = LogReader(on_record=on_record, chunk_chars=chunk_chars)
+    for path in paths:
+        reader.read(path)
+    files = reader.files
+    if not files:
+        raise UsageError("no log given")
+    if not any(f.usable for f in files):
+        raise UsageError(_nothing_message(files))
+    for f in files:
+        if f.error:
+            warn(f"{f.label}: skipped: {f.error}")
+        elif f.stopped:
+            warn(f"{f.label}: reading stopped early ({f.stopped}); the lines before it are in the report")
+        elif not f.usable:
+            warn(f"{f.label}: no [eagle-cycle], JSONL or Decode batch line "
+                 f"({f.other_lines} other, {f.unparsed_lines} damaged lines)")
+
+    groups = list(reader.groups.values())
+    findings = []
+    for g in groups:
+        findings += group_findings(g, base)
+    decode_total = DecodeBatchStats()
+    per_file = {}
+    for f in files:
+        if f.decode.lines_seen:
+            per_file[f.label] = f.decode.summary()
+            decode_total.merge(f.decode)
+            findings += decode_findings(f.label, f.decode, base)
+    decode_doc = None
+    if per_file:
+        decode_doc = decode_total.summary()
+        decode_doc["per_file"] = per_file
+    return {
+        "schema": SCHEMA,
+        "files": [f.label for f in files if not f.error],
+        "unparsed_lines": sum(f.unparsed_lines for f in files),
+        "other_lines": sum(f.other_lines for f in files),
+        "groups": [g.to_dict() for g in groups],
+        "decode_batch": decode_doc,
+        "findings": findings,
+    }

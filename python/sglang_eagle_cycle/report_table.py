@@ -1,0 +1,116 @@
+"""Terminal table (rich) and CSV views of an inspect document (``report.inspect_paths``).
+
+Usage::
+
+    render_table(doc)                  # to the terminal
+    write_csv(doc, open("g.csv", "w", newline=""))
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from typing import Any, Optional, TextIO
+
+from .cycle import PHASES
+from .report import PERCENTILES
+
+_PHASE_NAMES = {"draft_ms": "draft", "verify_ms": "verify", "verify_fwd_ms": "  target forward",
+                "extend_ms": "draft-extend", "other_ms": "other", "total_ms": "cycle"}
+
+
+def _f(x: Optional[float], fmt: str = ".2f") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _config(g: dict[str, Any]) -> str:
+    return f"bs={g['bs']} steps={g['steps']} topk={g['topk']} draft_tokens={g['draft_tokens']}"
+
+
+def render_table(doc: dict[str, Any], console=None) -> None:
+    """Print the report: one phase table per group, Decode batch summary, findings."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    con = console or Console(highlight=False)
+    for g in doc["groups"]:
+        title = (f"{escape(str(g.get('file', '')))}  {_config(g)}\n{g['cycles']} cycles, accept length "
+                 f"{_f(g.get('accept_len_mean'))}, {_f(g.get('tok_s'), '.1f')} tok/s")
+        if g.get("ranks"):
+            title += f", ranks {escape(', '.join(g['ranks']))}"
+        table = Table(title=title, title_justify="left")
+        table.add_column("phase")
+        for head in ("mean ms", *(k + " ms" for k, _ in PERCENTILES), "share"):
+            table.add_column(head, justify="right")
+        for name in PHASES:
+            ph = (g.get("phases") or {}).get(name) or {}
+            share = ph.get("share")
+            table.add_row(_PHASE_NAMES[name], _f(ph.get("mean")), *(_f(ph.get(k)) for k, _ in PERCENTILES),
+                          "-" if share is None else f"{share:.1%}")
+        con.print(table)
+        hist = g.get("accept_hist") or {}
+        if hist:
+            requests = sum(hist.values())
+            con.print("accept length: " + "  ".join(f"{k}: {v / requests:.1%}" for k, v in hist.items()))
+        pos = g.get("per_position_acceptance") or []
+        if pos:
+            con.print("per-position acceptance: " + "  ".join(
+                f"j={p['j']} {_f(p['p'])} ({p['accepted']}/{p['reached']})" for p in pos))
+        con.print()
+
+    db = doc.get("decode_batch")
+    if db:
+        # two-line headings keep the number columns narrow, so at 80 columns the file name gets the room
+        table = Table(title="Stock Decode batch lines (means unweighted over intervals)", title_justify="left",
+                      pad_edge=False)
+        table.add_column("file", overflow="fold", ratio=1)
+        for head in ("lines", "inter-\nvals", "with\naccept", "accept\nlen", "accept\nrate", "gen\ntok/s"):
+            table.add_column(head, justify="right", no_wrap=True)
+        rows = list(db.get("per_file", {}).items())
+        short = [os.path.basename(name) for name, _ in rows]
+        if len(set(short)) == len(short):   # file names alone when they tell the files apart
+            rows = [(b, stats) for b, (_, stats) in zip(short, rows)]
+        if len(rows) > 1:
+            rows.append(("all", db))
+        for name, s in rows:
+            table.add_row(escape(name), str(s["decode_lines_seen"]), str(s["intervals"]), str(s["intervals_with_accept"]),
+                          _f(s["accept_len_mean"]), _f(s["accept_rate_mean"]), _f(s["gen_tok_s_mean"], ".1f"))
+        con.print(table)
+    con.print(f"lines: {doc['unparsed_lines']} damaged, {doc['other_lines']} other")
+    findings = doc.get("findings") or []
+    if findings:
+        con.print("findings:")
+        for f in findings:
+            con.print(f"  [bold]{f['code']}[/bold]: {escape(f['message'])}")
+    else:
+        con.print("findings: none")
+
+
+def csv_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """(header, rows): one row per group; phase stats as ``<phase>_<stat>`` columns (ms, share 0-1)."""
+    header = ["file", "bs", "steps", "topk", "draft_tokens", "cycles"]
+    stats = ["mean", *(k for k, _ in PERCENTILES), "share"]
+    header += [f"{p}_{s}" for p in PHASES for s in stats]
+    header += ["accept_len_mean", "tok_s", "accept_hist", "per_position_p"]
+    rows = []
+    for g in doc["groups"]:
+        row = [g.get("file"), g["bs"], g["steps"], g["topk"], g["draft_tokens"], g["cycles"]]
+        for p in PHASES:
+            ph = (g.get("phases") or {}).get(p) or {}
+            row += [ph.get(s) for s in stats]
+        hist = g.get("accept_hist") or {}
+        pos = g.get("per_position_acceptance") or []
+        row += [g.get("accept_len_mean"), g.get("tok_s"),
+                " ".join(f"{k}:{v}" for k, v in hist.items()),
+                " ".join("-" if p["p"] is None else f"{p['p']:.6g}" for p in pos)]
+        rows.append(["" if v is None else v for v in row])
+    return header, rows
+
+
+def write_csv(doc: dict[str, Any], fh: TextIO) -> None:
+    """Write :func:`csv_rows` to ``fh``."""
+    header, rows = csv_rows(doc)
+    out = csv.writer(fh)
+    out.writerow(header)
+    out.writerows(rows)

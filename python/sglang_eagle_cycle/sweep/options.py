@@ -1,0 +1,346 @@
+"""Command line of ``benchmarks/bench_eagle_cycle.py`` and its ``main``.
+
+Arguments after a lone ``--`` go to every launched server unchanged (``--tp 8``,
+``--mem-fraction-static 0.85``...). ``--server-cmd`` replaces ``python -m sglang.launch_server``
+(a wrapper script, a container entry point, or the test suite's stand-in server); the sweep
+appends the same SGLang arguments to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import signal
+import sys
+from pathlib import Path
+from typing import Optional
+
+from ..errors import UsageError
+
+PROG = "bench_eagle_cycle.py"
+
+#: Image suffixes matplotlib's Agg canvas writes (``--plot``).
+PLOT_SUFFIXES = (".png", ".svg", ".pdf", ".svgz", ".ps", ".eps", ".jpg", ".jpeg", ".tif", ".tiff",
+                 ".webp")
+
+#: ``--algorithm``: a name SGLang's ``SpeculativeAlgorithm.from_string`` could know (built-in or
+#: plugin-registered), not one that turns speculation off.
+_ALGORITHM = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+DESCRIPTION = """\
+Speculation-depth sweep against the no-speculation baseline (SGLang 0.5.23).
+
+--launch starts one server per configuration (baseline, then every --steps x --topk x
+--draft-tokens), waits for /health, warms up, measures every --concurrency, stops the server's
+whole process group and keeps its log. --url measures one running server. Each (configuration,
+concurrency) appends one eagle-cycle-bench/1 record to --output as soon as it is measured; a
+re-run skips the ones already there with status ok. Ends with a table, a plot and one JSON line
+naming the best configuration per concurrency. Arguments after a lone -- go to every launched
+server unchanged (e.g. -- --tp 8 --mem-fraction-static 0.85)."""
+
+EPILOG = """\
+examples:
+  %(prog)s --launch --model-path meta-llama/Llama-3.1-8B-Instruct \\
+      --draft-model-path lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B \\
+      --steps 1 2 3 4 5 --concurrency 1 8 --output sweep.jsonl -- --tp 1 --mem-fraction-static 0.8
+  %(prog)s --url http://127.0.0.1:30000 --server-log server.log --concurrency 1 --output sweep.jsonl
+
+exit codes: 0 something was measured (now or by an earlier run), 1 nothing was, 2 bad input,
+130 interrupted before anything was measured."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # noqa: D401 - argparse API
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {v}")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text}")
+    return v
+
+
+def _port(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 1 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port 1..65535: {v}")
+    return v
+
+
+def _draft_tokens(text: str) -> Optional[int]:
+    if text == "auto":
+        return None
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'auto' or an integer >= 2: {text!r}") from None
+    if v < 2:
+        raise argparse.ArgumentTypeError(f"'auto' or an integer >= 2: {v}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--url", help="measure the server already running at URL (e.g. http://127.0.0.1:30000)")
+    mode.add_argument("--launch", action="store_true", help="start one server per configuration")
+
+    g = p.add_argument_group("URL mode")
+    g.add_argument("--server-log", type=Path, metavar="PATH",
+                   help="the running server's log file, for the per-phase cycle breakdown")
+
+    g = p.add_argument_group("launch mode")
+    g.add_argument("--model-path", "--model", dest="model",
+                   help="target model (passed as --model-path)")
+    g.add_argument("--draft-model-path", "--draft", dest="draft",
+                   help="EAGLE-3 draft (passed as --speculative-draft-model-path)")
+    g.add_argument("--algorithm", default="EAGLE3",
+                   help="--speculative-algorithm for the speculative configurations (default EAGLE3)")
+    g.add_argument("--steps", type=_positive_int, nargs="+", metavar="N",
+                   help="--speculative-num-steps values (default: 1 2 3 5)")
+    g.add_argument("--topk", type=_positive_int, nargs="+", metavar="K",
+                   help="--speculative-eagle-topk values (default: 1)")
+    g.add_argument("--draft-tokens", type=_draft_tokens, nargs="+", metavar="auto|N",
+                   help="--speculative-num-draft-tokens values for topk > 1 (default: auto = not "
+                        "passed); with topk 1 SGLang forces steps + 1")
+    g.add_argument("--no-baseline", action="store_true",
+                   help="skip the no-speculation baseline server")
+    g.add_argument("--startup-timeout", type=_positive_float, default=900.0, metavar="S",
+                   help="seconds a server may take to answer /health with 200 (default 900)")
+    g.add_argument("--stop-timeout", type=_positive_float, default=30.0, metavar="S",
+                   help="seconds between SIGTERM and SIGKILL of the server's process group (default 30)")
+    g.add_argument("--server-cmd", default=None, metavar="CMD",
+                   help="command that replaces 'python -m sglang.launch_server' (shell-quoted)")
+    g.add_argument("--host", default="127.0.0.1", help="--host of launched servers (default 127.0.0.1)")
+    g.add_argument("--port", type=_port, default=None,
+                   help="--port of launched servers (default: a free port per launch)")
+    g.add_argument("--log-dir", type=Path, default=None,
+                   help="where server logs are kept (default: OUTPUT_STEM_server_logs/ beside --output)")
+
+    g = p.add_argument_group("workload")
+    g.add_argument("--concurrency", type=_positive_int, nargs="+", default=[1], metavar="C",
+                   help="requests kept in flight (batch size), one measurement each (default: 1)")
+    g.add_argument("--max-new-tokens", type=_positive_int, default=256, metavar="N",
+                   help="max_new_tokens per request (default 256); sampling is greedy (temperature 0)")
+    n = g.add_mutually_exclusive_group()
+    n.add_argument("--num-prompts", type=_positive_int, default=None, metavar="N",
+                   help="requests per measurement")
+    n.add_argument("--duration", type=_positive_float, default=None, metavar="S",
+                   help="seconds of sending per measurement (default 60; sent requests finish)")
+    g.add_argument("--prompts", type=Path, default=None, metavar="FILE.jsonl",
+                   help="prompt file, one {\"prompt\": ...} per line (default: the bundled 80 prompts)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the request order (default 0)")
+    g.add_argument("--warmup-requests", type=int, default=4, metavar="N",
+                   help="unmeasured requests after each start (default 4)")
+    g.add_argument("--request-timeout", type=_positive_float, default=600.0, metavar="S",
+                   help="read timeout per request (default 600)")
+    g.add_argument("--no-stream", action="store_true",
+                   help="non-streaming requests (no TTFT / ITL)")
+    g.add_argument("--ignore-eos", action="store_true",
+                   help="every request generates exactly --max-new-tokens")
+
+    g = p.add_argument_group("output")
+    g.add_argument("--output", type=Path, default=Path("eagle_cycle_bench.jsonl"),
+                   help="JSONL file records are appended to (default eagle_cycle_bench.jsonl); an "
+                        "existing file that holds no eagle-cycle-bench/1 records is refused")
+    g.add_argument("--force", action="store_true",
+                   help="append to an existing --output even if it holds no eagle-cycle-bench/1 records")
+    g.add_argument("--plot", type=Path, default=None,
+                   help="plot path, .png/.svg/.pdf/... (default: OUTPUT_STEM.png; an existing file "
+                        "is never replaced: STEM.1.png... is used instead)")
+    g.add_argument("--no-plot", action="store_true", help="no plot")
+    g.add_argument("--no-progress", action="store_true", help="no tqdm progress bar")
+    return p
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """Parse ``argv``; everything after the first lone ``--`` becomes ``args.server_args``.
+
+    Raises:
+        UsageError: combinations argparse cannot check (mode-specific options).
+    """
+    extra: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, extra = argv[:i], argv[i + 1:]
+    args = build_parser().parse_args(argv)
+    args.server_args = extra
+    launch_only = {"--model-path": args.model, "--draft-model-path": args.draft,
+                   "--steps": args.steps, "--topk": args.topk, "--draft-tokens": args.draft_tokens,
+                   "--server-cmd": args.server_cmd, "--port": args.port,
+                   "--no-baseline": args.no_baseline or None,
+                   "arguments after --": extra or None}
+    if args.url:
+        used = [k for k, v in launch_only.items() if v is not None]
+        if used:
+            raise UsageError(f"{', '.join(used)}: launch mode only (drop --url or use --launch)")
+        if not args.url.startswith(("http://", "https://")):
+            raise UsageError(f"--url must start with http:// or https://: {args.url}")
+    else:
+        if args.server_log is not None:
+            raise UsageError("--server-log: URL mode only (launched servers' logs are kept in --log-dir)")
+        if not args.model:
+            raise UsageError("--launch needs --model-path")
+        args.steps = args.steps or [1, 2, 3, 5]
+        args.topk = args.topk or [1]
+        args.draft_tokens = args.draft_tokens or [None]
+        if not _ALGORITHM.fullmatch(args.algorithm) or args.algorithm.upper() == "NONE":
+            raise UsageError(f"--algorithm must name a speculative algorithm (e.g. EAGLE3): "
+                             f"{args.algorithm!r}")
+        if args.algorithm.upper() in ("EAGLE", "EAGLE3", "STANDALONE") and not args.draft:
+            raise UsageError(f"--algorithm {args.algorithm} needs --draft-model-path")
+        if args.server_cmd is not None:
+            try:
+                args.server_cmd = shlex.split(args.server_cmd)
+            except ValueError as exc:
+                raise UsageError(f"--server-cmd: {exc}") from None
+            if not args.server_cmd:
+                raise UsageError("--server-cmd is empty")
+    if args.plot is not None and args.no_plot:
+        raise UsageError("--plot and --no-plot contradict each other")
+    if args.warmup_requests < 0:
+        raise UsageError(f"--warmup-requests must be >= 0: {args.warmup_requests}")
+    if args.num_prompts is None and args.duration is None:
+        args.duration = 60.0
+    return args
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Run the benchmark; returns the exit code (see the epilog)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return _run(parse(argv))
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def check_plot_path(path: Path) -> None:
+    """Refuse a plot path that could only fail after the sweep.
+
+    Raises:
+        UsageError: unsupported image suffix, a directory, or a missing / unwritable parent directory.
+    """
+    if path.is_dir():
+        raise UsageError(f"--plot is a directory: {path}")
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        raise UsageError(f"--plot needs an image suffix ({', '.join(PLOT_SUFFIXES[:3])}, ...): {path}")
+    parent = path.parent
+    if not parent.is_dir():
+        raise UsageError(f"--plot directory does not exist: {parent}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"--plot directory is not writable: {parent}")
+
+
+def _raise_interrupt(signum, frame):
+    """SIGINT and SIGTERM: raise KeyboardInterrupt wherever the sweep is (the server is then stopped
+    and the records kept). Being a handler of our own, it also keeps ``asyncio.run`` from installing
+    its SIGINT handler, which only cancels the running task, a cancellation that HTTP client code
+    may absorb (then the Ctrl-C would be lost)."""
+    raise KeyboardInterrupt
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .client import GenerateSettings
+    from .grid import build_grid
+    from .launcher import DEFAULT_SERVER_CMD, unique_path
+    from .records import RecordLog
+    from .runner import Sweep, SweepError, SweepSettings
+    from . import summary
+    from .workload import load_prompt_set
+
+    prompt_set = load_prompt_set(args.prompts)
+    log = RecordLog(args.output)
+    foreign = log.foreign_content()
+    if foreign and not args.force:
+        raise UsageError(f"--output {args.output} {foreign}; not appending to it (pick another file, "
+                         "or --force)")
+    plot_path = None if args.no_plot else (args.plot or args.output.with_suffix(".png"))
+    if plot_path is not None:
+        check_plot_path(plot_path)
+    if args.server_log is not None:
+        if not args.server_log.is_file():
+            raise UsageError(f"--server-log not found or not a file: {args.server_log}")
+        args.server_log = args.server_log.resolve()
+    out = args.output
+    settings = SweepSettings(
+        concurrencies=list(dict.fromkeys(args.concurrency)),
+        generate=GenerateSettings(max_new_tokens=args.max_new_tokens, stream=not args.no_stream,
+                                  ignore_eos=args.ignore_eos, request_timeout_s=args.request_timeout),
+        num_prompts=args.num_prompts, duration_s=args.duration,
+        warmup_requests=args.warmup_requests, seed=args.seed,
+        startup_timeout_s=args.startup_timeout, stop_timeout_s=args.stop_timeout,
+        model=args.model, draft=args.draft, algorithm=args.algorithm,
+        server_cmd=tuple(args.server_cmd or DEFAULT_SERVER_CMD), extra_args=args.server_args,
+        host=args.host, port=args.port,
+        log_dir=(args.log_dir or out.parent / f"{out.stem}_server_logs").resolve(),
+        progress=not args.no_progress and sys.stderr.isatty(),  # a bar in a log file is noise
+    )
+    if args.launch:
+        try:
+            settings.log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot create --log-dir {settings.log_dir}: {exc.strerror}") from None
+    sweep = Sweep(settings, prompt_set, log)
+    if log.skipped_lines:
+        sweep.warn(f"{log.skipped_lines} line(s) of {out} are not {'eagle-cycle-bench/1'} records; "
+                   "left as they are")
+    previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        if args.launch:
+            grid = build_grid(args.steps, args.topk, args.draft_tokens, baseline=not args.no_baseline)
+            outcome = sweep.run_launch(grid)
+            model = args.model
+        else:
+            try:
+                outcome = sweep.run_url(args.url, args.server_log)
+            except SweepError as exc:
+                print(f"{PROG}: {exc}", file=sys.stderr)
+                return 1
+            model = None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    rows = summary.select(log.read(), prompt_set_sha256=prompt_set.sha256,
+                          max_new_tokens=args.max_new_tokens, model=model)
+    if model is None and rows:  # URL mode: the measured server's model
+        measured = [r for r in rows if r.get("started_at")]
+        model = max(measured, key=lambda r: r["started_at"])["model"] if measured else None
+        rows = [r for r in rows if r.get("model") == model]
+    title = (f"EAGLE speculation sweep: {model or '?'}, max_new_tokens {args.max_new_tokens}, "
+             f"prompts {prompt_set.source} ({prompt_set.sha256[:12]})")
+    if rows:
+        summary.render_table(rows, sys.stdout, title)
+        if plot_path is not None:
+            path = unique_path(plot_path)
+            try:
+                if summary.plot(rows, path, title) is not None:
+                    print(f"plot: {path}", file=sys.stderr)
+            except (OSError, ValueError, RuntimeError) as exc:  # the records are safe; say so in one line
+                reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+                print(f"{PROG}: warning: cannot write plot {path}: {reason}", file=sys.stderr)
+    print(f"records: {out} ({outcome.ok} ok, {outcome.failed} failed, {outcome.skipped} already measured)",
+          file=sys.stderr)
+    print(summary.best_json(rows), flush=True)
+    return outcome.exit_code

@@ -1,0 +1,149 @@
+"""The sweep's output: ``eagle-cycle-bench/1`` records, one JSON object per line, append-only.
+
+One record per (configuration, concurrency), appended as soon as it is measured::
+
+    {"schema": "eagle-cycle-bench/1", "model":.., "draft":.., "steps":.. (0 = baseline),
+     "topk":.., "num_draft_tokens":.., "concurrency":.., "num_prompts":.., "max_new_tokens":..,
+     "prompt_set_sha256":.., "status": "ok"|"failed", "error":.., "output_tok_s":..,
+     "request_per_s":.., "ttft_ms": {"p50":..,"p99":..}, "itl_ms": {"p50":..,"p99":..},
+     "accept_len_mean":.., "accept_hist": {..}, "cycle": <inspect group or null>,
+     "speedup_vs_baseline":.., "server_log":.., "started_at":.., "duration_s":..}
+
+``error`` is ``null`` for ``ok`` and ``{"reason": "...", "log_tail": [...]}`` for ``failed``.
+A re-run skips configurations whose :data:`KEY_FIELDS` match an ``ok`` record. The file is never
+truncated or rewritten: lines are appended with one ``write`` while SIGINT/SIGTERM are held back,
+and a partial last line left by a killed writer is closed with a newline first (it stays, and
+readers skip it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from ..errors import UsageError
+from .signals import deferred_signals
+
+SCHEMA = "eagle-cycle-bench/1"
+
+#: Fields in record order (the issue's schema).
+FIELDS = (
+    "schema", "model", "draft", "steps", "topk", "num_draft_tokens", "concurrency", "num_prompts",
+    "max_new_tokens", "prompt_set_sha256", "status", "error", "output_tok_s", "request_per_s",
+    "ttft_ms", "itl_ms", "accept_len_mean", "accept_hist", "cycle", "speedup_vs_baseline",
+    "server_log", "started_at", "duration_s",
+)
+
+#: A configuration is done when an ``ok`` record with these values exists.
+KEY_FIELDS = ("model", "draft", "steps", "topk", "num_draft_tokens", "concurrency",
+              "max_new_tokens", "prompt_set_sha256")
+
+Key = tuple
+
+
+def record_key(rec: dict) -> Key:
+    """The resume key of a record (see :data:`KEY_FIELDS`)."""
+    return tuple(rec.get(k) for k in KEY_FIELDS)
+
+
+def new_record(**values: Any) -> dict:
+    """A record with every field of :data:`FIELDS` (missing ones ``None``), in schema order.
+
+    Raises:
+        KeyError: a field that is not in the schema.
+    """
+    unknown = set(values) - set(FIELDS)
+    if unknown:
+        raise KeyError(f"not in {SCHEMA}: {sorted(unknown)}")
+    rec = {k: values.get(k) for k in FIELDS}
+    rec["schema"] = SCHEMA
+    return rec
+
+
+class RecordLog:
+    """Append-only access to one output JSONL file."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if self.path.exists() and not self.path.is_file():
+            raise UsageError(f"--output is not a regular file: {self.path}")
+        parent = self.path.parent
+        if not parent.exists():
+            raise UsageError(f"--output directory does not exist: {parent}")
+        self.skipped_lines = 0
+
+    def foreign_content(self) -> Optional[str]:
+        """Why appending to this file would damage someone else's data, or ``None`` when it is
+        missing, empty, or holds at least one ``eagle-cycle-bench/1`` record (other lines next to
+        ours, e.g. one cut by a killed writer, are tolerated and skipped by :meth:`read`).
+
+        Raises:
+            UsageError: the file cannot be read.
+        """
+        try:
+            with open(self.path, "rb") as f:
+                head = f.read(4096)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise UsageError(f"cannot read --output {self.path}: {exc.strerror}") from None
+        if head.startswith((b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"PK\x03\x04", b"\x28\xb5\x2f\xfd")) \
+                or b"\x00" in head:
+            return "is a binary or compressed file, not eagle-cycle-bench/1 JSONL"
+        if not self.read() and self.skipped_lines:  # blank lines only: nothing to damage
+            return "holds no eagle-cycle-bench/1 records"
+        return None
+
+    def read(self) -> list[dict]:
+        """Our records in file order; other or damaged lines are counted in ``skipped_lines``."""
+        return list(self._iter())
+
+    def _iter(self) -> Iterator[dict]:
+        self.skipped_lines = 0
+        if not self.path.exists():
+            return
+        try:
+            text = self.path.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise UsageError(f"cannot read --output {self.path}: {exc.strerror}") from None
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                self.skipped_lines += 1
+                continue
+            if isinstance(obj, dict) and obj.get("schema") == SCHEMA:
+                yield obj
+            else:
+                self.skipped_lines += 1
+
+    def done_keys(self) -> set[Key]:
+        """Keys of ``ok`` records already in the file."""
+        return {record_key(r) for r in self.read() if r.get("status") == "ok"}
+
+    def append(self, rec: dict) -> None:
+        """Append one record as one line, durably (fsync), never touching earlier bytes."""
+        line = (json.dumps(rec, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+        with deferred_signals():
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                size = os.fstat(fd).st_size
+                if size > 0 and not _ends_with_newline(self.path, size):
+                    line = b"\n" + line
+                view = memoryview(line)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+
+def _ends_with_newline(path: Path, size: int) -> bool:
+    with open(path, "rb") as f:
+        f.seek(size - 1)
+        return f.read(1) == b"\n"

@@ -1,0 +1,49 @@
+"""The ``eagle-cycle`` dispatcher: exit codes and one-line errors common to every subcommand."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sglang_eagle_cycle import __version__, cli
+
+KIMI = ["examples/kimi-k25/target", "examples/kimi-k25/draft"]
+
+
+def run(args, repo_root, **kw):
+    return subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", *args], capture_output=True, text=True,
+                          cwd=repo_root, timeout=120, **kw)
+
+
+def test_version_and_subcommands(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"eagle-cycle {__version__}"
+    assert set(cli.SUBCOMMANDS) == {"wiring", "inspect", "advise"}
+
+
+@pytest.mark.parametrize("argv", [[], ["nosuch"], ["wiring"], ["inspect", "--no-such-flag", "x"]])
+def test_usage_errors_are_one_line_exit_2(argv, repo_root):
+    proc = run(argv, repo_root)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_unwritable_stdout_is_one_line_exit_2(repo_root):
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "wiring", *KIMI, "--json"],
+                              stdout=full, stderr=subprocess.PIPE, text=True, cwd=repo_root, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == ["eagle-cycle wiring: error: cannot write output: No space left on device"]
+
+
+def test_deeply_nested_json_is_one_line_exit_2(tmp_path, repo_root):
+    deep = tmp_path / "config.json"
+    deep.write_text("[" * 100000)
+    proc = run(["wiring", str(deep), KIMI[1]], repo_root)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr

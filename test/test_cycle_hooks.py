@@ -1,0 +1,409 @@
+"""Contract test: our hooks on SGLang 0.5.23's real EAGLE-3 decode cycle (DESIGN §2, UPSTREAM §2, §9).
+
+The hooked methods are upstream's own (``EAGLEWorkerV2.forward_batch_generation`` decode branch,
+``verify``, ``EagleDraftWorker.draft`` / ``_draft_extend_for_decode``, ``TpModelWorker.forward_batch_generation``,
+``ModelRunner.forward``, ``_resolve_spec_v2_tokens``), wrapped by SGLang's own AROUND wrapper and put back
+after each test. Stand-ins sit below them (``cycle_harness.py``) and advance a fake clock by known times, so
+every phase has an exact expected value. Batches run in overlap order: N+1 launches before N resolves.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("sglang")
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from cycle_harness import Costs, FakeClock, Harness  # noqa: E402
+
+from sglang_eagle_cycle.cycle import from_json, parse_line  # noqa: E402
+from sglang_eagle_cycle.patches.cycle import (  # noqa: E402
+    RESULT_ATTR,
+    CycleProfiler,
+    hook_specs,
+    unsupported_workers,
+    worker_support,
+)
+from sglang_eagle_cycle.sinks import CycleSink, SinkConfig  # noqa: E402
+from sglang_eagle_cycle.timing import CpuTimer, CudaTimer  # noqa: E402
+
+LOG = "sglang_eagle_cycle.test_hooks"
+
+
+@pytest.fixture
+def install():
+    """Wrap the upstream targets with SGLang's AROUND wrapper (as HookRegistry does); restore afterwards."""
+    from sglang.srt.plugins.hook_registry import HookType, _wrap_fn
+
+    saved = []
+
+    def _install(profiler):
+        for spec in hook_specs(profiler):
+            owner_path, name = spec.target.rsplit(".", 1)
+            owner = pkgutil.resolve_name(owner_path)
+            original = owner.__dict__[name]
+            assert not hasattr(original, "__wrapped__"), f"{spec.target} already wrapped"
+            setattr(owner, name, _wrap_fn(original, spec.hook, HookType.AROUND))
+            saved.append((owner, name, original))
+        return profiler
+
+    yield _install
+    for owner, name, original in reversed(saved):
+        setattr(owner, name, original)
+
+
+@pytest.fixture
+def log():
+    lg = logging.getLogger(LOG)
+    lg.setLevel(logging.INFO)
+    return lg
+
+
+def profiler(clock, tmp_path, log, *, timer=None, background=False, **kw):
+    sink = CycleSink(SinkConfig(jsonl_path=str(tmp_path / "cycles.jsonl"), background=background), log=log)
+    return CycleProfiler(timer=timer or CpuTimer(clock), sink=sink, log=log, **kw)
+
+
+def records(tmp_path):
+    path = tmp_path / "cycles.jsonl"
+    return [from_json(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def info_lines(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == LOG and r.levelno == logging.INFO
+            and r.getMessage().startswith("[eagle-cycle]")]
+
+
+BATCH_SIZES = [2, 3, 3, 1, 4]
+
+
+@pytest.mark.parametrize("steps,eager", [(3, False), (3, True), (2, True), (5, False), (1, False), (0, False)])
+def test_one_record_per_decode_cycle_with_known_phases(steps, eager, install, tmp_path, log, caplog):
+    clock = FakeClock()
+    prof = install(profiler(clock, tmp_path, log))
+    with caplog.at_level(logging.INFO, logger=LOG), Harness(steps=steps, eager=eager, clock=clock) as h:
+        seen_at_resolve = []
+        h.run_overlap([h.new_batch(bs) for bs in BATCH_SIZES],
+                      on_resolve=lambda b, r: seen_at_resolve.append(len(records(tmp_path))))
+        accepted = list(h._pending_accepts)
+    # batch N's record appears while N is resolved, after N+1 was launched, never earlier
+    assert seen_at_resolve == list(range(len(BATCH_SIZES)))
+    recs = records(tmp_path)
+    assert [r.cycle for r in recs] == [1, 2, 3, 4, 5]
+    exp = Costs().expected(steps, eager)
+    for r, bs, acc in zip(recs, BATCH_SIZES, accepted):
+        assert r.config == (bs, steps, 1, steps + 1)
+        assert r.accepts == acc and r.accept_len == pytest.approx(sum(acc) / bs, abs=1e-4)
+        for key in ("draft_ms", "verify_ms", "verify_fwd_ms", "extend_ms", "other_ms", "total_ms"):
+            if exp[key] is None:
+                assert getattr(r, key) is None, key
+            else:
+                assert getattr(r, key) == pytest.approx(exp[key], abs=1e-4), key  # JSONL keeps 4 decimals
+        assert r.other_ms >= 0
+        assert r.draft_step_ms == (pytest.approx(exp["draft_step_ms"]) if exp["draft_step_ms"] else None)
+        assert r.graph is (not eager)
+        assert r.tok_s == pytest.approx(sum(acc) / exp["total_ms"] * 1000, abs=0.01)
+    lines = info_lines(caplog)
+    assert [parse_line(x).cycle for x in lines] == [1, 2, 3, 4, 5]
+    assert prof.fault_count == 0
+
+
+def test_hooks_leave_upstream_results_unchanged(install, tmp_path, log):
+    def run():
+        with Harness(steps=3) as h:
+            batches = [h.new_batch(bs) for bs in BATCH_SIZES]
+            results = []
+            tokens = h.run_overlap(batches, on_resolve=lambda b, r: results.append(r))
+            return tokens, [p.tolist() for p in h.published], results
+
+    plain_tokens, plain_pub, _ = run()
+    install(profiler(FakeClock(), tmp_path, log))
+    tokens, pub, results = run()
+    assert (tokens, pub) == (plain_tokens, plain_pub)
+    assert all(not hasattr(r, RESULT_ATTR) for r in results)  # handed over and detached at the read point
+    assert len(records(tmp_path)) == len(BATCH_SIZES)
+
+
+def test_prefill_mixed_and_idle_batches_yield_no_record(install, tmp_path, log):
+    from sglang.srt.managers.utils import GenerationBatchResult
+
+    clock = FakeClock()
+    starts = []
+
+    class CountingTimer(CpuTimer):
+        def start(self):
+            starts.append(1)
+            return super().start()
+
+    install(profiler(clock, tmp_path, log, timer=CountingTimer(clock)))
+    with Harness(steps=3, clock=clock) as h:
+        prefills = []
+        h.worker._forward_prefill_batch = lambda batch, *a, **k: prefills.append(batch) or GenerationBatchResult()
+        r = h.launch(h.new_batch(2, mode="extend"))
+        mixed = h.new_batch(2)
+        mixed.is_extend_in_batch = True  # DP: a decode batch with extend elsewhere goes the prefill way
+        r2 = h.launch(mixed)
+        idle = h.new_batch(0, mode="idle")
+        r3 = h.launch(idle)  # upstream's real decode branch runs with an idle batch
+        assert len(prefills) == 2 and r3.accept_lens.numel() == 0
+        assert not any(hasattr(x, RESULT_ATTR) for x in (r, r2, r3))
+        assert starts == [] and records(tmp_path) == []
+        h.run_overlap([h.new_batch(2)])
+    assert [x.cycle for x in records(tmp_path)] == [1] and starts == [1]
+
+
+def test_nothing_is_recorded_while_a_graph_is_captured(install, tmp_path, log):
+    clock = FakeClock()
+
+    class Capturing(CpuTimer):
+        def capturing(self):
+            return True
+
+    install(profiler(clock, tmp_path, log, timer=Capturing(clock)))
+    with Harness(steps=3, clock=clock) as h:
+        h.run_overlap([h.new_batch(2), h.new_batch(2)])
+    assert records(tmp_path) == []
+
+
+def test_standalone_is_profiled_and_a_worker_overriding_verify_is_not(install, tmp_path, log, caplog):
+    from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
+    from sglang.srt.speculative.standalone_worker_v2 import StandaloneDraftWorker, StandaloneWorkerV2
+
+    class OwnVerify(EAGLEWorkerV2):
+        def verify(self, batch, **kw):
+            return EAGLEWorkerV2.verify(self, batch, **kw)
+
+    clock = FakeClock()
+    install(profiler(clock, tmp_path, log))
+    with Harness(steps=3, clock=clock) as h:
+        h.worker.__class__, h.draft_worker.__class__ = StandaloneWorkerV2, StandaloneDraftWorker
+        assert worker_support(h.worker)[0]
+        h.run_overlap([h.new_batch(2)])
+        assert [r.cycle for r in records(tmp_path)] == [1]
+        h.worker.__class__ = OwnVerify
+        ok, why = worker_support(h.worker)
+        assert not ok and "OwnVerify overrides verify" in why
+        with caplog.at_level(logging.INFO, logger=LOG):
+            h.run_overlap([h.new_batch(2), h.new_batch(2)])
+    assert len(records(tmp_path)) == 1
+    assert sum("OwnVerify overrides verify" in r.getMessage() for r in caplog.records) == 1
+
+
+class FakeGpu:
+    """Events complete only when the scheduler's copy_done sync of their batch has happened."""
+
+    def __init__(self, clock):
+        self.clock, self.recorded, self.syncs = clock, [], 0
+        self.reads_before_done = 0
+
+    def reads(self) -> int:
+        return sum(e.elapsed_calls for e in {id(e): e for e in self.recorded}.values())
+
+
+class CountingEvent:
+    def __init__(self, gpu):
+        self.gpu, self.t, self.done = gpu, None, False
+        self.elapsed_calls = 0
+
+    def record(self, stream):
+        self.t, self.done = self.gpu.clock(), False
+        self.gpu.recorded.append(self)
+
+    def query(self):
+        return self.done
+
+    def elapsed_time(self, other):
+        self.elapsed_calls += 1
+        if not (self.done and other.done):
+            self.gpu.reads_before_done += 1
+        return (other.t - self.t) / 1e6
+
+    def synchronize(self):
+        self.gpu.syncs += 1
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_cuda_events_are_read_only_after_the_resolution_point(background, install, tmp_path, log):
+    clock = FakeClock()
+    gpu = FakeGpu(clock)
+    timer = CudaTimer(event_factory=lambda: CountingEvent(gpu), current_stream=lambda: "fwd",
+                      is_capturing=lambda: False)
+    prof = install(profiler(clock, tmp_path, log, timer=timer, background=background))
+    launched_upto = {}
+
+    with Harness(steps=3, eager=True, clock=clock) as h:
+        def resolve_point(batch, result):
+            # the copy_done sync of this batch: everything recorded up to its launch end is done
+            assert gpu.reads() == reads_so_far[0]  # nothing read since the previous resolution point
+            for ev in gpu.recorded[: launched_upto[id(result)]]:
+                ev.done = True
+
+        reads_so_far = [0]
+        real_launch = h.launch
+
+        def launch(batch):
+            result = real_launch(batch)
+            launched_upto[id(result)] = len(gpu.recorded)
+            return result
+
+        h.launch = launch
+        batches = [h.new_batch(bs) for bs in BATCH_SIZES]
+        out, last = [], None
+        for b in batches + [None]:
+            cur = (b, h.launch(b)) if b is not None else None
+            if last is not None:
+                resolve_point(*last)
+                h.resolve(*last)
+                if background:
+                    assert prof.sink.flush(5.0)
+                reads_so_far[0] = gpu.reads()
+            last = cur
+    prof.sink.close()
+    assert gpu.syncs == 0 and gpu.reads_before_done == 0
+    recs = records(tmp_path)
+    exp = Costs().expected(3, True)
+    assert [r.cycle for r in recs] == [1, 2, 3, 4, 5]
+    assert all(r.verify_fwd_ms == pytest.approx(exp["verify_fwd_ms"]) and r.total_ms == pytest.approx(exp["total_ms"])
+               and r.draft_step_ms == pytest.approx(exp["draft_step_ms"]) for r in recs)
+    # events are pooled: two cycles in flight at most, 11 marks each (total, verify, verify_fwd: 2 each;
+    # extend: 1; 2 eager draft forwards: 2 each)
+    assert len(set(map(id, gpu.recorded))) == 2 * 11
+
+
+def test_upstream_exception_in_verify_propagates_and_the_next_cycle_is_clean(install, tmp_path, log, caplog):
+    clock = FakeClock()
+    prof = install(profiler(clock, tmp_path, log))
+    boom = RuntimeError("CUDA error: an illegal memory access")
+    with caplog.at_level(logging.INFO, logger=LOG), Harness(steps=3, clock=clock) as h:
+        h.verify_error = boom
+        with pytest.raises(RuntimeError) as info:
+            h.launch(h.new_batch(2))
+        assert info.value is boom
+        assert prof._active is None
+        h.run_overlap([h.new_batch(2), h.new_batch(3)])
+    recs = records(tmp_path)
+    exp = Costs().expected(3, False)
+    assert [r.bs for r in recs] == [2, 3]
+    assert all(r.total_ms == pytest.approx(exp["total_ms"]) and r.verify_ms == pytest.approx(exp["verify_ms"])
+               for r in recs)
+    assert prof.fault_count == 0
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name == LOG]
+
+
+def test_fault_in_our_timer_is_logged_once_and_upstream_results_are_unchanged(install, tmp_path, log, caplog):
+    with Harness(steps=3) as h:
+        plain = h.run_overlap([h.new_batch(bs) for bs in BATCH_SIZES])
+
+    clock = FakeClock()
+
+    class FaultyMarks:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def mark(self, key):
+            if key == "verify0":
+                raise ZeroDivisionError("injected fault in the timer")
+            self.inner.mark(key)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    class FaultyTimer(CpuTimer):
+        def start(self):
+            return FaultyMarks(super().start())
+
+    prof = install(profiler(clock, tmp_path, log, timer=FaultyTimer(clock)))
+    with caplog.at_level(logging.INFO, logger=LOG), Harness(steps=3, clock=clock) as h:
+        hooked = h.run_overlap([h.new_batch(bs) for bs in BATCH_SIZES])
+    assert hooked == plain
+    warnings = [r.getMessage() for r in caplog.records if r.name == LOG and r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "ZeroDivisionError" in warnings[0] and "injected fault in the timer" in warnings[0]
+    assert prof.fault_count == len(BATCH_SIZES)
+    assert records(tmp_path) == []  # a cycle we could not time is not reported half-timed
+
+
+def test_fault_at_the_read_point_keeps_the_result(install, tmp_path, log, caplog):
+    clock = FakeClock()
+    prof = install(profiler(clock, tmp_path, log))
+
+    def broken_submit(item):
+        raise OSError("disk full")
+
+    prof.sink.submit = broken_submit
+    with caplog.at_level(logging.INFO, logger=LOG), Harness(steps=3, clock=clock) as h:
+        tokens = h.run_overlap([h.new_batch(2), h.new_batch(2)])
+    assert tokens == [[[0], [4, 5]], [[0, 1], [4, 5, 6]]]
+    warnings = [r.getMessage() for r in caplog.records if r.name == LOG and r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "OSError: disk full" in warnings[0]
+
+
+def test_nvtx_ranges_per_phase_stay_balanced(install, tmp_path, log):
+    events = []
+    nv = type("Nv", (), {"push": staticmethod(lambda n: events.append("+" + n)),
+                         "pop": staticmethod(lambda: events.append("-"))})()
+    clock = FakeClock()
+    install(profiler(clock, tmp_path, log, nvtx=nv))
+    with Harness(steps=3, clock=clock) as h:
+        h.run_overlap([h.new_batch(2)])
+        h.verify_error = ValueError("upstream")
+        with pytest.raises(ValueError):
+            h.launch(h.new_batch(2))
+    assert events[:8] == ["+eagle_cycle.cycle", "+eagle_cycle.draft", "-", "+eagle_cycle.verify", "-",
+                          "+eagle_cycle.extend", "-", "-"]
+    assert events[8:10] == ["+eagle_cycle.cycle", "+eagle_cycle.draft"]  # the cycle whose verify raised
+    depth = 0
+    for e in events:
+        depth += 1 if e.startswith("+") else -1
+        assert depth >= 0
+    assert depth == 0
+
+
+def test_specs_name_real_upstream_methods():
+    specs = hook_specs(CycleProfiler())
+    assert {s.area for s in specs} == {"timing"}
+    for s in specs:
+        assert s.target.startswith(s.module + ".")
+        owner, name = s.target.rsplit(".", 1)
+        assert callable(pkgutil.resolve_name(owner).__dict__[name])
+    assert any("MultiLayerEagleWorkerV2" in u for u in unsupported_workers())
+    assert any("pp-size" in u for u in unsupported_workers())
+
+
+def test_sglang_hook_registry_applies_the_specs(tmp_path):
+    """Through SGLang's own HookRegistry (which cannot un-patch: a fresh interpreter)."""
+    code = f"""
+import json, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from cycle_harness import FakeClock, Harness
+from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+from sglang_eagle_cycle.patches.cycle import CycleProfiler, hook_specs
+from sglang_eagle_cycle.sinks import CycleSink, SinkConfig
+from sglang_eagle_cycle.timing import CpuTimer
+clock = FakeClock()
+prof = CycleProfiler(timer=CpuTimer(clock), sink=CycleSink(SinkConfig(jsonl_path=sys.argv[1], background=False)))
+for s in hook_specs(prof):
+    HookRegistry.register(s.target, s.hook, HookType.AROUND)
+HookRegistry.apply_hooks()
+with Harness(steps=2, eager=True, clock=clock) as h:
+    h.run_overlap([h.new_batch(1), h.new_batch(2)])
+print(json.dumps(sorted(HookRegistry._patched)))
+"""
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "cycles.jsonl")], capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "SGLANG_PLUGINS": "none"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert set(json.loads(out.stdout.strip().splitlines()[-1])) == {s.target for s in hook_specs(CycleProfiler())}
+    recs = records(tmp_path)
+    exp = Costs().expected(2, True)
+    assert [(r.cycle, r.bs) for r in recs] == [(1, 1), (2, 2)]
+    assert all(r.total_ms == pytest.approx(exp["total_ms"]) and r.draft_step_ms == pytest.approx([0.4])
+               for r in recs)

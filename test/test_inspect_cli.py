@@ -1,0 +1,400 @@
+"""`eagle-cycle inspect`: outputs (table, --json, --csv, --plot, --trace), --baseline, overwrite and bad-input rules."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+import random
+import stat
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from cyclegen import generate, log_lines
+from sglang_eagle_cycle import cli, cycle
+from sglang_eagle_cycle.report import inspect_paths
+
+
+def run_cli(capsys, *args) -> tuple[int, str, str]:
+    rc = cli.main(["inspect", *map(str, args)])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture(scope="module")
+def runs():
+    rng = random.Random(42)
+    return [generate(rng, bs=1, steps=3, cycles=40, p=[0.8, 0.6, 0.4], rank="tp0"),
+            generate(rng, bs=1, steps=3, cycles=40, p=[0.8, 0.6, 0.4], rank="tp1"),
+            generate(rng, bs=4, steps=2, cycles=30, p=[0.7, 0.5], verify_ms=30.0)]
+
+
+@pytest.fixture()
+def log(tmp_path, runs) -> Path:
+    tp0, tp1, bs4 = runs
+    lines = [ln for pair in zip(log_lines(tp0.records), log_lines(tp1.records, "[2026-11-30 10:00:00 TP1] "))
+             for ln in pair]
+    lines += log_lines(bs4.records)
+    lines.append("[2026-11-30 10:00:09 TP0] Decode batch, #running-req: 4, #token: 999, token usage: 0.01, "
+                 "accept len: 2.10, accept rate: 0.55, cuda graph: True, gen throughput (token/s): 150.00, #queue-req: 0")
+    path = tmp_path / "server.log"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_json_is_the_api_document(capsys, log):
+    rc, out, err = run_cli(capsys, log, "--json")
+    assert rc == 0 and err == ""
+    assert json.loads(out) == json.loads(json.dumps(inspect_paths([log])))
+
+
+def test_default_table(capsys, log, runs):
+    rc, out, _ = run_cli(capsys, log)
+    assert rc == 0
+    assert "bs=1 steps=3 topk=1 draft_tokens=4" in out and "bs=4 steps=2 topk=1 draft_tokens=3" in out
+    assert f"{len(runs[0].records) * 2} cycles" in out
+    for name in ("draft", "verify", "target forward", "draft-extend", "other", "per-position acceptance", "Decode batch"):
+        assert name in out
+    assert "findings:" in out
+
+
+def test_csv_file_and_stdout(capsys, log, tmp_path):
+    doc = inspect_paths([log])
+    out_csv = tmp_path / "groups.csv"
+    rc, _, _ = run_cli(capsys, log, "--csv", out_csv)
+    assert rc == 0
+    rows = list(csv.DictReader(out_csv.open()))
+    assert len(rows) == len(doc["groups"])
+    for row, g in zip(rows, doc["groups"]):
+        assert int(row["cycles"]) == g["cycles"]
+        assert float(row["total_ms_p99"]) == pytest.approx(g["phases"]["total_ms"]["p99"])
+        assert float(row["verify_ms_share"]) == pytest.approx(g["phases"]["verify_ms"]["share"])
+        assert [float(x) for x in row["per_position_p"].split()] == pytest.approx(
+            [p["p"] for p in g["per_position_acceptance"]])
+    rc, out, _ = run_cli(capsys, log, "--csv", "-")
+    assert rc == 0 and list(csv.DictReader(io.StringIO(out))) == rows
+
+
+def test_plot_axes_titles_units_and_one_bar_per_group(capsys, log, tmp_path):
+    from sglang_eagle_cycle.plots import render
+
+    doc = inspect_paths([log])
+    fig = render(doc)
+    ax_phase, ax_hist, ax_pos = fig.axes
+    assert len(fig.axes) == 3
+    assert ax_phase.get_title().startswith("Cycle time by phase")
+    assert ax_hist.get_title() == "Accept length"
+    assert ax_pos.get_title() == "Per-position acceptance"
+    assert "(ms)" in ax_phase.get_ylabel()
+    assert "(tokens" in ax_hist.get_xlabel() and "(%)" in ax_hist.get_ylabel()
+    assert "(token)" in ax_pos.get_xlabel() and "(0-1)" in ax_pos.get_ylabel()
+    n = len(doc["groups"])
+    assert len(ax_phase.get_xticklabels()) == n
+    assert ax_phase.containers and all(len(c.patches) == n for c in ax_phase.containers)
+    tops = [sum(c.patches[i].get_height() for c in ax_phase.containers) for i in range(n)]
+    by_cycles = sorted(doc["groups"], key=lambda g: -g["cycles"])
+    assert tops == pytest.approx([g["phases"]["total_ms"]["mean"] for g in by_cycles], abs=0.02)
+    assert len(ax_pos.lines) == n
+    assert list(ax_pos.lines[0].get_ydata()) == pytest.approx([p["p"] for p in by_cycles[0]["per_position_acceptance"]])
+
+    png = tmp_path / "cycle.png"
+    rc, _, err = run_cli(capsys, log, "--plot", png)
+    assert rc == 0 and err == ""
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib.image
+
+    height, width, _ = matplotlib.image.imread(png).shape
+    assert width > 2 * height > 400
+
+
+def _check_trace_events(doc) -> dict:
+    """Trace-event format rules: X slices with µs ts/dur, int pid/tid, metadata names, proper nesting."""
+    assert isinstance(doc, dict) and isinstance(doc["traceEvents"], list)
+    names = {}
+    slices = defaultdict(list)
+    for ev in doc["traceEvents"]:
+        assert isinstance(ev["name"], str) and ev["ph"] in ("X", "M")
+        assert isinstance(ev["pid"], int) and isinstance(ev["tid"], int)
+        if ev["ph"] == "M":
+            assert ev["name"] in ("process_name", "thread_name") and isinstance(ev["args"]["name"], str)
+            names[(ev["name"], ev["pid"], ev["tid"] if ev["name"] == "thread_name" else 0)] = ev["args"]["name"]
+        else:
+            assert isinstance(ev["ts"], (int, float)) and isinstance(ev["dur"], (int, float))
+            assert ev["ts"] >= 0 and ev["dur"] >= 0
+            slices[(ev["pid"], ev["tid"])].append(ev)
+    for (pid, tid), evs in slices.items():
+        assert ("process_name", pid, 0) in names and ("thread_name", pid, tid) in names
+        open_cycle = None
+        for ev in evs:
+            if ev["name"] == "cycle" or ev["name"].endswith(" cycles (mean)"):
+                if open_cycle is not None:
+                    assert ev["ts"] >= open_cycle["ts"] + open_cycle["dur"] - 1e-3   # cycles do not overlap
+                open_cycle = ev
+            else:
+                assert open_cycle["ts"] - 1e-3 <= ev["ts"]
+                assert ev["ts"] + ev["dur"] <= open_cycle["ts"] + open_cycle["dur"] + 1e-3
+                assert ev["args"]["cycle"] == open_cycle["args"]["cycle"]
+    return {"names": names, "slices": slices}
+
+
+def test_trace_one_track_per_rank_one_slice_per_phase(capsys, log, tmp_path, runs):
+    out = tmp_path / "cycles.trace.json"
+    rc, _, err = run_cli(capsys, log, "--trace", out)
+    assert rc == 0 and err == ""
+    checked = _check_trace_events(json.loads(out.read_text()))
+    threads = {v for (kind, _, _), v in checked["names"].items() if kind == "thread_name"}
+    assert threads == {"tp0", "tp1", "stats-logging rank"}
+    by_thread = {checked["names"][("thread_name", pid, tid)]: evs for (pid, tid), evs in checked["slices"].items()}
+    tp0, _, bs4 = runs
+    for label, run in (("tp0", tp0), ("stats-logging rank", bs4)):
+        evs = by_thread[label]
+        cycles = [e for e in evs if e["name"] == "cycle"]
+        assert len(cycles) == len(run.records)
+        parsed = [cycle.parse_line(ln) for ln in log_lines(run.records)]
+        for ev, rec in zip(cycles, parsed):
+            assert ev["dur"] == pytest.approx(rec.total_ms * 1000.0)          # microseconds
+            assert ev["args"]["accept_len"] == rec.accept_len
+            assert ev["args"]["accepts"] == rec.accepts
+        phases = [e for e in evs if e["name"] != "cycle"]
+        assert len(phases) == 5 * len(run.records)                          # draft verify verify_fwd extend other
+        first = {e["name"]: e for e in phases[:5]}
+        assert set(first) == {"draft", "verify", "verify_fwd", "extend", "other"}
+        assert first["verify"]["dur"] == pytest.approx(parsed[0].verify_ms * 1000.0)
+        assert first["verify"]["args"]["accept_len"] == parsed[0].accept_len
+
+
+def test_trace_max_cycles(capsys, log, tmp_path, runs):
+    out = tmp_path / "t.json"
+    rc, _, err = run_cli(capsys, log, "--trace", out, "--trace-max-cycles", "5")
+    assert rc == 0
+    n_tracks = 3
+    total = sum(len(r.records) for r in runs)
+    assert f"{total - 5 * n_tracks} cycle records" in err
+    cycles = [e for e in json.loads(out.read_text())["traceEvents"] if e["name"] == "cycle"]
+    assert len(cycles) == 5 * n_tracks
+
+
+def test_outputs_never_overwritten_without_force(capsys, log, tmp_path):
+    for flag, name in (("--plot", "p.png"), ("--trace", "t.json"), ("--csv", "c.csv")):
+        target = tmp_path / name
+        target.write_text("mine")
+        rc, out, err = run_cli(capsys, log, flag, target)
+        assert rc == 2 and out == ""
+        assert err.count("\n") == 1 and "exists" in err and "--force" in err
+        assert target.read_text() == "mine"
+        rc, _, _ = run_cli(capsys, log, flag, target, "--force")
+        assert rc == 0 and target.read_bytes() != b"mine"
+    assert not list(tmp_path.glob(".eagle-cycle-*"))   # no temporary files left behind
+    rc, _, err = run_cli(capsys, log, "--csv", log, "--force")
+    assert rc == 2 and "input" in err
+    rc, _, err = run_cli(capsys, log, "--json", "--csv", "-")
+    assert rc == 2 and err.count("\n") == 1
+    rc, _, err = run_cli(capsys, log, "--plot", tmp_path / "p.xyz")
+    assert rc == 2 and "format" in err
+
+
+def _bad_inputs(tmp_path) -> dict[str, Path]:
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(bytes(random.Random(3).randrange(256) for _ in range(2048)) + b"\x00\xff")
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    return {"binary": garbage, "empty": empty, "no such file": tmp_path / "missing.log", "directory": folder}
+
+
+def test_bad_inputs_one_line_exit_2(capsys, tmp_path, log):
+    bad = _bad_inputs(tmp_path)
+    for reason, path in bad.items():
+        rc, out, err = run_cli(capsys, path)
+        assert rc == 2 and out == "", reason
+        assert err.count("\n") == 1 and reason in err and str(path) in err, err
+    rc, out, err = run_cli(capsys, *bad.values(), log, "--json")
+    assert rc == 0 and json.loads(out)["files"] == [str(log)]
+    assert err.count("\n") == len(bad) and "Traceback" not in err
+
+
+def test_bad_input_in_a_fresh_process_has_no_traceback(tmp_path):
+    bad = _bad_inputs(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "inspect", *map(str, bad.values())],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("eagle-cycle inspect: error: nothing to inspect")
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_baseline_number_and_log(capsys, log, tmp_path):
+    doc = inspect_paths([log])
+    fast = max(g["tok_s"] for g in doc["groups"]) + 10
+    rc, out, _ = run_cli(capsys, log, "--json", "--baseline", f"{fast}")
+    codes = [f["code"] for f in json.loads(out)["findings"]]
+    assert rc == 0 and codes.count("slower_than_baseline") == len(doc["groups"]) + 1   # + the Decode batch line
+    nospec = tmp_path / "nospec.log"
+    nospec.write_text("[2026-11-30 09:00:00 TP0] Decode batch, #running-req: 4, #token: 90, token usage: 0.00, "
+                      f"cuda graph: True, gen throughput (token/s): {fast:.2f}, #queue-req: 0\n")
+    rc, out, _ = run_cli(capsys, log, "--json", "--baseline", nospec)
+    slow = [f for f in json.loads(out)["findings"] if f["code"] == "slower_than_baseline"]
+    assert rc == 0 and {(f["config"] or {}).get("bs", f["evidence"].get("bs")) for f in slow} == {4}
+    rc, _, err = run_cli(capsys, log, "--baseline", tmp_path / "none.log")
+    assert rc == 2 and "baseline" in err
+
+
+def test_stdin(capsys, log, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(log.read_bytes())))
+    rc, out, _ = run_cli(capsys, "-", "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["files"] == ["<stdin>"]
+    assert [g["cycles"] for g in doc["groups"]] == [g["cycles"] for g in inspect_paths([log])["groups"]]
+
+
+def test_plot_and_trace_need_cycle_lines(capsys, shared_data, tmp_path):
+    stock = shared_data / "logs" / "decode_batch_variants.log"
+    rc, out, err = run_cli(capsys, stock, "--plot", tmp_path / "p.png", "--trace", tmp_path / "t.json")
+    assert rc == 1
+    assert "p.png not written" in err and "t.json not written" in err
+    assert not (tmp_path / "p.png").exists() and not (tmp_path / "t.json").exists()
+    assert "Decode batch" in out
+
+
+def test_trace_of_aggregated_lines(capsys, tmp_path, runs):
+    agg = cycle.Aggregator(every=8)
+    recs = [a for r in runs[2].records for a in agg.add(r)] + agg.flush()
+    log = tmp_path / "agg.log"
+    log.write_text("\n".join(log_lines(recs)) + "\n")
+    out = tmp_path / "agg.trace.json"
+    rc, _, _ = run_cli(capsys, log, "--trace", out)
+    checked = _check_trace_events(json.loads(out.read_text()))
+    (evs,) = checked["slices"].values()
+    slices = [e for e in evs if e["args"].get("n")]
+    parsed = [cycle.parse_line(ln) for ln in log_lines(recs)]
+    assert rc == 0 and [e["name"] for e in slices] == [f"{r.n} cycles (mean)" for r in parsed]
+    assert [e["dur"] for e in slices] == pytest.approx([r.n * r.total_ms * 1000.0 for r in parsed])
+
+
+def test_plot_keeps_the_groups_with_most_cycles(tmp_path):
+    from sglang_eagle_cycle.plots import MAX_GROUPS, render
+
+    rng = random.Random(8)
+    lines = []
+    for bs in range(1, MAX_GROUPS + 4):
+        lines += log_lines(generate(rng, bs=bs, steps=2, cycles=bs + 2, p=[0.6, 0.5]).records)
+    log = tmp_path / "many.log"
+    log.write_text("\n".join(lines) + "\n")
+    fig = render(inspect_paths([log]))
+    ax_phase = fig.axes[0]
+    assert len(ax_phase.get_xticklabels()) == MAX_GROUPS
+    assert f"{MAX_GROUPS} of {MAX_GROUPS + 3} groups" in ax_phase.get_title()
+    assert "bs=1 " not in " ".join(t.get_text() for t in ax_phase.get_xticklabels())   # the fewest cycles
+
+
+# --- defects 10-16 -------------------------------------------------------------------------------
+
+
+def _one_error_line(rc, out, err, *words):
+    assert rc == 2 and out == "", err
+    assert err.count("\n") == 1 and err.startswith("eagle-cycle inspect: error: ") and "Traceback" not in err
+    for w in words:
+        assert w in err, err
+
+
+def test_dangling_symlink_output_is_refused_and_kept(capsys, log, tmp_path):
+    link = tmp_path / "out.csv"
+    link.symlink_to(tmp_path / "elsewhere.csv")
+    for extra in ((), ("--force",)):
+        _one_error_line(*run_cli(capsys, log, "--csv", link, *extra), "dangling symlink", str(link))
+        assert link.is_symlink() and not (tmp_path / "elsewhere.csv").exists()
+
+
+def test_force_through_a_symlink_writes_its_target_and_keeps_the_link(capsys, log, tmp_path):
+    target = tmp_path / "real.csv"
+    target.write_text("mine")
+    target.chmod(0o640)
+    link = tmp_path / "link.csv"
+    link.symlink_to(target)
+    _one_error_line(*run_cli(capsys, log, "--csv", link), "exists", "--force")
+    assert target.read_text() == "mine"
+    rc, _, err = run_cli(capsys, log, "--csv", link, "--force")
+    assert rc == 0 and err == ""
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    rows = list(csv.DictReader(target.open()))
+    assert [int(r["cycles"]) for r in rows] == [g["cycles"] for g in inspect_paths([log])["groups"]]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640   # the replaced file's mode is kept
+    # a symlink to an input log is the input log
+    alias = tmp_path / "alias.log"
+    alias.symlink_to(log)
+    _one_error_line(*run_cli(capsys, log, "--csv", alias, "--force"), "input log")
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_new_output_files_follow_the_umask(capsys, log, tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        rc, _, _ = run_cli(capsys, log, "--csv", tmp_path / "g.csv", "--plot", tmp_path / "p.svg",
+                           "--trace", tmp_path / "t.json")
+    finally:
+        os.umask(old)
+    assert rc == 0
+    for name in ("g.csv", "p.svg", "t.json"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o666 & ~umask, name
+
+
+def test_same_file_twice_is_read_once_with_a_warning(capsys, log, tmp_path):
+    alias = tmp_path / "alias.log"
+    alias.symlink_to(log)
+    once = inspect_paths([log])
+    rc, out, err = run_cli(capsys, log, log, alias, "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["files"] == [str(log)]
+    assert [g["cycles"] for g in doc["groups"]] == [g["cycles"] for g in once["groups"]]
+    assert doc["decode_batch"]["decode_lines_seen"] == once["decode_batch"]["decode_lines_seen"] == 1
+    lines = err.splitlines()
+    assert len(lines) == 2 and all(f"same file as {log}" in ln for ln in lines)
+    assert lines[1].startswith(f"eagle-cycle inspect: warning: {alias}:")
+
+
+def test_stdin_given_twice_is_refused(capsys, log, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(log.read_bytes())))
+    _one_error_line(*run_cli(capsys, "-", "--baseline", "-"), "stdin", "baseline")
+    _one_error_line(*run_cli(capsys, "-", log, "-"), "stdin", "more than once")
+    assert sys.stdin.buffer.tell() == 0   # refused before anything was read
+
+
+def test_truncated_gzip_with_nothing_decodable_says_truncated(capsys, log, tmp_path):
+    data = gzip.compress(log.read_bytes())
+    for cut in (12, 200):   # inside the header / inside the first block
+        gz = tmp_path / f"cut{cut}.log.gz"
+        gz.write_bytes(data[:cut])
+        _one_error_line(*run_cli(capsys, gz), str(gz), "truncated gzip")
+    part = tmp_path / "part.log.gz"
+    part.write_bytes(data[: len(data) // 2])
+    rc, out, err = run_cli(capsys, part, "--json")
+    assert rc == 0 and 0 < sum(g["cycles"] for g in json.loads(out)["groups"]) < 110
+    assert err.count("\n") == 1 and "truncated gzip" in err and "stopped early" in err
+
+
+def test_baseline_empty_and_negative_numbers(capsys, log):
+    _one_error_line(*run_cli(capsys, log, "--baseline", ""), "baseline is empty")
+    _one_error_line(*run_cli(capsys, log, "--baseline", "  "), "baseline is empty")
+    for value, shown in (("-inf", "-inf"), ("-5", "-5.0"), ("-1e3", "-1000.0"), ("nan", "nan"), ("1e400", "inf")):
+        _one_error_line(*run_cli(capsys, log, "--baseline", value), "positive tok/s", f"got {shown}")
+    _one_error_line(*run_cli(capsys, log, "--csv", ""), "--csv", "empty")
+
+
+def test_decode_batch_table_keeps_the_file_name_whole_at_80_columns(shared_data):
+    from rich.console import Console
+
+    from sglang_eagle_cycle.report_table import render_table
+
+    name = "decode_batch_variants.log"
+    buf = io.StringIO()
+    render_table(inspect_paths([shared_data / "logs" / name]), Console(file=buf, width=80, highlight=False))
+    text = buf.getvalue()
+    assert max(map(len, text.splitlines())) <= 80
+    row = next(ln for ln in text.splitlines() if name in ln)   # on one line, not folded
+    assert row.split("│")[2].strip() == "15"                    # decode lines seen, next column

@@ -1,0 +1,504 @@
+"""report.inspect_paths: counts, exact statistics, per-position acceptance and findings on real and generated logs."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import math
+import random
+import re
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from cyclegen import generate, log_lines
+from sglang_eagle_cycle import bulkscan, cycle
+from sglang_eagle_cycle.errors import UsageError
+from sglang_eagle_cycle.report import (DRAFT_HEAVY_SHARE, VERIFY_BOUND_SHARE, exact_percentiles,
+                                       inspect_paths)
+
+PHASES = cycle.PHASES
+OTHER_LINES = [
+    "[2026-11-30 10:00:00 TP0] Prefill batch, #new-seq: 1, #new-token: 812, #cached-token: 0, token usage: 0.04, "
+    "#running-req: 0, #queue-req: 0",
+    '[2026-11-30 10:00:00] INFO:     127.0.0.1:50312 - "POST /generate HTTP/1.1" 200 OK',
+    "",
+]
+
+
+def _write(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _slow(doc_paths, **kw):
+    """The per-line path (cycle.parse_line on every line): an on_record hook turns the bulk path off."""
+    return inspect_paths(doc_paths, on_record=lambda label, rec: None, **kw)
+
+
+def _group(doc, **config):
+    found = [g for g in doc["groups"] if all(g[k] == v for k, v in config.items())]
+    assert len(found) == 1, (config, [(g["bs"], g["steps"]) for g in doc["groups"]])
+    return found[0]
+
+
+# --- the shared stock-line sample --------------------------------------------------------------------
+
+
+def test_decode_batch_variants_match_expected(shared_data):
+    log = shared_data / "logs" / "decode_batch_variants.log"
+    expected = json.loads((shared_data / "logs" / "expected.json").read_text())[log.name]
+    doc = inspect_paths([log])
+    db = doc["decode_batch"]
+    for key in ("decode_lines_seen", "intervals", "intervals_with_accept"):
+        assert db[key] == expected[key], key
+    for key in ("accept_len_mean", "accept_rate_mean", "gen_tok_s_mean"):
+        assert db[key] == pytest.approx(expected[key], abs=5e-5), key
+    assert doc["unparsed_lines"] == expected["unparsed_lines"]
+    assert doc["other_lines"] == expected["other_lines"]
+    assert db["per_file"][str(log)]["intervals"] == expected["intervals"]
+    assert doc["groups"] == []
+
+
+def test_decode_batch_variants_gz_and_stdin_agree(shared_data, tmp_path, monkeypatch):
+    log = shared_data / "logs" / "decode_batch_variants.log"
+    gz = tmp_path / "variants.log.gz"
+    gz.write_bytes(gzip.compress(log.read_bytes()))
+    plain = inspect_paths([str(log)])["decode_batch"]["per_file"][str(log)]
+    assert inspect_paths([gz])["decode_batch"]["per_file"][str(gz)] == plain
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(gzip.compress(log.read_bytes()))))
+    doc = inspect_paths(["-"])
+    assert doc["files"] == ["<stdin>"]
+    assert doc["decode_batch"]["per_file"]["<stdin>"] == plain
+
+
+# --- generated logs: every statistic from the generator's numbers -------------------------------------
+
+
+P_TRUE = [0.8, 0.6, 0.45]
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    rng = random.Random(20261130)
+    runs = [generate(rng, bs=1, steps=3, cycles=3000, p=P_TRUE),
+            generate(rng, bs=4, steps=2, cycles=400, p=P_TRUE[:2], verify_ms=24.0),
+            generate(rng, bs=80, steps=3, cycles=30, p=P_TRUE, verify_ms=40.0)]   # bs > 64: accept_hist lines
+    lines = []
+    for run in runs:
+        lines += log_lines(run.records)
+        lines += OTHER_LINES
+    path = _write(tmp_path_factory.mktemp("gen") / "gen.log", lines)
+    return runs, path
+
+
+def _expected_positions(accepts: list[int], steps: int):
+    """Per-position counts straight from the requests: L reached positions 1..min(L, steps), accepted 1..L-1."""
+    out = []
+    for j in range(1, steps + 1):
+        reached = sum(1 for a in accepts if a >= j)
+        accepted = sum(1 for a in accepts if a - 1 >= j)
+        out.append((j, accepted, reached))
+    return out
+
+
+def test_generated_log_statistics_equal_generator(generated):
+    runs, path = generated
+    doc = inspect_paths([path])
+    assert doc["schema"] == "eagle-cycle-inspect/1"
+    assert doc["files"] == [str(path)]
+    assert doc["unparsed_lines"] == 0
+    assert doc["other_lines"] == len(OTHER_LINES) * len(runs)
+    assert len(doc["groups"]) == len(runs)
+    for run in runs:
+        bs, steps, topk, dt = run.config
+        g = _group(doc, bs=bs, steps=steps, topk=topk, draft_tokens=dt)
+        assert g["file"] == str(path)
+        assert g["cycles"] == len(run.records)
+        total_mean = statistics.fmean(run.values("total_ms"))
+        for phase in PHASES:
+            vals = run.values(phase)
+            q = statistics.quantiles(vals, n=100, method="inclusive")
+            got = g["phases"][phase]
+            assert got["mean"] == pytest.approx(statistics.fmean(vals), abs=1e-6), phase
+            assert got["p50"] == pytest.approx(statistics.median(vals), abs=1e-6), phase
+            assert got["p90"] == pytest.approx(q[89], abs=1e-6), phase
+            assert got["p99"] == pytest.approx(q[98], abs=1e-6), phase
+            assert got["share"] == pytest.approx(statistics.fmean(vals) / total_mean, abs=1e-6), phase
+        accepts = run.accepts()
+        assert g["accept_hist"] == {str(k): v for k, v in sorted(Counter(accepts).items())}
+        assert g["accept_len_mean"] == pytest.approx(statistics.fmean(accepts), abs=1e-6)
+        assert g["tok_s"] == pytest.approx(sum(accepts) / sum(run.values("total_ms")) * 1000, rel=1e-6)
+        got_pos = [(p["j"], p["accepted"], p["reached"]) for p in g["per_position_acceptance"]]
+        assert got_pos == _expected_positions(accepts, steps)
+        for p, p_true in zip(g["per_position_acceptance"], run.p):
+            sigma = math.sqrt(p_true * (1 - p_true) / p["reached"])
+            assert abs(p["p"] - p_true) < 4 * sigma, (run.config, p, p_true)
+            assert p["p"] == pytest.approx(p["accepted"] / p["reached"], abs=1e-6)
+
+
+def test_bulk_and_per_line_paths_agree_on_generated_log(generated):
+    _, path = generated
+    fast = inspect_paths([path])
+    assert fast == _slow([path])
+    assert inspect_paths([path], chunk_chars=700) == fast   # chunk edges anywhere
+
+
+def test_jsonl_gives_the_same_groups_as_the_log(generated, tmp_path):
+    runs, path = generated
+    jsonl = _write(tmp_path / "gen.jsonl", [cycle.to_json(r) for run in runs for r in run.records])
+    from_log, from_jsonl = inspect_paths([path]), inspect_paths([jsonl])
+    for a, b in zip(from_log["groups"], from_jsonl["groups"]):
+        assert {k: v for k, v in a.items() if k != "file"} == {k: v for k, v in b.items() if k != "file"}
+    assert from_jsonl["other_lines"] == 0
+
+
+def test_aggregated_lines_give_the_same_means(generated, tmp_path):
+    runs, per_cycle_path = generated
+    agg = cycle.Aggregator(every=7)
+    lines = []
+    for run in runs:
+        for rec in run.records:
+            lines += log_lines(agg.add(rec))
+    lines += log_lines(agg.flush())
+    assert any(" n=7 " in ln for ln in lines)
+    agg_doc = inspect_paths([_write(tmp_path / "agg.log", lines)])
+    assert agg_doc == _slow([tmp_path / "agg.log"])
+    per_cycle = inspect_paths([per_cycle_path])
+    for run in runs:
+        bs, steps, topk, dt = run.config
+        a = _group(agg_doc, bs=bs, steps=steps)
+        c = _group(per_cycle, bs=bs, steps=steps)
+        assert a["cycles"] == c["cycles"] == len(run.records)
+        for phase in PHASES:
+            # aggregated lines print each mean to 2 decimals: weighted means agree to half of that
+            assert a["phases"][phase]["mean"] == pytest.approx(c["phases"][phase]["mean"], abs=0.005)
+            assert a["phases"][phase]["p50"] is None   # per-cycle values are not in aggregated lines
+        assert a["accept_hist"] == c["accept_hist"]
+        assert a["accept_len_mean"] == c["accept_len_mean"]
+        assert a["per_position_acceptance"] == c["per_position_acceptance"]
+        assert a["tok_s"] == pytest.approx(c["tok_s"], rel=1e-3)
+
+
+def test_ranks_are_separate_measurements_of_one_group(tmp_path):
+    rng = random.Random(5)
+    tp0 = generate(rng, bs=1, steps=2, cycles=50, p=[0.7, 0.5], rank="tp0")
+    tp1 = generate(rng, bs=1, steps=2, cycles=50, p=[0.7, 0.5], rank="tp1")
+    lines = [ln for pair in zip(log_lines(tp0.records), log_lines(tp1.records, "[x TP1] ")) for ln in pair]
+    doc = inspect_paths([_write(tmp_path / "ranks.log", lines)])
+    (g,) = doc["groups"]
+    assert g["cycles"] == 100
+    assert g["ranks"] == ["tp0", "tp1"]
+    both = tp0.values("total_ms") + tp1.values("total_ms")
+    assert g["phases"]["total_ms"]["mean"] == pytest.approx(statistics.fmean(both), abs=1e-6)
+
+
+def test_two_files_are_separate_groups(generated, tmp_path):
+    runs, path = generated
+    other = _write(tmp_path / "b.log", log_lines(runs[0].records[:100]))
+    doc = inspect_paths([path, other])
+    assert doc["files"] == [str(path), str(other)]
+    assert [g["file"] for g in doc["groups"]].count(str(other)) == 1
+    assert _group(doc, file=str(other))["cycles"] == 100
+
+
+# --- the bulk reader never disagrees with cycle.parse_line --------------------------------------------
+
+
+def _damage(rng: random.Random, line: str) -> str:
+    kind = rng.randrange(9)
+    if kind == 0:
+        return line[: rng.randrange(len(line))]                      # truncated
+    if kind == 1:
+        i = rng.randrange(len(line))
+        return line[:i] + rng.choice(["x", "  ", "\t", "=", ",", "-", "\u00a0", "[eagle-cycle]"]) + line[i:]
+    if kind == 2:
+        return line + rng.choice([" rank=tp3", " draft_step_ms=0.30,0.31", " n=4 total_max_ms=9.99", " junk"])
+    if kind == 3:
+        return line.replace("accepts=", "accepts=-,") if rng.random() < 0.5 else line.replace(" graph=1", " graph=2")
+    if kind == 4:
+        return "  " + line                                            # different prefix width
+    if kind == 5:
+        return line.replace("accepts=2", "accepts=-")
+    if kind == 6:
+        return line.replace("[2026-11-30 10:00:00 TP0]", "[2026-11-30 10:00:00 DP0 TP0]")
+    if kind == 7:
+        return OTHER_LINES[rng.randrange(2)]
+    return line
+
+
+def test_bulk_reader_matches_parse_line_on_damaged_lines(tmp_path):
+    rng = random.Random(11)
+    run = generate(rng, bs=2, steps=3, cycles=600, p=P_TRUE)
+    lines = log_lines(run.records)
+    for i in rng.sample(range(len(lines)), 200):
+        lines[i] = _damage(rng, lines[i])
+    path = _write(tmp_path / "damaged.log", lines)
+    for chunk in (300, 4000, 1 << 20):
+        fast = inspect_paths([path], chunk_chars=chunk)
+        assert fast == _slow([path], chunk_chars=chunk), chunk
+    assert fast["unparsed_lines"] > 0
+
+
+# One damaged line among clean ones: the chunk would go through the bulk reader if it missed the damage.
+DAMAGES = {
+    "truncated mid-value": lambda ln: ln[: ln.index("verify_ms=") + 12],
+    "truncated after graph=": lambda ln: ln[:-1],
+    "double space": lambda ln: ln.replace(" bs=", "  bs="),
+    "tab": lambda ln: ln.replace(" steps=", "\tsteps="),
+    "no-break space": lambda ln: ln.replace(" topk=", "\u00a0topk="),
+    "carriage return": lambda ln: ln.replace(" tok_s=", "\rtok_s="),
+    "trailing spaces": lambda ln: ln + "   ",
+    "leading spaces": lambda ln: "  " + ln,
+    "extra word": lambda ln: ln + " junk",
+    "rank tail": lambda ln: ln + " rank=tp3",
+    "eager tail": lambda ln: ln + " draft_step_ms=0.30,0.31",
+    "aggregate tail": lambda ln: ln + " n=4 total_max_ms=30.00",
+    "accepts -": lambda ln: re.sub(r"accepts=\S+", "accepts=-", ln),
+    "accepts garbage": lambda ln: re.sub(r"accepts=\S+", "accepts=2,x", ln),
+    "accepts =": lambda ln: re.sub(r"accepts=\S+", "accepts=2=3", ln),
+    "graph 2": lambda ln: ln.replace("graph=1", "graph=2"),
+    "tok_s garbage": lambda ln: re.sub(r"tok_s=\S+", "tok_s=fast", ln),
+    "cycle negative": lambda ln: re.sub(r"cycle=\d+", "cycle=-4", ln),
+    "exponent": lambda ln: re.sub(r"draft_ms=\S+", "draft_ms=1e5", ln),
+    "nan": lambda ln: re.sub(r"total_ms=\S+", "total_ms=nan", ln),
+    "accept_len garbage": lambda ln: re.sub(r"accept_len=\S+", "accept_len=2.x", ln),
+    "bs garbage": lambda ln: ln.replace(" bs=", " bs=b"),
+    "accepts with a tab": lambda ln: re.sub(r"accepts=(\S+)", "accepts=\\1\t", ln),
+    "wrong key": lambda ln: ln.replace(" topk=", " top_k="),
+    "missing field": lambda ln: re.sub(r" extend_ms=\S+", "", ln),
+    "swapped fields": lambda ln: re.sub(r"(extend_ms=\S+) (other_ms=\S+)", r"\2 \1", ln),
+    "wider log prefix": lambda ln: ln.replace("10:00:00 TP0]", "10:00:00 DP0 TP0]"),
+    "prefix twice": lambda ln: ln.replace("TP0]", "TP0 [eagle-cycle]]"),
+    "prefix glued": lambda ln: ln.replace("TP0] ", "TP0]"),
+    "prefix glued to the next word": lambda ln: ln.replace("[eagle-cycle] ", "[eagle-cycle]x "),
+    "no log prefix": lambda ln: ln[ln.index(cycle.PREFIX):],
+    "prefix inside log prefix": lambda ln: ln.replace("TP0]", "TP0[eagle-cycle]]"),
+    "extra word, next line narrower": lambda ln: ln + " junk\n" + ln.replace(" TP0]", "]"),
+    "NUL": lambda ln: ln + "\x00",
+    "other config": lambda ln: ln.replace(" bs=2 ", " bs=3 "),
+    "other line": lambda ln: OTHER_LINES[1],
+    "blank line": lambda ln: "",
+}
+
+
+@pytest.mark.parametrize("log_prefix", ["[2026-11-30 10:00:00 TP0] ", ""], ids=["log-prefix", "bare"])
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_bulk_reader_matches_parse_line_on_one_damaged_line(tmp_path, damage, log_prefix):
+    run = generate(random.Random(12), bs=2, steps=3, cycles=60, p=P_TRUE)
+    lines = log_lines(run.records, log_prefix)
+    assert bulkscan.scan_chunk("\n".join(lines)) is not None   # clean: the bulk path takes it
+    lines[50] = DAMAGES[damage](lines[50])   # past the 8 KiB binary sniff, so a NUL is read as text
+    path = tmp_path / "one.log"
+    path.write_bytes(("\n".join(lines) + "\n").encode())
+    assert inspect_paths([path]) == _slow([path])
+
+
+def _doc_or_error(path, **kw):
+    try:
+        return inspect_paths([path], **kw)
+    except UsageError as exc:
+        return str(exc)
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_bulk_reader_matches_parse_line_when_every_line_is_damaged(tmp_path, damage):
+    run = generate(random.Random(13), bs=2, steps=3, cycles=30, p=P_TRUE)
+    path = tmp_path / "all.log"
+    path.write_bytes(("\n".join(DAMAGES[damage](ln) for ln in log_lines(run.records)) + "\n").encode())
+    assert _doc_or_error(path) == _doc_or_error(path, on_record=lambda label, rec: None)
+
+
+def test_bulk_reader_layout_comes_from_format_line():
+    assert bulkscan.KEYS[0] == "cycle"
+    assert bulkscan.KEYS == tuple(t.partition("=")[0] for t in cycle.format_line(
+        generate(random.Random(1), 1, 2, 1, [0.5, 0.5]).records[0]).split(" ")[1:])
+    clean = "\n".join(log_lines(generate(random.Random(2), 3, 2, 40, [0.5, 0.5]).records))
+    assert bulkscan.scan_chunk(clean) is not None
+    assert bulkscan.scan_chunk(clean.replace("tok_s=", "tok_s=x", 1)) is None
+
+
+def test_exact_percentiles_equal_numpy():
+    np = pytest.importorskip("numpy")
+    rng = random.Random(3)
+    for n in (1, 2, 7, 100, 1001):
+        vals = [round(rng.gauss(20, 3), 2) for _ in range(n)]
+        got = exact_percentiles(Counter(vals), [0.5, 0.9, 0.99])
+        assert got == pytest.approx(list(np.percentile(vals, [50, 90, 99])), abs=1e-9)
+
+
+# --- findings ---------------------------------------------------------------------------------------
+
+
+def _codes(doc):
+    return [f["code"] for f in doc["findings"]]
+
+
+def test_healthy_run_has_no_findings(tmp_path):
+    run = generate(random.Random(6), bs=2, steps=3, cycles=200, p=P_TRUE, verify_ms=5.0)
+    doc = inspect_paths([_write(tmp_path / "ok.log", log_lines(run.records))], baseline=10.0)
+    (g,) = doc["groups"]
+    assert g["phases"]["verify_ms"]["share"] < VERIFY_BOUND_SHARE and g["tok_s"] > 10.0
+    assert _codes(doc) == []
+
+
+def test_accept_len_stuck_at_1(tmp_path):
+    run = generate(random.Random(7), bs=1, steps=5, cycles=60, p=[0.05] * 5)
+    doc = inspect_paths([_write(tmp_path / "broken.log", log_lines(run.records))])
+    (f,) = doc["findings"]
+    assert f["code"] == "accept_len_stuck_at_1"
+    assert f["evidence"]["accept_len_mean"] == pytest.approx(statistics.fmean(run.accepts()), abs=1e-6)
+    assert f["evidence"]["share_accept_len_1"] == pytest.approx(run.accepts().count(1) / 60, abs=1e-6)
+    assert "eagle-cycle wiring" in f["message"]
+
+
+def test_accept_len_equals_draft_tokens_every_cycle(tmp_path):
+    run = generate(random.Random(8), bs=2, steps=3, cycles=20, p=[1.0] * 3)
+    doc = inspect_paths([_write(tmp_path / "nan.log", log_lines(run.records))])
+    assert "accept_len_equals_draft_tokens" in _codes(doc)
+    # one cycle short of "every": no finding
+    first = run.records[0]
+    run.records[0] = cycle.make_record(cycle=0, config=run.config, accepts=[4, 3], graph=True,
+                                       phases_ms={p: getattr(first, p) for p in PHASES})
+    doc = inspect_paths([_write(tmp_path / "nan2.log", log_lines(run.records))])
+    assert "accept_len_equals_draft_tokens" not in _codes(doc)
+
+
+def test_verify_bound_and_draft_heavy(tmp_path):
+    rng = random.Random(9)
+    verify_heavy = generate(rng, bs=1, steps=2, cycles=50, p=[0.7, 0.5], verify_ms=60.0, step_ms=0.1)
+    draft_heavy = generate(rng, bs=1, steps=6, cycles=50, p=[0.7] * 6, verify_ms=8.0, step_ms=2.0)
+    doc = inspect_paths([_write(tmp_path / "shares.log", log_lines(verify_heavy.records + draft_heavy.records))])
+    by_steps = {}
+    for f in doc["findings"]:
+        by_steps.setdefault(f["config"]["steps"], []).append(f)
+    (vb,) = by_steps[2]
+    assert vb["code"] == "verify_bound"
+    share = statistics.fmean(verify_heavy.values("verify_ms")) / statistics.fmean(verify_heavy.values("total_ms"))
+    assert share > VERIFY_BOUND_SHARE
+    assert vb["evidence"]["verify_share"] == pytest.approx(share, abs=1e-6)
+    (dh,) = by_steps[6]
+    assert dh["code"] == "draft_heavy"
+    share = statistics.fmean(draft_heavy.values("draft_ms")) / statistics.fmean(draft_heavy.values("total_ms"))
+    assert share > DRAFT_HEAVY_SHARE
+    assert dh["evidence"]["draft_share"] == pytest.approx(share, abs=1e-6)
+
+
+def test_slower_than_baseline_number_and_log(generated, tmp_path, shared_data):
+    runs, path = generated
+    tok_s = {g["bs"]: g["tok_s"] for g in inspect_paths([path])["groups"]}
+    doc = inspect_paths([path], baseline=tok_s[1] + 1.0)
+    slow = [f for f in doc["findings"] if f["code"] == "slower_than_baseline"]
+    assert {f["config"]["bs"] for f in slow} == {bs for bs, t in tok_s.items() if t < tok_s[1] + 1.0}
+    assert slow[0]["evidence"]["baseline_tok_s"] == pytest.approx(tok_s[1] + 1.0)
+    # a no-speculation log gives the baseline per batch size; only bs 1 has one here
+    base_log = _write(tmp_path / "nospec.log", [
+        f"[2026-11-30 09:00:0{i} TP0] Decode batch, #running-req: 1, #token: 90, token usage: 0.00, cuda graph: True, "
+        f"gen throughput (token/s): {tok_s[1] * 2:.2f}, #queue-req: 0" for i in range(3)])
+    doc = inspect_paths([path], baseline=base_log)
+    slow = [f for f in doc["findings"] if f["code"] == "slower_than_baseline"]
+    assert [f["config"]["bs"] for f in slow] == [1]
+    assert slow[0]["evidence"]["baseline_tok_s"] == pytest.approx(tok_s[1] * 2, abs=0.01)
+    with pytest.raises(UsageError, match="no-speculation"):
+        inspect_paths([path], baseline=path)
+    with pytest.raises(UsageError, match="positive"):
+        inspect_paths([path], baseline=-3.0)
+
+
+def test_stock_lines_stuck_at_1(tmp_path):
+    lines = [f"[2026-11-30 10:0{i}:00 TP0] Decode batch, #running-req: 1, #token: 10{i}, token usage: 0.00, "
+             f"accept len: 1.0{i}, accept rate: 0.0{i}, cuda graph: False, gen throughput (token/s): 50.0, "
+             f"#queue-req: 0" for i in range(4)]
+    doc = inspect_paths([_write(tmp_path / "stock.log", lines)])
+    (f,) = doc["findings"]
+    assert f["code"] == "accept_len_stuck_at_1"
+    assert f["evidence"]["accept_len_mean"] == pytest.approx(statistics.fmean([1.00, 1.01, 1.02, 1.03]))
+
+
+# --- inputs -----------------------------------------------------------------------------------------
+
+
+def test_bad_inputs_raise_usage_error_only_when_nothing_readable(tmp_path, generated):
+    _, good = generated
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(bytes(random.Random(1).randrange(256) for _ in range(4096)) + b"\x00")
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    bad_gz = tmp_path / "bad.log.gz"
+    bad_gz.write_bytes(b"\x1f\x8b" + b"not gzip at all")
+    chatter = _write(tmp_path / "chatter.log", OTHER_LINES[:2])
+    cases = {garbage: "binary", empty: "empty", tmp_path / "missing.log": "no such file", tmp_path: "directory",
+             bad_gz: "gzip", chatter: "no \\[eagle-cycle\\]"}
+    for path, reason in cases.items():
+        with pytest.raises(UsageError, match=reason):
+            inspect_paths([path])
+    warnings = []
+    doc = inspect_paths([*cases, good], warn=warnings.append)
+    assert doc["files"] == [str(chatter), str(good)]
+    assert len(warnings) == len(cases)
+    assert all(re.search(reason, w) for w, reason in zip(warnings, cases.values()))
+    assert len(doc["groups"]) == 3
+
+
+def test_truncated_gzip_keeps_what_was_read(tmp_path, generated):
+    _, good = generated
+    data = gzip.compress(good.read_bytes())
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    warnings = []
+    doc = inspect_paths([cut], warn=warnings.append)
+    assert len(warnings) == 1 and "stopped early" in warnings[0]
+    assert 0 < sum(g["cycles"] for g in doc["groups"]) < 3430
+
+
+def test_same_file_twice_is_counted_once(tmp_path, generated):
+    _, good = generated
+    once = inspect_paths([good])
+    warnings = []
+    twice = inspect_paths([good, str(good), Path(str(good)).parent / "." / good.name], warn=warnings.append)
+    assert twice == once
+    assert len(warnings) == 2 and all(f"same file as {good}" in w for w in warnings)
+
+
+def test_stdin_twice_is_a_usage_error_before_reading(generated, monkeypatch):
+    _, good = generated
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(good.read_bytes())))
+    with pytest.raises(UsageError, match="stdin"):
+        inspect_paths(["-", "-"])
+    with pytest.raises(UsageError, match="baseline"):
+        inspect_paths(["-"], baseline="-")
+    assert sys.stdin.buffer.tell() == 0
+    with pytest.raises(UsageError, match="empty"):
+        inspect_paths([good], baseline="")
+
+
+def test_truncated_gzip_with_nothing_decoded_says_truncated(tmp_path, generated):
+    _, good = generated
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(gzip.compress(good.read_bytes())[:200])
+    with pytest.raises(UsageError, match=r"cut\.log\.gz: .*truncated gzip"):
+        inspect_paths([cut])
+
+
+def test_document_is_strict_json_and_optional_parts_are_null(tmp_path):
+    run = generate(random.Random(4), bs=1, steps=1, cycles=5, p=[0.5])   # steps 1: no draft forward
+    doc = inspect_paths([_write(tmp_path / "s1.log", log_lines(run.records))])
+    json.dumps(doc, allow_nan=False)
+    assert set(doc) == {"schema", "files", "unparsed_lines", "other_lines", "groups", "decode_batch", "findings"}
+    (g,) = doc["groups"]
+    assert g["phases"]["draft_ms"] == {"mean": None, "p50": None, "p90": None, "p99": None, "share": None}
+    assert doc["decode_batch"] is None
+
+
+def test_crlf_line_ends_and_one_path_argument(generated, tmp_path):
+    _, path = generated
+    crlf = tmp_path / "crlf.log"
+    crlf.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    a, b = inspect_paths([path]), inspect_paths(crlf)   # a lone path is one input, not its characters
+    assert b["files"] == [str(crlf)]
+    assert [{k: v for k, v in g.items() if k != "file"} for g in a["groups"]] == \
+        [{k: v for k, v in g.items() if k != "file"} for g in b["groups"]]
