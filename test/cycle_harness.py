@@ -8,9 +8,9 @@ Used by ``test_cycle_hooks.py`` and ``benchmarks/bench_hook_overhead.py``. What 
   ``SchedulerBatchResultProcessor._resolve_spec_v2_tokens`` and ``advance_grammar_fsm``; the workers are
   made with ``object.__new__`` of the upstream classes;
 * stand-ins: the module-level helpers those methods call (``prepare_for_draft``,
-  ``build_eagle_verify_input``, ``eagle_prepare_for_verify``, ``eagle_sample``,
-  ``prepare_for_draft_extend``), the graph runners, the target ``model_runner`` and the draft runner's
-  ``_forward_raw``, the batch and requests. Each stand-in advances a :class:`FakeClock` by a known
+  ``build_eagle_verify_input``, ``eagle_prepare_for_verify``, ``eagle_sample``, ``fill_bonus_tokens_func``
+  (a Triton kernel), ``prepare_for_draft_extend``), the graph runners, the target ``model_runner``, the
+  draft runner's ``_forward_raw``, ``_build_trivial_verify_input`` (num_steps 0), the batch and requests. Each stand-in advances a :class:`FakeClock` by a known
   number of milliseconds, so every phase has a known duration.
 
 Overlap order (``run_overlap``): launch batch N+1, then resolve batch N with the real
@@ -366,11 +366,12 @@ class Harness:
             input_ids=None, out_cache_loc=None,
         )
 
-    def launch(self, batch):
-        """``Scheduler.run_batch`` for one batch: the worker's forward, then the result copied "to host"."""
+    def launch(self, batch, overlap: bool = True):
+        """``Scheduler.run_batch`` for one batch: the worker's forward (overlap mode passes ``on_publish``)."""
         self.cycles_launched += 1
-        result = self.worker.forward_batch_generation(batch, on_publish=self._publish)
-        return result
+        if overlap:
+            return self.worker.forward_batch_generation(batch, on_publish=self._publish)
+        return self.worker.forward_batch_generation(batch)  # non-overlap mode: no future-map publish
 
     def _publish(self, new_seq_lens):
         self.clock.advance(self.costs.publish)

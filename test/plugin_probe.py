@@ -106,21 +106,12 @@ def _state(obj) -> dict:
     return {"layers_to_capture": list(getattr(holder, "layers_to_capture", []) or []), "flags": flags}
 
 
-def scenario_setters(args):
-    """args: {"draft_config": {...} | null, "calls": [[family_module, class, n, ids], ...]}"""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s", stream=sys.stderr)
-    from sglang.srt.plugins import load_plugins
-
-    load_plugins()
-    if args.get("draft_dir"):
-        import sglang.srt.runtime_context as rc
-
-        rc.get_spec = lambda: SimpleNamespace(speculative_draft_model_path=args["draft_dir"],
-                                              speculative_draft_model_revision=None)
+def call_setters(calls) -> list[dict]:
+    """Call each ``[module, class, num_layers, ids]`` setter on a fresh stand-in; its capture state or error."""
     import importlib
 
     results = []
-    for module, cls_name, n, ids in args["calls"]:
+    for module, cls_name, n, ids in calls:
         cls = getattr(importlib.import_module(f"sglang.srt.models.{module}"), cls_name)
         obj = _stand_in(module, n)
         try:
@@ -128,9 +119,15 @@ def scenario_setters(args):
             results.append({"module": module, "class": cls_name, **_state(obj)})
         except Exception as exc:
             results.append({"module": module, "class": cls_name, "error": type(exc).__name__, "message": str(exc)})
-    print(json.dumps(results))
+    return results
 
 
+def scenario_setters(args):
+    """args: {"calls": [[family_module, class, n, ids], ...]}"""
+    from sglang.srt.plugins import load_plugins
+
+    load_plugins()
+    print(json.dumps(call_setters(args["calls"])))
 
 
 def scenario_all(args):
@@ -173,16 +170,7 @@ def scenario_all(args):
 
     def run_calls(calls):
         mark = log.tell()
-        res = []
-        for module, cls_name, n, ids in calls:
-            cls = getattr(importlib.import_module(f"sglang.srt.models.{module}"), cls_name)
-            obj = _stand_in(module, n)
-            try:
-                cls.set_eagle3_layers_to_capture(obj, ids)
-                res.append({"module": module, "class": cls_name, **_state(obj)})
-            except Exception as exc:
-                res.append({"module": module, "class": cls_name, "error": type(exc).__name__, "message": str(exc)})
-        return res, log.getvalue()[mark:]
+        return call_setters(calls), log.getvalue()[mark:]
 
     out["setters"], out["setters_log"] = run_calls(args["calls"])
     emb = [["deepseek_v2", "DeepseekV3ForCausalLM", 61, [-1, 2, 30, 58]]]
@@ -190,6 +178,9 @@ def scenario_all(args):
     os.environ["SGLANG_EAGLE_CYCLE_WIRING_STRICT"] = "0"
     out["not_strict"], out["not_strict_log"] = run_calls(emb)
     del os.environ["SGLANG_EAGLE_CYCLE_WIRING_STRICT"]
+    os.environ["SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS"] = "2,x,58"
+    out["bad_env"], _ = run_calls([["deepseek_v2", "DeepseekV3ForCausalLM", 61, [2, 30, 58]]])
+    del os.environ["SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS"]
     os.environ["SGLANG_EAGLE_CYCLE_AUX_CONVENTION"] = "input"
     out["convention_input"], _ = run_calls([["deepseek_v2", "DeepseekV3ForCausalLM", 61, [2, 30, 58]]])
     del os.environ["SGLANG_EAGLE_CYCLE_AUX_CONVENTION"]
@@ -208,6 +199,11 @@ def scenario_all(args):
                             lambda orig, *a, **k: orig(*a, **k), "wiring")])
     out["failed_status"] = hooks.status()
     out["banner"] = [[lvl, msg] for lvl, msg in banner_lines()]
+    from sglang.srt.speculative.eagle_worker_v2 import EagleDraftWorker, EAGLEWorkerV2
+
+    worker = object.__new__(EAGLEWorkerV2)
+    worker._draft_worker = object.__new__(EagleDraftWorker)
+    out["banner_worker"] = banner_lines(worker)[0][1]
 
     # an internal fault in our wiring code: logged once, the stock path runs
     import sglang_eagle_cycle.wiring as w

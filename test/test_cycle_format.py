@@ -18,6 +18,7 @@ from sglang_eagle_cycle.cycle import (
     from_json,
     make_record,
     parse_line,
+    to_dict,
     to_json,
 )
 
@@ -123,6 +124,12 @@ def test_jsonl_round_trip(rec):
         assert (x is None) == (y is None) and (x is None or math.isclose(x, y, abs_tol=5.1e-5))
     assert back.histogram() == rec.histogram()
     assert (obj.get("accepts") is not None) == (rec.accepts is not None and rec.n is None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(any_record)
+def test_fast_json_writer_matches_json_dumps(rec):
+    assert to_json(rec) == json.dumps(to_dict(rec), separators=(",", ":"))
 
 
 def test_a_phase_that_did_not_run_is_a_dash_and_null():

@@ -1,10 +1,12 @@
 """Contract test: our hooks on SGLang 0.5.23's real EAGLE-3 decode cycle (DESIGN §2, UPSTREAM §2, §9).
 
-The hooked methods are upstream's own (``EAGLEWorkerV2.forward_batch_generation`` decode branch,
-``verify``, ``EagleDraftWorker.draft`` / ``_draft_extend_for_decode``, ``TpModelWorker.forward_batch_generation``,
-``ModelRunner.forward``, ``_resolve_spec_v2_tokens``), wrapped by SGLang's own AROUND wrapper and put back
-after each test. Stand-ins sit below them (``cycle_harness.py``) and advance a fake clock by known times, so
-every phase has an exact expected value. Batches run in overlap order: N+1 launches before N resolves.
+The hooked methods are upstream's own (``EAGLEWorkerV2.forward_batch_generation`` decode branch and
+``verify``, ``EagleDraftWorker.draft_forward``, ``SchedulerBatchResultProcessor._resolve_spec_v2_tokens``),
+wrapped by SGLang's own AROUND wrapper and put back after each test; inside them run upstream's real
+``EagleDraftWorker.draft`` / ``_draft_extend_for_decode``, ``run_eagle_verify``, ``TpModelWorker.
+forward_batch_generation`` and ``ModelRunner.forward``. Stand-ins sit below all of these (``cycle_harness.py``)
+and advance a fake clock by known times, so every phase has an exact expected value. Batches run in overlap
+order: N+1 launches before N resolves.
 """
 
 from __future__ import annotations
@@ -115,6 +117,40 @@ def test_one_record_per_decode_cycle_with_known_phases(steps, eager, install, tm
     lines = info_lines(caplog)
     assert [parse_line(x).cycle for x in lines] == [1, 2, 3, 4, 5]
     assert prof.fault_count == 0
+
+
+def test_non_overlap_mode_without_on_publish(install, tmp_path, log):
+    # the scheduler's non-overlap path passes no on_publish: the draft-extend is still timed on its own
+    clock = FakeClock()
+    install(profiler(clock, tmp_path, log))
+    with Harness(steps=3, clock=clock) as h:
+        for bs in (2, 1):
+            b = h.new_batch(bs)
+            h.resolve(b, h.launch(b, overlap=False))
+        assert h.published == []
+    exp = Costs().expected(3, False)
+    recs = records(tmp_path)
+    assert [r.bs for r in recs] == [2, 1]
+    for r in recs:
+        assert r.extend_ms == pytest.approx(exp["extend_ms"], abs=1e-4)
+        assert r.other_ms == pytest.approx(exp["other_ms"] - Costs().publish, abs=1e-4)
+        assert r.total_ms == pytest.approx(exp["total_ms"] - Costs().publish, abs=1e-4)
+
+
+def test_upstream_exception_in_on_publish_propagates(install, tmp_path, log):
+    clock = FakeClock()
+    prof = install(profiler(clock, tmp_path, log))
+    boom = KeyError("future map slot")
+    with Harness(steps=3, clock=clock) as h:
+        def publish(new_seq_lens):
+            raise boom
+
+        b = h.new_batch(2)
+        with pytest.raises(KeyError) as info:
+            h.worker.forward_batch_generation(b, on_publish=publish)
+        assert info.value is boom and prof._active is None
+        h.run_overlap([h.new_batch(2)])
+    assert [r.cycle for r in records(tmp_path)] == [2] and prof.fault_count == 0
 
 
 def test_hooks_leave_upstream_results_unchanged(install, tmp_path, log):
@@ -257,7 +293,7 @@ def test_cuda_events_are_read_only_after_the_resolution_point(background, instal
 
         h.launch = launch
         batches = [h.new_batch(bs) for bs in BATCH_SIZES]
-        out, last = [], None
+        last = None
         for b in batches + [None]:
             cur = (b, h.launch(b)) if b is not None else None
             if last is not None:
@@ -377,6 +413,42 @@ def test_specs_name_real_upstream_methods():
         assert callable(pkgutil.resolve_name(owner).__dict__[name])
     assert any("MultiLayerEagleWorkerV2" in u for u in unsupported_workers())
     assert any("pp-size" in u for u in unsupported_workers())
+
+
+def test_configured_from_the_environment_at_the_first_cycle(install, tmp_path, caplog):
+    path = tmp_path / "env.jsonl"
+    env = {"SGLANG_EAGLE_CYCLE_JSONL": str(path), "SGLANG_EAGLE_CYCLE_LOG_EVERY": "2"}
+    prof = install(CycleProfiler(env=env))  # timer, sink and ranks chosen at the first decode cycle
+    logging.getLogger("sglang_eagle_cycle").setLevel(logging.INFO)
+    with caplog.at_level(logging.INFO, logger="sglang_eagle_cycle"), Harness(steps=3) as h:
+        h.run_overlap([h.new_batch(2) for _ in range(4)])
+        assert prof.sink.flush(5.0)
+    assert prof._timer.kind == "cpu"  # the worker's device is "cpu"
+    recs = [from_json(x) for x in path.read_text().splitlines()]
+    assert [r.cycle for r in recs] == [1, 2, 3, 4] and all(r.total_ms > 0 for r in recs)
+    lines = [parse_line(r.getMessage()) for r in caplog.records if r.getMessage().startswith("[eagle-cycle]")]
+    assert [(x.n, x.cycle) for x in lines] == [(2, 2), (2, 4)]
+    prof.sink.close()
+
+
+def test_a_device_we_cannot_time_turns_timing_off_once(install, tmp_path, caplog, monkeypatch):
+    import sglang_eagle_cycle.patches.cycle as patches_cycle
+    from sglang_eagle_cycle.timing import make_timer
+
+    # as on an NPU worker: host timing of an asynchronous accelerator would be wrong, make_timer refuses
+    monkeypatch.setattr(patches_cycle, "make_timer", lambda device=None: make_timer(device="npu:0"))
+    prof = install(CycleProfiler(env={"SGLANG_EAGLE_CYCLE_JSONL": str(tmp_path / "x.jsonl")}))
+    with caplog.at_level(logging.INFO, logger="sglang_eagle_cycle"), Harness(steps=3) as h:
+        tokens = h.run_overlap([h.new_batch(2) for _ in range(3)])
+    assert tokens == [[[0], [4, 5]], [[0, 1], [4, 5, 6]], [[0, 1, 2], [4, 5, 6, 7]]]
+    assert prof._disabled and not (tmp_path / "x.jsonl").exists()
+    assert sum("timing off" in r.getMessage() and "npu" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_default_specs_share_one_process_profiler():
+    # plugin.register() may ask for the specs more than once: every copy must drive the same state
+    a, b = hook_specs(), hook_specs()
+    assert {s.hook.__self__ for s in a + b} == {a[0].hook.__self__}
 
 
 def test_sglang_hook_registry_applies_the_specs(tmp_path):

@@ -133,6 +133,12 @@ def test_ids_come_from_the_published_draft_config(loaded):
     assert "ids_top_level" in loaded["draft_config_log"]
 
 
+def test_unusable_env_override_stops_the_launch(loaded):
+    (bad,) = loaded["bad_env"]
+    assert bad["error"] == "EagleWiringError"
+    assert bad["message"].startswith("EAGLE-3 aux wiring configuration error:") and "SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS" in bad["message"]
+
+
 def test_env_convention_input_reads_ids_as_positions(loaded):
     assert loaded["convention_input"][0]["layers_to_capture"] == [2, 30, 58]
 
@@ -157,6 +163,7 @@ def test_failed_target_is_a_warning_and_the_rest_still_applies(loaded):
     assert "Qwen2ForCausalLM.set_eagle3_layers_to_capture" in info[1] and "failed (1): NoSuchClass.forward" in info[1]
     assert warnings == [[30, "sglang-eagle-cycle: hook target sglang.srt.models.qwen2.NoSuchClass.forward failed; "
                                "the server runs on without it"]]
+    assert loaded["banner_worker"].endswith("; timing: profiling EAGLEWorkerV2")
 
 
 def test_internal_fault_in_wiring_hook_is_logged_once_and_stock_path_runs(loaded):

@@ -230,3 +230,17 @@ def test_nvtx_without_package_or_cuda_is_one_warning(caplog, monkeypatch):
     with caplog.at_level(logging.WARNING):
         assert load_nvtx() is None
     assert sum("SGLANG_EAGLE_CYCLE_NVTX=1" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_queue_is_bounded_when_the_sink_thread_cannot_run(caplog, log, monkeypatch):
+    import sglang_eagle_cycle.sinks as sinks
+
+    monkeypatch.setattr(sinks, "MAX_INBOX", 5)
+    sink = CycleSink(SinkConfig(), log=log)
+    monkeypatch.setattr(sink, "_start", lambda: None)  # a scheduler that never lets the thread run
+    sink._thread = "not started"
+    with caplog.at_level(logging.WARNING):
+        for i in range(8):
+            sink.submit(Pending(rec(i)))
+    assert len(sink._inbox) == 5 and sink.dropped == 3
+    assert sum("cycles waiting for the sink thread" in r.getMessage() for r in caplog.records) == 1

@@ -7,16 +7,18 @@ Environment (read once, in the scheduler process, at the first profiled decode c
   ``sglang_eagle_cycle`` at INFO, so SGLang's ``--log-level`` decides whether it is printed.
 * ``SGLANG_EAGLE_CYCLE_JSONL=path``: one JSON object per cycle whatever ``LOG_EVERY`` is, appended
   (an existing file is never truncated) in whole lines, flushed as soon as written (the sink
-  thread writes every 5 ms while cycles arrive); with tp x pp x dp > 1 each rank writes
+  thread writes every 10 ms while cycles arrive); with tp x pp x dp > 1 each rank writes
   ``name.tp{T}.pp{P}.dp{D}.ext``.
 * ``SGLANG_EAGLE_CYCLE_ALL_RANKS=1``: every rank prints its line, labelled ``rank=...``; by
   default only SGLang's stats-logging rank (attention-TP rank 0) prints.
 * ``SGLANG_EAGLE_CYCLE_NVTX=1``: NVTX ranges per phase for Nsight Systems (``nvtx`` package, or
   ``torch.cuda.nvtx`` when it is missing).
 
-Cost: reading events, formatting and file I/O take about 20 us per cycle, more than the
-scheduler can spare, so by default :class:`CycleSink` hands each cycle to one daemon thread
-(``submit`` is a ``deque.append``, well under a microsecond); all of that happens there.
+Cost: reading events, formatting and file I/O take tens of microseconds per cycle (about 35 us
+measured in ``benchmarks/bench_hook_overhead.py`` on a 2-core VM), more than the scheduler can
+spare, so by default :class:`CycleSink` hands each cycle to one daemon thread (``submit`` is a
+``deque.append``); all of that happens there, in batches, every 10 ms while cycles arrive, at the
+lowest CPU priority (nice 19): it uses cores the scheduler leaves idle.
 Usage::
 
     sink = CycleSink(SinkConfig.from_env(os.environ, ranks))
@@ -46,6 +48,9 @@ logger = logging.getLogger(LOGGER_NAME)
 STALE_AFTER_S = 5.0
 #: Most records waiting for their events before the oldest is dropped.
 MAX_WAITING = 1024
+#: Most cycles queued for the sink thread; beyond it new ones are dropped (a scheduler that never
+#: releases the GIL would otherwise grow the queue without bound).
+MAX_INBOX = 10000
 
 
 class Pending(Protocol):
@@ -127,7 +132,7 @@ class SinkConfig:
         Bad values are a WARNING and the default, never an exception (the server must start).
         """
         all_ranks = _env_flag(env, "SGLANG_EAGLE_CYCLE_ALL_RANKS")
-        path = (env.get("SGLANG_EAGLE_CYCLE_JSONL") or "").strip() or None
+        path = os.path.expanduser((env.get("SGLANG_EAGLE_CYCLE_JSONL") or "").strip()) or None
         return cls(
             log_every=_env_int(env, "SGLANG_EAGLE_CYCLE_LOG_EVERY", 1, 1),
             log_line=stats_rank or all_ranks,
@@ -166,7 +171,7 @@ class _Flush:
 
 
 #: Sink thread wake-up period while cycles arrive, and the longest sleep when idle (seconds).
-POLL_BUSY_S = 0.005
+POLL_BUSY_S = 0.01
 POLL_IDLE_S = 0.2
 
 
@@ -218,6 +223,10 @@ class CycleSink:
         if not self.config.background:
             self._waiting.append((item, time.monotonic()))
             self._drain()
+            return
+        if len(self._inbox) >= MAX_INBOX:
+            self.dropped += 1
+            self._fault("queue", OverflowError(f"{MAX_INBOX} cycles waiting for the sink thread"), "cycles dropped")
             return
         self._inbox.append(item)
         if self._thread is None:
@@ -273,18 +282,27 @@ class CycleSink:
         return markers
 
     def _run(self) -> None:
+        try:  # lowest CPU priority: the thread uses cores the scheduler leaves idle (Linux: per thread)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except (AttributeError, OSError):
+            pass
         sleep = POLL_BUSY_S
         while True:
             self._kick.wait(sleep)
             self._kick.clear()
             stopping = self._stopping
             busy = bool(self._inbox)
-            markers = self._take_inbox()
-            self._drain(final=bool(markers) or stopping)
+            markers = []
+            try:
+                markers = self._take_inbox()
+                self._drain(final=bool(markers) or stopping)
+                if stopping:
+                    self._finish()
+            except Exception as exc:  # never let the thread die: the scheduler would queue forever
+                self._fault("thread", exc, "writing goes on")
             for m in markers:
                 m.done.set()
             if stopping:
-                self._finish()
                 return
             sleep = POLL_BUSY_S if busy or self._waiting else min(sleep * 2, POLL_IDLE_S)
 

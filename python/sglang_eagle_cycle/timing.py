@@ -27,6 +27,7 @@ into :class:`CpuTimer` and fake events into :class:`CudaTimer`.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import Any, Callable, Hashable, Optional, Protocol
 
@@ -143,6 +144,7 @@ class CudaMarks:
         return key in self._ev
 
     def ready(self) -> bool:
+        self._timer.bind_reader()
         return self._last is None or bool(self._last.query())
 
     def elapsed_ms(self, start: Hashable, end: Hashable) -> Optional[float]:
@@ -186,6 +188,7 @@ class CudaTimer:
         is_capturing: Optional[Callable[[], bool]] = None,
         pool_limit: int = DEFAULT_POOL_LIMIT,
     ):
+        self._get_device = self._set_device = None
         if event_factory is None or current_stream is None or is_capturing is None:
             if not cuda_usable():
                 raise RuntimeError("CudaTimer needs torch with a CUDA device")
@@ -194,11 +197,14 @@ class CudaTimer:
             event_factory = event_factory or (lambda: torch.cuda.Event(enable_timing=True))
             current_stream = current_stream or torch.cuda.current_stream
             is_capturing = is_capturing or torch.cuda.is_current_stream_capturing
+            self._get_device, self._set_device = torch.cuda.current_device, torch.cuda.set_device
         self._new_event = event_factory
         self._current_stream = current_stream
         self._is_capturing = is_capturing
         self.pool_limit = pool_limit
         self._pool: list = []
+        self._device: Optional[int] = None  # the recording thread's device, taken at the first start()
+        self._readers = threading.local()
 
     def prewarm(self, n: int) -> None:
         """Create ``n`` pooled events ahead of the first cycle (event creation is not free)."""
@@ -206,7 +212,19 @@ class CudaTimer:
             self._pool.append(self._new_event())
 
     def start(self) -> CudaMarks:
+        if self._device is None and self._get_device is not None:
+            self._device = self._get_device()
         return CudaMarks(self, self._current_stream())
+
+    def bind_reader(self) -> None:
+        """Make the recording thread's device current in a reading thread (once per thread; not a sync).
+
+        A scheduler rank drives one GPU, not necessarily device 0; the sink thread reads its events.
+        """
+        if self._set_device is not None and self._device is not None \
+                and getattr(self._readers, "device", None) != self._device:
+            self._set_device(self._device)
+            self._readers.device = self._device
 
     def capturing(self) -> bool:
         return bool(self._is_capturing())

@@ -46,24 +46,15 @@ def banner_lines(draft_worker=None) -> list[tuple[int, str]]:
     return out
 
 
-def is_profiled(worker) -> bool:
-    """True for ``EAGLEWorkerV2`` and subclasses that keep its decode branch (e.g. Standalone).
-
-    Multi-layer EAGLE, frozen-KV MTP, DFlash and other workers run other code and are not timed.
-    """
-    try:
-        from sglang.srt.speculative.eagle_worker_v2 import EAGLEWorkerV2
-    except Exception:
-        return False
-    cls = type(worker)
-    return issubclass(cls, EAGLEWorkerV2) and cls.forward_batch_generation is EAGLEWorkerV2.forward_batch_generation
-
-
 def _worker_note(worker) -> str:
-    name = type(worker).__name__
-    if is_profiled(worker):
-        return f"profiling {name}"
-    return f"{name} is not profiled (only EAGLEWorkerV2 and subclasses that keep its decode branch are)"
+    """What the timing area does with this scheduler's speculative worker."""
+    from ..plugin import enabled_areas
+
+    if "timing" not in enabled_areas():
+        return "off (SGLANG_EAGLE_CYCLE_TIMING=0)"
+    from .cycle import worker_support
+
+    return worker_support(worker)[1]
 
 
 def _after_scheduler_init(original, self, *args, **kwargs):

@@ -137,18 +137,20 @@ _NULL_MARKS = _NullMarks()
 class _Cycle:
     """One timed decode cycle on its way from launch to the sink (a :class:`sinks.Pending`)."""
 
-    broken = False
-    nvtx_open = 0  # NVTX ranges pushed and not yet popped
-    publish = None  # upstream's on_publish for this cycle
-    n_steps = 0
-    steps = topk = draft_tokens = 0
-    graph = False
-    per_req: Optional[list] = None  # accepted drafts per request (bonus excluded), from the read point
-    bonus = 1
+    __slots__ = ("id", "marks", "broken", "nvtx_open", "publish", "n_steps", "steps", "topk", "draft_tokens",
+                 "graph", "per_req", "bonus")
 
     def __init__(self, cycle_id: int, marks):
         self.id = cycle_id
         self.marks = marks
+        self.broken = False
+        self.nvtx_open = 0  # NVTX ranges pushed and not yet popped
+        self.publish = None  # upstream's on_publish for this cycle
+        self.n_steps = 0  # eager draft forwards timed
+        self.steps = self.topk = self.draft_tokens = 0
+        self.graph = False
+        self.per_req: Optional[list] = None  # accepted drafts per request (bonus excluded), from the read point
+        self.bonus = 1
 
     def ready(self) -> bool:
         return self.marks.ready()
@@ -222,29 +224,29 @@ class CycleProfiler:
     # -- set-up and faults ---------------------------------------------------------------------
 
     def _setup(self, worker) -> None:
-        from ..runtime import ranks
-
+        """Configure from the environment at the first decode cycle; any problem turns timing off, once."""
         self._set_up = True
-        env = os.environ if self._env is None else self._env
-        r = ranks()
-        if r.pp_size > 1:
-            self._disabled = True
-            self._log.info("sglang-eagle-cycle: timing off: --pp-size > 1 (the PP tail draft is not profiled)")
-            return
-        if self._timer is None:
-            device = str(getattr(worker, "device", "") or "") or None
-            try:
-                self._timer = make_timer(device=device)
-            except ValueError as exc:
+        try:
+            from ..runtime import ranks
+
+            env = os.environ if self._env is None else self._env
+            r = ranks()
+            if r.pp_size > 1:
                 self._disabled = True
-                self._log.warning("sglang-eagle-cycle: timing off: %s", exc)
+                self._log.info("sglang-eagle-cycle: timing off: --pp-size > 1 (the PP tail draft is not profiled)")
                 return
-            if hasattr(self._timer, "prewarm"):
-                self._timer.prewarm(32)
-        if self._sink is None:
-            self._sink = CycleSink(SinkConfig.from_env(env, r, stats_rank=_stats_logging_rank(r)))
-        if self._nvtx is None and self._sink.config.nvtx:
-            self._nvtx = load_nvtx(self._log)
+            if self._timer is None:
+                device = str(getattr(worker, "device", "") or "") or None
+                self._timer = make_timer(device=device)
+                if hasattr(self._timer, "prewarm"):
+                    self._timer.prewarm(32)
+            if self._sink is None:
+                self._sink = CycleSink(SinkConfig.from_env(env, r, stats_rank=_stats_logging_rank(r)))
+            if self._nvtx is None and self._sink.config.nvtx:
+                self._nvtx = load_nvtx(self._log)
+        except Exception as exc:
+            self._disabled = True
+            self._log.warning("sglang-eagle-cycle: timing off (%s: %s)", type(exc).__name__, exc)
 
     def _fault(self, where: str, exc: BaseException, cyc: Optional[_Cycle] = None) -> None:
         """Log an exception of ours once per (place, type); the cycle, if any, stops recording."""
@@ -378,15 +380,14 @@ class CycleProfiler:
                     cyc.nvtx_open = 1
                 nvtx.push("eagle_cycle.verify")
                 cyc.nvtx_open += 1
-            if not cyc.broken:
-                target = worker._target_worker
-                if "forward_batch_generation" in target.__dict__:
-                    target = None  # already shadowed by someone else: leave it alone, no verify_fwd
-                else:
-                    cached = self._target_shim
-                    if cached is None or cached[0] is not target:
-                        cached = self._target_shim = (target, _target_forward_shim(self, target))
-                    target.forward_batch_generation = cached[1]
+            tw = worker._target_worker
+            # (if someone else already shadows the method on this instance, leave it: no verify_fwd)
+            if not cyc.broken and "forward_batch_generation" not in tw.__dict__:
+                cached = self._target_shim
+                if cached is None or cached[0] is not tw:
+                    cached = self._target_shim = (tw, _target_forward_shim(self, tw))
+                tw.forward_batch_generation = cached[1]
+                target = tw
         except Exception as exc:
             self._fault("verify", exc, cyc)
         try:
@@ -413,15 +414,13 @@ class CycleProfiler:
             return original(draft_worker, *args, **kwargs)
         runner = None
         try:
-            if not self._timer.capturing():
-                runner = draft_worker.draft_runner
-                if "forward" in runner.__dict__:
-                    runner = None
-                else:
-                    cached = self._step_shim
-                    if cached is None or cached[0] is not runner:
-                        cached = self._step_shim = (runner, _draft_step_shim(self, runner))
-                    runner.forward = cached[1]
+            dr = draft_worker.draft_runner
+            if not self._timer.capturing() and "forward" not in dr.__dict__:
+                cached = self._step_shim
+                if cached is None or cached[0] is not dr:
+                    cached = self._step_shim = (dr, _draft_step_shim(self, dr))
+                dr.forward = cached[1]
+                runner = dr
         except Exception as exc:
             self._fault("draft step", exc, cyc)
         try:

@@ -94,7 +94,14 @@ def _make_hook(family: str):
 
         from ..hooks import guard
 
-        report = guard(f"wiring ({family})", lambda: _resolve(family, self, layer_ids), lambda: None)
+        report = guard(f"wiring ({family})", lambda: _resolve_or_config_error(family, self, layer_ids),
+                       lambda: None)
+        if isinstance(report, str):  # a bad SGLANG_EAGLE_CYCLE_* value: a wiring error of the user's making
+            if _strict():
+                logger.error(report)
+                raise EagleWiringError(report)
+            logger.warning("%s (serving with stock SGLang wiring, SGLANG_EAGLE_CYCLE_WIRING_STRICT=0)", report)
+            return original(self, layer_ids)
         if report is None:
             return original(self, layer_ids)
         guard(f"wiring log ({family})", lambda: _log_report(report), lambda: None)
@@ -158,6 +165,17 @@ def _read_draft():
     except Exception:
         header = None
     return cfg, header
+
+
+def _resolve_or_config_error(family: str, model, layer_ids):
+    """The wiring report, or a message string when an environment override is unusable."""
+    from ..errors import UsageError
+
+    try:
+        return _resolve(family, model, layer_ids)
+    except UsageError as exc:
+        return (f"EAGLE-3 aux wiring configuration error: {exc}. Fix or unset the SGLANG_EAGLE_CYCLE_* "
+                f"variable, or set SGLANG_EAGLE_CYCLE_WIRING_STRICT=0 to serve with stock SGLang wiring.")
 
 
 def _resolve(family: str, model, layer_ids):
