@@ -56,14 +56,18 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _positive_int(text: str) -> int:
+def _int_in(text: str, lo: int, hi: float, what: str) -> int:
     try:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1: {v}")
+    if not lo <= v <= hi:
+        raise argparse.ArgumentTypeError(f"must be {what}: {v}")
     return v
+
+
+def _positive_int(text: str) -> int:
+    return _int_in(text, 1, float("inf"), ">= 1")
 
 
 def _positive_float(text: str) -> float:
@@ -77,13 +81,7 @@ def _positive_float(text: str) -> float:
 
 
 def _port(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 1 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a TCP port 1..65535: {v}")
-    return v
+    return _int_in(text, 1, 65535, "a TCP port 1..65535")
 
 
 def _draft_tokens(text: str) -> Optional[int]:
