@@ -140,9 +140,20 @@ def main(argv=None) -> int:
         cfg = SinkConfig.from_env(env, Ranks(), background=background)
         return CycleProfiler(timer=CpuTimer(), sink=CycleSink(cfg), log=log)
 
+    class Dropped(CycleSink):
+        """Takes every cycle and writes nothing: what the scheduler thread pays to time a cycle."""
+
+        active = True
+
+        def submit(self, item):
+            self.written += 1
+
+    dropped = CycleProfiler(timer=CpuTimer(), sink=Dropped(SinkConfig(log_line=False)), log=log)
+
     variants = {
         "baseline": None,
         "hooked, nothing wanted": (profiler(True, jsonl=False), logging.WARNING),
+        "hooked, records dropped": (dropped, logging.WARNING),
         "hooked, default sinks": (profiler(True, jsonl=True), logging.INFO),
         "hooked, inline sinks": (profiler(False, jsonl=True), logging.INFO),
     }

@@ -176,9 +176,9 @@ def test_prefill_mixed_and_idle_batches_yield_no_record(install, tmp_path, log):
     starts = []
 
     class CountingTimer(CpuTimer):
-        def start(self):
-            starts.append(1)
-            return super().start()
+        def __init__(self, clock):
+            super().__init__(clock)
+            self.begin = lambda: starts.append(1) or clock()
 
     install(profiler(clock, tmp_path, log, timer=CountingTimer(clock)))
     with Harness(steps=3, clock=clock) as h:
@@ -201,6 +201,8 @@ def test_nothing_is_recorded_while_a_graph_is_captured(install, tmp_path, log):
     clock = FakeClock()
 
     class Capturing(CpuTimer):
+        may_capture = True
+
         def capturing(self):
             return True
 
@@ -341,21 +343,24 @@ def test_fault_in_our_timer_is_logged_once_and_upstream_results_are_unchanged(in
 
     clock = FakeClock()
 
-    class FaultyMarks:
-        def __init__(self, inner):
-            self.inner = inner
-
-        def mark(self, key):
-            if key == "verify0":
-                raise ZeroDivisionError("injected fault in the timer")
-            self.inner.mark(key)
-
-        def __getattr__(self, name):
-            return getattr(self.inner, name)
-
     class FaultyTimer(CpuTimer):
-        def start(self):
-            return FaultyMarks(super().start())
+        """Its second time point of each cycle (verify0) raises."""
+
+        def __init__(self, clock):
+            super().__init__(clock)
+            self.n = 0
+            self.begin = self._begin
+            self.stamp = self._stamp
+
+        def _begin(self):
+            self.n = 0
+            return clock()
+
+        def _stamp(self):
+            self.n += 1
+            if self.n == 1:
+                raise ZeroDivisionError("injected fault in the timer")
+            return clock()
 
     prof = install(profiler(clock, tmp_path, log, timer=FaultyTimer(clock)))
     with caplog.at_level(logging.INFO, logger=LOG), Harness(steps=3, clock=clock) as h:
@@ -479,3 +484,62 @@ print(json.dumps(sorted(HookRegistry._patched)))
     assert [(r.cycle, r.bs) for r in recs] == [(1, 1), (2, 2)]
     assert all(r.total_ms == pytest.approx(exp["total_ms"]) and r.draft_step_ms == pytest.approx([0.4])
                for r in recs)
+
+
+def test_target_shim_passes_every_other_call_through(install, tmp_path, log):
+    """The verify-forward shim stays on the target worker instance; outside a timed verify it is a plain call."""
+    from sglang.srt.managers.tp_worker import TpModelWorker
+
+    clock = FakeClock()
+    install(profiler(clock, tmp_path, log))
+    calls = []
+    real = TpModelWorker.forward_batch_generation
+
+    def counting(self, *args, **kwargs):
+        calls.append(kwargs.get("is_verify", False))
+        if not kwargs.get("is_verify"):
+            return "plain result"
+        return real(self, *args, **kwargs)
+
+    with Harness(steps=3, clock=clock) as h:
+        TpModelWorker.forward_batch_generation = counting  # a class-level hook of someone else
+        try:
+            h.run_overlap([h.new_batch(2), h.new_batch(2)])
+            tw = h.target_worker
+            assert getattr(tw.__dict__.get("forward_batch_generation"), "eagle_cycle_shim", False)
+            # e.g. a prefill, outside any cycle
+            assert tw.forward_batch_generation(object(), is_verify=False) == "plain result"
+        finally:
+            TpModelWorker.forward_batch_generation = real
+    assert calls == [True, True, False]  # both verify forwards and the plain call reached the class method
+    assert [r.verify_fwd_ms for r in records(tmp_path)] == [pytest.approx(Costs().target_forward)] * 2
+
+
+def test_someone_elses_instance_shadow_is_left_alone(install, tmp_path, log):
+    clock = FakeClock()
+    install(profiler(clock, tmp_path, log))
+    with Harness(steps=3, clock=clock) as h:
+        theirs = h.target_worker.forward_batch_generation  # bound method, put on the instance by another tool
+        h.target_worker.forward_batch_generation = theirs
+        h.run_overlap([h.new_batch(2)])
+        assert h.target_worker.__dict__["forward_batch_generation"] is theirs
+    (r,) = records(tmp_path)
+    assert r.verify_fwd_ms is None and r.verify_ms == pytest.approx(Costs().expected(3, False)["verify_ms"])
+
+
+def test_profiler_tells_the_sink_when_the_scheduler_waits(install, tmp_path, log, monkeypatch):
+    """host_busy: False from the end of a launch (the scheduler then blocks on the device) to the read point."""
+    import sglang_eagle_cycle.patches.cycle as pc
+
+    monkeypatch.setattr(pc, "KICK_BACKLOG", 2)
+    clock = FakeClock()
+    prof = install(profiler(clock, tmp_path, log, background=True))
+    kicks, seen = [], []
+    prof.sink.kick = lambda: kicks.append(len(prof.sink.inbox))
+    with Harness(steps=3, clock=clock) as h:
+        h.run_overlap([h.new_batch(1) for _ in range(6)], on_resolve=lambda b, r: seen.append(prof.sink.host_busy))
+    # waiting after each launch; the last batch resolves with no launch before it: still busy
+    assert seen == [False] * 5 + [True] and prof.sink.host_busy is True
+    assert kicks and all(k >= 2 for k in kicks)  # woken only once enough cycles wait
+    assert prof.sink.flush(5.0) and len(records(tmp_path)) == 6
+    prof.sink.close()

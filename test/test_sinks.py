@@ -242,5 +242,80 @@ def test_queue_is_bounded_when_the_sink_thread_cannot_run(caplog, log, monkeypat
     with caplog.at_level(logging.WARNING):
         for i in range(8):
             sink.submit(Pending(rec(i)))
-    assert len(sink._inbox) == 5 and sink.dropped == 3
+    assert len(sink.inbox) == 5 and sink.dropped == 3
     assert sum("cycles waiting for the sink thread" in r.getMessage() for r in caplog.records) == 1
+
+
+def _wait_until(cond, timeout=5.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.002)
+    return False
+
+
+def test_sink_thread_keeps_off_while_the_scheduler_is_busy(tmp_path, log, monkeypatch):
+    """host_busy True (the scheduler runs Python): kicks and timer wake-ups write nothing; False: it writes."""
+    import sglang_eagle_cycle.sinks as sinks
+
+    monkeypatch.setattr(sinks, "POLL_BUSY_S", 0.005)
+    path = tmp_path / "gate.jsonl"
+    sink = CycleSink(SinkConfig(jsonl_path=str(path), log_line=False), log=log)
+    sink.host_busy = True
+    for i in range(1, 4):
+        sink.submit(Pending(rec(i)))
+    sink.kick()
+    time.sleep(0.1)  # 20 timer wake-ups and a kick, all while busy
+    assert sink.written == 0 and not path.read_text()
+    sink.host_busy = False  # the scheduler blocks on the device
+    sink.kick()
+    assert _wait_until(lambda: sink.written == 3)
+    assert [from_json(x).cycle for x in path.read_text().splitlines()] == [1, 2, 3]
+    sink.close()
+
+
+def test_overdue_cycles_are_written_even_while_busy(tmp_path, log, monkeypatch):
+    """A scheduler that never waits must not make the sink fall behind forever."""
+    import sglang_eagle_cycle.sinks as sinks
+
+    monkeypatch.setattr(sinks, "POLL_BUSY_S", 0.005)
+    monkeypatch.setattr(sinks, "OVERDUE_S", 0.05)
+    sink = CycleSink(SinkConfig(jsonl_path=str(tmp_path / "late.jsonl"), log_line=False), log=log)
+    sink.host_busy = True
+    sink.submit(Pending(rec(1)))
+    assert _wait_until(lambda: sink.written == 1, timeout=2.0)
+    sink.close()
+
+
+def test_flush_writes_regardless_of_the_gate(tmp_path, log):
+    sink = CycleSink(SinkConfig(jsonl_path=str(tmp_path / "f.jsonl"), log_line=False), log=log)
+    sink.host_busy = True
+    for i in range(5):
+        sink.submit(Pending(rec(i)))
+    assert sink.flush(5.0) and sink.written == 5
+    sink.close()
+
+
+def test_a_slice_stops_after_its_budget(tmp_path, log, monkeypatch):
+    """One wake-up writes for about SLICE_S, then gives the GIL back; the rest follows at later wake-ups."""
+    import sglang_eagle_cycle.sinks as sinks
+
+    class Slow(Pending):
+        def build(self):
+            time.sleep(0.004)
+            return super().build()
+
+    monkeypatch.setattr(sinks, "SLICE_S", 0.001)
+    monkeypatch.setattr(sinks, "POLL_BUSY_S", 0.2)
+    sink = CycleSink(SinkConfig(jsonl_path=str(tmp_path / "s.jsonl"), log_line=False), log=log)
+    for i in range(6):
+        sink.submit(Slow(rec(i)))
+    sink.kick()
+    assert _wait_until(lambda: sink.written >= 1)
+    time.sleep(0.05)
+    assert sink.written == 1  # one item past the budget, then asleep until the next wake-up
+    sink.kick()
+    assert _wait_until(lambda: sink.written == 2)
+    assert sink.flush(5.0) and sink.written == 6
+    sink.close()

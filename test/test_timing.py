@@ -69,83 +69,88 @@ def _cuda(gpu, **kw):
                      is_capturing=lambda: False, **kw)
 
 
-def test_cpu_marks_measure_the_injected_clock():
+def test_cpu_stamps_measure_the_injected_clock():
     clock = Clock()
-    marks = CpuTimer(clock).start()
-    marks.mark("a")
+    timer = CpuTimer(clock)
+    a = timer.begin()
     clock.ns += 2_500_000
-    marks.mark("b")
+    b = timer.stamp()
     clock.ns += 1_000
-    marks.mark("c")
-    assert marks.ready()
-    assert marks.elapsed_ms("a", "b") == 2.5
-    assert marks.elapsed_ms("a", "c") == pytest.approx(2.501)
-    assert marks.elapsed_ms("a", "missing") is None and not marks.has("missing") and marks.has("b")
+    c = timer.stamp()
+    assert timer.done(c)
+    assert timer.elapsed_ms(a, b) == 2.5
+    assert timer.elapsed_ms(a, c) == pytest.approx(2.501)
+    assert timer.elapsed_ms(a, None) is None and timer.elapsed_ms(None, b) is None
+    timer.release([a, b, c])  # nothing to give back; must not fail
 
 
 def test_cpu_timer_default_clock_is_monotonic_ns():
-    marks = CpuTimer().start()
-    marks.mark("a")
-    marks.mark("b")
-    assert 0.0 <= marks.elapsed_ms("a", "b") < 100.0
+    timer = CpuTimer()
+    a = timer.begin()
+    b = timer.stamp()
+    assert isinstance(a, int) and 0.0 <= timer.elapsed_ms(a, b) < 100.0
 
 
-def test_cuda_marks_read_only_after_completion_and_never_sync(gpu):
+def test_cuda_stamps_read_only_after_completion_and_never_sync(gpu):
     timer = _cuda(gpu)
-    marks = timer.start()
-    marks.mark("t0")
+    t0 = timer.begin()
     gpu.now += 3_000_000
-    marks.mark("t1")
-    assert not marks.ready()  # the fake GPU has not run them yet
+    t1 = timer.stamp()
+    assert not timer.done(t1)  # the fake GPU has not run them yet
     gpu.complete_all()
-    assert marks.ready()
-    assert marks.elapsed_ms("t0", "t1") == 3.0
+    assert timer.done(t1)
+    assert timer.elapsed_ms(t0, t1) == 3.0
     calls = [ev.calls for ev in gpu.recorded]
     assert sum(c["synchronize"] for c in calls) == 0
-    assert sum(c["query"] for c in calls) == 2  # ready() asks the last event only, twice
+    assert sum(c["query"] for c in calls) == 2  # done() asks the one event it is given, twice
+    assert [c["record"] for c in calls] == [1, 1]
 
 
 def test_cuda_events_come_from_a_pool(gpu):
     FakeEvent.created = 0
     timer = _cuda(gpu)
     for _ in range(50):
-        in_flight = [timer.start() for _ in range(2)]  # overlap: two cycles in flight
-        for m in in_flight:
-            for key in ("a", "b", "c"):
-                m.mark(key)
+        in_flight = []  # overlap: two cycles in flight, each with its own events
+        for _ in range(2):
+            in_flight.append([timer.begin(), timer.stamp(), timer.stamp()])
         gpu.complete_all()
-        for m in in_flight:
-            assert m.ready()
-            m.release()
+        for stamps in in_flight:
+            assert timer.done(stamps[-1])
+            timer.release(stamps)
     assert FakeEvent.created == 6  # 2 sets x 3 events, then reused
     assert timer.pooled == 6
 
 
 def test_cuda_pool_is_bounded(gpu):
     timer = _cuda(gpu, pool_limit=4)
-    sets = [timer.start() for _ in range(3)]
-    for m in sets:
-        m.mark("a")
-        m.mark("b")
-    for m in sets:
-        m.release()
+    sets = [[timer.begin(), timer.stamp()] for _ in range(3)]
+    for stamps in sets:
+        timer.release(stamps + [None])  # a stamp never taken is skipped
     assert timer.pooled == 4
 
 
-def test_cuda_remark_recycles_the_old_event(gpu):
-    timer = _cuda(gpu)
-    m = timer.start()
-    m.mark("a")
-    m.mark("a")
-    assert timer.pooled == 1
+def test_cuda_stamps_go_to_the_stream_current_at_begin(gpu):
+    streams = iter(["forward-stream", "other-stream"])
+    seen = []
+
+    class StreamEvent(FakeEvent):
+        def record(self, stream):
+            seen.append(stream)
+
+    timer = CudaTimer(event_factory=lambda: StreamEvent(gpu), current_stream=lambda: next(streams),
+                      is_capturing=lambda: False)
+    timer.begin()
+    timer.stamp()
+    timer.begin()
+    timer.stamp()
+    assert seen == ["forward-stream", "forward-stream", "other-stream", "other-stream"]
 
 
 def test_prewarm_creates_events_ahead(gpu):
     FakeEvent.created = 0
     timer = _cuda(gpu)
     timer.prewarm(8)
-    m = timer.start()
-    m.mark("x")
+    timer.begin()
     assert FakeEvent.created == 8 and timer.pooled == 7
 
 
@@ -157,7 +162,7 @@ def test_capture_guard_without_cuda_answers_false():
 
 def test_make_timer_choices():
     assert isinstance(make_timer(device="cpu"), CpuTimer)
-    assert make_timer("cpu", clock=Clock()).start() is not None
+    assert make_timer("cpu", clock=Clock()).begin() == 5_000_000
     with pytest.raises(ValueError, match="only CUDA and CPU"):
         make_timer(device="npu:0")
     with pytest.raises(ValueError, match="unknown timer kind"):
@@ -178,8 +183,8 @@ sys.modules['sglang'] = None
 sys.path.insert(0, sys.argv[1])
 from sglang_eagle_cycle import timing, sinks, cycle
 t = timing.make_timer()
-m = t.start(); m.mark('a'); m.mark('b')
-print(json.dumps({"kind": t.kind, "capturing": timing.is_capturing(), "ms": m.elapsed_ms('a', 'b') >= 0}))
+a = t.begin(); b = t.stamp()
+print(json.dumps({"kind": t.kind, "capturing": timing.is_capturing(), "ms": t.elapsed_ms(a, b) >= 0}))
 """
     out = subprocess.run([sys.executable, "-c", code, str(repo_root / "python")], capture_output=True, text=True,
                          timeout=60)

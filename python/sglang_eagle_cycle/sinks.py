@@ -7,18 +7,23 @@ Environment (read once, in the scheduler process, at the first profiled decode c
   ``sglang_eagle_cycle`` at INFO, so SGLang's ``--log-level`` decides whether it is printed.
 * ``SGLANG_EAGLE_CYCLE_JSONL=path``: one JSON object per cycle whatever ``LOG_EVERY`` is, appended
   (an existing file is never truncated) in whole lines, flushed as soon as written (the sink
-  thread writes every 10 ms while cycles arrive); with tp x pp x dp > 1 each rank writes
+  thread writes every few cycles while cycles arrive); with tp x pp x dp > 1 each rank writes
   ``name.tp{T}.pp{P}.dp{D}.ext``.
 * ``SGLANG_EAGLE_CYCLE_ALL_RANKS=1``: every rank prints its line, labelled ``rank=...``; by
   default only SGLang's stats-logging rank (attention-TP rank 0) prints.
 * ``SGLANG_EAGLE_CYCLE_NVTX=1``: NVTX ranges per phase for Nsight Systems (``nvtx`` package, or
   ``torch.cuda.nvtx`` when it is missing).
 
-Cost: reading events, formatting and file I/O take tens of microseconds per cycle (about 35 us
-measured in ``benchmarks/bench_hook_overhead.py`` on a 2-core VM), more than the scheduler can
-spare, so by default :class:`CycleSink` hands each cycle to one daemon thread (``submit`` is a
-``deque.append``); all of that happens there, in batches, every 10 ms while cycles arrive, at the
-lowest CPU priority (nice 19): it uses cores the scheduler leaves idle.
+Cost: reading events, formatting and file I/O take tens of microseconds per cycle (about 120 us
+on the scheduler thread when done there, ``inline sinks`` in ``benchmarks/bench_hook_overhead.py``
+on a 2-core VM), more than the scheduler can spare, so by default :class:`CycleSink` hands each
+cycle to one daemon thread (``submit`` is a ``deque.append``) at the lowest CPU priority (nice 19).
+Where that thread runs matters as much as what it does: a thread that *waits for the GIL* while
+the scheduler runs Python takes the GIL at every GIL-releasing call of the scheduler (each torch
+op), and each such hand-over costs the scheduler microseconds. So the thread writes only while
+the scheduler blocks on the device (:attr:`CycleSink.host_busy` False, set by the profiler), in
+slices of at most :data:`SLICE_S`, woken by the scheduler once :data:`KICK_BACKLOG` cycles wait
+(a wake-up is a system call, so not every cycle) or by its own timer.
 Usage::
 
     sink = CycleSink(SinkConfig.from_env(os.environ, ranks))
@@ -170,9 +175,15 @@ class _Flush:
         self.done = threading.Event()
 
 
-#: Sink thread wake-up period while cycles arrive, and the longest sleep when idle (seconds).
-POLL_BUSY_S = 0.01
+#: Cycles the scheduler hands over before it wakes the sink thread (:meth:`CycleSink.kick`).
+KICK_BACKLOG = 8
+#: Sink thread sleep when no kick comes while cycles arrive, and the longest sleep when idle (seconds).
+POLL_BUSY_S = 0.05
 POLL_IDLE_S = 0.2
+#: Longest the sink thread writes in one go before it lets the scheduler have the GIL back (seconds).
+SLICE_S = 0.0006
+#: Cycles older than this are written even while the scheduler is busy (seconds).
+OVERDUE_S = 0.5
 
 
 class CycleSink:
@@ -194,9 +205,14 @@ class CycleSink:
         self._agg = Aggregator(config.log_every)
         self._jsonl: Optional[_JsonlFile] = None
         self._faults: set = set()
-        self._inbox: deque = deque()
+        #: Cycles submitted and not yet taken by the sink thread (its length is the backlog).
+        self.inbox: deque = deque()
         self._waiting: deque = deque()
-        self._kick = threading.Event()
+        self._wake = threading.Lock()  # released by kick(): the sink thread's wake-up (a futex, no Python lock)
+        self._wake.acquire()
+        #: Set by the submitting thread: True while it runs Python (the sink thread then keeps off
+        #: the GIL), False while it waits for the device. Never set: the sink writes whenever it wakes.
+        self.host_busy = False
         self._thread: Optional[threading.Thread] = None
         self._start_lock = threading.Lock()
         self._stopping = False
@@ -224,13 +240,24 @@ class CycleSink:
             self._waiting.append((item, time.monotonic()))
             self._drain()
             return
-        if len(self._inbox) >= MAX_INBOX:
+        if len(self.inbox) >= MAX_INBOX:
             self.dropped += 1
             self._fault("queue", OverflowError(f"{MAX_INBOX} cycles waiting for the sink thread"), "cycles dropped")
             return
-        self._inbox.append(item)
+        self.inbox.append(item)
         if self._thread is None:
             self._start()
+
+    def kick(self) -> None:
+        """Wake the sink thread now (never blocks). The scheduler does it once :data:`KICK_BACKLOG` cycles wait.
+
+        Call it when the submitting thread is about to block with the GIL released (the
+        scheduler, right after it launched a cycle and before it waits for the device): the
+        thread then writes while the scheduler does not need the GIL. Waking a thread costs the
+        caller a system call, so it is done once per :data:`KICK_BACKLOG` cycles, not per cycle.
+        """
+        if self._thread is not None:
+            self._wake_now()
 
     # -- control -------------------------------------------------------------------------------
 
@@ -241,8 +268,8 @@ class CycleSink:
             self._drain(final=True)
             return not self._waiting
         marker = _Flush()
-        self._inbox.append(marker)
-        self._kick.set()
+        self.inbox.append(marker)
+        self._wake_now()
         return marker.done.wait(timeout)
 
     def close(self, timeout: float = 5.0) -> None:
@@ -252,7 +279,7 @@ class CycleSink:
         self._closed = True
         if self._thread is not None:
             self._stopping = True
-            self._kick.set()
+            self._wake_now()
             self._thread.join(timeout)
         else:
             self._take_inbox()
@@ -272,7 +299,7 @@ class CycleSink:
     def _take_inbox(self) -> list:
         """Move submitted cycles to the waiting list; returns the flush markers met on the way."""
         markers = []
-        inbox, now = self._inbox, time.monotonic()
+        inbox, now = self.inbox, time.monotonic()
         while inbox:
             item = inbox.popleft()
             if isinstance(item, _Flush):
@@ -281,21 +308,40 @@ class CycleSink:
                 self._waiting.append((item, now))
         return markers
 
+    def _wake_now(self) -> None:
+        try:
+            self._wake.release()
+        except RuntimeError:  # already released: the thread wakes anyway
+            pass
+
     def _run(self) -> None:
+        """The sink thread: wake, write what is complete while the scheduler waits, sleep.
+
+        Why the care: a thread that waits for the GIL while the scheduler runs Python takes the
+        GIL at each of the scheduler's GIL-releasing calls (every torch op), and each of those
+        hand-overs costs the scheduler microseconds. So the thread writes only while
+        :attr:`host_busy` is False (the scheduler blocks on the device, GIL released), stops as
+        soon as it turns True, and otherwise sleeps without asking for the GIL. Cycles waiting
+        longer than :data:`OVERDUE_S` are written regardless (a scheduler that never waits).
+        """
         try:  # lowest CPU priority: the thread uses cores the scheduler leaves idle (Linux: per thread)
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         except (AttributeError, OSError):
             pass
         sleep = POLL_BUSY_S
         while True:
-            self._kick.wait(sleep)
-            self._kick.clear()
+            self._wake.acquire(timeout=sleep)  # a kick, a flush or the timeout
             stopping = self._stopping
-            busy = bool(self._inbox)
             markers = []
+            had_work = False
             try:
                 markers = self._take_inbox()
-                self._drain(final=bool(markers) or stopping)
+                had_work = bool(self._waiting)
+                final = bool(markers) or stopping
+                if final:
+                    self._drain(final=True)
+                else:
+                    self._drain(gated=True, budget_s=SLICE_S)
                 if stopping:
                     self._finish()
             except Exception as exc:  # never let the thread die: the scheduler would queue forever
@@ -304,18 +350,31 @@ class CycleSink:
                 m.done.set()
             if stopping:
                 return
-            sleep = POLL_BUSY_S if busy or self._waiting else min(sleep * 2, POLL_IDLE_S)
+            # back off only after wake-ups that found nothing at all (no cycles are coming)
+            sleep = POLL_BUSY_S if had_work or self.inbox else min(sleep * 2, POLL_IDLE_S)
 
-    def _drain(self, final: bool = False) -> None:
-        """Write waiting cycles from the head while their events are complete (JSONL in one write)."""
+    def _drain(self, final: bool = False, gated: bool = False, budget_s: Optional[float] = None) -> None:
+        """Write waiting cycles from the head while their events are complete (JSONL in one write).
+
+        Args:
+            final: wait up to 1 s for incomplete events (flush, close).
+            gated: stop while :attr:`host_busy` (unless the head cycle is overdue).
+            budget_s: stop after about this long; the rest waits for the next wake-up.
+        """
         w = self._waiting
         deadline = time.monotonic() + (1.0 if final else 0.0)
+        stop_at = time.perf_counter() + budget_s if budget_s is not None else None
         lines: list = []
+        done = 0
         try:
             while w:
                 item, t0 = w[0]
+                if gated and self.host_busy and time.monotonic() - t0 < OVERDUE_S and len(w) < MAX_WAITING // 2:
+                    return
+                if stop_at is not None and done and time.perf_counter() > stop_at:
+                    return
                 try:
-                    ok = item.ready() if not isinstance(item, CycleRecord) else True
+                    ok = item is True or (item.ready() if not isinstance(item, CycleRecord) else True)
                 except Exception as exc:
                     self._fault("ready", exc, "cycle dropped")
                     w.popleft()
@@ -334,6 +393,7 @@ class CycleSink:
                     return
                 w.popleft()
                 self._write(item, lines)
+                done += 1
         finally:
             if lines and self._jsonl is not None:
                 try:

@@ -2,10 +2,15 @@
 
 Why events and deferred reads: the overlap scheduler launches batch N+1 before it resolves batch N,
 so a timer that synchronised to read its result would serialise the pipeline it measures. Each
-cycle therefore gets its own :class:`MarkSet` (events drawn from a reusable pool, all recorded on
-the stream that is current when the cycle starts). Nothing here ever synchronises: a mark set is
-read only once :meth:`MarkSet.ready` says its last event has completed (``Event.query()``), which
-is already true after the scheduler's own copy-to-host sync of that batch's result.
+cycle therefore keeps its own time points (*stamps*: events drawn from a reusable pool, all
+recorded on the stream that is current when the cycle begins). Nothing here ever synchronises: a
+cycle's stamps are read only once :meth:`CudaTimer.done` says its last one has completed
+(``Event.query()``), which is already true after the scheduler's own copy-to-host sync of that
+batch's result.
+
+The recording side is as small as it can be, because it runs on the scheduler thread once per
+time point (seven per decode cycle): ``stamp()`` is ``time.perf_counter_ns`` itself for the host
+clock, and one pooled ``Event.record`` for CUDA.
 
 This module imports neither SGLang nor torch at module top (the GPU check runs where SGLang is
 absent; tests run where CUDA is absent). Usage::
@@ -13,15 +18,16 @@ absent; tests run where CUDA is absent). Usage::
     from sglang_eagle_cycle.timing import make_timer
 
     timer = make_timer()            # CUDA events when torch sees a GPU, else the host clock
-    marks = timer.start()           # one set per in-flight cycle
-    marks.mark("total0"); ...; marks.mark("total1")
-    # later, after an existing sync point:
-    if marks.ready():
-        ms = marks.elapsed_ms("total0", "total1")
-        marks.release()             # events go back to the pool
+    t0 = timer.begin()              # first time point of a cycle (fixes the stream for CUDA)
+    t1 = timer.stamp()              # further time points of the same cycle
+    # later, after an existing sync point (or polling):
+    if timer.done(t1):              # never blocks
+        ms = timer.elapsed_ms(t0, t1)
+        timer.release((t0, t1))     # events go back to the pool
 
-The two backends share one interface (``start``, ``capturing``, ``kind``); tests inject a clock
-into :class:`CpuTimer` and fake events into :class:`CudaTimer`.
+The two backends share one interface (``begin``, ``stamp``, ``done``, ``elapsed_ms``, ``release``,
+``capturing``, ``kind``); tests inject a clock into :class:`CpuTimer` and fake events into
+:class:`CudaTimer`.
 """
 
 from __future__ import annotations
@@ -29,29 +35,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import Any, Callable, Hashable, Optional, Protocol
+from typing import Any, Callable, Iterable, Optional
 
 #: Events kept for reuse by one :class:`CudaTimer` (about 10 per in-flight cycle).
 DEFAULT_POOL_LIMIT = 512
-
-
-class MarkSet(Protocol):
-    """Time points of one cycle, recorded in order; read once, after they completed."""
-
-    def mark(self, key: Hashable) -> None:
-        """Record time point ``key`` now (on the device stream for CUDA)."""
-
-    def has(self, key: Hashable) -> bool:
-        """Whether ``key`` was marked."""
-
-    def ready(self) -> bool:
-        """Whether every mark has completed; never blocks."""
-
-    def elapsed_ms(self, start: Hashable, end: Hashable) -> Optional[float]:
-        """Milliseconds from ``start`` to ``end``; ``None`` if either was not marked. Call only when ready."""
-
-    def release(self) -> None:
-        """Give the marks back for reuse; the set must not be used afterwards."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -59,36 +46,8 @@ class MarkSet(Protocol):
 # ---------------------------------------------------------------------------------------------
 
 
-class CpuMarks:
-    """Mark set of :class:`CpuTimer`: integer nanoseconds from the timer's clock."""
-
-    __slots__ = ("_clock", "_t")
-
-    def __init__(self, clock: Callable[[], int]):
-        self._clock = clock
-        self._t: dict = {}
-
-    def mark(self, key: Hashable) -> None:
-        self._t[key] = self._clock()
-
-    def has(self, key: Hashable) -> bool:
-        return key in self._t
-
-    def ready(self) -> bool:
-        return True
-
-    def elapsed_ms(self, start: Hashable, end: Hashable) -> Optional[float]:
-        t = self._t
-        if start not in t or end not in t:
-            return None
-        return (t[end] - t[start]) / 1e6
-
-    def release(self) -> None:
-        self._t = {}
-
-
 class CpuTimer:
-    """Host wall clock (``time.perf_counter_ns`` unless a clock is injected).
+    """Host wall clock (``time.perf_counter_ns`` unless a clock is injected); stamps are integer ns.
 
     Exact for synchronous execution (CPU runs, tests). On an asynchronous device it would time
     kernel *launches*, not kernels, so the profiler uses it only where there is no CUDA device.
@@ -100,14 +59,34 @@ class CpuTimer:
     kind = "cpu"
 
     def __init__(self, clock: Callable[[], int] = time.perf_counter_ns):
-        self._clock = clock
+        self.clock = clock
+        self.begin = clock  # () -> int ns: a cycle's first time point
+        self.stamp = clock  # () -> int ns: a time point now
 
-    def start(self) -> CpuMarks:
-        return CpuMarks(self._clock)
+    @staticmethod
+    def done(stamp: Any) -> bool:
+        """Host stamps are complete when taken."""
+        return True
+
+    @staticmethod
+    def elapsed_ms(start: Optional[int], end: Optional[int]) -> Optional[float]:
+        """Milliseconds from ``start`` to ``end`` (ns stamps); ``None`` if either is missing."""
+        if start is None or end is None:
+            return None
+        return (end - start) / 1e6
+
+    @staticmethod
+    def release(stamps: Iterable[Any]) -> None:
+        """Nothing to give back."""
 
     def capturing(self) -> bool:
         """Whether a CUDA graph is being captured on the current stream (False without CUDA)."""
         return _cuda_usable is not False and is_capturing()
+
+    @property
+    def may_capture(self) -> bool:
+        """Whether :meth:`capturing` can ever be True here (only where CUDA is usable)."""
+        return cuda_usable()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,57 +94,13 @@ class CpuTimer:
 # ---------------------------------------------------------------------------------------------
 
 
-class CudaMarks:
-    """Mark set of :class:`CudaTimer`: timing events recorded on one stream.
-
-    All marks go to the stream that was current when the set was started, so they complete in
-    record order and the last one completing implies all did (:meth:`ready` queries only it).
-    """
-
-    __slots__ = ("_timer", "_stream", "_ev", "_last")
-
-    def __init__(self, timer: "CudaTimer", stream: Any):
-        self._timer = timer
-        self._stream = stream
-        self._ev: dict = {}
-        self._last = None
-
-    def mark(self, key: Hashable) -> None:
-        pool = self._timer._pool
-        ev = pool.pop() if pool else self._timer._new_event()
-        ev.record(self._stream)
-        old = self._ev.get(key)
-        if old is not None:
-            pool.append(old)
-        self._ev[key] = ev
-        self._last = ev
-
-    def has(self, key: Hashable) -> bool:
-        return key in self._ev
-
-    def ready(self) -> bool:
-        self._timer.bind_reader()
-        return self._last is None or bool(self._last.query())
-
-    def elapsed_ms(self, start: Hashable, end: Hashable) -> Optional[float]:
-        ev = self._ev
-        a = ev.get(start)
-        b = ev.get(end)
-        if a is None or b is None:
-            return None
-        return float(a.elapsed_time(b))
-
-    def release(self) -> None:
-        pool = self._timer._pool
-        room = self._timer.pool_limit - len(pool)
-        if room > 0:
-            pool.extend(list(self._ev.values())[:room])
-        self._ev = {}
-        self._last = None
-
-
 class CudaTimer:
-    """CUDA timing events from a reusable pool; no synchronisation anywhere.
+    """CUDA timing events from a reusable pool; no synchronisation anywhere. Stamps are events.
+
+    A cycle's stamps are all recorded on the stream that was current at its :meth:`begin`, so they
+    complete in record order and the last one completing implies all did (:meth:`done` on the last
+    stamp is enough). Stamps of different cycles are different events (one set per in-flight
+    batch); :meth:`release` returns them to the pool once read.
 
     Args:
         event_factory: ``() -> event`` with ``record(stream)``, ``query()``, ``elapsed_time(other)``;
@@ -179,6 +114,7 @@ class CudaTimer:
     """
 
     kind = "cuda"
+    may_capture = True
 
     def __init__(
         self,
@@ -203,7 +139,8 @@ class CudaTimer:
         self._is_capturing = is_capturing
         self.pool_limit = pool_limit
         self._pool: list = []
-        self._device: Optional[int] = None  # the recording thread's device, taken at the first start()
+        self._stream = None  # the stream of the cycle being recorded
+        self._device: Optional[int] = None  # the recording thread's device, taken at the first begin()
         self._readers = threading.local()
 
     def prewarm(self, n: int) -> None:
@@ -211,10 +148,38 @@ class CudaTimer:
         while len(self._pool) < min(n, self.pool_limit):
             self._pool.append(self._new_event())
 
-    def start(self) -> CudaMarks:
+    def begin(self) -> Any:
+        """The first stamp of a cycle; its later stamps go to the same (now current) stream."""
         if self._device is None and self._get_device is not None:
             self._device = self._get_device()
-        return CudaMarks(self, self._current_stream())
+        self._stream = self._current_stream()
+        return self.stamp()
+
+    def stamp(self) -> Any:
+        """An event recorded now on the cycle's stream."""
+        pool = self._pool
+        ev = pool.pop() if pool else self._new_event()
+        ev.record(self._stream)
+        return ev
+
+    def done(self, stamp: Any) -> bool:
+        """Whether ``stamp`` (and every stamp recorded before it on its stream) completed; never blocks."""
+        self.bind_reader()
+        return stamp is None or bool(stamp.query())
+
+    @staticmethod
+    def elapsed_ms(start: Any, end: Any) -> Optional[float]:
+        """Milliseconds between two completed events; ``None`` if either is missing."""
+        if start is None or end is None:
+            return None
+        return float(start.elapsed_time(end))
+
+    def release(self, stamps: Iterable[Any]) -> None:
+        """Give read (or abandoned) events back to the pool, up to ``pool_limit``."""
+        pool = self._pool
+        for ev in stamps:
+            if ev is not None and len(pool) < self.pool_limit:
+                pool.append(ev)
 
     def bind_reader(self) -> None:
         """Make the recording thread's device current in a reading thread (once per thread; not a sync).

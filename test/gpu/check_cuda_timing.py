@@ -88,16 +88,15 @@ def time_both(run, timer: CudaTimer, reps: int) -> tuple[float, float]:
     ev, wall = [], []
     for _ in range(reps):
         torch.cuda.synchronize()
-        marks = timer.start()
         t0 = time.perf_counter()
-        marks.mark("a")
+        a = timer.begin()
         run()
-        marks.mark("b")
+        b = timer.stamp()
         torch.cuda.synchronize()
         wall.append((time.perf_counter() - t0) * 1e3)
-        assert marks.ready()
-        ev.append(marks.elapsed_ms("a", "b"))
-        marks.release()
+        assert timer.done(b)
+        ev.append(timer.elapsed_ms(a, b))
+        timer.release((a, b))
     return statistics.median(ev), statistics.median(wall)
 
 
@@ -253,11 +252,11 @@ def install(profiler: CycleProfiler):
 class TestProfiler(CycleProfiler):
     """The real profiler, told that the stand-in worker is supported and given its timer and sink."""
 
-    def _supported(self, worker):  # the stand-in worker is not upstream's class
-        return True
-
-    def _setup(self, worker):  # timer and sink are given; reading SGLang's ranks would import SGLang
+    def _admit(self, worker):  # the stand-in worker is not upstream's class; timer and sink are given
         self._set_up = True
+        self._ok_worker, self._ok_type = worker, type(worker)
+        self._until_check = 0
+        return True
 
 
 class SyncCounter:
@@ -425,24 +424,22 @@ def host_cost(device: str, dtype, tmp: Path, log: logging.Logger, rounds: int) -
                 (base if variant == "base" else hooked).append(statistics.median(times) * 1e6)
     prof.sink.close()
     added = statistics.median([h - b for h, b in zip(hooked, base)])
-    # the event operations of one cycle alone: start + 7 marks (graph mode), then ready + 5 reads + release
-    keys = ("total0", "verify0", "fwd0", "fwd1", "verify1", "extend0", "total1")
-    pairs = (("total0", "total1"), ("total0", "verify0"), ("verify0", "verify1"), ("fwd0", "fwd1"),
-             ("extend0", "total1"))
+    # the event operations of one cycle alone: begin + 6 stamps (graph mode), then done + 5 reads + release
+    pairs = ((0, 6), (0, 1), (1, 4), (2, 3), (5, 6))  # total, draft, verify, verify_fwd, extend
     n, rec_s, read_s = 2000, 0.0, 0.0
     for _ in range(n):
         t0 = time.perf_counter()
-        m = timer.start()
-        for key in keys:
-            m.mark(key)
+        st = [timer.begin()]
+        for _ in range(6):
+            st.append(timer.stamp())
         rec_s += time.perf_counter() - t0
         if device == "cuda":
             torch.cuda.current_stream().synchronize()  # this microbenchmark's own wait, not our code's
         t0 = time.perf_counter()
-        m.ready()
+        timer.done(st[-1])
         for a, b in pairs:
-            m.elapsed_ms(a, b)
-        m.release()
+            timer.elapsed_ms(st[a], st[b])
+        timer.release(st)
         read_s += time.perf_counter() - t0
     rec_us, read_us = rec_s / n * 1e6, read_s / n * 1e6
     print(f"[INFO] host cost: the hooks add {added:.1f} us per cycle to the scheduler thread's launch + resolve "

@@ -27,16 +27,25 @@ boundary, because every wrapped call costs the scheduler host time (budget: 20 u
   own first (or nothing, when the scheduler passed none, as in non-overlap mode);
 * the target verify forward and the eager draft forwards are not HookRegistry targets (every
   ``TpModelWorker.forward_batch_generation`` / ``ModelRunner.forward`` call of the server would pay
-  for them): while a timed ``verify`` (or eager ``draft_forward``) runs, that one instance's method
-  is shadowed by a shim that calls whatever the class provides (so class-level hooks still run),
-  and the shadow is removed in a ``finally``.
+  a wrapper for them). The target verify forward is marked by a shim put once, at the first timed
+  verify, on that one target worker *instance* (putting it there and taking it off every cycle
+  cost more than leaving it): it marks ``is_verify=True`` calls inside a timed cycle and passes
+  every other call straight to whatever the class provides (so class-level hooks still run). The
+  eager draft forwards are marked by a shim on the draft runner instance that exists only while a
+  timed eager ``draft_forward`` runs (eager mode is slow anyway).
+
+Scheduler-side cost, the budget being 20 us per cycle: a cycle's time points are kept as a list
+of seven stamps (``time.perf_counter_ns`` itself, or one pooled CUDA event record each); the
+formatting and I/O run on the sink thread, which this module tells when the scheduler blocks on
+the device (``CycleSink.host_busy`` False from the end of a launch to the next read point) and
+wakes once every ``KICK_BACKLOG`` cycles, at the end of a launch (see :mod:`..sinks`).
 
 Rules kept here (DESIGN §2):
 
 * The forward mode is checked *before* the original runs (verify mutates it): only decode batches
   are timed, never prefill/extend, idle (DP) batches or anything while a CUDA graph is being
   captured on the current stream; nested hooks act only inside a timed cycle.
-* No added sync: the marks of cycle N travel on batch N's ``GenerationBatchResult`` and are handed
+* No added sync: the stamps of cycle N travel on batch N's ``GenerationBatchResult`` and are handed
   to the sink at the read point, which runs after the scheduler's own ``copy_done`` sync of that
   result (in overlap mode after batch N+1 was launched); the sink reads them only once ``query()``
   says they completed.
@@ -56,7 +65,7 @@ import time
 from typing import Any, Optional
 
 from ..cycle import CycleRecord, make_record
-from ..sinks import LOGGER_NAME, CycleSink, SinkConfig, load_nvtx
+from ..sinks import KICK_BACKLOG, LOGGER_NAME, CycleSink, SinkConfig, load_nvtx
 from ..timing import make_timer
 from . import HookSpec
 
@@ -69,13 +78,20 @@ RESULT_ATTR = "_eagle_cycle_pending"
 #: Eager draft forwards timed per cycle (``num_steps - 1`` of them).
 MAX_DRAFT_STEPS = 64
 
-# Mark keys (the hooks spell them out as literals) and the phase each pair measures.
-TOTAL = ("total0", "total1")
-DRAFT = ("total0", "verify0")  # see the module docstring
-VERIFY = ("verify0", "verify1")
-VERIFY_FWD = ("fwd0", "fwd1")
-EXTEND = ("extend0", "total1")  # extend0: right after on_publish
-STEP_KEYS = tuple((f"step{i}", f"step{i}_end") for i in range(MAX_DRAFT_STEPS))
+#: Decode cycles between two questions to the sink whether anything is wanted (a log level or a
+#: JSONL file); asking costs the scheduler a few calls, so it is not asked every cycle.
+RECHECK_CYCLES = 256
+
+# Where each time point of a cycle is kept in ``_Cycle.t`` (the hooks write the literal indices).
+T_TOTAL0, T_VERIFY0, T_FWD0, T_FWD1, T_VERIFY1, T_EXTEND0, T_TOTAL1 = range(7)
+STAMP_NAMES = ("total0", "verify0", "fwd0", "fwd1", "verify1", "extend0", "total1")
+
+# The phase each pair of time points measures.
+TOTAL = (T_TOTAL0, T_TOTAL1)
+DRAFT = (T_TOTAL0, T_VERIFY0)  # see the module docstring
+VERIFY = (T_VERIFY0, T_VERIFY1)
+VERIFY_FWD = (T_FWD0, T_FWD1)
+EXTEND = (T_EXTEND0, T_TOTAL1)  # extend0: right after on_publish
 
 #: Workers whose decode branch these hooks time.
 PROFILED_WORKERS = ("EAGLEWorkerV2", "StandaloneWorkerV2")
@@ -121,54 +137,61 @@ def worker_support(worker: Any) -> tuple[bool, str]:
     return False, f"{type(worker).__name__} is not profiled ({why})"
 
 
-class _NullMarks:
-    """Marks of a cycle that records nothing (NVTX only, or broken by a fault in our code)."""
-
-    def mark(self, key):
-        pass
-
-    def release(self):
-        pass
-
-
-_NULL_MARKS = _NullMarks()
+def _no_stamp():
+    """The stamp of a cycle that records nothing (NVTX only, or broken by a fault in our code)."""
+    return None
 
 
 class _Cycle:
-    """One timed decode cycle on its way from launch to the sink (a :class:`sinks.Pending`)."""
+    """One timed decode cycle on its way from launch to the sink (a :class:`sinks.Pending`).
 
-    __slots__ = ("id", "marks", "broken", "nvtx_open", "publish", "n_steps", "steps", "topk", "draft_tokens",
-                 "graph", "per_req", "bonus")
+    ``t`` holds the cycle's 7 time points (``T_*`` indices; ``None`` until marked), ``step_t`` the
+    start and end of each eager draft forward. ``stamp`` is the timer's, or :func:`_no_stamp` when
+    the cycle records nothing. (No ``__slots__``: the rarely changed fields are class defaults, so
+    making a cycle on the scheduler thread sets four attributes.)
+    """
 
-    def __init__(self, cycle_id: int, marks):
+    step_t: Optional[list] = None
+    broken = False
+    nvtx_open = 0  # NVTX ranges pushed and not yet popped
+    publish = None  # upstream's on_publish for this cycle
+    per_req: Optional[list] = None  # accepted drafts per request (bonus excluded), from the read point
+    bonus = 1
+    steps = topk = draft_tokens = 0
+    graph = False
+
+    def __init__(self, cycle_id: int, timer, stamp, t0):
         self.id = cycle_id
-        self.marks = marks
-        self.broken = False
-        self.nvtx_open = 0  # NVTX ranges pushed and not yet popped
-        self.publish = None  # upstream's on_publish for this cycle
-        self.n_steps = 0  # eager draft forwards timed
-        self.steps = self.topk = self.draft_tokens = 0
-        self.graph = False
-        self.per_req: Optional[list] = None  # accepted drafts per request (bonus excluded), from the read point
-        self.bonus = 1
+        self.timer = timer
+        self.stamp = stamp
+        self.t = [t0, None, None, None, None, None, None]
+
+    def stamps(self) -> list:
+        return self.t + (self.step_t or [])
 
     def ready(self) -> bool:
-        return self.marks.ready()
+        return self.timer.done(self.t[T_TOTAL1])
+
+    def release(self) -> None:
+        """Give the stamps back (a dropped cycle)."""
+        stamps, self.t, self.step_t = self.stamps(), [None] * 7, None
+        self.timer.release(stamps)
 
     def build(self) -> CycleRecord:
-        """Read the marks (they completed) into a record and release them (on the sink thread)."""
-        m = self.marks
+        """Read the stamps (they completed) into a record and release them (on the sink thread)."""
+        t, ms = self.t, self.timer.elapsed_ms
         try:
             phases = {
-                "draft_ms": m.elapsed_ms(*DRAFT) if self.steps > 1 else None,
-                "verify_ms": m.elapsed_ms(*VERIFY),
-                "verify_fwd_ms": m.elapsed_ms(*VERIFY_FWD),
-                "extend_ms": m.elapsed_ms(*EXTEND),
-                "total_ms": m.elapsed_ms(*TOTAL),
+                "draft_ms": ms(t[T_TOTAL0], t[T_VERIFY0]) if self.steps > 1 else None,
+                "verify_ms": ms(t[T_VERIFY0], t[T_VERIFY1]),
+                "verify_fwd_ms": ms(t[T_FWD0], t[T_FWD1]),
+                "extend_ms": ms(t[T_EXTEND0], t[T_TOTAL1]),
+                "total_ms": ms(t[T_TOTAL0], t[T_TOTAL1]),
             }
-            step_ms = [m.elapsed_ms(a, b) for a, b in STEP_KEYS[: self.n_steps]] or None
+            st = self.step_t
+            step_ms = [ms(st[i], st[i + 1]) for i in range(0, len(st) - 1, 2)] if st else None
         finally:
-            m.release()
+            self.release()
         accepts = [int(c) + self.bonus for c in self.per_req]
         return make_record(
             cycle=self.id, config=(len(accepts), self.steps, self.topk, self.draft_tokens),
@@ -212,8 +235,12 @@ class CycleProfiler:
         self._next_id = 0
         self._ok_worker = self._ok_type = None  # the worker found profiled (a scheduler has one)
         self._type_ok: dict = {}
-        self._target_shim = self._step_shim = None  # (object, shim), made once per object
+        self._shimmed = None  # the target worker whose forward_batch_generation carries our shim
+        self._step_shim = None  # (draft runner, shim), made once per runner
         self._on_publish = self._publish  # one bound method, passed to upstream as on_publish
+        self._until_check = 0  # cycles until the sink is asked again whether anything is wanted
+        self._recording = self._wanted = False
+        self._may_capture = True
         self._faults: set = set()
         self.fault_count = 0
 
@@ -253,7 +280,7 @@ class CycleProfiler:
         self.fault_count += 1
         if cyc is not None:
             cyc.broken = True
-            cyc.marks = _NULL_MARKS
+            cyc.stamp = _no_stamp
         key = (where, type(exc))
         if key in self._faults:
             return
@@ -261,7 +288,12 @@ class CycleProfiler:
         self._log.warning("sglang-eagle-cycle: internal error in timing %s (%s: %s); "
                           "the cycle continues on the upstream path, untimed", where, type(exc).__name__, exc)
 
-    def _supported(self, worker) -> bool:
+    def _admit(self, worker) -> bool:
+        """First decode cycle of a worker: set up, check it is profiled, remember it (the fast path)."""
+        if not self._set_up:
+            self._setup(worker)
+        if self._disabled:
+            return False
         key = (type(worker), type(getattr(worker, "_draft_worker", None)))
         ok = self._type_ok.get(key)
         if ok is None:
@@ -269,47 +301,56 @@ class CycleProfiler:
             self._type_ok[key] = ok
             if not ok:
                 self._log.info("sglang-eagle-cycle: %s", why)
+        if ok:
+            self._ok_worker, self._ok_type = worker, type(worker)
+            self._until_check = 0
         return ok
+
+    def _refresh(self) -> None:
+        """Ask the sink whether cycles are wanted (log level, JSONL); again every :data:`RECHECK_CYCLES`."""
+        self._until_check = RECHECK_CYCLES
+        self._recording = bool(self._sink.active)
+        self._wanted = self._recording or self._nvtx is not None
+        # a CUDA graph can only be under capture where CUDA is usable (the host timer knows)
+        self._may_capture = bool(getattr(self._timer, "may_capture", True))
 
     # -- the cycle -----------------------------------------------------------------------------
 
-    def _begin(self, worker, batch) -> Optional[_Cycle]:
-        if not batch.forward_mode.is_decode() or getattr(batch, "is_extend_in_batch", False):
-            return None  # prefill/extend take upstream's prefill path; idle batches are not decode
-        if worker is not self._ok_worker or type(worker) is not self._ok_type:
-            if not self._set_up:
-                self._setup(worker)
-            if self._disabled or not self._supported(worker):
-                return None
-            self._ok_worker, self._ok_type = worker, type(worker)
-        recording = self._sink.active
-        if not (recording or self._nvtx is not None) or self._timer.capturing():
-            return None
-        # (a PP-relayed verify input, which skips the draft, cannot occur: pp_size > 1 is not timed)
-        self._next_id += 1
-        cyc = _Cycle(self._next_id, self._timer.start() if recording else _NULL_MARKS)
-        cyc.marks.mark("total0")
-        if self._nvtx is not None:
-            self._nvtx.push("eagle_cycle.cycle")
-            cyc.nvtx_open = 1
-            if worker.speculative_num_steps > 1:
-                self._nvtx.push("eagle_cycle.draft")  # closed where verify starts
-                cyc.nvtx_open = 2
-        return cyc
-
     def around_forward(self, original, worker, batch, *args, **kwargs):
-        """``EAGLEWorkerV2.forward_batch_generation``: the cycle (``total``); draft-extend starts after ``on_publish``."""
+        """``EAGLEWorkerV2.forward_batch_generation``: the cycle (``total``); draft-extend starts after ``on_publish``.
+
+        Only decode batches are timed (the mode is read before upstream mutates it): prefill/extend
+        batches take upstream's prefill path and idle (DP) batches are not decode.
+        """
         if self._active is not None or self._disabled:
             return original(worker, batch, *args, **kwargs)
+        cyc = None
         try:
-            cyc = self._begin(worker, batch)
-            if cyc is not None:
-                # upstream calls on_publish(new_seq_lens) between verify and draft-extend
-                if args:
-                    cyc.publish, args = args[0], (self._on_publish, *args[1:])
-                else:
-                    cyc.publish = kwargs.get("on_publish")
-                    kwargs["on_publish"] = self._on_publish
+            if batch.forward_mode.is_decode() and not batch.is_extend_in_batch and (
+                    (worker is self._ok_worker and type(worker) is self._ok_type) or self._admit(worker)):
+                self._until_check -= 1
+                if self._until_check < 0:
+                    self._refresh()
+                if self._wanted and not (self._may_capture and self._timer.capturing()):
+                    # (a PP-relayed verify input, which skips the draft, cannot occur: pp_size > 1 is not timed)
+                    self._next_id += 1
+                    timer = self._timer
+                    if self._recording:
+                        cyc = _Cycle(self._next_id, timer, timer.stamp, timer.begin())
+                    else:
+                        cyc = _Cycle(self._next_id, timer, _no_stamp, None)
+                    if self._nvtx is not None:
+                        self._nvtx.push("eagle_cycle.cycle")
+                        cyc.nvtx_open = 1
+                        if worker.speculative_num_steps > 1:
+                            self._nvtx.push("eagle_cycle.draft")  # closed where verify starts
+                            cyc.nvtx_open = 2
+                    # upstream calls on_publish(new_seq_lens) between verify and draft-extend
+                    if args:
+                        cyc.publish, args = args[0], (self._on_publish, *args[1:])
+                    else:
+                        cyc.publish = kwargs.get("on_publish")
+                        kwargs["on_publish"] = self._on_publish
         except Exception as exc:
             self._fault("cycle start", exc)
             cyc = None
@@ -320,11 +361,44 @@ class CycleProfiler:
             result = original(worker, batch, *args, **kwargs)
         except BaseException:
             self._active = None
-            self._end(cyc, None)  # upstream failed: the cycle is dropped, its marks go back
+            self._drop(cyc)  # upstream failed: the cycle is dropped, its stamps go back
             raise
         self._active = None
-        self._end(cyc, result)
+        try:
+            cyc.t[6] = cyc.stamp()  # total1
+            cyc.publish = None
+            if cyc.nvtx_open:
+                self._close_nvtx(cyc)
+            if cyc.stamp is not _no_stamp:
+                cyc.steps = worker.speculative_num_steps
+                cyc.topk = worker.topk
+                cyc.draft_tokens = worker.speculative_num_draft_tokens
+                cyc.graph = bool(result.can_run_cuda_graph)
+                setattr(result, RESULT_ATTR, cyc)  # to the read point
+                # the scheduler now copies the result to the host and blocks in copy_done.synchronize()
+                # (GIL released): the sink thread may write meanwhile
+                sink = self._sink
+                sink.host_busy = False
+                if len(sink.inbox) >= KICK_BACKLOG:
+                    sink.kick()
+        except Exception as exc:
+            self._fault("cycle end", exc, cyc)
         return result
+
+    def _close_nvtx(self, cyc: _Cycle) -> None:
+        for _ in range(cyc.nvtx_open):
+            self._nvtx.pop()
+        cyc.nvtx_open = 0
+
+    def _drop(self, cyc: _Cycle) -> None:
+        """A cycle upstream did not finish: close its NVTX ranges, give its stamps back."""
+        try:
+            cyc.publish = None
+            if cyc.nvtx_open:
+                self._close_nvtx(cyc)
+            cyc.release()
+        except Exception as exc:
+            self._fault("cycle end", exc, cyc)
 
     def _publish(self, new_seq_lens) -> None:
         """Upstream's ``on_publish`` (if the scheduler passed one), then the draft-extend starts."""
@@ -335,73 +409,52 @@ class CycleProfiler:
         if cyc is None:
             return
         try:
-            cyc.marks.mark("extend0")
+            cyc.t[5] = cyc.stamp()  # extend0
             if self._nvtx is not None:
                 self._nvtx.push("eagle_cycle.extend")
                 cyc.nvtx_open += 1
         except Exception as exc:
             self._fault("extend", exc, cyc)
 
-    def _end(self, cyc: _Cycle, result) -> None:
-        """Close the cycle; attach it to ``result`` for the read point, or drop it (``result`` None)."""
-        try:
-            cyc.marks.mark("total1")
-            cyc.publish = None
-            if self._nvtx is not None:
-                for _ in range(cyc.nvtx_open):
-                    self._nvtx.pop()
-                cyc.nvtx_open = 0
-            if cyc.marks is _NULL_MARKS:
-                return
-            if result is None:
-                cyc.marks.release()
-                return
-            worker = self._ok_worker
-            cyc.steps = worker.speculative_num_steps
-            cyc.topk = worker.topk
-            cyc.draft_tokens = worker.speculative_num_draft_tokens
-            cyc.graph = bool(result.can_run_cuda_graph)
-            setattr(result, RESULT_ATTR, cyc)
-        except Exception as exc:
-            self._fault("cycle end", exc, cyc)
-
     def around_verify(self, original, worker, *args, **kwargs):
-        """``EAGLEWorkerV2.verify``: target verify forward, sampling, bookkeeping (``verify``, ``verify_fwd``)."""
+        """``EAGLEWorkerV2.verify``: target verify forward, sampling, bookkeeping (``verify``, ``verify_fwd``).
+
+        The target verify forward is timed by a shim on the target worker *instance*, put there
+        at its first timed verify (:func:`_target_forward_shim`): it marks only ``is_verify=True``
+        calls inside a timed cycle and passes every other call straight to the class's method.
+        """
         cyc = self._active
         if cyc is None:
             return original(worker, *args, **kwargs)
         nvtx = self._nvtx
-        target = None
         try:
-            cyc.marks.mark("verify0")
+            cyc.t[1] = cyc.stamp()  # verify0
             if nvtx is not None:
                 if cyc.nvtx_open == 2:  # the draft range
                     nvtx.pop()
                     cyc.nvtx_open = 1
                 nvtx.push("eagle_cycle.verify")
                 cyc.nvtx_open += 1
-            tw = worker._target_worker
-            # (if someone else already shadows the method on this instance, leave it: no verify_fwd)
-            if not cyc.broken and "forward_batch_generation" not in tw.__dict__:
-                cached = self._target_shim
-                if cached is None or cached[0] is not tw:
-                    cached = self._target_shim = (tw, _target_forward_shim(self, tw))
-                tw.forward_batch_generation = cached[1]
-                target = tw
+            if self._shimmed is not worker._target_worker:
+                self._shim_target(worker._target_worker)
         except Exception as exc:
             self._fault("verify", exc, cyc)
         try:
             return original(worker, *args, **kwargs)
         finally:
             try:
-                if target is not None:
-                    del target.forward_batch_generation
-                cyc.marks.mark("verify1")
+                cyc.t[4] = cyc.stamp()  # verify1
                 if nvtx is not None and cyc.nvtx_open > 1:
                     nvtx.pop()
                     cyc.nvtx_open -= 1
             except Exception as exc:
                 self._fault("verify", exc, cyc)
+
+    def _shim_target(self, target) -> None:
+        """Put the verify-forward shim on ``target`` (once); leave a method someone else shadows alone."""
+        self._shimmed = target
+        if "forward_batch_generation" not in target.__dict__:
+            target.forward_batch_generation = _target_forward_shim(self, target)
 
     def around_draft_forward(self, original, draft_worker, *args, **kwargs):
         """``EagleDraftWorker.draft_forward`` (eager draft only): times each draft runner forward (``draft_step_ms``).
@@ -434,12 +487,14 @@ class CycleProfiler:
 
     def around_resolve(self, original, processor, result, *args, **kwargs):
         """``_resolve_spec_v2_tokens``: after the ``copy_done`` sync; hands the cycle to the sink."""
+        sink = self._sink
+        if sink is not None:
+            sink.host_busy = True  # the scheduler runs Python until it launches the next cycle
         out = original(processor, result, *args, **kwargs)
-        state = getattr(result, "__dict__", None)
-        cyc = state.pop(RESULT_ATTR, None) if state is not None else None
-        if cyc is None:
-            return out
         try:
+            cyc = result.__dict__.pop(RESULT_ATTR, None)
+            if cyc is None:
+                return out
             per_req = result.num_correct_drafts_per_req_cpu
             if per_req is None:
                 per_req, cyc.bonus = result.accept_lens.tolist(), 0
@@ -451,31 +506,32 @@ class CycleProfiler:
             self._fault("read", exc)
         return out
 
-def _target_forward_shim(prof: CycleProfiler, target):
-    """Shadows ``target.forward_batch_generation`` during a timed verify: marks the target verify forward.
 
-    Looks the method up on the class at each call (class-level hooks still run); calls other than
-    ``is_verify=True`` pass through.
+def _target_forward_shim(prof: CycleProfiler, target):
+    """Shadows ``target.forward_batch_generation``: marks the target verify forward of a timed cycle.
+
+    Looks the method up on the class at each call (class-level hooks still run); calls outside a
+    timed cycle and calls other than ``is_verify=True`` pass straight through.
     """
 
     def forward_batch_generation(*args, **kwargs):
-        fn = type(target).forward_batch_generation
         cyc = prof._active
+        fn = type(target).forward_batch_generation
         if cyc is None or cyc.broken or not (kwargs.get("is_verify") or (len(args) > 3 and args[3] is True)):
             return fn(target, *args, **kwargs)
-        marks = cyc.marks
         try:
-            marks.mark("fwd0")
+            cyc.t[2] = cyc.stamp()  # fwd0
         except Exception as exc:
             prof._fault("verify_fwd", exc, cyc)
         try:
             return fn(target, *args, **kwargs)
         finally:
             try:
-                marks.mark("fwd1")
+                cyc.t[3] = cyc.stamp()  # fwd1
             except Exception as exc:
                 prof._fault("verify_fwd", exc, cyc)
 
+    forward_batch_generation.eagle_cycle_shim = True
     return forward_batch_generation
 
 
@@ -485,20 +541,22 @@ def _draft_step_shim(prof: CycleProfiler, runner):
     def forward(*args, **kwargs):
         fn = type(runner).forward
         cyc = prof._active
-        if cyc is None or cyc.broken or cyc.n_steps >= MAX_DRAFT_STEPS:
+        if cyc is None or cyc.broken:
             return fn(runner, *args, **kwargs)
-        keys = STEP_KEYS[cyc.n_steps]
-        marks = cyc.marks
+        st = cyc.step_t
+        if st is None:
+            st = cyc.step_t = []
+        elif len(st) >= 2 * MAX_DRAFT_STEPS:
+            return fn(runner, *args, **kwargs)
         try:
-            marks.mark(keys[0])
-            cyc.n_steps += 1
+            st.append(cyc.stamp())
         except Exception as exc:
             prof._fault("draft step", exc, cyc)
         try:
             return fn(runner, *args, **kwargs)
         finally:
             try:
-                marks.mark(keys[1])
+                st.append(cyc.stamp())
             except Exception as exc:
                 prof._fault("draft step", exc, cyc)
 
