@@ -27,7 +27,7 @@ for most of each cycle, which is when the sink thread runs; ``--gpu-wait-us`` si
 
 Usage::
 
-    python benchmarks/bench_hook_overhead.py              # about 20 s on 2 cores
+    python benchmarks/bench_hook_overhead.py              # about 90 s on 2 cores
     python benchmarks/bench_hook_overhead.py --rounds 100 --bs 8 --eager --gpu-wait-us 2000
 
 Prints a table, then one JSON line:
@@ -100,7 +100,7 @@ def _gil_free_spin(us: float):
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rounds", type=int, default=60, help="rounds; each runs every variant once (default 60)")
+    p.add_argument("--rounds", type=int, default=120, help="rounds; each runs every variant once (default 120)")
     p.add_argument("--block", type=int, default=100, help="decode cycles per timed block (default 100)")
     p.add_argument("--gpu-wait-us", type=float, default=1000.0,
                    help="scheduler spin-waiting in copy_done.synchronize() per cycle, GIL released "

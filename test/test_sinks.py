@@ -298,7 +298,7 @@ def test_flush_writes_regardless_of_the_gate(tmp_path, log):
 
 
 def test_a_slice_stops_after_its_budget(tmp_path, log, monkeypatch):
-    """One wake-up writes for about SLICE_S, then gives the GIL back; the rest follows at later wake-ups."""
+    """A wake-up writes in slices of about SLICE_S (at most MAX_SLICES), pausing between them; the rest waits."""
     import sglang_eagle_cycle.sinks as sinks
 
     class Slow(Pending):
@@ -307,15 +307,36 @@ def test_a_slice_stops_after_its_budget(tmp_path, log, monkeypatch):
             return super().build()
 
     monkeypatch.setattr(sinks, "SLICE_S", 0.001)
+    monkeypatch.setattr(sinks, "MAX_SLICES", 2)
     monkeypatch.setattr(sinks, "POLL_BUSY_S", 0.2)
     sink = CycleSink(SinkConfig(jsonl_path=str(tmp_path / "s.jsonl"), log_line=False), log=log)
     for i in range(6):
         sink.submit(Slow(rec(i)))
     sink.kick()
-    assert _wait_until(lambda: sink.written >= 1)
+    assert _wait_until(lambda: sink.written >= 2)
     time.sleep(0.05)
-    assert sink.written == 1  # one item past the budget, then asleep until the next wake-up
+    assert sink.written == 2  # one item past each slice's budget, two slices, then asleep until woken
     sink.kick()
-    assert _wait_until(lambda: sink.written == 2)
+    assert _wait_until(lambda: sink.written == 4)
     assert sink.flush(5.0) and sink.written == 6
     sink.close()
+
+
+def test_slices_stop_when_the_scheduler_turns_busy(tmp_path, log, monkeypatch):
+    import sglang_eagle_cycle.sinks as sinks
+
+    class Busy(Pending):
+        def build(self):
+            sink.host_busy = True  # the scheduler's device wait ended while this cycle was written
+            return super().build()
+
+    monkeypatch.setattr(sinks, "POLL_BUSY_S", 0.2)
+    sink = CycleSink(SinkConfig(jsonl_path=str(tmp_path / "b.jsonl"), log_line=False), log=log)
+    for i in range(5):
+        sink.submit(Busy(rec(i)))
+    sink.kick()
+    assert _wait_until(lambda: sink.written >= 1)
+    time.sleep(0.05)
+    assert sink.written == 1
+    sink.close()
+    assert sink.written == 5  # close() writes the rest

@@ -180,8 +180,11 @@ KICK_BACKLOG = 8
 #: Sink thread sleep when no kick comes while cycles arrive, and the longest sleep when idle (seconds).
 POLL_BUSY_S = 0.05
 POLL_IDLE_S = 0.2
-#: Longest the sink thread writes in one go before it lets the scheduler have the GIL back (seconds).
-SLICE_S = 0.0006
+#: Longest the sink thread writes in one go before it lets the scheduler have the GIL back (seconds),
+#: the pause after such a slice, and the most slices per wake-up.
+SLICE_S = 0.0004
+SLICE_GAP_S = 0.00005
+MAX_SLICES = 4
 #: Cycles older than this are written even while the scheduler is busy (seconds).
 OVERDUE_S = 0.5
 
@@ -341,7 +344,12 @@ class CycleSink:
                 if final:
                     self._drain(final=True)
                 else:
-                    self._drain(gated=True, budget_s=SLICE_S)
+                    # slices while the scheduler still waits, each followed by a short sleep that
+                    # gives the GIL back should it want it
+                    for _ in range(MAX_SLICES):
+                        if self._drain(gated=True, budget_s=SLICE_S) != "budget":
+                            break
+                        time.sleep(SLICE_GAP_S)
                 if stopping:
                     self._finish()
             except Exception as exc:  # never let the thread die: the scheduler would queue forever
@@ -353,13 +361,16 @@ class CycleSink:
             # back off only after wake-ups that found nothing at all (no cycles are coming)
             sleep = POLL_BUSY_S if had_work or self.inbox else min(sleep * 2, POLL_IDLE_S)
 
-    def _drain(self, final: bool = False, gated: bool = False, budget_s: Optional[float] = None) -> None:
+    def _drain(self, final: bool = False, gated: bool = False, budget_s: Optional[float] = None) -> Optional[str]:
         """Write waiting cycles from the head while their events are complete (JSONL in one write).
 
         Args:
             final: wait up to 1 s for incomplete events (flush, close).
             gated: stop while :attr:`host_busy` (unless the head cycle is overdue).
-            budget_s: stop after about this long; the rest waits for the next wake-up.
+            budget_s: stop after about this long; the rest waits for the next slice or wake-up.
+
+        Returns:
+            ``"busy"`` or ``"budget"`` when it stopped for that reason with cycles left, else None.
         """
         w = self._waiting
         deadline = time.monotonic() + (1.0 if final else 0.0)
@@ -370,9 +381,9 @@ class CycleSink:
             while w:
                 item, t0 = w[0]
                 if gated and self.host_busy and time.monotonic() - t0 < OVERDUE_S and len(w) < MAX_WAITING // 2:
-                    return
+                    return "busy"
                 if stop_at is not None and done and time.perf_counter() > stop_at:
-                    return
+                    return "budget"
                 try:
                     ok = item is True or (item.ready() if not isinstance(item, CycleRecord) else True)
                 except Exception as exc:

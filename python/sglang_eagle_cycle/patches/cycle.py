@@ -157,8 +157,7 @@ class _Cycle:
     publish = None  # upstream's on_publish for this cycle
     per_req: Optional[list] = None  # accepted drafts per request (bonus excluded), from the read point
     bonus = 1
-    steps = topk = draft_tokens = 0
-    graph = False
+    run = (0, 0, 0, False)  # (num_steps, topk, num_draft_tokens, verify from a CUDA graph), set at the launch's end
 
     def __init__(self, cycle_id: int, timer, stamp, t0):
         self.id = cycle_id
@@ -180,9 +179,10 @@ class _Cycle:
     def build(self) -> CycleRecord:
         """Read the stamps (they completed) into a record and release them (on the sink thread)."""
         t, ms = self.t, self.timer.elapsed_ms
+        steps, topk, draft_tokens, graph = self.run
         try:
             phases = {
-                "draft_ms": ms(t[T_TOTAL0], t[T_VERIFY0]) if self.steps > 1 else None,
+                "draft_ms": ms(t[T_TOTAL0], t[T_VERIFY0]) if steps > 1 else None,
                 "verify_ms": ms(t[T_VERIFY0], t[T_VERIFY1]),
                 "verify_fwd_ms": ms(t[T_FWD0], t[T_FWD1]),
                 "extend_ms": ms(t[T_EXTEND0], t[T_TOTAL1]),
@@ -194,8 +194,8 @@ class _Cycle:
             self.release()
         accepts = [int(c) + self.bonus for c in self.per_req]
         return make_record(
-            cycle=self.id, config=(len(accepts), self.steps, self.topk, self.draft_tokens),
-            phases_ms=phases, accepts=accepts, graph=self.graph, draft_step_ms=step_ms, ts=time.time(),
+            cycle=self.id, config=(len(accepts), steps, topk, draft_tokens),
+            phases_ms=phases, accepts=accepts, graph=bool(graph), draft_step_ms=step_ms, ts=time.time(),
         )
 
 
@@ -289,11 +289,22 @@ class CycleProfiler:
                           "the cycle continues on the upstream path, untimed", where, type(exc).__name__, exc)
 
     def _admit(self, worker) -> bool:
-        """First decode cycle of a worker: set up, check it is profiled, remember it (the fast path)."""
+        """First decode cycle of a worker: set up, check it is profiled, remember it (the fast path).
+
+        A profiled worker gets the ``verify`` shim on its instance (:func:`_verify_shim`), unless
+        something else already shadows ``verify`` there (then ``verify`` is not timed).
+        """
         if not self._set_up:
             self._setup(worker)
-        if self._disabled:
+        if self._disabled or not self._supported(worker):
             return False
+        self._ok_worker, self._ok_type = worker, type(worker)
+        self._until_check = 0
+        if "verify" not in worker.__dict__:
+            worker.verify = _verify_shim(self, worker)
+        return True
+
+    def _supported(self, worker) -> bool:
         key = (type(worker), type(getattr(worker, "_draft_worker", None)))
         ok = self._type_ok.get(key)
         if ok is None:
@@ -301,9 +312,6 @@ class CycleProfiler:
             self._type_ok[key] = ok
             if not ok:
                 self._log.info("sglang-eagle-cycle: %s", why)
-        if ok:
-            self._ok_worker, self._ok_type = worker, type(worker)
-            self._until_check = 0
         return ok
 
     def _refresh(self) -> None:
@@ -370,10 +378,9 @@ class CycleProfiler:
             if cyc.nvtx_open:
                 self._close_nvtx(cyc)
             if cyc.stamp is not _no_stamp:
-                cyc.steps = worker.speculative_num_steps
-                cyc.topk = worker.topk
-                cyc.draft_tokens = worker.speculative_num_draft_tokens
-                cyc.graph = bool(result.can_run_cuda_graph)
+                # (num_steps, topk, num_draft_tokens, graph) as run: adaptive mode changes them per batch
+                cyc.run = (worker.speculative_num_steps, worker.topk, worker.speculative_num_draft_tokens,
+                           result.can_run_cuda_graph)
                 setattr(result, RESULT_ATTR, cyc)  # to the read point
                 # the scheduler now copies the result to the host and blocks in copy_done.synchronize()
                 # (GIL released): the sink thread may write meanwhile
@@ -416,40 +423,6 @@ class CycleProfiler:
         except Exception as exc:
             self._fault("extend", exc, cyc)
 
-    def around_verify(self, original, worker, *args, **kwargs):
-        """``EAGLEWorkerV2.verify``: target verify forward, sampling, bookkeeping (``verify``, ``verify_fwd``).
-
-        The target verify forward is timed by a shim on the target worker *instance*, put there
-        at its first timed verify (:func:`_target_forward_shim`): it marks only ``is_verify=True``
-        calls inside a timed cycle and passes every other call straight to the class's method.
-        """
-        cyc = self._active
-        if cyc is None:
-            return original(worker, *args, **kwargs)
-        nvtx = self._nvtx
-        try:
-            cyc.t[1] = cyc.stamp()  # verify0
-            if nvtx is not None:
-                if cyc.nvtx_open == 2:  # the draft range
-                    nvtx.pop()
-                    cyc.nvtx_open = 1
-                nvtx.push("eagle_cycle.verify")
-                cyc.nvtx_open += 1
-            if self._shimmed is not worker._target_worker:
-                self._shim_target(worker._target_worker)
-        except Exception as exc:
-            self._fault("verify", exc, cyc)
-        try:
-            return original(worker, *args, **kwargs)
-        finally:
-            try:
-                cyc.t[4] = cyc.stamp()  # verify1
-                if nvtx is not None and cyc.nvtx_open > 1:
-                    nvtx.pop()
-                    cyc.nvtx_open -= 1
-            except Exception as exc:
-                self._fault("verify", exc, cyc)
-
     def _shim_target(self, target) -> None:
         """Put the verify-forward shim on ``target`` (once); leave a method someone else shadows alone."""
         self._shimmed = target
@@ -485,13 +458,14 @@ class CycleProfiler:
                 except Exception as exc:
                     self._fault("draft step", exc, cyc)
 
-    def around_resolve(self, original, processor, result, *args, **kwargs):
-        """``_resolve_spec_v2_tokens``: after the ``copy_done`` sync; hands the cycle to the sink."""
+    def around_resolve(self, original, *args, **kwargs):
+        """``_resolve_spec_v2_tokens(result, batch)``: after the ``copy_done`` sync; hands the cycle to the sink."""
         sink = self._sink
         if sink is not None:
             sink.host_busy = True  # the scheduler runs Python until it launches the next cycle
-        out = original(processor, result, *args, **kwargs)
+        out = original(*args, **kwargs)
         try:
+            result = args[1] if len(args) > 1 else kwargs["result"]
             cyc = result.__dict__.pop(RESULT_ATTR, None)
             if cyc is None:
                 return out
@@ -505,6 +479,50 @@ class CycleProfiler:
         except Exception as exc:
             self._fault("read", exc)
         return out
+
+
+def _verify_shim(prof: CycleProfiler, worker):
+    """Shadows ``worker.verify`` on the instance: times ``verify`` and puts the verify-forward shim in place.
+
+    ``EAGLEWorkerV2.verify`` runs the verify-input preparation, the target verify forward, sampling
+    and commit bookkeeping (``verify_ms``). The target verify forward is timed by a shim on the
+    target worker *instance*, put there at the first timed verify (:func:`_target_forward_shim`).
+    Looks the method up on the class at each call (class-level hooks still run); calls outside a
+    timed cycle pass straight through.
+    """
+
+    def verify(*args, **kwargs):
+        fn = type(worker).verify
+        cyc = prof._active
+        if cyc is None:
+            return fn(worker, *args, **kwargs)
+        nvtx = prof._nvtx
+        try:
+            cyc.t[1] = cyc.stamp()  # verify0
+            if nvtx is not None:
+                if cyc.nvtx_open == 2:  # the draft range
+                    nvtx.pop()
+                    cyc.nvtx_open = 1
+                nvtx.push("eagle_cycle.verify")
+                cyc.nvtx_open += 1
+            target = worker._target_worker
+            if prof._shimmed is not target:
+                prof._shim_target(target)
+        except Exception as exc:
+            prof._fault("verify", exc, cyc)
+        try:
+            return fn(worker, *args, **kwargs)
+        finally:
+            try:
+                cyc.t[4] = cyc.stamp()  # verify1
+                if nvtx is not None and cyc.nvtx_open > 1:
+                    nvtx.pop()
+                    cyc.nvtx_open -= 1
+            except Exception as exc:
+                prof._fault("verify", exc, cyc)
+
+    verify.eagle_cycle_shim = True
+    return verify
 
 
 def _target_forward_shim(prof: CycleProfiler, target):
@@ -580,6 +598,5 @@ def hook_specs(profiler: Optional[CycleProfiler] = None) -> list[HookSpec]:
     return [
         HookSpec(f"{EW}.EAGLEWorkerV2.forward_batch_generation", EW, p.around_forward, "timing"),
         HookSpec(f"{EW}.EagleDraftWorker.draft_forward", EW, p.around_draft_forward, "timing"),
-        HookSpec(f"{EW}.EAGLEWorkerV2.verify", EW, p.around_verify, "timing"),
         HookSpec(f"{BRP}.SchedulerBatchResultProcessor._resolve_spec_v2_tokens", BRP, p.around_resolve, "timing"),
     ]
