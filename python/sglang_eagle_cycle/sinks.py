@@ -184,7 +184,7 @@ POLL_IDLE_S = 0.2
 #: the pause after such a slice, and the most slices per wake-up.
 SLICE_S = 0.0004
 SLICE_GAP_S = 0.00005
-MAX_SLICES = 4
+MAX_SLICES = 8
 #: Cycles older than this are written even while the scheduler is busy (seconds).
 OVERDUE_S = 0.5
 
