@@ -27,7 +27,7 @@ for most of each cycle, which is when the sink thread runs; ``--gpu-wait-us`` si
 
 Usage::
 
-    python benchmarks/bench_hook_overhead.py              # about 90 s on 2 cores
+    python benchmarks/bench_hook_overhead.py              # about 2 minutes on 2 cores
     python benchmarks/bench_hook_overhead.py --rounds 100 --bs 8 --eager --gpu-wait-us 2000
 
 Prints a table, then one JSON line:

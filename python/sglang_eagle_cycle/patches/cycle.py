@@ -16,8 +16,9 @@ One decode cycle of the overlap worker (UPSTREAM §2), and where its time points
 At ``num_steps = 1`` the draft phase has no draft forward and is not timed (``-``; its sampling
 falls into ``other``); at ``num_steps = 0`` (adaptive) there is no draft phase at all.
 
-Three HookRegistry wrappers per cycle (the branch, ``verify``, the read point), not one per
-boundary, because every wrapped call costs the scheduler host time (budget: 20 us per cycle):
+Two HookRegistry wrappers per cycle (the branch and the read point; eager mode adds ``draft_forward``) and two instance shims
+(``verify``, the target verify forward), not one wrapper per boundary, because every wrapped call
+costs the scheduler host time (budget: 20 us per cycle):
 
 * the draft is all the device work the decode branch does before ``verify`` (in 0.5.23 nothing
   but ``draft()`` runs on the device there), so it is ``total0 .. verify0``;
@@ -25,6 +26,8 @@ boundary, because every wrapped call costs the scheduler host time (budget: 20 u
   ``_draft_extend_for_decode`` in 0.5.23), so it is ``extend0 .. total1``, where ``extend0`` is
   marked by the ``on_publish`` callback the branch receives: ours, which calls the scheduler's
   own first (or nothing, when the scheduler passed none, as in non-overlap mode);
+* ``verify`` is timed by a shim put on the worker *instance* at its first timed decode cycle
+  (:func:`_verify_shim`: one call layer instead of the registry's two);
 * the target verify forward and the eager draft forwards are not HookRegistry targets (every
   ``TpModelWorker.forward_batch_generation`` / ``ModelRunner.forward`` call of the server would pay
   a wrapper for them). The target verify forward is marked by a shim put once, at the first timed
