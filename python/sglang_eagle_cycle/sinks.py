@@ -385,7 +385,7 @@ class CycleSink:
                 if stop_at is not None and done and time.perf_counter() > stop_at:
                     return "budget"
                 try:
-                    ok = item is True or (item.ready() if not isinstance(item, CycleRecord) else True)
+                    ok = item.ready() if not isinstance(item, CycleRecord) else True
                 except Exception as exc:
                     self._fault("ready", exc, "cycle dropped")
                     w.popleft()

@@ -87,17 +87,16 @@ RECHECK_CYCLES = 256
 
 # Where each time point of a cycle is kept in ``_Cycle.t`` (the hooks write the literal indices).
 T_TOTAL0, T_VERIFY0, T_FWD0, T_FWD1, T_VERIFY1, T_EXTEND0, T_TOTAL1 = range(7)
-STAMP_NAMES = ("total0", "verify0", "fwd0", "fwd1", "verify1", "extend0", "total1")
 
-# The phase each pair of time points measures.
-TOTAL = (T_TOTAL0, T_TOTAL1)
-DRAFT = (T_TOTAL0, T_VERIFY0)  # see the module docstring
-VERIFY = (T_VERIFY0, T_VERIFY1)
-VERIFY_FWD = (T_FWD0, T_FWD1)
-EXTEND = (T_EXTEND0, T_TOTAL1)  # extend0: right after on_publish
+#: The span of time points each phase measures (see the module docstring for draft and extend).
+PHASE_SPANS = {
+    "draft_ms": (T_TOTAL0, T_VERIFY0),
+    "verify_ms": (T_VERIFY0, T_VERIFY1),
+    "verify_fwd_ms": (T_FWD0, T_FWD1),
+    "extend_ms": (T_EXTEND0, T_TOTAL1),  # extend0: right after on_publish
+    "total_ms": (T_TOTAL0, T_TOTAL1),
+}
 
-#: Workers whose decode branch these hooks time.
-PROFILED_WORKERS = ("EAGLEWorkerV2", "StandaloneWorkerV2")
 
 
 def unsupported_workers() -> list[str]:
@@ -184,13 +183,9 @@ class _Cycle:
         t, ms = self.t, self.timer.elapsed_ms
         steps, topk, draft_tokens, graph = self.run
         try:
-            phases = {
-                "draft_ms": ms(t[T_TOTAL0], t[T_VERIFY0]) if steps > 1 else None,
-                "verify_ms": ms(t[T_VERIFY0], t[T_VERIFY1]),
-                "verify_fwd_ms": ms(t[T_FWD0], t[T_FWD1]),
-                "extend_ms": ms(t[T_EXTEND0], t[T_TOTAL1]),
-                "total_ms": ms(t[T_TOTAL0], t[T_TOTAL1]),
-            }
+            phases = {name: ms(t[a], t[b]) for name, (a, b) in PHASE_SPANS.items()}
+            if steps <= 1:
+                phases["draft_ms"] = None  # no draft forward ran (module docstring)
             st = self.step_t
             step_ms = [ms(st[i], st[i + 1]) for i in range(0, len(st) - 1, 2)] if st else None
         finally:
