@@ -8,6 +8,8 @@ without the hooks (SGLang's own AROUND wrapper), in interleaved blocks:
 
 * ``baseline``: no hooks (the server without the plugin);
 * ``hooked, nothing wanted``: hooks installed, INFO off and no JSONL (the pass-through cost);
+* ``hooked, records dropped``: every cycle timed and handed over, then dropped (the scheduler-side
+  cost of timing alone);
 * ``hooked, default sinks``: the INFO line to a ``FileHandler`` and the JSONL file, formatted and
   written by the sink thread (the default): the acceptance figure;
 * ``hooked, inline sinks``: the same sinks on the scheduler thread (why there is a sink thread).
@@ -18,16 +20,22 @@ difference** (variant - baseline), which cancels slow drifts caused by other pro
 machine; ``added p10`` is the difference of the 10th-percentile blocks (the quietest moments).
 CPU time rather than wall time because other processes share the machine; wall time is printed
 alongside. The sink thread's CPU per cycle (process CPU minus scheduler-thread CPU, its backlog
-flushed after each block) is reported separately.
+flushed after each block) is reported separately, with its wake-ups and how many of them found
+the scheduler running Python.
 
-By default the scheduler never waits (CPU-bound: the worst case, where the sink thread can only
-run by taking the GIL from it). On a GPU server the scheduler blocks in ``copy_done.synchronize()``
-for most of each cycle, which is when the sink thread runs; ``--gpu-wait-us`` simulates that wait
-(a spin with the GIL released, like CUDA's default event sync), excluded from the figures.
+The rounds are split over ``--processes`` fresh processes run one after the other (default 3) and
+pooled, as ``pyperf`` does: the figures of one process shift by several microseconds with its hash
+seed, its memory layout and the VM's moment; the per-process figures are printed too.
+
+On a GPU server the scheduler blocks in ``copy_done.synchronize()`` for most of each cycle, which
+is when the sink thread writes; ``--gpu-wait-us`` simulates that wait (a spin with the GIL
+released, like CUDA's default event sync; default 1 ms), excluded from the figures. With
+``--gpu-wait-us 0`` (a scheduler that never waits) the sink thread writes only cycles overdue
+by half a second, which a 100-cycle block never has: that mode measures the scheduler side alone.
 
 Usage::
 
-    python benchmarks/bench_hook_overhead.py              # about 2 minutes on 2 cores
+    python benchmarks/bench_hook_overhead.py              # about 2 minutes on 2 cores (3 processes)
     python benchmarks/bench_hook_overhead.py --rounds 100 --bs 8 --eager --gpu-wait-us 2000
 
 Prints a table, then one JSON line:
@@ -108,15 +116,50 @@ def parse_args(argv=None):
     p.add_argument("--bs", type=int, default=1, help="requests per batch (default 1)")
     p.add_argument("--steps", type=int, default=3, help="--speculative-num-steps (default 3)")
     p.add_argument("--eager", action="store_true", help="eager draft (per-step marks), as --disable-cuda-graph")
-    p.add_argument("--warmup", type=int, default=2, help="untimed rounds first (default 2)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed rounds first, in each process (default 2)")
+    p.add_argument("--processes", type=int, default=3,
+                   help="run the rounds in this many fresh processes one after the other, and pool them "
+                        "(default 3; each process has its own hash seed and memory layout)")
+    p.add_argument("--raw-out", help=argparse.SUPPRESS)  # a worker process: write its raw series here
     args = p.parse_args(argv)
-    if min(args.rounds, args.block, args.bs) < 1 or args.steps < 0 or args.gpu_wait_us < 0:
-        p.error("--rounds, --block and --bs must be >= 1, --steps and --gpu-wait-us >= 0")
+    if min(args.rounds, args.block, args.bs, args.processes) < 1 or args.steps < 0 or args.gpu_wait_us < 0:
+        p.error("--rounds, --block, --bs and --processes must be >= 1, --steps and --gpu-wait-us >= 0")
     return args
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def _in_processes(args, argv) -> dict:
+    """Run the rounds in ``args.processes`` child processes, one after the other; pool their raw series."""
+    import subprocess
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    per = -(-args.rounds // args.processes)
+    pooled: dict = {}
+    with tempfile.TemporaryDirectory(prefix="eagle-cycle-bench-") as tmp:
+        for i in range(args.processes):
+            out = Path(tmp) / f"raw{i}.json"
+            cmd = [sys.executable, str(Path(__file__).resolve()), *argv,
+                   "--processes", "1", "--rounds", str(per), "--raw-out", str(out)]
+            code = subprocess.run(cmd).returncode
+            if code != 0:
+                raise SystemExit(f"bench_hook_overhead: worker process {i + 1} of {args.processes} failed "
+                                 f"(exit code {code}); its output is above")
+            raw = json.loads(out.read_text())
+            base = raw["cpu_us"]["baseline"]
+            pooled.setdefault("per_process", []).append(
+                {name: statistics.median([a - b for a, b in zip(series, base)]) if name != "baseline"
+                 else statistics.median(base) for name, series in raw["cpu_us"].items()})
+            pooled.setdefault("per_process_wakes", []).append(raw.pop("wakes"))
+            for key, series in raw.items():
+                if isinstance(series, dict):
+                    for name, values in series.items():
+                        pooled.setdefault(key, {}).setdefault(name, []).extend(values)
+                else:
+                    pooled.setdefault(key, []).append(series)
+    return pooled
+
+
+def measure(args) -> dict:
+    """Run the rounds in this process; returns the raw per-block series of every variant."""
     import warnings
 
     warnings.filterwarnings("ignore")
@@ -209,9 +252,36 @@ def main(argv=None) -> int:
                 cpu_us[name].append(cpu)
                 wall_us[name].append(wall)
                 sink_cpu[name].append(other)
+    sink = variants["hooked, default sinks"][0].sink
+    wakes = {"wakeups": sink.wakeups, "wakeups_busy": sink.wakeups_busy, "overruns": sink.overruns,
+             "kicks": sink.kicks}
     for spec in variants.values():
         if spec:
             spec[0].sink.close()
+    lines = (tmp / "server.log").read_text().splitlines()
+    jsonl = (tmp / "cycles.jsonl").read_text().splitlines()
+    handler.close()
+    log.removeHandler(handler)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return {"cpu_us": cpu_us, "wall_us": wall_us, "sink_cpu": sink_cpu, "kept_up": kept_up,
+            "lines": len(lines), "jsonl": len(jsonl), "wakes": wakes}
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.processes > 1:
+        raw = _in_processes(args, argv)
+        lines_written, jsonl_written = sum(raw["lines"]), sum(raw["jsonl"])
+    else:
+        raw = measure(args)
+        if args.raw_out:
+            Path(args.raw_out).write_text(json.dumps(raw))
+            return 0
+        lines_written, jsonl_written = raw["lines"], raw["jsonl"]
+    cpu_us, wall_us, sink_cpu, kept_up = raw["cpu_us"], raw["wall_us"], raw["sink_cpu"], raw["kept_up"]
+    names = list(cpu_us)
+    rounds = len(cpu_us["baseline"])
+    per_process = raw.get("per_process")
 
     def paired(series, name):
         return statistics.median([a - b for a, b in zip(series[name], series["baseline"])])
@@ -224,23 +294,25 @@ def main(argv=None) -> int:
     rows = [(name, statistics.median(cpu_us[name]), low(cpu_us, name), paired(cpu_us, name),
              statistics.median(wall_us[name]), paired(wall_us, name), statistics.median(sink_cpu[name]))
             for name in names]
-    cycles = args.block * args.rounds
+    cycles = args.block * rounds
     print(f"EAGLE-3 decode cycle, SGLang 0.5.23 upstream code on CPU with zero-cost stand-ins: bs={args.bs} "
           f"steps={args.steps} {'eager' if args.eager else 'graph'}, simulated GPU wait {args.gpu_wait_us:.0f} us; "
-          f"{args.rounds} rounds x {args.block} cycles per variant")
+          f"{rounds} rounds x {args.block} cycles per variant in {args.processes} process(es)")
     print(f"{'variant':<24} {'cpu us/cycle':>12} {'added cpu':>10} {'added p10':>10} {'wall us/cycle':>14} "
           f"{'added wall':>11} {'sink thread cpu':>16}")
     for name, med, lowd, added, wall, wadded, scpu in rows:
         print(f"{name:<24} {med:>12.1f} {added:>10.1f} {lowd:>10.1f} {wall:>14.1f} {wadded:>11.1f} {scpu:>16.1f}")
     print("(us per decode cycle, medians over rounds; 'added' = median over rounds of (variant - baseline) in the "
           "same round; 'added p10' = difference of the 10th-percentile blocks, the quietest moments)")
-    lines = (tmp / "server.log").read_text().splitlines()
-    jsonl = (tmp / "cycles.jsonl").read_text().splitlines()
-    handler.close()
-    shutil.rmtree(tmp, ignore_errors=True)
-    print(f"written: {len(lines)} log lines, {len(jsonl)} JSONL records; the sink thread "
+    print(f"written: {lines_written} log lines, {jsonl_written} JSONL records; the sink thread "
           f"wrote {100 * statistics.median(kept_up['hooked, default sinks']):.0f}% of a block's cycles before the "
           f"block ended (median; the rest in the flush after it)")
+    if per_process:
+        print("per process (baseline cpu us/cycle, then added cpu): "
+              + "; ".join(", ".join(f"{x:.1f}" for x in p.values()) for p in per_process))
+    for w in raw.get("per_process_wakes") or [raw["wakes"]]:
+        print(f"sink thread: {w['wakeups']} wake-ups, {w['wakeups_busy']} of them while the scheduler ran Python, "
+              f"{w['overruns']} device waits outlasted, woken by the scheduler {w['kicks']} times")
     row = {name: r for name, *r in rows}
     print(json.dumps({
         "overhead_us_per_cycle": round(row["hooked, default sinks"][2], 2),
@@ -253,7 +325,8 @@ def main(argv=None) -> int:
         "passthrough_overhead_us_per_cycle": round(row["hooked, nothing wanted"][2], 2),
         "statistic": "scheduler-thread CPU per cycle, median over rounds of (variant - baseline)",
         "bs": args.bs, "steps": args.steps, "eager": args.eager, "gpu_wait_us": args.gpu_wait_us,
-        "cycles_per_variant": cycles,
+        "cycles_per_variant": cycles, "processes": args.processes,
+        "overhead_per_process_us": [round(p["hooked, default sinks"], 2) for p in per_process] if per_process else None,
     }))
     return 0
 

@@ -527,19 +527,36 @@ def test_someone_elses_instance_shadow_is_left_alone(install, tmp_path, log):
     assert r.verify_fwd_ms is None and r.verify_ms == pytest.approx(Costs().expected(3, False)["verify_ms"])
 
 
-def test_profiler_tells_the_sink_when_the_scheduler_waits(install, tmp_path, log, monkeypatch):
-    """host_busy: False from the end of a launch (the scheduler then blocks on the device) to the read point."""
-    import sglang_eagle_cycle.patches.cycle as pc
-
-    monkeypatch.setattr(pc, "KICK_BACKLOG", 2)
+def test_profiler_tells_the_sink_when_the_scheduler_waits(install, tmp_path, log):
+    """Stamps: opened_at at the end of each launch (the scheduler then blocks on the device), closed_at
+    at each read point; host_busy between them. The sink thread is kicked only while it dozes."""
     clock = FakeClock()
     prof = install(profiler(clock, tmp_path, log, background=True))
     kicks, seen = [], []
-    prof.sink.kick = lambda: kicks.append(len(prof.sink.inbox))
+    stamps = []
+
+    def kick():
+        kicks.append(len(stamps))
+        prof.sink.dozing = False  # the thread woke
+
+    prof.sink.kick = kick
+    prof.sink._start = lambda: None  # no thread: dozing changes only here
+    prof.sink.dozing = True  # asleep after an idle spell
+
+    def on_resolve(batch, result):
+        stamps.append((prof.sink.opened_at, prof.sink.closed_at))
+        seen.append(prof.sink.host_busy)
+
     with Harness(steps=3, clock=clock) as h:
-        h.run_overlap([h.new_batch(1) for _ in range(6)], on_resolve=lambda b, r: seen.append(prof.sink.host_busy))
+        h.run_overlap([h.new_batch(1) for _ in range(6)], on_resolve=on_resolve)
     # waiting after each launch; the last batch resolves with no launch before it: still busy
     assert seen == [False] * 5 + [True] and prof.sink.host_busy is True
-    assert kicks and all(k >= 2 for k in kicks)  # woken only once enough cycles wait
+    opened = [o for o, _ in stamps]
+    closed = [c for _, c in stamps]
+    # launches 2..6 stamp before resolves 1..5; resolve 6 has no launch before it
+    assert opened == sorted(opened) and len(set(opened)) == 5 and opened[4] == opened[5]
+    assert closed[0] == -1.0 and closed[1:] == sorted(closed[1:])  # no read point before the first
+    assert all(c < o for o, c in stamps[1:5])  # each wait opened after the previous read point
+    assert kicks == [0]  # once, at the first launch, while the thread dozed
     assert prof.sink.flush(5.0) and len(records(tmp_path)) == 6
     prof.sink.close()

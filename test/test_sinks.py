@@ -297,28 +297,161 @@ def test_flush_writes_regardless_of_the_gate(tmp_path, log):
     sink.close()
 
 
-def test_a_slice_stops_after_its_budget(tmp_path, log, monkeypatch):
-    """A wake-up writes in slices of about SLICE_S (at most MAX_SLICES), pausing between them; the rest waits."""
+def _phases(waits_ms, host_ms, t0=100.0):
+    """A HostPhases fed with stamps of cycles: host phase ``host_ms[i]``, then device wait ``waits_ms[i]``.
+
+    Returns it and the time the last wait ended.
+    """
+    from sglang_eagle_cycle.sinks import HostPhases
+
+    ph, closed, last_wait = HostPhases(), t0, -1.0
+    for w, h in zip(waits_ms, host_ms):
+        opened = closed + h / 1e3
+        ph.observe(opened, closed, last_wait)  # seen while the scheduler waits: host phase, previous wait
+        closed, last_wait = opened + w / 1e3, w / 1e3
+    ph.observe(opened, closed, last_wait)  # seen while it runs Python: the last wait
+    return ph, closed
+
+
+def test_host_phases_predict_the_next_device_wait():
+    from sglang_eagle_cycle.sinks import HostPhases
+
+    ph, last_close = _phases([1.0, 1.2, 0.9, 1.1, 5.0], [0.3, 0.25, 0.35, 0.3, 0.3])
+    assert [round(x * 1e3, 3) for x in ph.waits] == [1.0, 1.2, 0.9, 1.1, 5.0]
+    assert ph.typical_wait() == pytest.approx(1.1e-3)  # median: the one 5 ms wait does not move it
+    assert ph.host_phase() == pytest.approx(0.3e-3)
+    assert ph.period() == pytest.approx(1.4e-3)
+    # a wait that began at t ends, at the earliest seen, after the shortest recent wait
+    assert ph.wait_end(200.0) == pytest.approx(200.0 + 0.9e-3)
+    # running Python since last_close: the next wait begins one typical host phase later
+    assert ph.next_open(last_close - 5e-3, last_close) == pytest.approx(last_close + 0.3e-3)
+    # waiting since t: after the typical wait and the typical host phase
+    assert ph.next_open(300.0, 299.0) == pytest.approx(300.0 + 1.1e-3 + 0.3e-3)
+    # the same stamps seen twice are one sample; unstamped and idle-long phases are none
+    ph.observe(300.0, 299.9995, -1.0)
+    ph.observe(300.0, 299.9995, 0.5)
+    ph.observe(0.0, -1.0, -1.0)
+    ph.observe(400.0, 402.5, 2.5)  # a 2.5 s "wait": the scheduler was idle
+    assert len(ph.host) == 6 and len(ph.waits) == 5
+    # bounded memory: the last PHASE_SAMPLES of each
+    ph, _ = _phases([1.0] * 20, [0.3] * 20)
+    assert len(ph.waits) == len(ph.host) == 8
+    assert HostPhases().next_open(1.0, 0.5) is None and HostPhases().wait_end(1.0) is None
+
+
+class _Clock:
+    def __init__(self, t):
+        self.t = t
+
+    def __call__(self):
+        return self.t
+
+
+class _Timed(Pending):
+    """A cycle that takes ``cost`` seconds of the fake clock to write."""
+
+    def __init__(self, r, clock, cost):
+        super().__init__(r)
+        self.clock, self.cost = clock, cost
+
+    def build(self):
+        self.clock.t += self.cost
+        return super().build()
+
+
+def test_drain_starts_no_cycle_it_cannot_finish_before_the_deadline(tmp_path, log, monkeypatch):
     import sglang_eagle_cycle.sinks as sinks
 
-    class Slow(Pending):
-        def build(self):
-            time.sleep(0.004)
-            return super().build()
+    clock = _Clock(10.0)
+    monkeypatch.setattr(sinks, "_clock", clock)
+    sink = CycleSink(SinkConfig(jsonl_path=str(tmp_path / "d.jsonl"), log_line=False), log=log)
+    sink._item_s = 0.0001  # 100 us per cycle, as they cost
+    for i in range(10):
+        sink._waiting.append((_Timed(rec(i), clock, 0.0001), time.monotonic()))
+    sink._drain(deadline=10.0)  # past already: one cycle all the same (progress)
+    assert sink.written == 1
+    sink._drain(deadline=clock.t + 0.00035)  # room for 3.5 cycles: 3 started, none past the deadline
+    assert sink.written == 4 and clock.t <= 10.0001 + 0.00035
+    assert sink._item_s == pytest.approx(0.0001)
+    sink._item_s = 0.0  # the estimate follows the measured cost (a running mean, weight 0.2)
+    sink._drain(deadline=clock.t + 1.0)
+    assert sink.written == 10 and sink._item_s == pytest.approx(0.0001 * (1 - 0.8 ** 6))
+    sink.close()
+    assert [from_json(x).cycle for x in (tmp_path / "d.jsonl").read_text().splitlines()] == list(range(10))
 
-    monkeypatch.setattr(sinks, "SLICE_S", 0.001)
-    monkeypatch.setattr(sinks, "MAX_SLICES", 2)
-    monkeypatch.setattr(sinks, "POLL_BUSY_S", 0.2)
-    sink = CycleSink(SinkConfig(jsonl_path=str(tmp_path / "s.jsonl"), log_line=False), log=log)
-    for i in range(6):
-        sink.submit(Slow(rec(i)))
-    sink.kick()
-    assert _wait_until(lambda: sink.written >= 2)
-    time.sleep(0.05)
-    assert sink.written == 2  # one item past each slice's budget, two slices, then asleep until woken
-    sink.kick()
-    assert _wait_until(lambda: sink.written == 4)
-    assert sink.flush(5.0) and sink.written == 6
+
+def test_sink_thread_wakes_into_the_next_device_wait(tmp_path, log, monkeypatch):
+    """The sleep the thread picks after each wake-up, from the scheduler's stamps (no thread, fake clock)."""
+    import sglang_eagle_cycle.sinks as sinks
+
+    clock = _Clock(0.0)
+    monkeypatch.setattr(sinks, "_clock", clock)
+    sink = CycleSink(SinkConfig(jsonl_path=str(tmp_path / "w.jsonl"), log_line=False), log=log)
+    sink._item_s = 0.0001
+
+    def submit(n, cost=0.0001):
+        for i in range(n):
+            sink._waiting.append((_Timed(rec(sink.written + i), clock, cost), time.monotonic()))
+
+    # learning: stamped, no prediction yet -> a short slice, then a short sleep
+    sink.opened_at, sink.closed_at, clock.t = 1.0000, 0.9997, 1.0001  # (no last_wait yet)
+    submit(20)
+    assert sink._write_in_window() == sinks.LEARN_SLEEP_S
+    assert 1 <= sink.written <= int(sinks.SLICE_S / 0.0001) + 1
+    # steady cycles: 1 ms device waits, 0.3 ms host phases
+    sink._phases, t = _phases([1.0] * 8, [0.3] * 8, t0=2.0)
+    # woken 0.15 ms into a wait that began at `opened`: writes until the shortest wait's end,
+    # less GUARD_S and one cycle's write time
+    opened = t + 0.0003
+    sink.opened_at, sink.closed_at, clock.t = opened, t, opened + 0.00015
+    w0 = sink.written
+    sleep = sink._write_in_window()
+    assert sink.written - w0 == 7  # 0.15 .. 0.85 ms
+    assert clock.t <= opened + 0.001 - sinks.GUARD_S
+    # ... then sleeps until WAKE_INTO of a wait after the next wait should begin
+    assert clock.t + sleep == pytest.approx(opened + 0.001 + 0.0003 + sinks.WAKE_INTO * 0.001)
+    # woken late, while the scheduler runs Python: writes nothing (not overdue), sleeps until the next wait
+    closed = opened + 0.001
+    sink.closed_at, sink.last_wait, clock.t = closed, 0.001, closed + 0.0001
+    w0 = sink.written
+    sleep = sink._write_in_window()
+    assert sink.written == w0
+    assert clock.t + sleep == pytest.approx(closed + 0.0003 + sinks.WAKE_INTO * 0.001)
+    # a slow host phase (the predicted wait should have begun): looks again a host phase later
+    clock.t = closed + 0.0005
+    assert sink._write_in_window() == pytest.approx(0.0003)
+    # no stamp for more than two cycles: the decode loop stopped; doze until the scheduler kicks
+    clock.t = closed + 0.01
+    assert sink._write_in_window() is None
+    # a scheduler that hardly waits for the device (CPU-bound): no window worth waking for
+    sink._phases, t = _phases([0.01] * 8, [0.3] * 8, t0=3.0)
+    sink.opened_at, sink.closed_at, sink.last_wait, clock.t = t + 0.0003, t, 0.00001, t + 0.0003
+    assert sink._write_in_window() == sinks.POLL_BUSY_S
+    sink.close()
+
+
+def test_a_dozing_sink_thread_is_woken_by_the_next_launch_and_keeps_up(tmp_path, log):
+    """Real thread, real clock: a scheduler-like loop (Python, then a GIL-free device wait) stamps the sink."""
+    sink = CycleSink(SinkConfig(jsonl_path=str(tmp_path / "k.jsonl"), log_line=False), log=log)
+    sink.submit(Pending(rec(0)))  # starts the thread, which dozes until kicked
+    assert _wait_until(lambda: sink.dozing)
+    kicks = 0
+    for i in range(1, 200):
+        sink.closed_at = time.perf_counter()
+        sink.last_wait = sink.closed_at - sink.opened_at
+        end = time.perf_counter() + 0.0002
+        while time.perf_counter() < end:  # host phase: Python
+            pass
+        sink.submit(Pending(rec(i)))
+        sink.opened_at = time.perf_counter()
+        if sink.dozing:
+            sink.kick()
+            kicks += 1
+        time.sleep(0.001)  # the device wait, GIL released
+    assert kicks >= 1
+    assert sink.written >= 100  # written during the loop, not only at the flush
+    assert 0.0009 <= sink._phases.typical_wait() < 0.02
+    assert sink.flush(5.0) and sink.written == 200
     sink.close()
 
 

@@ -7,7 +7,8 @@ Environment (read once, in the scheduler process, at the first profiled decode c
   ``sglang_eagle_cycle`` at INFO, so SGLang's ``--log-level`` decides whether it is printed.
 * ``SGLANG_EAGLE_CYCLE_JSONL=path``: one JSON object per cycle whatever ``LOG_EVERY`` is, appended
   (an existing file is never truncated) in whole lines, flushed as soon as written (the sink
-  thread writes every few cycles while cycles arrive); with tp x pp x dp > 1 each rank writes
+  thread writes during the scheduler's next device wait, so a cycle is on disk one or two cycles
+  later); with tp x pp x dp > 1 each rank writes
   ``name.tp{T}.pp{P}.dp{D}.ext``.
 * ``SGLANG_EAGLE_CYCLE_ALL_RANKS=1``: every rank prints its line, labelled ``rank=...``; by
   default only SGLang's stats-logging rank (attention-TP rank 0) prints.
@@ -18,12 +19,16 @@ Cost: reading events, formatting and file I/O take tens of microseconds per cycl
 on the scheduler thread when done there, ``inline sinks`` in ``benchmarks/bench_hook_overhead.py``
 on a 2-core VM), more than the scheduler can spare, so by default :class:`CycleSink` hands each
 cycle to one daemon thread (``submit`` is a ``deque.append``) at the lowest CPU priority (nice 19).
-Where that thread runs matters as much as what it does: a thread that *waits for the GIL* while
+When that thread runs matters as much as what it does: a thread that *waits for the GIL* while
 the scheduler runs Python takes the GIL at every GIL-releasing call of the scheduler (each torch
-op), and each such hand-over costs the scheduler microseconds. So the thread writes only while
-the scheduler blocks on the device (:attr:`CycleSink.host_busy` False, set by the profiler), in
-slices of at most :data:`SLICE_S`, woken by the scheduler once :data:`KICK_BACKLOG` cycles wait
-(a wake-up is a system call, so not every cycle) or by its own timer.
+op), each such hand-over costs the scheduler microseconds, and waking a thread costs its waker a
+system call (about 13 us on that VM). So the scheduler only stamps two floats per cycle: when it
+starts waiting for the device (:attr:`CycleSink.opened_at`, GIL released) and when it resumes
+(:attr:`CycleSink.closed_at`). The thread learns the scheduler's rhythm from them
+(:class:`HostPhases`), wakes by its own timer a little after the next device wait should have
+begun, and writes until shortly before it should end. The scheduler wakes it only after an idle
+spell (:attr:`CycleSink.dozing`).
+
 Usage::
 
     sink = CycleSink(SinkConfig.from_env(os.environ, ranks))
@@ -175,18 +180,89 @@ class _Flush:
         self.done = threading.Event()
 
 
-#: Cycles the scheduler hands over before it wakes the sink thread (:meth:`CycleSink.kick`).
-KICK_BACKLOG = 8
-#: Sink thread sleep when no kick comes while cycles arrive, and the longest sleep when idle (seconds).
+#: Sink thread sleep when no prediction of the scheduler's next device wait exists while cycles
+#: arrive, and the longest sleep when idle (seconds).
 POLL_BUSY_S = 0.05
 POLL_IDLE_S = 0.2
-#: Longest the sink thread writes in one go before it lets the scheduler have the GIL back (seconds),
-#: the pause after such a slice, and the most slices per wake-up.
+#: Sink thread sleep while it learns the scheduler's cycle (no prediction yet; seconds).
+LEARN_SLEEP_S = 0.002
+#: Device waits shorter than this (median) are not worth waking for (seconds).
+MIN_WINDOW_S = 0.0002
+#: Shortest sleep of the sink thread (seconds).
+MIN_SLEEP_S = 0.0001
+#: Distance the sink thread keeps from the edges of a predicted device wait: it starts this long
+#: after the wait began and stops this long (plus one cycle's write time) before it should end (seconds).
+GUARD_S = 0.00005
+#: The sink thread wakes this fraction of a typical device wait after the wait should have begun.
+WAKE_INTO = 0.15
+#: Longest the sink thread writes in one go while it has no prediction yet (seconds).
 SLICE_S = 0.0004
-SLICE_GAP_S = 0.00005
-MAX_SLICES = 8
 #: Cycles older than this are written even while the scheduler is busy (seconds).
 OVERDUE_S = 0.5
+#: Recent device waits and host phases the prediction is made from.
+PHASE_SAMPLES = 8
+#: Longer phases are not samples of a decode loop (an idle scheduler) and are left out (seconds).
+MAX_PHASE_S = 1.0
+
+#: The clock of the stamps (``time.perf_counter``: seconds, monotonic, process-wide).
+_clock = time.perf_counter
+
+
+class HostPhases:
+    """The sink thread's model of the scheduler's cycle: when it waits for the device, when it runs Python.
+
+    The scheduler stamps :attr:`CycleSink.opened_at` (``time.perf_counter()`` seconds) when it starts
+    waiting for the device with the GIL released, and :attr:`CycleSink.closed_at` when it resumes,
+    with :attr:`CycleSink.last_wait` (``closed - opened`` of that wait). Each new set of stamps the
+    sink thread sees gives the last device wait and, while the scheduler waits again, the host
+    phase before it (``opened - closed``). (The thread cannot see a host phase while it lasts: a
+    thread woken then gets the GIL only when the scheduler releases it, usually at its next wait.)
+    From the last :data:`PHASE_SAMPLES` of each it predicts when the current wait ends (after
+    the shortest recent wait: stopping early costs nothing, overrunning costs the scheduler a GIL
+    hand-over) and when the next one begins (the median host phase after the median wait).
+    """
+
+    def __init__(self):
+        self.waits: deque = deque(maxlen=PHASE_SAMPLES)
+        self.host: deque = deque(maxlen=PHASE_SAMPLES)
+        self._seen = (0.0, 0.0)
+
+    def observe(self, opened: float, closed: float, last_wait: float) -> None:
+        """Take the scheduler's latest stamps (seconds; <= 0 = never stamped)."""
+        if (opened, closed) == self._seen:
+            return
+        self._seen = (opened, closed)
+        if opened <= 0 or closed <= 0:
+            return
+        if 0 <= last_wait < MAX_PHASE_S:
+            self.waits.append(last_wait)
+        if 0 < opened - closed < MAX_PHASE_S:
+            self.host.append(opened - closed)
+
+    def wait_end(self, opened: float) -> Optional[float]:
+        """Predicted end of the device wait that began at ``opened`` (seconds); None before any sample."""
+        return opened + min(self.waits) if self.waits else None
+
+    def next_open(self, opened: float, closed: float) -> Optional[float]:
+        """Predicted start of the next device wait (seconds); None before samples of both phases."""
+        if not self.waits or not self.host:
+            return None
+        host = sorted(self.host)[len(self.host) // 2]
+        if closed < opened:  # waiting now: after this wait and the next host phase
+            return opened + sorted(self.waits)[len(self.waits) // 2] + host
+        return closed + host
+
+    def typical_wait(self) -> float:
+        """Median device wait (seconds; 0 before any sample)."""
+        return sorted(self.waits)[len(self.waits) // 2] if self.waits else 0.0
+
+    def period(self) -> float:
+        """Median device wait plus median host phase: one decode cycle (seconds)."""
+        return self.typical_wait() + self.host_phase()
+
+    def host_phase(self) -> float:
+        """Median host phase (seconds; :data:`MIN_SLEEP_S` before any sample)."""
+        return sorted(self.host)[len(self.host) // 2] if self.host else MIN_SLEEP_S
 
 
 class CycleSink:
@@ -196,10 +272,10 @@ class CycleSink:
         config: :class:`SinkConfig`.
         log: logger for the line (default ``sglang_eagle_cycle``); faults go to it at WARNING.
 
-    The scheduler thread only appends to a deque (no lock, no wake-up syscall); the sink thread
-    wakes every :data:`POLL_BUSY_S` while cycles arrive and writes them in submission order. A
-    cycle whose events have not completed is retried (``query()``, never a sync) for
-    :data:`STALE_AFTER_S` seconds, then dropped.
+    The scheduler thread only appends to a deque (no lock, no wake-up syscall) and stamps
+    :attr:`opened_at` / :attr:`closed_at`; the sink thread writes the cycles in submission order
+    during the scheduler's device waits (:meth:`_run`). A cycle whose events have not completed
+    is retried (``query()``, never a sync) for :data:`STALE_AFTER_S` seconds, then dropped.
     """
 
     def __init__(self, config: SinkConfig, *, log: Optional[logging.Logger] = None):
@@ -213,15 +289,28 @@ class CycleSink:
         self._waiting: deque = deque()
         self._wake = threading.Lock()  # released by kick(): the sink thread's wake-up (a futex, no Python lock)
         self._wake.acquire()
-        #: Set by the submitting thread: True while it runs Python (the sink thread then keeps off
-        #: the GIL), False while it waits for the device. Never set: the sink writes whenever it wakes.
-        self.host_busy = False
+        #: Stamped by the submitting thread (``time.perf_counter()`` seconds): when it last started
+        #: waiting for the device with the GIL released, when it last resumed running Python, and
+        #: how long that wait was (stamped with ``closed_at``).
+        #: The sink thread writes only during such waits (see :class:`HostPhases`). Never stamped
+        #: (a sink used without the profiler): it writes whenever it wakes.
+        self.opened_at = 0.0
+        self.closed_at = -1.0
+        self.last_wait = -1.0
+        #: True while the sink thread sleeps for long (no cycles came for a while): the submitting
+        #: thread then wakes it (:meth:`kick`) at the start of its next device wait.
+        self.dozing = False
+        self._phases = HostPhases()
+        self._item_s = 0.0001  # running estimate of the time to write one cycle (seconds)
         self._thread: Optional[threading.Thread] = None
         self._start_lock = threading.Lock()
         self._stopping = False
         self._closed = False
         self.written = 0
         self.dropped = 0
+        #: Sink-thread wake-ups; those that found the scheduler running Python in a decode loop
+        #: (each cost it a GIL hand-over); writes in a device wait that outlasted it; kicks.
+        self.wakeups = self.wakeups_busy = self.overruns = self.kicks = 0
         if config.jsonl_path:
             try:
                 self._jsonl = _JsonlFile(config.jsonl_path)
@@ -251,15 +340,29 @@ class CycleSink:
         if self._thread is None:
             self._start()
 
-    def kick(self) -> None:
-        """Wake the sink thread now (never blocks). The scheduler does it once :data:`KICK_BACKLOG` cycles wait.
+    @property
+    def host_busy(self) -> bool:
+        """Whether the submitting thread runs Python now (the sink thread then keeps off the GIL)."""
+        return self.closed_at >= self.opened_at
 
-        Call it when the submitting thread is about to block with the GIL released (the
-        scheduler, right after it launched a cycle and before it waits for the device): the
-        thread then writes while the scheduler does not need the GIL. Waking a thread costs the
-        caller a system call, so it is done once per :data:`KICK_BACKLOG` cycles, not per cycle.
+    @host_busy.setter
+    def host_busy(self, busy: bool) -> None:
+        if busy:
+            self.closed_at = _clock()
+            self.last_wait = self.closed_at - self.opened_at
+        else:
+            self.opened_at = _clock()
+
+    def kick(self) -> None:
+        """Wake the sink thread now (never blocks).
+
+        While cycles arrive the thread wakes by itself when the scheduler's next device wait
+        should begin (:class:`HostPhases`); the profiler kicks it only while it dozes
+        (:attr:`dozing`: after an idle spell), at the end of a launch, as a wake-up costs the
+        caller a system call.
         """
         if self._thread is not None:
+            self.kicks += 1
             self._wake_now()
 
     # -- control -------------------------------------------------------------------------------
@@ -318,72 +421,111 @@ class CycleSink:
             pass
 
     def _run(self) -> None:
-        """The sink thread: wake, write what is complete while the scheduler waits, sleep.
+        """The sink thread: sleep until the scheduler's next device wait, write what is complete in it, repeat.
 
         Why the care: a thread that waits for the GIL while the scheduler runs Python takes the
         GIL at each of the scheduler's GIL-releasing calls (every torch op), and each of those
-        hand-overs costs the scheduler microseconds. So the thread writes only while
-        :attr:`host_busy` is False (the scheduler blocks on the device, GIL released), stops as
-        soon as it turns True, and otherwise sleeps without asking for the GIL. Cycles waiting
-        longer than :data:`OVERDUE_S` are written regardless (a scheduler that never waits).
+        hand-overs costs the scheduler microseconds; waking a thread costs its waker a system
+        call. So the scheduler only stamps when it starts and stops waiting for the device
+        (:attr:`opened_at`, :attr:`closed_at`); this thread predicts the next wait from those
+        stamps (:class:`HostPhases`), wakes by its own timer when it should have begun, writes
+        until shortly before it should end, and asks for the GIL at no other time. Cycles
+        waiting longer than :data:`OVERDUE_S` are written regardless (a scheduler that never waits).
         """
         try:  # lowest CPU priority: the thread uses cores the scheduler leaves idle (Linux: per thread)
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         except (AttributeError, OSError):
             pass
-        sleep = POLL_BUSY_S
+        sleep = idle = POLL_BUSY_S
+        self.dozing = True  # the scheduler wakes it at its next device wait
         while True:
-            self._wake.acquire(timeout=sleep)  # a kick, a flush or the timeout
+            self._wake.acquire(timeout=sleep)  # the timer, a kick, a flush or close
+            self.dozing = False
             stopping = self._stopping
             markers = []
-            had_work = False
             try:
                 markers = self._take_inbox()
-                had_work = bool(self._waiting)
-                final = bool(markers) or stopping
-                if final:
+                if markers or stopping:
                     self._drain(final=True)
+                    sleep = POLL_BUSY_S
                 else:
-                    # slices while the scheduler still waits, each followed by a short sleep that
-                    # gives the GIL back should it want it
-                    for _ in range(MAX_SLICES):
-                        if self._drain(gated=True, budget_s=SLICE_S) != "budget":
-                            break
-                        time.sleep(SLICE_GAP_S)
+                    sleep = self._write_in_window()
                 if stopping:
                     self._finish()
             except Exception as exc:  # never let the thread die: the scheduler would queue forever
                 self._fault("thread", exc, "writing goes on")
+                sleep = POLL_BUSY_S
             for m in markers:
                 m.done.set()
             if stopping:
                 return
-            # back off only after wake-ups that found nothing at all (no cycles are coming)
-            sleep = POLL_BUSY_S if had_work or self.inbox else min(sleep * 2, POLL_IDLE_S)
+            if sleep is None:  # no decode loop running: sleep long, the scheduler kicks when it resumes
+                idle = min(idle * 2, POLL_IDLE_S) if not (self._waiting or self.inbox) else POLL_BUSY_S
+                sleep = idle
+                self.dozing = True
+            else:
+                idle = POLL_BUSY_S
 
-    def _drain(self, final: bool = False, gated: bool = False, budget_s: Optional[float] = None) -> Optional[str]:
+    def _write_in_window(self) -> Optional[float]:
+        """Write what fits in the scheduler's current device wait; returns how long to sleep.
+
+        None: the scheduler is not in a decode loop (idle, or running other batches); the thread
+        then dozes until the scheduler's next device wait (:attr:`dozing`).
+        """
+        opened, closed = self.opened_at, self.closed_at
+        phases = self._phases
+        phases.observe(opened, closed, self.last_wait)
+        self.wakeups += 1
+        if opened > 0 and closed >= opened and _clock() - closed < phases.period():
+            self.wakeups_busy += 1
+        if self._waiting:
+            if closed >= opened or opened <= 0:
+                # the scheduler runs Python: only overdue cycles; or never stamped: no scheduler to keep clear of
+                self._drain(gated=True)
+            else:  # the scheduler waits for the device
+                end = phases.wait_end(opened)
+                self._drain(gated=True, deadline=end - GUARD_S if end is not None else _clock() + SLICE_S)
+                if self.closed_at > opened:
+                    self.overruns += 1
+        nxt = phases.next_open(opened, closed)
+        now = _clock()
+        since = now - max(opened, closed)  # since the scheduler's last stamp
+        if nxt is None:  # still learning the scheduler's cycle
+            return LEARN_SLEEP_S if opened > 0 and since < POLL_BUSY_S else None
+        if phases.typical_wait() < MIN_WINDOW_S:
+            # the scheduler hardly ever waits for the device (CPU-bound): no window worth waking
+            # for; overdue cycles are written at the timer's wake-ups
+            return POLL_BUSY_S
+        # wake a little into the wait (phases jitter; waking early costs the scheduler a GIL hand-over)
+        sleep = nxt + max(GUARD_S, WAKE_INTO * phases.typical_wait()) - now
+        if sleep >= MIN_SLEEP_S:
+            return min(sleep, POLL_BUSY_S)
+        if since > 2 * phases.period():
+            return None  # no stamp for two cycles: the decode loop stopped
+        return max(MIN_SLEEP_S, phases.host_phase())  # a slow host phase: look again soon
+
+    def _drain(self, final: bool = False, gated: bool = False, deadline: Optional[float] = None) -> None:
         """Write waiting cycles from the head while their events are complete (JSONL in one write).
 
         Args:
             final: wait up to 1 s for incomplete events (flush, close).
             gated: stop while :attr:`host_busy` (unless the head cycle is overdue).
-            budget_s: stop after about this long; the rest waits for the next slice or wake-up.
-
-        Returns:
-            ``"busy"`` or ``"budget"`` when it stopped for that reason with cycles left, else None.
+            deadline: ``time.perf_counter()`` after which no cycle is started (the first one is:
+                one cycle per call at least); the estimate of one cycle's write time is kept clear.
         """
         w = self._waiting
-        deadline = time.monotonic() + (1.0 if final else 0.0)
-        stop_at = time.perf_counter() + budget_s if budget_s is not None else None
+        give_up = time.monotonic() + (1.0 if final else 0.0)
         lines: list = []
         done = 0
+        perf = _clock
         try:
             while w:
                 item, t0 = w[0]
                 if gated and self.host_busy and time.monotonic() - t0 < OVERDUE_S and len(w) < MAX_WAITING // 2:
-                    return "busy"
-                if stop_at is not None and done and time.perf_counter() > stop_at:
-                    return "budget"
+                    return
+                t_item = perf()
+                if deadline is not None and done and t_item + self._item_s > deadline:
+                    return
                 try:
                     ok = item.ready() if not isinstance(item, CycleRecord) else True
                 except Exception as exc:
@@ -398,13 +540,14 @@ class CycleSink:
                         self.dropped += 1
                         self._fault("stale", TimeoutError("events not complete"), "cycle dropped")
                         continue
-                    if final and now < deadline:
+                    if final and now < give_up:
                         time.sleep(0.001)
                         continue
                     return
                 w.popleft()
                 self._write(item, lines)
                 done += 1
+                self._item_s += (perf() - t_item - self._item_s) * 0.2
         finally:
             if lines and self._jsonl is not None:
                 try:

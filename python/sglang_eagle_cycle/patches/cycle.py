@@ -39,9 +39,10 @@ costs the scheduler host time (budget: 20 us per cycle):
 
 Scheduler-side cost, the budget being 20 us per cycle: a cycle's time points are kept as a list
 of seven stamps (``time.perf_counter_ns`` itself, or one pooled CUDA event record each); the
-formatting and I/O run on the sink thread, which this module tells when the scheduler blocks on
-the device (``CycleSink.host_busy`` False from the end of a launch to the next read point) and
-wakes once every ``KICK_BACKLOG`` cycles, at the end of a launch (see :mod:`..sinks`).
+formatting and I/O run on the sink thread. This module stamps when the scheduler starts blocking
+on the device (``CycleSink.opened_at``, at the end of a launch) and when it resumes
+(``CycleSink.closed_at``, at the read point); the sink thread times its own wake-ups into those
+waits from the stamps and is woken by the scheduler only after an idle spell (see :mod:`..sinks`).
 
 Rules kept here (DESIGN §2):
 
@@ -68,9 +69,11 @@ import time
 from typing import Any, Optional
 
 from ..cycle import CycleRecord, make_record
-from ..sinks import KICK_BACKLOG, LOGGER_NAME, CycleSink, SinkConfig, load_nvtx
+from ..sinks import LOGGER_NAME, CycleSink, SinkConfig, load_nvtx
 from ..timing import make_timer
 from . import HookSpec
+
+_perf = time.perf_counter  # the sinks' clock (sinks._clock)
 
 EW = "sglang.srt.speculative.eagle_worker_v2"
 BRP = "sglang.srt.managers.scheduler_components.batch_result_processor"
@@ -383,8 +386,8 @@ class CycleProfiler:
                 # the scheduler now copies the result to the host and blocks in copy_done.synchronize()
                 # (GIL released): the sink thread may write meanwhile
                 sink = self._sink
-                sink.host_busy = False
-                if len(sink.inbox) >= KICK_BACKLOG:
+                sink.opened_at = _perf()
+                if sink.dozing:  # the sink thread sleeps long (after an idle spell): wake it now
                     sink.kick()
         except Exception as exc:
             self._fault("cycle end", exc, cyc)
@@ -459,8 +462,9 @@ class CycleProfiler:
     def around_resolve(self, original, *args, **kwargs):
         """``_resolve_spec_v2_tokens(result, batch)``: after the ``copy_done`` sync; hands the cycle to the sink."""
         sink = self._sink
-        if sink is not None:
-            sink.host_busy = True  # the scheduler runs Python until it launches the next cycle
+        if sink is not None:  # the scheduler runs Python until it launches the next cycle
+            sink.closed_at = now = _perf()
+            sink.last_wait = now - sink.opened_at
         out = original(*args, **kwargs)
         try:
             result = args[1] if len(args) > 1 else kwargs["result"]
