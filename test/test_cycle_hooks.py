@@ -388,6 +388,29 @@ def test_fault_at_the_read_point_keeps_the_result(install, tmp_path, log, caplog
     assert len(warnings) == 1 and "OSError: disk full" in warnings[0]
 
 
+def test_fault_stamping_the_sink_keeps_the_upstream_result(install, tmp_path, log, caplog):
+    """The read point's stamps are ours: a sink that cannot take them costs one warning, nothing else."""
+    clock = FakeClock()
+    prof = install(profiler(clock, tmp_path, log))
+
+    class Unstampable(type(prof.sink)):
+        @property
+        def opened_at(self):
+            raise RuntimeError("no stamps here")
+
+        @opened_at.setter
+        def opened_at(self, value):
+            raise RuntimeError("no stamps here")
+
+    prof.sink.__class__ = Unstampable
+    with caplog.at_level(logging.INFO, logger=LOG), Harness(steps=3, clock=clock) as h:
+        tokens = h.run_overlap([h.new_batch(2), h.new_batch(2)])
+    assert tokens == [[[0], [4, 5]], [[0, 1], [4, 5, 6]]]
+    warnings = [r.getMessage() for r in caplog.records if r.name == LOG and r.levelno == logging.WARNING]
+    assert len(warnings) == 2 and all("RuntimeError: no stamps here" in w for w in warnings)
+    assert {w.split(" in timing ")[1].split(" (")[0] for w in warnings} == {"read", "cycle end"}
+
+
 def test_nvtx_ranges_per_phase_stay_balanced(install, tmp_path, log):
     events = []
     nv = type("Nv", (), {"push": staticmethod(lambda n: events.append("+" + n)),

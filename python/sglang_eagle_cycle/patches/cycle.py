@@ -463,8 +463,11 @@ class CycleProfiler:
         """``_resolve_spec_v2_tokens(result, batch)``: after the ``copy_done`` sync; hands the cycle to the sink."""
         sink = self._sink
         if sink is not None:  # the scheduler runs Python until it launches the next cycle
-            sink.closed_at = now = _perf()
-            sink.last_wait = now - sink.opened_at
+            try:
+                sink.closed_at = now = _perf()
+                sink.last_wait = now - sink.opened_at
+            except Exception as exc:
+                self._fault("read", exc)
         out = original(*args, **kwargs)
         try:
             result = args[1] if len(args) > 1 else kwargs["result"]
