@@ -127,6 +127,11 @@ def parse_args(argv=None):
     return args
 
 
+def _paired(series: dict, name: str) -> float:
+    """Median over rounds of ``series[name] - series["baseline"]`` (same round)."""
+    return statistics.median([a - b for a, b in zip(series[name], series["baseline"])])
+
+
 def _in_processes(args, argv) -> dict:
     """Run the rounds in ``args.processes`` child processes, one after the other; pool their raw series."""
     import subprocess
@@ -144,10 +149,9 @@ def _in_processes(args, argv) -> dict:
                 raise SystemExit(f"bench_hook_overhead: worker process {i + 1} of {args.processes} failed "
                                  f"(exit code {code}); its output is above")
             raw = json.loads(out.read_text())
-            base = raw["cpu_us"]["baseline"]
+            cpu = raw["cpu_us"]
             pooled.setdefault("per_process", []).append(
-                {name: statistics.median([a - b for a, b in zip(series, base)]) if name != "baseline"
-                 else statistics.median(base) for name, series in raw["cpu_us"].items()})
+                {name: _paired(cpu, name) if name != "baseline" else statistics.median(cpu[name]) for name in cpu})
             pooled.setdefault("per_process_wakes", []).append(raw.pop("wakes"))
             for key, series in raw.items():
                 if isinstance(series, dict):
@@ -283,16 +287,13 @@ def main(argv=None) -> int:
     rounds = len(cpu_us["baseline"])
     per_process = raw.get("per_process")
 
-    def paired(series, name):
-        return statistics.median([a - b for a, b in zip(series[name], series["baseline"])])
-
     def low(series, name):  # difference of the 10th percentiles: the quietest blocks of each variant
         def p10(xs):
             return sorted(xs)[len(xs) // 10]
         return p10(series[name]) - p10(series["baseline"])
 
-    rows = [(name, statistics.median(cpu_us[name]), low(cpu_us, name), paired(cpu_us, name),
-             statistics.median(wall_us[name]), paired(wall_us, name), statistics.median(sink_cpu[name]))
+    rows = [(name, statistics.median(cpu_us[name]), low(cpu_us, name), _paired(cpu_us, name),
+             statistics.median(wall_us[name]), _paired(wall_us, name), statistics.median(sink_cpu[name]))
             for name in names]
     cycles = args.block * rounds
     print(f"EAGLE-3 decode cycle, SGLang 0.5.23 upstream code on CPU with zero-cost stand-ins: bs={args.bs} "

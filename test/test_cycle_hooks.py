@@ -373,6 +373,14 @@ def test_fault_in_our_timer_is_logged_once_and_upstream_results_are_unchanged(in
     assert records(tmp_path) == []  # a cycle we could not time is not reported half-timed
 
 
+def _two_cycles_warnings(clock, caplog):
+    """Run two decode cycles in overlap order; assert upstream's tokens; return our WARNING messages."""
+    with caplog.at_level(logging.INFO, logger=LOG), Harness(steps=3, clock=clock) as h:
+        tokens = h.run_overlap([h.new_batch(2), h.new_batch(2)])
+    assert tokens == [[[0], [4, 5]], [[0, 1], [4, 5, 6]]]
+    return [r.getMessage() for r in caplog.records if r.name == LOG and r.levelno == logging.WARNING]
+
+
 def test_fault_at_the_read_point_keeps_the_result(install, tmp_path, log, caplog):
     clock = FakeClock()
     prof = install(profiler(clock, tmp_path, log))
@@ -381,10 +389,7 @@ def test_fault_at_the_read_point_keeps_the_result(install, tmp_path, log, caplog
         raise OSError("disk full")
 
     prof.sink.submit = broken_submit
-    with caplog.at_level(logging.INFO, logger=LOG), Harness(steps=3, clock=clock) as h:
-        tokens = h.run_overlap([h.new_batch(2), h.new_batch(2)])
-    assert tokens == [[[0], [4, 5]], [[0, 1], [4, 5, 6]]]
-    warnings = [r.getMessage() for r in caplog.records if r.name == LOG and r.levelno == logging.WARNING]
+    warnings = _two_cycles_warnings(clock, caplog)
     assert len(warnings) == 1 and "OSError: disk full" in warnings[0]
 
 
@@ -403,10 +408,7 @@ def test_fault_stamping_the_sink_keeps_the_upstream_result(install, tmp_path, lo
             raise RuntimeError("no stamps here")
 
     prof.sink.__class__ = Unstampable
-    with caplog.at_level(logging.INFO, logger=LOG), Harness(steps=3, clock=clock) as h:
-        tokens = h.run_overlap([h.new_batch(2), h.new_batch(2)])
-    assert tokens == [[[0], [4, 5]], [[0, 1], [4, 5, 6]]]
-    warnings = [r.getMessage() for r in caplog.records if r.name == LOG and r.levelno == logging.WARNING]
+    warnings = _two_cycles_warnings(clock, caplog)
     assert len(warnings) == 2 and all("RuntimeError: no stamps here" in w for w in warnings)
     assert {w.split(" in timing ")[1].split(" (")[0] for w in warnings} == {"read", "cycle end"}
 

@@ -247,10 +247,9 @@ class HostPhases:
         """Predicted start of the next device wait (seconds); None before samples of both phases."""
         if not self.waits or not self.host:
             return None
-        host = sorted(self.host)[len(self.host) // 2]
         if closed < opened:  # waiting now: after this wait and the next host phase
-            return opened + sorted(self.waits)[len(self.waits) // 2] + host
-        return closed + host
+            return opened + self.period()
+        return closed + self.host_phase()
 
     def typical_wait(self) -> float:
         """Median device wait (seconds; 0 before any sample)."""

@@ -70,10 +70,9 @@ from typing import Any, Optional
 
 from ..cycle import CycleRecord, make_record
 from ..sinks import LOGGER_NAME, CycleSink, SinkConfig, load_nvtx
+from ..sinks import _clock as _perf  # the stamps the sink thread reads are on its clock
 from ..timing import make_timer
 from . import HookSpec
-
-_perf = time.perf_counter  # the sinks' clock (sinks._clock)
 
 EW = "sglang.srt.speculative.eagle_worker_v2"
 BRP = "sglang.srt.managers.scheduler_components.batch_result_processor"
