@@ -64,6 +64,18 @@ def test_default_table(capsys, log, runs):
     assert "findings:" in out
 
 
+def test_table_keeps_the_configuration_whole_under_any_path(capsys, tmp_path, log):
+    # the group title used to wrap through "bs=.. steps=.." when the log's path had some lengths
+    text = log.read_bytes()
+    for n in range(0, 100, 3):
+        moved = tmp_path / f"{n:03d}" / ("server" + "-" * n + ".log")
+        moved.parent.mkdir()
+        moved.write_bytes(text)
+        rc, out, _ = run_cli(capsys, moved)
+        assert rc == 0
+        assert "bs=1 steps=3 topk=1 draft_tokens=4" in out and "bs=4 steps=2 topk=1 draft_tokens=3" in out, n
+
+
 def test_csv_file_and_stdout(capsys, log, tmp_path):
     doc = inspect_paths([log])
     out_csv = tmp_path / "groups.csv"

@@ -35,7 +35,8 @@ def render_table(doc: dict[str, Any], console=None) -> None:
 
     con = console or Console(highlight=False)
     for g in doc["groups"]:
-        title = (f"{escape(str(g.get('file', '')))}  {_config(g)}\n{g['cycles']} cycles, accept length "
+        # the configuration first: a long file name then wraps after it, never through it
+        title = (f"{_config(g)}  {escape(str(g.get('file', '')))}\n{g['cycles']} cycles, accept length "
                  f"{_f(g.get('accept_len_mean'))}, {_f(g.get('tok_s'), '.1f')} tok/s")
         if g.get("ranks"):
             title += f", ranks {escape(', '.join(g['ranks']))}"
