@@ -177,6 +177,8 @@ def scenario_all(args):
     out["strict"], out["strict_log"] = run_calls(emb)
     os.environ["SGLANG_EAGLE_CYCLE_WIRING_STRICT"] = "0"
     out["not_strict"], out["not_strict_log"] = run_calls(emb)
+    os.environ["SGLANG_EAGLE_CYCLE_WIRING_STRICT"] = "fasle"   # a typo keeps the default, visibly
+    out["strict_typo"], out["strict_typo_log"] = run_calls(emb + emb)
     del os.environ["SGLANG_EAGLE_CYCLE_WIRING_STRICT"]
     os.environ["SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS"] = "2,x,58"
     out["bad_env"], _ = run_calls([["deepseek_v2", "DeepseekV3ForCausalLM", 61, [2, 30, 58]]])

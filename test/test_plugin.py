@@ -126,6 +126,10 @@ def test_embedding_capture_stops_the_launch_unless_not_strict(loaded):
     assert "embedding_capture" in strict["message"] and "SGLANG_EAGLE_CYCLE_WIRING_STRICT=0" in strict["message"]
     assert loaded["not_strict"][0]["layers_to_capture"] == [0, 3, 31, 59]
     assert "embedding_capture" in loaded["not_strict_log"]
+    # an unrecognised value keeps the default (strict), with one WARNING naming it
+    assert [r["error"] for r in loaded["strict_typo"]] == ["EagleWiringError"] * 2
+    assert loaded["strict_typo_log"].count("SGLANG_EAGLE_CYCLE_WIRING_STRICT='fasle' is not one of") == 1
+    assert "using the default (on)" in loaded["strict_typo_log"]
 
 
 def test_ids_come_from_the_published_draft_config(loaded):

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from sglang_eagle_cycle.cycle import format_line, from_json, make_record, parse_line
-from sglang_eagle_cycle.runtime import Ranks
+from sglang_eagle_cycle.runtime import Ranks, env_flag
 from sglang_eagle_cycle.sinks import CycleSink, SinkConfig, jsonl_path_for, load_nvtx
 
 
@@ -125,6 +125,20 @@ def test_config_from_env_defaults_and_ranks(caplog):
         for bad in ("0", "x", "-3"):
             assert SinkConfig.from_env({"SGLANG_EAGLE_CYCLE_LOG_EVERY": bad}, Ranks()).log_every == 1
     assert sum("SGLANG_EAGLE_CYCLE_LOG_EVERY" in r.getMessage() for r in caplog.records) == 3
+
+
+def test_env_flag_words_default_and_one_warning_per_value(caplog):
+    name = "SGLANG_EAGLE_CYCLE_TEST_FLAG"
+    for raw, want in (("1", True), (" On ", True), ("YES", True), ("true", True),
+                      ("0", False), ("off", False), ("No", False), ("FALSE", False)):
+        assert env_flag(name, not want, {name: raw}) is want, raw
+    assert env_flag(name, True, {}) is True and env_flag(name, False, {name: " "}) is False
+    with caplog.at_level(logging.WARNING, logger="sglang_eagle_cycle"):
+        assert [env_flag(name, d, {name: "fasle"}) for d in (True, True, False)] == [True, True, False]
+        assert env_flag(name, False, {name: "2"}) is False
+    msgs = [r.getMessage() for r in caplog.records]
+    assert msgs == [f"{name}='fasle' is not one of 1/true/yes/on or 0/false/no/off; using the default (on)",
+                    f"{name}='2' is not one of 1/true/yes/on or 0/false/no/off; using the default (off)"]
 
 
 def test_all_ranks_label_is_on_the_line(caplog, log):

@@ -31,7 +31,6 @@ from sglang_eagle_cycle.wiring import (
     resolve_at_setter,
     stock_fix_text,
     stock_layers_to_capture,
-    strict_enabled,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -333,11 +332,6 @@ def test_unknown_family_has_no_stock_claims():
     r = resolve_at_setter(family="NoSuchForCausalLM", num_layers=32, passed_ids=[1, 15, 28], draft_cfg=None, env={})
     assert (r.positions, r.stock_positions, r.stock_family, r.stock_ids_hint) == ([2, 16, 29], None, None, None)
     assert "stock_differs" not in codes(r)[1]
-
-
-def test_strict_switch():
-    assert strict_enabled({}) and strict_enabled({"SGLANG_EAGLE_CYCLE_WIRING_STRICT": "1"})
-    assert not strict_enabled({"SGLANG_EAGLE_CYCLE_WIRING_STRICT": "0"})
 
 
 @settings(max_examples=200, deadline=None)

@@ -7,9 +7,10 @@ the standard library.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import Mapping, Optional
 
 
 @dataclass(frozen=True)
@@ -76,11 +77,37 @@ def draft_model_path() -> tuple[Optional[str], Optional[str]]:
     return (str(path) if path else None), (str(revision) if revision else None)
 
 
-def env_flag(name: str, default: bool) -> bool:
-    """Boolean environment switch: ``0/false/no/off`` is False, ``1/true/yes/on`` True, else ``default``."""
-    raw = os.environ.get(name)
+_FLAG_OFF = ("0", "false", "no", "off")
+_FLAG_ON = ("1", "true", "yes", "on")
+_flags_warned: set = set()
+
+
+def env_flag(name: str, default: bool, env: Optional[Mapping[str, str]] = None) -> bool:
+    """Boolean environment switch: ``0/false/no/off`` is False, ``1/true/yes/on`` True (any case).
+
+    Unset or empty gives ``default``. Any other value also gives ``default``, with one WARNING per
+    (name, value) on logger ``sglang_eagle_cycle`` naming the value and the default it fell back
+    to: a typo such as ``=fasle`` is visible, and never stops a server.
+
+    Args:
+        name: the variable, e.g. ``SGLANG_EAGLE_CYCLE_WIRING_STRICT``.
+        default: the value when unset, empty or unrecognised.
+        env: the environment to read (default ``os.environ``).
+    """
+    raw = (os.environ if env is None else env).get(name)
     if raw is None or raw.strip() == "":
         return default
+    word = raw.strip().lower()
+    if word in _FLAG_OFF:
+        return False
+    if word in _FLAG_ON:
+        return True
+    if (name, raw) not in _flags_warned:
+        _flags_warned.add((name, raw))
+        logging.getLogger("sglang_eagle_cycle").warning(
+            "%s=%r is not one of 1/true/yes/on or 0/false/no/off; using the default (%s)",
+            name, raw, "on" if default else "off")
+    return default
     raw = raw.strip().lower()
     if raw in ("0", "false", "no", "off"):
         return False

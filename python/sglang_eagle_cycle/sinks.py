@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Protocol
 
 from .cycle import Aggregator, CycleRecord, format_line, to_json
+from .runtime import env_flag
 
 LOGGER_NAME = "sglang_eagle_cycle"
 logger = logging.getLogger(LOGGER_NAME)
@@ -85,10 +86,6 @@ def _env_int(env: Mapping[str, str], name: str, default: int, minimum: int) -> i
         logger.warning("sglang-eagle-cycle: %s=%r is not an integer >= %d; using %d", name, raw, minimum, default)
         return default
     return value
-
-
-def _env_flag(env: Mapping[str, str], name: str) -> bool:
-    return (env.get(name) or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def jsonl_path_for(path: str, ranks: Any) -> str:
@@ -141,14 +138,14 @@ class SinkConfig:
 
         Bad values are a WARNING and the default, never an exception (the server must start).
         """
-        all_ranks = _env_flag(env, "SGLANG_EAGLE_CYCLE_ALL_RANKS")
+        all_ranks = env_flag("SGLANG_EAGLE_CYCLE_ALL_RANKS", False, env)
         path = os.path.expanduser((env.get("SGLANG_EAGLE_CYCLE_JSONL") or "").strip()) or None
         return cls(
             log_every=_env_int(env, "SGLANG_EAGLE_CYCLE_LOG_EVERY", 1, 1),
             log_line=stats_rank or all_ranks,
             rank_label=ranks.label() if all_ranks else None,
             jsonl_path=jsonl_path_for(path, ranks) if path else None,
-            nvtx=_env_flag(env, "SGLANG_EAGLE_CYCLE_NVTX"),
+            nvtx=env_flag("SGLANG_EAGLE_CYCLE_NVTX", False, env),
             background=background,
         )
 

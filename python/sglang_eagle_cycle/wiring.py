@@ -27,7 +27,8 @@ Environment (the server reads the same variables):
 * ``SGLANG_EAGLE_CYCLE_AUX_CONVENTION=input`` reads ids as positions,
   ``=stock`` keeps SGLang 0.5.23's per-family rule (default: layer outputs);
 * ``SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING=1`` accepts position 0 (id -1);
-* ``SGLANG_EAGLE_CYCLE_WIRING_STRICT=0`` (server only, see :func:`strict_enabled`).
+* ``SGLANG_EAGLE_CYCLE_WIRING_STRICT=0`` (server only): wiring errors are logged instead of stopping
+  the launch.
 """
 
 from __future__ import annotations
@@ -538,11 +539,6 @@ def _same_capture(a: list, b: list) -> bool:
 
 
 # --------------------------------------------------------------------------- resolution
-
-def strict_enabled(env: Mapping = os.environ) -> bool:
-    """Server policy: error-level problems stop the launch unless ``SGLANG_EAGLE_CYCLE_WIRING_STRICT=0``."""
-    return env.get(ENV_STRICT, "1").strip().lower() not in ("0", "false", "no", "off")
-
 
 def _convention(env: Mapping) -> str:
     raw = env.get(ENV_CONVENTION, "").strip().lower()
