@@ -265,6 +265,27 @@ def test_stdin(capsys, log, monkeypatch):
     assert [g["cycles"] for g in doc["groups"]] == [g["cycles"] for g in inspect_paths([log])["groups"]]
 
 
+@pytest.mark.parametrize("p", [[0.1, 0.1, 0.05], [0.2, 0.15, 0.1], [0.9, 0.85, 0.8], [0.9, 0.5, 0.1]])
+def test_per_position_legend_covers_no_point(tmp_path, p):
+    # low acceptance (a miswired draft) used to sit under a legend pinned to the lower left
+    from sglang_eagle_cycle.plots import render
+
+    rng = random.Random(7)
+    recs = [r for bs, steps in ((1, 3), (4, 2), (8, 3)) for r in generate(rng, bs=bs, steps=steps, cycles=300,
+                                                                           p=p[:steps]).records]
+    log = tmp_path / "low.log"
+    log.write_text("\n".join(log_lines(recs)) + "\n")
+    fig = render(inspect_paths([log]))
+    fig.canvas.draw()
+    ax_pos = fig.axes[2]
+    box = ax_pos.get_legend().get_window_extent()
+    points = [ax_pos.transData.transform(xy) for line in ax_pos.lines for xy in line.get_xydata()]
+    assert len(points) == 8
+    assert not [xy for xy in points if box.contains(*xy)]
+    lo, _ = ax_pos.get_ylim()
+    assert lo < 0 <= min(y for line in ax_pos.lines for y in line.get_ydata())
+
+
 def test_plot_and_trace_need_cycle_lines(capsys, shared_data, tmp_path):
     stock = shared_data / "logs" / "decode_batch_variants.log"
     rc, out, err = run_cli(capsys, stock, "--plot", tmp_path / "p.png", "--trace", tmp_path / "t.json")

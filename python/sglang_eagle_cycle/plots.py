@@ -119,13 +119,13 @@ def render(doc: dict[str, Any], path=None, fmt: Optional[str] = None):
         if pos:
             ax_pos.plot([p["j"] for p in pos], [p["p"] if p["p"] is not None else float("nan") for p in pos],
                         marker="o", color=colours[i], label=labels[i].replace("\n", " "))
-    ax_pos.set_ylim(0, 1.05)
+    ax_pos.set_ylim(-0.03, 1.05)   # a point at 0 stays whole
     ax_pos.set_xlabel("draft position j (token)")
     ax_pos.set_ylabel("P(draft j accepted | 1..j-1 accepted) (0-1)")
     ax_pos.set_title("Per-position acceptance")
     if ax_pos.lines:
         ax_pos.xaxis.get_major_locator().set_params(integer=True)
-        ax_pos.legend(fontsize=7, loc="lower left")
+        ax_pos.legend(fontsize=7, loc="best")   # low acceptance sits where "lower left" would be
     if path is not None:
         fig.savefig(path, dpi=110, format=fmt)
     return fig
