@@ -121,6 +121,12 @@ def test_config_from_env_defaults_and_ranks(caplog):
                                                                              "/tmp/e.tp1.pp0.dp0.jsonl", True)
     c = SinkConfig.from_env({**env, "SGLANG_EAGLE_CYCLE_ALL_RANKS": "1"}, tp1, stats_rank=False)
     assert (c.log_line, c.rank_label) == (True, "tp1")
+    # DP attention / DP replicas: one stats-logging rank per replica prints, labelled without ALL_RANKS
+    for dp_rank in (0, 1):
+        c = SinkConfig.from_env({}, Ranks(tp_rank=0, dp_rank=dp_rank, tp_size=4, dp_size=2), stats_rank=True)
+        assert (c.log_line, c.rank_label) == (True, f"tp0.pp0.dp{dp_rank}")
+    c = SinkConfig.from_env({}, Ranks(tp_rank=0, tp_size=4), stats_rank=True)
+    assert (c.log_line, c.rank_label) == (True, None)
     with caplog.at_level(logging.WARNING):
         for bad in ("0", "x", "-3"):
             assert SinkConfig.from_env({"SGLANG_EAGLE_CYCLE_LOG_EVERY": bad}, Ranks()).log_every == 1

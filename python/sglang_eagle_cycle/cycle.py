@@ -18,7 +18,8 @@ Conventions:
 * ``tok_s`` is committed tokens of the whole batch per second of this cycle:
   ``sum(accepts) / total_ms * 1000`` (1 decimal);
 * optional fields are appended in this order: ``n=`` and ``total_max_ms=`` (aggregated lines only),
-  ``draft_step_ms=a,b`` (eager draft forwards), ``rank=tp0`` (with ``SGLANG_EAGLE_CYCLE_ALL_RANKS=1``).
+  ``draft_step_ms=a,b`` (eager draft forwards), ``rank=tp0`` (with ``SGLANG_EAGLE_CYCLE_ALL_RANKS=1``;
+  ``rank=tp0.pp0.dp1`` whenever dp or pp size > 1).
   New fields are only ever appended; none is renamed.
 
 An *aggregated* line (``SGLANG_EAGLE_CYCLE_LOG_EVERY=N``) has the same prefix and keys, the
@@ -72,7 +73,7 @@ class CycleRecord:
         tok_s: committed tokens of the batch per second of cycle time.
         graph: whether the target verify ran from a CUDA graph.
         draft_step_ms: per draft forward, ms (eager mode only), length ``steps - 1``.
-        rank: ``tp0``-style rank label (only with ``SGLANG_EAGLE_CYCLE_ALL_RANKS=1``).
+        rank: ``tp0``-style rank label (with ``SGLANG_EAGLE_CYCLE_ALL_RANKS=1``, or when dp or pp size > 1).
         n: number of cycles summarised (aggregated lines only).
         total_max_ms: longest cycle among the ``n`` (aggregated lines only).
         ts: wall-clock time (Unix seconds) the record was emitted; JSONL only, not in the line.

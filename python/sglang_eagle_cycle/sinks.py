@@ -135,15 +135,18 @@ class SinkConfig:
             env: the environment (``os.environ``).
             ranks: :class:`sglang_eagle_cycle.runtime.Ranks` (or any object with its fields and ``label()``).
             stats_rank: whether SGLang's stats-logging rank is this process (it prints by default).
+                With dp_size or pp_size > 1 there is one per replica, so lines carry ``rank=``.
 
         Bad values are a WARNING and the default, never an exception (the server must start).
         """
         all_ranks = env_flag("SGLANG_EAGLE_CYCLE_ALL_RANKS", False, env)
         path = os.path.expanduser((env.get("SGLANG_EAGLE_CYCLE_JSONL") or "").strip()) or None
+        # with DP (or PP) one stats-logging rank per replica prints: their lines are told apart
+        several_print = all_ranks or ranks.dp_size > 1 or ranks.pp_size > 1
         return cls(
             log_every=_env_int(env, "SGLANG_EAGLE_CYCLE_LOG_EVERY", 1, 1),
             log_line=stats_rank or all_ranks,
-            rank_label=ranks.label() if all_ranks else None,
+            rank_label=ranks.label() if several_print else None,
             jsonl_path=jsonl_path_for(path, ranks) if path else None,
             nvtx=env_flag("SGLANG_EAGLE_CYCLE_NVTX", False, env),
             background=background,
