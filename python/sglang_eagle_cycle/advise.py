@@ -30,15 +30,12 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from . import costmodel as cm
+from .argtypes import MAX_BS, MAX_STEPS
 from .errors import UsageError
 
 INSPECT_SCHEMA = "eagle-cycle-inspect/1"
 BENCH_SCHEMA = "eagle-cycle-bench/1"
 
-#: deepest draft depth (``num_steps``) read from inputs or considered as a candidate
-MAX_STEPS = 64
-#: largest batch size read from inputs or advised for (a CUDA-graph list up to it stays small)
-MAX_BS = 65536
 #: largest cycle or request-cycle count accepted (beyond it a float loses integer precision)
 MAX_COUNT = 10 ** 15
 #: largest routed-expert count read from a target config

@@ -34,10 +34,9 @@ import os
 import sys
 from pathlib import Path
 
+from ..argtypes import MAX_BS, MAX_STEPS, int_in
+
 DEFAULT_MAX_STEPS = 10
-#: same bounds as ``advise.MAX_STEPS`` / ``advise.MAX_BS`` (not imported: the parser stays light)
-MAX_STEPS = 64
-MAX_BS = 65536
 
 
 def _fit_triple(text: str) -> tuple[int, int, int]:
@@ -64,21 +63,6 @@ def _baseline_item(text: str) -> tuple[int, float]:
     return key, value
 
 
-def _int_in(lo: int, hi: int):
-    """argparse type: an integer in ``lo..hi``."""
-
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer in {lo}..{hi}, got {text!r}") from None
-        if not lo <= v <= hi:
-            raise argparse.ArgumentTypeError(f"expected an integer in {lo}..{hi}, got {v}")
-        return v
-
-    return parse
-
-
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument("inputs", nargs="*", metavar="INPUT",
@@ -95,18 +79,18 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                    help="no-spec output tok/s at the measured batch size (BS:TOK_S for several)")
     m.add_argument("--target-config", metavar="PATH",
                    help="target config.json / model dir / cached HF id: MoE verify-cost shape")
-    m.add_argument("--max-steps", type=_int_in(1, MAX_STEPS), default=DEFAULT_MAX_STEPS,
+    m.add_argument("--max-steps", type=int_in(1, MAX_STEPS), default=DEFAULT_MAX_STEPS,
                    help=f"deepest candidate depth, 1..{MAX_STEPS} (default {DEFAULT_MAX_STEPS})")
-    m.add_argument("--steps-candidates", nargs="+", type=_int_in(0, MAX_STEPS), metavar="STEPS",
+    m.add_argument("--steps-candidates", nargs="+", type=int_in(0, MAX_STEPS), metavar="STEPS",
                    help="candidate depths instead of 1..--max-steps (0 = speculation off, always "
                         "considered when a baseline is known)")
-    m.add_argument("--batch-sizes", nargs="+", type=_int_in(1, MAX_BS), metavar="BS",
+    m.add_argument("--batch-sizes", nargs="+", type=int_in(1, MAX_BS), metavar="BS",
                    help="batch sizes to advise for (default: the measured ones)")
     o = parser.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print one JSON object")
     o.add_argument("--adaptive-config", metavar="OUT.json",
                    help="write an SGLang --speculative-adaptive-config pinning the depth per batch-size bucket")
-    o.add_argument("--cuda-graph-bs", nargs="+", type=_int_in(1, MAX_BS), metavar="BS",
+    o.add_argument("--cuda-graph-bs", nargs="+", type=int_in(1, MAX_BS), metavar="BS",
                    help="the server's CUDA-graph batch sizes (default: SGLang 0.5.23's speculative list)")
     o.add_argument("--force", action="store_true", help="overwrite an existing --adaptive-config file")
 

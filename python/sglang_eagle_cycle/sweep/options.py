@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from ..argtypes import int_in
 from ..errors import UsageError
 
 PROG = "bench_eagle_cycle.py"
@@ -56,18 +57,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _int_in(text: str, lo: int, hi: float, what: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not lo <= v <= hi:
-        raise argparse.ArgumentTypeError(f"must be {what}: {v}")
-    return v
-
-
-def _positive_int(text: str) -> int:
-    return _int_in(text, 1, float("inf"), ">= 1")
+_positive_int = int_in(1)
+_port = int_in(1, 65535)
 
 
 def _positive_float(text: str) -> float:
@@ -78,10 +69,6 @@ def _positive_float(text: str) -> float:
     if not v > 0 or v == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number: {text}")
     return v
-
-
-def _port(text: str) -> int:
-    return _int_in(text, 1, 65535, "a TCP port 1..65535")
 
 
 def _draft_tokens(text: str) -> Optional[int]:
