@@ -27,13 +27,17 @@ opt_ms = st.none() | ms
 
 
 @st.composite
-def cycle_records(draw, bs=None) -> CycleRecord:
-    """Per-cycle records as the profiler builds them: measured phases, accept lengths per request."""
-    steps = draw(st.integers(0, 8))
-    topk = draw(st.integers(1, 4))
-    nd = steps + 1 if topk == 1 else draw(st.integers(1, 64))
-    n_req = bs if bs is not None else draw(st.integers(1, 100))
-    accepts = draw(st.lists(st.integers(1, nd), min_size=n_req, max_size=n_req))
+def cycle_records(draw, config=None) -> CycleRecord:
+    """Per-cycle records as the profiler builds them: measured phases, accept lengths per request
+    (each at most ``min(steps + 1, draft_tokens)``); ``config`` fixes ``(bs, steps, topk, draft_tokens)``."""
+    if config is None:
+        steps = draw(st.integers(0, 8))
+        topk = draw(st.integers(1, 4))
+        nd = steps + 1 if topk == 1 else draw(st.integers(1, 64))
+        n_req = draw(st.integers(1, 100))
+    else:
+        n_req, steps, topk, nd = config
+    accepts = draw(st.lists(st.integers(1, min(steps + 1, nd)), min_size=n_req, max_size=n_req))
     eager = draw(st.booleans()) and steps > 1
     phases = {"draft_ms": draw(ms) if steps > 1 else None, "verify_ms": draw(ms), "verify_fwd_ms": draw(opt_ms),
               "extend_ms": draw(opt_ms), "total_ms": draw(ms)}
@@ -47,11 +51,8 @@ def cycle_records(draw, bs=None) -> CycleRecord:
 @st.composite
 def aggregated_records(draw) -> CycleRecord:
     first = draw(cycle_records())
-    rest = draw(st.lists(cycle_records(bs=first.bs), max_size=6))
-    same = [first] + [CycleRecord(**{**{f: getattr(r, f) for f in r.__dataclass_fields__},
-                                     "steps": first.steps, "topk": first.topk, "draft_tokens": first.draft_tokens})
-                      for r in rest]
-    return aggregate(same)
+    rest = draw(st.lists(cycle_records(config=first.config), max_size=6))
+    return aggregate([first] + rest)
 
 
 any_record = cycle_records() | aggregated_records()
@@ -228,3 +229,23 @@ def test_parsers_survive_mutated_lines(rec, data):
     obj[key] = data.draw(st.none() | st.text(max_size=4) | st.lists(st.integers()) | st.floats() | st.booleans())
     out = from_json(obj)
     assert out is None or isinstance(out, CycleRecord)
+
+
+def test_jsonl_records_the_profiler_cannot_write_are_dropped():
+    good = make_record(cycle=7, config=(2, 3, 1, 4), phases_ms={"draft_ms": 1.0, "verify_ms": 20.0,
+                                                                  "verify_fwd_ms": 19.0, "extend_ms": 0.5,
+                                                                  "total_ms": 22.0}, accepts=[2, 4], graph=True)
+    obj = json.loads(to_json(good))
+    assert format_line(from_json(obj)) == format_line(good)
+    for key, value in [("accepts", [100000000, 2]), ("accepts", [-4, 2]), ("accepts", [0, 2]),
+                       ("accept_hist", {"100000000": 1}), ("total_ms", -3.0), ("draft_ms", -0.5),
+                       ("accept_len", 4.5), ("tok_s", -1.0), ("bs", 0), ("n", 0), ("steps", 5000),
+                       ("draft_step_ms", [0.3, -0.1])]:
+        bad = {k: v for k, v in obj.items() if not (key == "accept_hist" and k == "accepts")}
+        bad[key] = value
+        assert from_json(bad) is None, (key, value)
+        if key not in ("accept_hist", "n", "draft_step_ms", "steps", "bs"):
+            assert from_json(json.dumps(bad)) is None
+    # topk > 1: the longest accept is min(steps + 1, draft_tokens) = 3 here, not draft_tokens = 8
+    tree = dict(obj, topk=4, draft_tokens=8, steps=2, accepts=[3, 1], accept_len=2.0)
+    assert from_json(tree) is not None and from_json(dict(tree, accepts=[4, 1])) is None

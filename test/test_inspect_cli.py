@@ -431,3 +431,23 @@ def test_decode_batch_table_keeps_the_file_name_whole_at_80_columns(shared_data)
     assert max(map(len, text.splitlines())) <= 80
     row = next(ln for ln in text.splitlines() if name in ln)   # on one line, not folded
     assert row.split("│")[2].strip() == "15"                    # decode lines seen, next column
+
+
+def test_json_stays_strict_json_on_impossible_decode_values(capsys, tmp_path):
+    good = ("[2026-11-30 10:00:0{i} TP0] Decode batch, #running-req: 1, #token: 99, token usage: 0.01, "
+            "accept len: 2.10, accept rate: 0.55, cuda graph: True, gen throughput (token/s): 80.00, #queue-req: 0")
+    bad = [good.replace("accept len: 2.10", "accept len: nan"), good.replace("80.00", "inf"),
+           good.replace("80.00", "-5.00"), good.replace("accept rate: 0.55", "accept rate: -2.52"),
+           good.replace("accept rate: 0.55", "accept rate: 2.52"), good.replace("#running-req: 1", "#running-req: -1"),
+           good.replace("80.00", "9" * 400)]
+    log = tmp_path / "decode.log"
+    log.write_text("\n".join([good.format(i=0)] + [b.format(i=i + 1) for i, b in enumerate(bad)]) + "\n")
+    rc, out, _ = run_cli(capsys, log, "--json")
+
+    def refuse(token):
+        raise AssertionError(f"{token} in --json output")
+
+    doc = json.loads(out, parse_constant=refuse)
+    assert rc == 0 and doc["unparsed_lines"] == len(bad)
+    db = doc["decode_batch"]
+    assert (db["intervals"], db["accept_len_mean"], db["accept_rate_mean"], db["gen_tok_s_mean"]) == (1, 2.1, 0.55, 80.0)

@@ -283,6 +283,21 @@ DAMAGES = {
     "other config": lambda ln: ln.replace(" bs=2 ", " bs=3 "),
     "other line": lambda ln: OTHER_LINES[1],
     "blank line": lambda ln: "",
+    # well formed, but values the profiler cannot write (bs=2 steps=3 topk=1 draft_tokens=4): IMPLAUSIBLE
+    "negative phase": lambda ln: re.sub(r"draft_ms=\S+", "draft_ms=-1.00", ln),
+    "negative total": lambda ln: re.sub(r"total_ms=\S+", "total_ms=-5.00", ln),
+    "negative tok_s": lambda ln: re.sub(r"tok_s=\S+", "tok_s=-3.0", ln),
+    "accept above steps + 1": lambda ln: re.sub(r"accepts=\S+", "accepts=2,5", ln),
+    "accept 0": lambda ln: re.sub(r"accepts=\S+", "accepts=0,2", ln),
+    "accept_len above steps + 1": lambda ln: re.sub(r"accept_len=\S+", "accept_len=99.00", ln),
+    "accept_len below 1": lambda ln: re.sub(r"accept_len=\S+", "accept_len=0.50", ln),
+    "huge hist key": lambda ln: re.sub(r"accepts=\S+", "accept_hist=2:1,999999999999:5", ln),
+    "negative hist count": lambda ln: re.sub(r"accepts=\S+", "accept_hist=2:-3", ln),
+    "bs 0": lambda ln: ln.replace(" bs=2 ", " bs=0 "),
+    "steps beyond any draft": lambda ln: ln.replace(" steps=3 ", f" steps={cycle.MAX_LINE_STEPS + 1} "),
+    "aggregate n=0": lambda ln: ln + " n=0 total_max_ms=30.00",
+    "infinite phase": lambda ln: re.sub(r"verify_ms=\S+", "verify_ms=" + "9" * 400, ln),
+    "infinite tok_s": lambda ln: re.sub(r"tok_s=\S+", "tok_s=" + "9" * 400 + ".0", ln),
 }
 
 
@@ -296,6 +311,25 @@ def test_bulk_reader_matches_parse_line_on_one_damaged_line(tmp_path, damage, lo
     path = tmp_path / "one.log"
     path.write_bytes(("\n".join(lines) + "\n").encode())
     assert inspect_paths([path]) == _slow([path])
+
+
+IMPLAUSIBLE = ["negative phase", "negative total", "negative tok_s", "accept above steps + 1", "accept 0",
+               "accept_len above steps + 1", "accept_len below 1", "huge hist key", "negative hist count", "bs 0",
+               "steps beyond any draft", "aggregate n=0", "infinite phase", "infinite tok_s"]
+
+
+@pytest.mark.parametrize("damage", IMPLAUSIBLE)
+def test_implausible_line_is_one_damaged_line(tmp_path, damage):
+    # these used to be counted (a -5 ms cycle, -428% shares) or, for a huge accept length, to exhaust memory
+    run = generate(random.Random(12), bs=2, steps=3, cycles=60, p=P_TRUE)
+    lines = log_lines(run.records)
+    lines[50] = DAMAGES[damage](lines[50])
+    assert cycle.parse_line(lines[50]) is None
+    path = _write(tmp_path / "one.log", lines)
+    doc = inspect_paths([path])
+    (group,) = doc["groups"]
+    assert (doc["unparsed_lines"], group["cycles"]) == (1, 59)
+    assert group["phases"]["other_ms"]["p50"] >= 0 and max(int(k) for k in group["accept_hist"]) <= 4
 
 
 def _doc_or_error(path, **kw):

@@ -23,6 +23,7 @@ Usage::
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ WIDTH = len(KEYS)
 
 # Value grammar of cycle.parse_line for each key (checked against parse_line by the tests).
 _INT = r"\d+"
-_NUM = r"(?:-|-?\d+(?:\.\d+)?)"
+_NUM = r"(?:-|\d+(?:\.\d+)?)"          # no sign: times, accept_len and tok_s are never negative
 _VALUE = {"cycle": _INT, **{k: _INT for k in CONFIG_FIELDS}, **{k: _NUM for k in PHASES},
           "accept_len": _NUM, "tok_s": _NUM, "graph": "[01]"}
 _COLUMN_RE = {k: re.compile(rf"(?:{re.escape(k)}={v}\n)*") for k, v in _VALUE.items()}
@@ -81,11 +82,20 @@ def _valid_column(key: str, values) -> bool:
 
 
 def _tally(config_tokens: tuple[str, ...], cols: dict[str, list[str]]) -> Optional[ConfigTally]:
+    config = tuple(int(t.partition("=")[2]) for t in config_tokens)
+    bs, steps, topk, draft_tokens = config
+    if min(bs, topk, draft_tokens) < 1 or steps > cycle.MAX_LINE_STEPS:
+        return None                                      # what cycle.plausible refuses
+    top = cycle.max_accept_len(steps, draft_tokens)
     if not _valid_column("cycle", cols["cycle"]):        # all distinct: one regex pass
         return None
     for key in ("accept_len", "tok_s"):                  # few distinct values: check each once
         if not _valid_column(key, Counter(cols[key])):
             return None
+    if not all(v == "accept_len=-" or 1.0 <= float(v[11:]) <= top for v in set(cols["accept_len"])):
+        return None
+    if not all(v == "tok_s=-" or math.isfinite(float(v[6:])) for v in set(cols["tok_s"])):
+        return None                                      # 400 digits read as inf
     phases = {}
     for key in PHASES:
         counts = Counter(cols[key])
@@ -93,6 +103,8 @@ def _tally(config_tokens: tuple[str, ...], cols: dict[str, list[str]]) -> Option
             return None
         start = len(key) + 1
         phases[key] = {float(tok[start:]): c for tok, c in counts.items() if tok[start:] != "-"}
+        if not all(map(math.isfinite, phases[key])):
+            return None
     hist: Counter = Counter()
     for tok, c in Counter(cols["accepts"]).items():
         kind, _, text = tok.partition("=")
@@ -103,8 +115,9 @@ def _tally(config_tokens: tuple[str, ...], cols: dict[str, list[str]]) -> Option
         except ValueError:
             return None
         for length, requests in one.items():
+            if not 1 <= length <= top or requests < 0:
+                return None
             hist[length] += requests * c
-    config = tuple(int(t.partition("=")[2]) for t in config_tokens)
     return ConfigTally(config, len(cols["cycle"]), phases, hist)
 
 

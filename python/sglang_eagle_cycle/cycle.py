@@ -54,6 +54,9 @@ PHASES = ("draft_ms", "verify_ms", "verify_fwd_ms", "extend_ms", "other_ms", "to
 #: Configuration key of a record: cycles that share it may be aggregated together.
 CONFIG_FIELDS = ("bs", "steps", "topk", "draft_tokens")
 
+#: Deepest draft (``steps``) a line may claim: bounds the per-position tables built from a log.
+MAX_LINE_STEPS = 1024
+
 
 @dataclass(slots=True)
 class CycleRecord:
@@ -237,6 +240,47 @@ def _parse_hist(text: str) -> dict[int, int]:
     return out
 
 
+def max_accept_len(steps: int, draft_tokens: int) -> int:
+    """Longest possible accept length (tokens): ``min(steps + 1, draft_tokens)``.
+
+    A verify accepts at most one token per draft position (``steps`` deep) plus the bonus token,
+    and never more than the ``draft_tokens`` it verified.
+    """
+    return min(steps + 1, draft_tokens)
+
+
+def _non_negative(x: Optional[float]) -> bool:
+    return x is None or 0.0 <= x < math.inf          # False for NaN and inf ("1e999", 400 digits) too
+
+
+def plausible(rec: CycleRecord) -> bool:
+    """Whether ``rec`` is a record the profiler can write; the parsers drop any other as damaged.
+
+    Checks: ``bs``, ``topk``, ``draft_tokens`` >= 1 and ``steps`` <= :data:`MAX_LINE_STEPS`;
+    phase times, ``total_max_ms``, ``draft_step_ms`` and ``tok_s`` finite and >= 0; every accept
+    length in ``1..max_accept_len(steps, draft_tokens)`` (``accept_len`` too, as a mean), histogram
+    counts >= 0; ``n`` >= 1 when present.
+    """
+    if rec.bs < 1 or rec.topk < 1 or rec.draft_tokens < 1 or not 0 <= rec.steps <= MAX_LINE_STEPS:
+        return False
+    if not all(_non_negative(getattr(rec, k)) for k in PHASES):
+        return False
+    if not (_non_negative(rec.tok_s) and _non_negative(rec.total_max_ms)):
+        return False
+    if rec.draft_step_ms is not None and not all(_non_negative(x) for x in rec.draft_step_ms):
+        return False
+    if rec.n is not None and rec.n < 1:
+        return False
+    top = max_accept_len(rec.steps, rec.draft_tokens)
+    if rec.accept_len is not None and not 1.0 <= rec.accept_len <= top:
+        return False
+    if rec.accepts is not None and not all(1 <= a <= top for a in rec.accepts):
+        return False
+    if rec.accept_hist is not None and not all(1 <= k <= top and c >= 0 for k, c in rec.accept_hist.items()):
+        return False
+    return True
+
+
 def is_ours(line: str) -> bool:
     """True when ``line`` carries our prefix (whether or not it parses)."""
     return PREFIX in line
@@ -247,7 +291,8 @@ def parse_line(line: str) -> Optional[CycleRecord]:
 
     Returns:
         The :class:`CycleRecord`, or ``None`` when the line is not ours or is damaged
-        (truncated, garbage values). Never raises on any ``str`` input.
+        (truncated, garbage values, or values the profiler cannot write: see :func:`plausible`).
+        Never raises on any ``str`` input.
     """
     i = line.find(PREFIX)
     if i < 0:
@@ -283,7 +328,7 @@ def parse_line(line: str) -> Optional[CycleRecord]:
                 # unknown keys: fields appended by a newer version; ignore them
     except (ValueError, OverflowError):
         return None
-    return rec
+    return rec if plausible(rec) else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,7 +422,8 @@ def _num(v: Any, kind=float):
 def from_json(obj: Any) -> Optional[CycleRecord]:
     """Parse one JSONL record (a ``str`` line or an already-decoded ``dict``).
 
-    Returns ``None`` for anything that is not one of our records; never raises.
+    Returns ``None`` for anything that is not one of our records (or not :func:`plausible`);
+    never raises.
     """
     try:
         if isinstance(obj, (str, bytes)):
@@ -405,7 +451,7 @@ def from_json(obj: Any) -> Optional[CycleRecord]:
             rec.rank = str(obj["rank"])
         if obj.get("ts") is not None:
             rec.ts = _num(obj["ts"])
-        return rec
+        return rec if plausible(rec) else None
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):
         return None
 

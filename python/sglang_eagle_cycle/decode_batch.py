@@ -32,6 +32,7 @@ counts it once. Usage::
 
 from __future__ import annotations
 
+import math
 import re
 from collections import deque
 from dataclasses import dataclass
@@ -88,12 +89,18 @@ def _rank_label(prefix: str) -> Optional[str]:
     return f"pid {m.group(1)}" if m is not None else None
 
 
+def _in(x: float, lo: float, hi: float) -> bool:
+    """``lo <= x <= hi`` and finite (False for nan and inf)."""
+    return math.isfinite(x) and lo <= x <= hi
+
+
 def parse_decode_batch(line: str) -> Optional[DecodeBatch]:
     """Parse one stock "Decode batch" line of any shape listed in the module doc.
 
     Returns:
         The :class:`DecodeBatch`, or None when the line is not a decode line or is damaged
-        (truncated, a required field missing, a value that is not a number). Never raises.
+        (truncated, a required field missing, a value that is not a number, a negative count,
+        a nan/inf or negative rate, an accept rate above 1). Never raises.
     """
     m = _HEAD_RE.search(line)
     if m is None:
@@ -112,6 +119,9 @@ def parse_decode_batch(line: str) -> Optional[DecodeBatch]:
         acc_rate = float(fields["accept rate"]) if "accept rate" in fields else None
     except (KeyError, ValueError):
         return None
+    if min(running, queue) < 0 or not _in(gen, 0.0, math.inf) or not (
+            (acc_len is None or _in(acc_len, 0.0, math.inf)) and (acc_rate is None or _in(acc_rate, 0.0, 1.0))):
+        return None          # no SGLang prints these: negative counts, nan/inf, a rate outside 0..1
     graph = None
     for key, value in fields.items():
         if key.endswith(" graph"):
