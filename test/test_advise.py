@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -332,6 +334,48 @@ def test_adaptive_config_never_overwrites(capsys, tmp_path, seed_inspect):
     assert "--speculative-num-steps" in stdout
     rc, _, err = run_advise(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--adaptive-config", seed_inspect, "--force")
     assert rc == 2 and "input" in err
+
+
+def _option_input_cases(tmp_path, shared_data):
+    """Each option naming a file advise reads, as ``(argv, the file read, an --adaptive-config naming it)``."""
+    table = tmp_path / "table.json"
+    shutil.copy(shared_data / "benchmarks" / "specbundle_subset.json", table)
+    seed_file = tmp_path / "seed.json"
+    shutil.copy(shared_data / "benchmarks" / "seed_kimi_k25.json", seed_file)
+    target = tmp_path / "target"
+    shutil.copytree(shared_data / KIMI_TARGET, target)
+    config = target / "config.json"
+    (tmp_path / "link.json").symlink_to(config)
+    os.link(table, tmp_path / "hard.json")
+    (tmp_path / "sub").mkdir()
+    by_table = ["--table", table, "--model", "Llama-3.1-8B-Instruct", "--benchmark", "gsm8k", "--draft", "specforge"]
+    return {
+        "--table": (by_table, table, table),
+        "--table, output a hard link to it": (by_table, table, tmp_path / "hard.json"),
+        "--target-config file": ([seed_file, "--target-config", config], config, config),
+        "--target-config dir": ([seed_file, "--target-config", target], config, config),
+        "--target-config, output a symlink to it": ([seed_file, "--target-config", config], config,
+                                                    tmp_path / "link.json"),
+        "--target-config via a symlink": ([seed_file, "--target-config", tmp_path / "link.json"], config,
+                                          tmp_path / "sub" / ".." / "target" / "config.json"),
+    }
+
+
+@pytest.mark.parametrize("case", ["--table", "--table, output a hard link to it", "--target-config file",
+                                  "--target-config dir", "--target-config, output a symlink to it",
+                                  "--target-config via a symlink"])
+def test_adaptive_config_never_replaces_an_option_input(capsys, tmp_path, shared_data, case):
+    argv, read, out = _option_input_cases(tmp_path, shared_data)[case]
+    before = read.read_bytes()
+    for force in ([], ["--force"]):
+        err = assert_refused(capsys, *argv, "--adaptive-config", out, *force, match="is one of the inputs (--")
+        assert err.startswith(f"eagle-cycle advise: error: --adaptive-config {out}: is one of the inputs"), err
+        assert read.read_bytes() == before
+    # the same command with another output file works: the refusal is about the path alone
+    rc, stdout, err = run_advise(capsys, *argv, "--adaptive-config", tmp_path / "plan.json")
+    assert rc == 0, err
+    assert "_eagle_cycle" in json.loads((tmp_path / "plan.json").read_text())
+    assert read.read_bytes() == before
 
 
 # --- bad input --------------------------------------------------------------------------------------

@@ -9,12 +9,14 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sglang_eagle_cycle.errors import UsageError
+from sglang_eagle_cycle.patches.wiring import _resolve_or_config_error
 from sglang_eagle_cycle.safetensors_header import read_draft_shapes, read_header, write_header_only
 from sglang_eagle_cycle.wiring import (
     CHECK_LEVELS,
@@ -173,6 +175,41 @@ def test_env_ids_parsing():
     for bad in ("2,x,28", "abc", "[]", "2.5,3"):  # unusable env input, not a draft problem
         with pytest.raises(UsageError, match="SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS"):
             parse_env_ids({"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": bad})
+
+
+@pytest.mark.parametrize("value, why", [("2,,30", "(item 2 of 3 is empty)"), ("2,30,", "(item 3 of 3 is empty)"),
+                                        (",2,30", "(item 1 of 3 is empty)"), ("[2, , 30]", "(item 2 of 3 is empty)"),
+                                        ("２,３", "('２' is not a layer id)"), ("2,٣0", "('٣0' is not a layer id)"),
+                                        ("2\u30003", "('2\\u30003' is not a layer id)")])
+def test_env_ids_empty_or_non_ascii_item_is_refused(monkeypatch, value, why):
+    env = {"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": value}
+    with pytest.raises(UsageError) as exc:
+        parse_env_ids(env)
+    assert str(exc.value) == (f"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS={value!r}: expected comma-separated integer "
+                              f"layer ids such as 2,30,58 {why}")
+    with pytest.raises(UsageError, match="SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS"):
+        resolve_at_setter(family="llama", num_layers=32, passed_ids=[1, 15, 28], draft_cfg=None, env=env)
+    # the server hook turns it into the wiring configuration error that stops the launch
+    monkeypatch.setenv("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", value)
+    model = SimpleNamespace(config=SimpleNamespace(num_hidden_layers=32, hidden_size=4096, vocab_size=128256))
+    message = _resolve_or_config_error("llama", model, [1, 15, 28])
+    assert isinstance(message, str) and message.startswith(
+        f"EAGLE-3 aux wiring configuration error: SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS={value!r}: "), message
+    monkeypatch.setenv("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", "1,15 28")  # the same hook with usable ids
+    assert _resolve_or_config_error("llama", model, [1, 15, 28]).positions == [2, 16, 29]
+
+
+def test_allow_embedding_message_lists_every_accepted_value():
+    with pytest.raises(UsageError) as exc:
+        resolve_at_setter(family="llama", num_layers=32, passed_ids=[-1, 2, 3], draft_cfg=None,
+                          env={"SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING": "fasle"})
+    assert str(exc.value) == ("SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING='fasle': expected 1, true, yes or on, "
+                              "or 0, false, no or off (any case; or unset)")
+    for flag, allowed in (("TRUE", True), ("yes", True), ("On", True), ("False", False), ("no", False),
+                          ("OFF", False), ("0", False)):  # each word the message names is accepted
+        r = resolve_at_setter(family="llama", num_layers=32, passed_ids=[-1, 2, 3], draft_cfg=None,
+                              env={"SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING": flag})
+        assert ("embedding_capture" in codes(r)[0]) is not allowed, flag
 
 
 def test_default_positions_are_checked_on_small_targets():

@@ -286,12 +286,37 @@ def test_largest_layer_count_is_accepted(tmp_path, capsys):
 @pytest.mark.parametrize("var, value", [("SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING", "bogus"),
                                         ("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", "abc"),
                                         ("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", "2,x,28"),
+                                        ("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", "1,,28"),
+                                        ("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", "1,15,28,"),
+                                        ("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", "１,１５,２８"),
                                         ("SGLANG_EAGLE_CYCLE_AUX_CONVENTION", "bogus")])
 def test_bad_env_values_exit_2(tmp_path, capsys, monkeypatch, var, value):
     target, draft = _pair(tmp_path)
     monkeypatch.setenv(var, value)
     err = _one_error_line(*run_cli(capsys, str(target), str(draft)))
     assert f"{var}={value!r}" in err
+
+
+@pytest.mark.parametrize("value, why", [("1,,28", "item 2 of 3 is empty"), ("１,１５,２８", "'１' is not a layer id")])
+def test_unusable_env_ids_are_not_read_as_other_ids(tmp_path, capsys, monkeypatch, value, why):
+    # 1,,28 was read as [1, 28] and １,１５,２８ as [1, 15, 28]: ids nobody wrote, reported with exit 0 or 1
+    target, draft = _pair(tmp_path)
+    monkeypatch.setenv("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", value)
+    err = _one_error_line(*run_cli(capsys, str(target), str(draft), "--json"))
+    assert err == (f"eagle-cycle wiring: error: SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS={value!r}: expected "
+                   f"comma-separated integer layer ids such as 2,30,58 ({why})\n")
+
+
+def test_allow_embedding_typo_names_the_accepted_values(tmp_path, capsys, monkeypatch):
+    target, draft = _pair(tmp_path)
+    monkeypatch.setenv("SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING", "fasle")
+    err = _one_error_line(*run_cli(capsys, str(target), str(draft)))
+    assert "expected 1 or 0" not in err
+    assert err.endswith("SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING='fasle': expected 1, true, yes or on, "
+                        "or 0, false, no or off (any case; or unset)\n")
+    monkeypatch.setenv("SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING", "false")  # what was meant is accepted
+    code, out, err = run_cli(capsys, str(target), str(draft), "--json")
+    assert (code, err, json.loads(out)["positions"]) == (0, "", [2, 16, 29])
 
 
 @pytest.mark.parametrize("arg, words", [("/dev/null", "not a regular file or directory"),

@@ -556,23 +556,32 @@ def _allow_embedding(env: Mapping) -> bool:
         return True
     if raw in ("", "0", "false", "no", "off"):
         return False
-    raise UsageError(f"{ENV_ALLOW_EMBEDDING}={env.get(ENV_ALLOW_EMBEDDING)!r}: expected 1 or 0 (or unset)")
+    raise UsageError(f"{ENV_ALLOW_EMBEDDING}={env.get(ENV_ALLOW_EMBEDDING)!r}: expected 1, true, yes or on, "
+                     f"or 0, false, no or off (any case; or unset)")
 
 
 def parse_env_ids(env: Mapping):
     """``SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS`` as a list of ints (``"2,30,58"`` or ``"[2, 30, 58]"``), or None if unset.
 
+    Ids are separated by commas and/or ASCII whitespace; each is ASCII digits with an optional sign.
+
     Raises:
-        UsageError: a token is not an integer, or no token is given (``"[]"``).
+        UsageError: a token is not an ASCII integer (``"2,x,58"``, full-width ``"２,３"``), an item
+            between commas is empty (``"2,,30"``, ``"2,30,"``), or no token is given (``"[]"``).
     """
     raw = env.get(ENV_IDS, "").strip()
     if not raw:
         return None
-    tokens = [t for t in re.split(r"[,\s]+", raw.strip("[]() ")) if t]
-    bad = [t for t in tokens if not re.fullmatch(r"[+-]?\d{1,6}", t)]
-    if bad or not tokens:
+    body = raw.strip("[]() ")
+    items = body.split(",") if body else []
+    tokens = [t for item in items for t in re.findall(r"\S+", item, re.ASCII)]  # ASCII whitespace only
+    bad = [t for t in tokens if not re.fullmatch(r"[+-]?[0-9]{1,6}", t)]
+    empty = next((i for i, item in enumerate(items, start=1) if not item.strip()), None)
+    if bad or empty or not tokens:
+        why = (f" ({_short(bad[0])} is not a layer id)" if bad else
+               f" (item {empty} of {len(items)} is empty)" if empty else "")
         raise UsageError(f"{ENV_IDS}={_short(env.get(ENV_IDS))}: expected comma-separated integer layer ids "
-                         f"such as 2,30,58" + (f" ({_short(bad[0])} is not a layer id)" if bad else ""))
+                         f"such as 2,30,58{why}")
     return [int(t) for t in tokens]
 
 

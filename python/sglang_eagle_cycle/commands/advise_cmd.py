@@ -288,13 +288,18 @@ _MAX_LAYERS = 10000
 
 
 def _shape(args):
+    """``(verify-cost shape, note, the config.json read)``; the path is None without --target-config.
+
+    Raises:
+        UsageError: the config cannot be found or read, is a draft model's, or has no usable layer count.
+    """
     from .. import costmodel as cm
     from ..advise import shape_from_config
     from ..errors import UsageError
     from ..wiring import find_field, load_config, locate_config
 
     if not args.target_config:
-        return cm.LINEAR, "no --target-config: verify cost interpolated linearly in verified tokens"
+        return cm.LINEAR, "no --target-config: verify cost interpolated linearly in verified tokens", None
     what = f"--target-config {args.target_config}"
     path = locate_config(args.target_config)
     try:
@@ -315,7 +320,7 @@ def _shape(args):
         got = "none" if layers is None else f"{layers[1]}={layers[0]}"
         raise UsageError(f"{what}: not a usable target config (num_hidden_layers: {got}; "
                          f"expected an integer in 1..{_MAX_LAYERS})")
-    return shape_from_config(cfg)
+    return (*shape_from_config(cfg), path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -388,15 +393,38 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
                   f"--speculative-num-steps {plan.launch_steps} --speculative-eagle-topk 1")
 
 
+def _input_files(args, target_config: Path | None) -> list[tuple[str, str]]:
+    """Every file advise read, as ``(path, how it was given)``: INPUTs, --table, --target-config's config.json."""
+    files = [(name, "") for name in args.inputs if name != "-"]
+    if args.table:
+        files.append((args.table, " (--table)"))
+    if target_config is not None:
+        files.append((str(target_config), f" (--target-config {args.target_config})"))
+    return files
+
+
+def _same_file(a, b) -> bool:
+    """True when ``a`` and ``b`` name one file: through symbolic links, hard links and relative paths."""
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
 def _write_adaptive(path_text: str, plan, force: bool, inputs) -> Path:
+    """Write the adaptive config to ``path_text``; ``inputs`` are :func:`_input_files`' pairs.
+
+    Raises:
+        UsageError: the path is a directory or one of the inputs (even with ``force``), or
+            exists without ``force``, or cannot be written.
+    """
     from ..errors import UsageError
 
     path = Path(path_text)
     if path.is_dir():
         raise UsageError(f"--adaptive-config {path}: is a directory")
-    for name in inputs:
-        if name != "-" and path.exists() and Path(name).exists() and os.path.samefile(name, path):
-            raise UsageError(f"--adaptive-config {path}: is one of the inputs")
+    for name, given in inputs:
+        if _same_file(name, path):
+            raise UsageError(f"--adaptive-config {path}: is one of the inputs{given}")
     if path.exists() and not force:
         raise UsageError(f"--adaptive-config {path}: file exists, not overwritten (use --force)")
     try:
@@ -422,7 +450,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("no speculative run found in the inputs")
     baselines, more = _resolve_baselines(runs, found_base, args.baseline_tok_s)
     notes += more
-    shape, shape_note = _shape(args)
+    shape, shape_note, target_config = _shape(args)
     if args.steps_candidates:
         steps = sorted(set(args.steps_candidates))
     else:
@@ -435,7 +463,7 @@ def main(args: argparse.Namespace) -> int:
     plan = plan_path = None
     if args.adaptive_config:
         plan = adv.adaptive_config(advice, args.cuda_graph_bs)
-        plan_path = _write_adaptive(args.adaptive_config, plan, args.force, args.inputs)
+        plan_path = _write_adaptive(args.adaptive_config, plan, args.force, _input_files(args, target_config))
     if args.json:
         out = advice.to_dict()
         out["inputs"].update({"source": desc, "baseline_tok_s": {str(k): v for k, v in baselines.items()},
