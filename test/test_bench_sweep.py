@@ -421,6 +421,9 @@ def test_never_healthy_and_crash_are_recorded_and_the_sweep_continues(tmp_path):
     assert "simulated crash" in crash["log_tail"][-1]
     assert "exited with code 3 before this measurement" in recs[5]["error"]["reason"]
     assert all(x["output_tok_s"] is None for x in recs[2:])
+    # the terminal line names the server log and its last line (the usual cause)
+    said = [ln for ln in r.stderr.splitlines() if "FAILED: server exited with code 3 during" in ln]
+    assert said and f"(server log {recs[4]['server_log']}; last line: " in said[0] and "simulated crash" in said[0]
     assert_no_orphans(tmp_path / "pids", 6)              # 3 servers + 3 children
 
 

@@ -192,7 +192,8 @@ class Sweep:
                 + (f", {sp:.3f}x baseline" if sp is not None else "")
                 + (f", accept length {rec['accept_len_mean']:.2f}" if rec["accept_len_mean"] else ""))
         else:
-            self._write_line(f"{_label(rec)} c={rec['concurrency']}: FAILED: {rec['error']['reason']}")
+            self._write_line(f"{_label(rec)} c={rec['concurrency']}: FAILED: {rec['error']['reason']}"
+                             + _where(rec))
         self._advance()
 
     def _base_fields(self, server: ServerConfig, concurrency: int, log_path: Optional[Path]) -> dict:
@@ -395,6 +396,15 @@ class Sweep:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+
+
+def _where(rec: dict) -> str:
+    """`` (server log PATH; last line: ...)`` for a failed record: the cause is usually the log's end."""
+    if not rec.get("server_log"):
+        return ""
+    tail = [ln.strip() for ln in rec["error"].get("log_tail") or [] if ln.strip()]
+    last = f"; last line: {tail[-1][:200]}" if tail else ""
+    return f" (server log {rec['server_log']}{last})"
 
 
 def _label(rec: dict) -> str:
