@@ -313,7 +313,8 @@ def test_stock_hints():
     r = check_pair(KIMI_TARGET, KIMI_DRAFT, env={})
     assert r.stock_ids_hint == [3, 31, 59]
     fix = stock_fix_text(r)
-    assert "[3, 31, 59]" in fix and "keep the ids as they are" in fix
+    assert fix.endswith("With sglang-eagle-cycle installed, do not make this edit: keep the ids [2, 30, 58]; "
+                        "the plugin would read [3, 31, 59] as layer outputs and capture positions [4, 32, 60].")
     # rule B with position 1 first: only a list whose first id is not 1 keeps the ids as-is
     r = resolve_at_setter(family="deepseek_v2", num_layers=61, passed_ids=[1, 30, 58], draft_cfg=None,
                           env={"SGLANG_EAGLE_CYCLE_AUX_CONVENTION": "input"})

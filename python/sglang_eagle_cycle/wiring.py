@@ -869,8 +869,11 @@ def stock_fix_text(report: WiringReport) -> str:
         msg = (f"{first}Fix for stock SGLang {STOCK_VERSION} (without this plugin): set {setting} in the draft's "
                f"config.json; stock then captures positions {pos}.")
     if sorted(contract_positions(hint, n)) != sorted(pos):
-        msg += (f" With sglang-eagle-cycle installed, keep the ids as they are: the plugin reads {_fmt(hint)} "
-                f"as layer outputs (positions {contract_positions(hint, n)}).")
+        keep = "the draft's config as it is" if report.ids is None else f"the ids {_fmt(report.ids)}"
+        source = " (from SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS)" if report.ids_source == "env" else ""
+        msg += (f" With sglang-eagle-cycle installed, do not make this edit: keep {keep}{source}; "
+                f"the plugin would read {_fmt(hint)} as layer outputs and capture positions "
+                f"{contract_positions(hint, n)}.")
     return msg
 
 
