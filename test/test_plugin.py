@@ -166,7 +166,9 @@ def test_failed_target_is_a_warning_and_the_rest_still_applies(loaded):
     assert info[0] == 20 and "sglang-eagle-cycle 0.1.0 on SGLang 0.5.23" in info[1]
     assert "Qwen2ForCausalLM.set_eagle3_layers_to_capture" in info[1] and "failed (1): NoSuchClass.forward" in info[1]
     assert warnings == [[30, "sglang-eagle-cycle: hook target sglang.srt.models.qwen2.NoSuchClass.forward failed; "
-                               "the server runs on without it"]]
+                               "the server runs on without it"],
+                        [30, "sglang-eagle-cycle: SGLANG_EAGLE_CYCLE_TIMNG is set but nothing reads it; "
+                             "did you mean SGLANG_EAGLE_CYCLE_TIMING?"]]
     assert loaded["banner_worker"].endswith("; timing: profiling EAGLEWorkerV2")
 
 

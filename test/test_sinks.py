@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 
@@ -145,6 +146,19 @@ def test_env_flag_words_default_and_one_warning_per_value(caplog):
     msgs = [r.getMessage() for r in caplog.records]
     assert msgs == [f"{name}='fasle' is not one of 1/true/yes/on or 0/false/no/off; using the default (on)",
                     f"{name}='2' is not one of 1/true/yes/on or 0/false/no/off; using the default (off)"]
+
+
+def test_unknown_variables_are_named_and_known_ones_match_the_readme(repo_root):
+    from sglang_eagle_cycle.runtime import KNOWN_ENV, unknown_env
+
+    env = {"SGLANG_EAGLE_CYCLE_WIRNG": "0", "SGLANG_EAGLE_CYCLE_XYZ": "1", "SGLANG_EAGLE_CYCLE_NVTX": "1",
+           "SGLANG_PLUGINS": "eagle_cycle", "PATH": "/bin"}
+    assert unknown_env(env) == [
+        "SGLANG_EAGLE_CYCLE_WIRNG is set but nothing reads it; did you mean SGLANG_EAGLE_CYCLE_WIRING?",
+        "SGLANG_EAGLE_CYCLE_XYZ is set but nothing reads it"]
+    assert unknown_env({k: "1" for k in KNOWN_ENV}) == []
+    documented = set(re.findall(r"SGLANG_EAGLE_CYCLE(?:_[A-Z]+)*", (repo_root / "README.md").read_text()))
+    assert documented == set(KNOWN_ENV)
 
 
 def test_all_ranks_label_is_on_the_line(caplog, log):

@@ -336,3 +336,13 @@ def test_revision_with_a_local_path_is_warned_about(tmp_path, capsys):
     assert code == 0 and json.loads(out)["positions"] == [2, 16, 29]
     assert err.strip().splitlines() == [f"eagle-cycle wiring: warning: --target-revision v2 ignored: {target} is a "
                                         f"local path (revisions select a snapshot of a cached Hugging Face repo id)"]
+
+
+def test_misspelt_variable_is_named_and_the_check_runs(tmp_path, capsys, monkeypatch):
+    # a typo in a variable name used to be ignored without a word: the check ran on the draft's ids
+    target, draft = _pair(tmp_path)
+    monkeypatch.setenv("SGLANG_EAGLE_CYCLE_AUX_LAYERS_IDS", "2,14,27")
+    code, out, err = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 0 and json.loads(out)["positions"] == [2, 16, 29]
+    assert err == ("eagle-cycle wiring: warning: SGLANG_EAGLE_CYCLE_AUX_LAYERS_IDS is set but nothing reads it; "
+                   "did you mean SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS?\n")

@@ -77,6 +77,34 @@ def draft_model_path() -> tuple[Optional[str], Optional[str]]:
     return (str(path) if path else None), (str(revision) if revision else None)
 
 
+#: Every ``SGLANG_EAGLE_CYCLE*`` variable the plugin or the CLI reads (README, "Switches" and the tables).
+KNOWN_ENV = frozenset({
+    "SGLANG_EAGLE_CYCLE", "SGLANG_EAGLE_CYCLE_WIRING", "SGLANG_EAGLE_CYCLE_TIMING", "SGLANG_EAGLE_CYCLE_FORCE",
+    "SGLANG_EAGLE_CYCLE_WIRING_STRICT", "SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", "SGLANG_EAGLE_CYCLE_AUX_CONVENTION",
+    "SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING", "SGLANG_EAGLE_CYCLE_LOG_EVERY", "SGLANG_EAGLE_CYCLE_JSONL",
+    "SGLANG_EAGLE_CYCLE_ALL_RANKS", "SGLANG_EAGLE_CYCLE_NVTX",
+})
+
+
+def unknown_env(env: Optional[Mapping[str, str]] = None) -> list[str]:
+    """One message per set ``SGLANG_EAGLE_CYCLE*`` variable that nothing reads (a typo, usually).
+
+    Returns:
+        Sorted by name: ``"NAME is set but nothing reads it; did you mean KNOWN?"`` (the suggestion
+        only when a known name is close); ``[]`` when all are known.
+    """
+    import difflib
+
+    head = "SGLANG_EAGLE_CYCLE_"
+    suffixes = [k[len(head):] for k in KNOWN_ENV if k.startswith(head)]
+    out = []
+    for name in sorted(os.environ if env is None else env):
+        if name.startswith("SGLANG_EAGLE_CYCLE") and name not in KNOWN_ENV:
+            close = difflib.get_close_matches(name[len(head):], suffixes, n=1, cutoff=0.75)
+            out.append(f"{name} is set but nothing reads it" + (f"; did you mean {head}{close[0]}?" if close else ""))
+    return out
+
+
 _FLAG_OFF = ("0", "false", "no", "off")
 _FLAG_ON = ("1", "true", "yes", "on")
 _flags_warned: set = set()

@@ -37,6 +37,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ..runtime import unknown_env
     from ..safetensors_header import read_draft_shapes
     from ..wiring import check_pair, find_field, load_config, locate_config
 
@@ -47,6 +48,8 @@ def main(args: argparse.Namespace) -> int:
         if revision is not None and _is_local(arg):
             print(f"eagle-cycle wiring: warning: {flag} {revision} ignored: {arg} is a local path "
                   f"(revisions select a snapshot of a cached Hugging Face repo id)", file=sys.stderr)
+    for msg in unknown_env():
+        print(f"eagle-cycle wiring: warning: {msg}", file=sys.stderr)
     target_cfg = load_config(target_path)
     draft_cfg = load_config(draft_path)
     header = read_draft_shapes(draft_path.parent) or None

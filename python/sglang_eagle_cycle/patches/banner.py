@@ -27,10 +27,12 @@ def _short(target: str) -> str:
 
 
 def banner_lines(draft_worker=None) -> list[tuple[int, str]]:
-    """``[(level, message), ...]``: the INFO banner and one WARNING per failed hook target."""
+    """``[(level, message), ...]``: the INFO banner, one WARNING per failed hook target and one per
+    set ``SGLANG_EAGLE_CYCLE*`` variable that nothing reads."""
     from importlib.metadata import version
 
     from .. import __version__, hooks
+    from ..runtime import unknown_env
 
     status = hooks.status()
     applied = sorted(_short(t) for t, s in status.items() if s == "applied" and not t.startswith(SCHEDULER))
@@ -43,6 +45,7 @@ def banner_lines(draft_worker=None) -> list[tuple[int, str]]:
     out = [(logging.INFO, msg)]
     out += [(logging.WARNING, f"sglang-eagle-cycle: hook target {t} failed; the server runs on without it")
             for t in failed]
+    out += [(logging.WARNING, f"sglang-eagle-cycle: {msg}") for msg in unknown_env()]
     return out
 
 
