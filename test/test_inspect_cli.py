@@ -451,3 +451,14 @@ def test_json_stays_strict_json_on_impossible_decode_values(capsys, tmp_path):
     assert rc == 0 and doc["unparsed_lines"] == len(bad)
     db = doc["decode_batch"]
     assert (db["intervals"], db["accept_len_mean"], db["accept_rate_mean"], db["gen_tok_s_mean"]) == (1, 2.1, 0.55, 80.0)
+
+
+def test_cut_jsonl_record_counts_as_damaged_like_a_cut_line(capsys, tmp_path, runs):
+    recs = runs[2].records[:5]
+    full = [cycle.to_json(r) for r in recs]
+    for cut in (12, len(full[-1]) // 2, len(full[-1]) - 1):      # before and after "total_ms"
+        path = tmp_path / f"cut{cut}.jsonl"
+        path.write_text("\n".join(full[:-1] + [full[-1][:cut]]) + "\n")
+        rc, out, _ = run_cli(capsys, path, "--json")
+        doc = json.loads(out)
+        assert (rc, doc["unparsed_lines"], doc["other_lines"], doc["groups"][0]["cycles"]) == (0, 1, 0, 4), cut

@@ -340,8 +340,8 @@ class LogReader:
                 rec = cycle.from_json(line)
                 if rec is not None:
                     self._add(rec, res)
-                elif '"cycle"' in line and '"total_ms"' in line:
-                    res.unparsed_lines += 1   # one of our JSONL records, damaged
+                elif line.lstrip().startswith('{"cycle":') or ('"cycle"' in line and '"total_ms"' in line):
+                    res.unparsed_lines += 1   # one of our JSONL records (ours start {"cycle":), damaged or cut
                 else:
                     res.other_lines += 1
             else:
