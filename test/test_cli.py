@@ -47,3 +47,26 @@ def test_deeply_nested_json_is_one_line_exit_2(tmp_path, repo_root):
     proc = run(["wiring", str(deep), KIMI[1]], repo_root)
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("option", ["--trace", "--csv", "--plot"])
+def test_write_error_names_the_output_not_its_temporary_file(tmp_path, repo_root, option):
+    import random
+    import resource
+    import signal
+
+    from cyclegen import generate, log_lines
+
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(log_lines(generate(random.Random(3), bs=1, steps=3, cycles=400,
+                                                p=[0.8, 0.6, 0.4]).records)) + "\n")
+    out = tmp_path / {"--trace": "t.json", "--csv": "g.csv", "--plot": "p.png"}[option]
+
+    def small_files():  # writes beyond 600 bytes fail with EFBIG instead of killing the process
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (600, 600))
+
+    proc = run(["inspect", str(log), option, str(out)], repo_root, preexec_fn=small_files)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"eagle-cycle inspect: error: cannot write output: {out}: File too large"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["server.log"]   # no partial file, no temporary file

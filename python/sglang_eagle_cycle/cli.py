@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except OSError as exc:  # a full disk, a closed terminal: the output cannot be written
         _silence_stdout()
-        print(f"eagle-cycle {args.command}: error: cannot write output: {exc.strerror or exc}", file=sys.stderr)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"eagle-cycle {args.command}: error: cannot write output: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
 
 

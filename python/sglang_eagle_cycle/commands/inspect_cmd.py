@@ -21,6 +21,7 @@ Exit codes: 0 report written, 1 a requested plot/trace had no cycles to show,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import stat
 import sys
@@ -117,27 +118,58 @@ class _AtomicOutput:
 
     A symlink is kept: the file it points to is the one replaced. The new file gets the replaced
     file's permission bits, or 0666 less the umask (as ``open`` would), not mkstemp's 0600.
+
+    Raises:
+        OSError: creating, writing (through :meth:`guard`) or committing failed; its ``filename``
+            is the path the user gave, never the temporary file's.
     """
 
     def __init__(self, path: str, mode: str = "w"):
         import tempfile
 
-        path = os.path.realpath(path)
-        directory = os.path.dirname(path)
-        fd, self.tmp = tempfile.mkstemp(prefix=".eagle-cycle-", suffix=os.path.splitext(path)[1], dir=directory)
-        os.fchmod(fd, _new_file_mode(path))
-        self.path = path
-        self.fh = os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8", newline="" if "b" not in mode else None)
+        self.given = path
+        self.tmp = None
+        with self.guard():
+            path = os.path.realpath(path)
+            directory = os.path.dirname(path)
+            fd, self.tmp = tempfile.mkstemp(prefix=".eagle-cycle-", suffix=os.path.splitext(path)[1], dir=directory)
+            os.fchmod(fd, _new_file_mode(path))
+            self.path = path
+            self.fh = os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8",
+                                newline="" if "b" not in mode else None)
+
+    @contextlib.contextmanager
+    def guard(self):
+        """Re-raise an ``OSError`` inside the block as one about the user's path."""
+        try:
+            yield
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror or str(exc), self.given) from None
 
     def commit(self) -> None:
-        self.fh.close()
-        os.replace(self.tmp, self.path)
+        with self.guard():
+            self.fh.close()
+            os.replace(self.tmp, self.path)
 
     def discard(self) -> None:
-        if not self.fh.closed:
-            self.fh.close()
-        if os.path.exists(self.tmp):
+        fh = getattr(self, "fh", None)
+        if fh is not None and not fh.closed:
+            try:
+                fh.close()
+            except OSError:
+                pass        # a full disk fails the final flush too; the file goes anyway
+        if self.tmp is not None and os.path.exists(self.tmp):
             os.unlink(self.tmp)
+
+
+def _guarded(add, out: _AtomicOutput):
+    """``add`` whose write errors name ``out``'s path (the trace is written while logs are read)."""
+
+    def guarded(label, rec):
+        with out.guard():
+            add(label, rec)
+
+    return guarded
 
 
 def main(args: argparse.Namespace) -> int:
@@ -156,9 +188,10 @@ def main(args: argparse.Namespace) -> int:
         writer = TraceWriter(trace_out.fh, max_cycles_per_track=args.trace_max_cycles or None)
     try:
         doc = inspect_paths(args.logs, baseline=_baseline(args.baseline), warn=_warn,
-                            on_record=writer.add if writer else None)
+                            on_record=_guarded(writer.add, trace_out) if writer else None)
         if writer is not None:
-            writer.close()
+            with trace_out.guard():
+                writer.close()
             if writer.records_written:
                 trace_out.commit()
                 if writer.records_dropped:
@@ -177,7 +210,8 @@ def main(args: argparse.Namespace) -> int:
         if doc["groups"]:
             plot_out = _AtomicOutput(args.plot, "wb")
             try:
-                render(doc, plot_out.fh, fmt=_plot_format(args.plot))
+                with plot_out.guard():
+                    render(doc, plot_out.fh, fmt=_plot_format(args.plot))
                 plot_out.commit()
             finally:
                 plot_out.discard()
@@ -191,7 +225,8 @@ def main(args: argparse.Namespace) -> int:
         else:
             csv_out = _AtomicOutput(args.csv)
             try:
-                write_csv(doc, csv_out.fh)
+                with csv_out.guard():
+                    write_csv(doc, csv_out.fh)
                 csv_out.commit()
             finally:
                 csv_out.discard()
