@@ -136,9 +136,3 @@ def env_flag(name: str, default: bool, env: Optional[Mapping[str, str]] = None) 
             "%s=%r is not one of 1/true/yes/on or 0/false/no/off; using the default (%s)",
             name, raw, "on" if default else "off")
     return default
-    raw = raw.strip().lower()
-    if raw in ("0", "false", "no", "off"):
-        return False
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    return default
