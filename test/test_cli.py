@@ -66,7 +66,10 @@ def test_write_error_names_the_output_not_its_temporary_file(tmp_path, repo_root
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (600, 600))
 
-    proc = run(["inspect", str(log), option, str(out)], repo_root, preexec_fn=small_files)
+    # matplotlib's font cache is written on first use: build it in a private directory before the limit
+    env = dict(os.environ, MPLCONFIGDIR=str(tmp_path / "mpl"))
+    subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], env=env, check=True, timeout=120)
+    proc = run(["inspect", str(log), option, str(out)], repo_root, preexec_fn=small_files, env=env)
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [f"eagle-cycle inspect: error: cannot write output: {out}: File too large"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["server.log"]   # no partial file, no temporary file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mpl", "server.log"]   # no partial file, no temporary one

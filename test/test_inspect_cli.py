@@ -438,7 +438,7 @@ def test_json_stays_strict_json_on_impossible_decode_values(capsys, tmp_path):
             "accept len: 2.10, accept rate: 0.55, cuda graph: True, gen throughput (token/s): 80.00, #queue-req: 0")
     bad = [good.replace("accept len: 2.10", "accept len: nan"), good.replace("80.00", "inf"),
            good.replace("80.00", "-5.00"), good.replace("accept rate: 0.55", "accept rate: -2.52"),
-           good.replace("accept rate: 0.55", "accept rate: 2.52"), good.replace("#running-req: 1", "#running-req: -1"),
+           good.replace("#running-req: 1", "#running-req: -1"),
            good.replace("80.00", "9" * 400)]
     log = tmp_path / "decode.log"
     log.write_text("\n".join([good.format(i=0)] + [b.format(i=i + 1) for i, b in enumerate(bad)]) + "\n")
@@ -453,6 +453,17 @@ def test_json_stays_strict_json_on_impossible_decode_values(capsys, tmp_path):
     assert (db["intervals"], db["accept_len_mean"], db["accept_rate_mean"], db["gen_tok_s_mean"]) == (1, 2.1, 0.55, 80.0)
 
 
+def test_accept_rate_above_one_is_a_real_interval(capsys, tmp_path):
+    # adaptive depth: SGLang 0.5.23 divides by the launch depth's draft tokens while a deeper one runs
+    line = ("[2026-11-30 10:00:00 TP0] Decode batch, #running-req: 1, #token: 1834, token usage: 0.01, "
+            "accept len: 6.60, accept rate: 1.12, cuda graph: True, gen throughput (token/s): 171.30, #queue-req: 0")
+    log = tmp_path / "adaptive.log"
+    log.write_text(line + "\n")
+    rc, out, _ = run_cli(capsys, log, "--json")
+    db = json.loads(out)["decode_batch"]
+    assert (rc, db["intervals"], db["accept_rate_mean"], db["accept_len_mean"]) == (0, 1, 1.12, 6.6)
+
+
 def test_cut_jsonl_record_counts_as_damaged_like_a_cut_line(capsys, tmp_path, runs):
     recs = runs[2].records[:5]
     full = [cycle.to_json(r) for r in recs]
@@ -462,3 +473,11 @@ def test_cut_jsonl_record_counts_as_damaged_like_a_cut_line(capsys, tmp_path, ru
         rc, out, _ = run_cli(capsys, path, "--json")
         doc = json.loads(out)
         assert (rc, doc["unparsed_lines"], doc["other_lines"], doc["groups"][0]["cycles"]) == (0, 1, 0, 4), cut
+
+
+def test_pgf_plot_is_refused_up_front(capsys, log, tmp_path):
+    # matplotlib writes .pgf only through LaTeX: it was a RuntimeError traceback after the whole read
+    rc, _, err = run_cli(capsys, log, "--plot", tmp_path / "p.pgf")
+    assert rc == 2 and err.strip().splitlines() == [
+        f"eagle-cycle inspect: error: --plot {tmp_path / 'p.pgf'}: .pgf needs a LaTeX install; use .png, .svg or .pdf"]
+    assert not (tmp_path / "p.pgf").exists()

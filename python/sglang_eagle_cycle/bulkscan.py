@@ -54,7 +54,7 @@ _VALUE = {"cycle": _INT, **{k: _INT for k in CONFIG_FIELDS}, **{k: _NUM for k in
 _COLUMN_RE = {k: re.compile(rf"(?:{re.escape(k)}={v}\n)*") for k, v in _VALUE.items()}
 _ACCEPT_KINDS = ("accepts=", "accept_hist=")
 _GRAPH_TOKENS = ("graph=0", "graph=1")
-_WORD_RE = re.compile(r"\S+")
+_ACCEPT_TEXT_RE = re.compile(r"[-,:\d]+")   # parse_line's character class for accepts/accept_hist
 _READY = (set(KEYS) == set(_VALUE) | {"accepts"} and KEYS[: 1 + len(CONFIG_FIELDS)] == ("cycle",) + CONFIG_FIELDS
           and KEYS[-1] == "graph")
 
@@ -108,7 +108,7 @@ def _tally(config_tokens: tuple[str, ...], cols: dict[str, list[str]]) -> Option
     hist: Counter = Counter()
     for tok, c in Counter(cols["accepts"]).items():
         kind, _, text = tok.partition("=")
-        if kind + "=" not in _ACCEPT_KINDS or text == "-" or not _WORD_RE.fullmatch(text):
+        if kind + "=" not in _ACCEPT_KINDS or text == "-" or not _ACCEPT_TEXT_RE.fullmatch(text):
             return None   # "accepts=-" has no histogram: the per-line path uses accept_len
         try:
             one = (Counter(int(a) for a in text.split(",")) if kind == "accepts" else cycle._parse_hist(text))

@@ -89,9 +89,9 @@ def _rank_label(prefix: str) -> Optional[str]:
     return f"pid {m.group(1)}" if m is not None else None
 
 
-def _in(x: float, lo: float, hi: float) -> bool:
-    """``lo <= x <= hi`` and finite (False for nan and inf)."""
-    return math.isfinite(x) and lo <= x <= hi
+def _finite_non_negative(x: Optional[float]) -> bool:
+    """None (field absent), or a finite value >= 0 (False for nan and inf)."""
+    return x is None or (math.isfinite(x) and x >= 0.0)
 
 
 def parse_decode_batch(line: str) -> Optional[DecodeBatch]:
@@ -99,8 +99,8 @@ def parse_decode_batch(line: str) -> Optional[DecodeBatch]:
 
     Returns:
         The :class:`DecodeBatch`, or None when the line is not a decode line or is damaged
-        (truncated, a required field missing, a value that is not a number, a negative count,
-        a nan/inf or negative rate, an accept rate above 1). Never raises.
+        (truncated, a required field missing, a value that is not a number, a negative count
+        or rate, nan or inf). Never raises.
     """
     m = _HEAD_RE.search(line)
     if m is None:
@@ -119,9 +119,10 @@ def parse_decode_batch(line: str) -> Optional[DecodeBatch]:
         acc_rate = float(fields["accept rate"]) if "accept rate" in fields else None
     except (KeyError, ValueError):
         return None
-    if min(running, queue) < 0 or not _in(gen, 0.0, math.inf) or not (
-            (acc_len is None or _in(acc_len, 0.0, math.inf)) and (acc_rate is None or _in(acc_rate, 0.0, 1.0))):
-        return None          # no SGLang prints these: negative counts, nan/inf, a rate outside 0..1
+    # no SGLang prints negative counts or nan/inf. The accept rate can pass 1: with adaptive depth its
+    # denominator uses the launch depth while a deeper candidate runs
+    if min(running, queue) < 0 or not all(_finite_non_negative(x) for x in (gen, acc_len, acc_rate)):
+        return None
     graph = None
     for key, value in fields.items():
         if key.endswith(" graph"):

@@ -65,7 +65,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
     if args.plot:
         from matplotlib.backend_bases import FigureCanvasBase
 
-        if _plot_format(args.plot) not in FigureCanvasBase.get_supported_filetypes():
+        fmt = _plot_format(args.plot)
+        if fmt == "pgf":   # matplotlib writes it only through a LaTeX install
+            raise UsageError(f"--plot {args.plot}: .pgf needs a LaTeX install; use .png, .svg or .pdf")
+        if fmt not in FigureCanvasBase.get_supported_filetypes():
             raise UsageError(f"--plot {args.plot}: unknown image format (use .png, .svg or .pdf)")
     for flag, value in (("--csv", args.csv), ("--plot", args.plot), ("--trace", args.trace)):
         if value is not None and not value.strip():
