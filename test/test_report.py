@@ -301,6 +301,8 @@ DAMAGES = {
     "aggregate n=0": lambda ln: ln + " n=0 total_max_ms=30.00",
     "infinite phase": lambda ln: re.sub(r"verify_ms=\S+", "verify_ms=" + "9" * 400, ln),
     "infinite tok_s": lambda ln: re.sub(r"tok_s=\S+", "tok_s=" + "9" * 400 + ".0", ln),
+    "phase above 1000 s": lambda ln: re.sub(r"total_ms=\S+", "total_ms=1000000.01", ln),
+    "huge hist count": lambda ln: re.sub(r"accepts=\S+", "accept_hist=2:" + "9" * 30, ln),
 }
 
 
@@ -318,7 +320,8 @@ def test_bulk_reader_matches_parse_line_on_one_damaged_line(tmp_path, damage, lo
 
 IMPLAUSIBLE = ["negative phase", "negative total", "negative tok_s", "accept above steps + 1", "accept 0",
                "accept_len above steps + 1", "accept_len below 1", "huge hist key", "negative hist count", "bs 0",
-               "steps beyond any draft", "aggregate n=0", "infinite phase", "infinite tok_s"]
+               "steps beyond any draft", "aggregate n=0", "infinite phase", "infinite tok_s",
+               "phase above 1000 s", "huge hist count"]
 
 
 @pytest.mark.parametrize("damage", IMPLAUSIBLE)

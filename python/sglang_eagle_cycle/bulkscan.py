@@ -23,7 +23,6 @@ Usage::
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -94,7 +93,7 @@ def _tally(config_tokens: tuple[str, ...], cols: dict[str, list[str]]) -> Option
             return None
     if not all(v == "accept_len=-" or 1.0 <= float(v[11:]) <= top for v in set(cols["accept_len"])):
         return None
-    if not all(v == "tok_s=-" or math.isfinite(float(v[6:])) for v in set(cols["tok_s"])):
+    if not all(v == "tok_s=-" or float(v[6:]) <= cycle.MAX_LINE_COUNT for v in set(cols["tok_s"])):
         return None                                      # 400 digits read as inf
     phases = {}
     for key in PHASES:
@@ -103,7 +102,7 @@ def _tally(config_tokens: tuple[str, ...], cols: dict[str, list[str]]) -> Option
             return None
         start = len(key) + 1
         phases[key] = {float(tok[start:]): c for tok, c in counts.items() if tok[start:] != "-"}
-        if not all(map(math.isfinite, phases[key])):
+        if phases[key] and max(phases[key]) > cycle.MAX_LINE_MS:     # inf included
             return None
     hist: Counter = Counter()
     for tok, c in Counter(cols["accepts"]).items():
@@ -115,7 +114,7 @@ def _tally(config_tokens: tuple[str, ...], cols: dict[str, list[str]]) -> Option
         except ValueError:
             return None
         for length, requests in one.items():
-            if not 1 <= length <= top or requests < 0:
+            if not 1 <= length <= top or not 0 <= requests <= cycle.MAX_LINE_COUNT:
                 return None
             hist[length] += requests * c
     return ConfigTally(config, len(cols["cycle"]), phases, hist)

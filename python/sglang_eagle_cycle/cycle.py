@@ -56,6 +56,10 @@ CONFIG_FIELDS = ("bs", "steps", "topk", "draft_tokens")
 
 #: Deepest draft (``steps``) a line may claim: bounds the per-position tables built from a log.
 MAX_LINE_STEPS = 1024
+#: Longest time (ms) a line may claim for a phase or cycle (1000 s): sums over any log stay finite.
+MAX_LINE_MS = 1e6
+#: Largest ``tok_s``, ``n`` or histogram count a line may claim.
+MAX_LINE_COUNT = 10 ** 12
 
 
 @dataclass(slots=True)
@@ -249,34 +253,35 @@ def max_accept_len(steps: int, draft_tokens: int) -> int:
     return min(steps + 1, draft_tokens)
 
 
-def _non_negative(x: Optional[float]) -> bool:
-    return x is None or 0.0 <= x < math.inf          # False for NaN and inf ("1e999", 400 digits) too
+def _time_ok(x: Optional[float]) -> bool:
+    return x is None or 0.0 <= x <= MAX_LINE_MS        # False for NaN and inf ("1e999", 400 digits) too
 
 
 def plausible(rec: CycleRecord) -> bool:
     """Whether ``rec`` is a record the profiler can write; the parsers drop any other as damaged.
 
     Checks: ``bs``, ``topk``, ``draft_tokens`` >= 1 and ``steps`` <= :data:`MAX_LINE_STEPS`;
-    phase times, ``total_max_ms``, ``draft_step_ms`` and ``tok_s`` finite and >= 0; every accept
-    length in ``1..max_accept_len(steps, draft_tokens)`` (``accept_len`` too, as a mean), histogram
-    counts >= 0; ``n`` >= 1 when present.
+    phase times, ``total_max_ms`` and ``draft_step_ms`` in ``0..MAX_LINE_MS`` ms; ``tok_s``, ``n``
+    (>= 1) and histogram counts at most :data:`MAX_LINE_COUNT`; every accept length in
+    ``1..max_accept_len(steps, draft_tokens)`` (``accept_len`` too, as a mean).
     """
     if rec.bs < 1 or rec.topk < 1 or rec.draft_tokens < 1 or not 0 <= rec.steps <= MAX_LINE_STEPS:
         return False
-    if not all(_non_negative(getattr(rec, k)) for k in PHASES):
+    if not all(_time_ok(getattr(rec, k)) for k in PHASES):
         return False
-    if not (_non_negative(rec.tok_s) and _non_negative(rec.total_max_ms)):
+    if not (_time_ok(rec.total_max_ms) and (rec.tok_s is None or 0.0 <= rec.tok_s <= MAX_LINE_COUNT)):
         return False
-    if rec.draft_step_ms is not None and not all(_non_negative(x) for x in rec.draft_step_ms):
+    if rec.draft_step_ms is not None and not all(_time_ok(x) for x in rec.draft_step_ms):
         return False
-    if rec.n is not None and rec.n < 1:
+    if rec.n is not None and not 1 <= rec.n <= MAX_LINE_COUNT:
         return False
     top = max_accept_len(rec.steps, rec.draft_tokens)
     if rec.accept_len is not None and not 1.0 <= rec.accept_len <= top:
         return False
     if rec.accepts is not None and not all(1 <= a <= top for a in rec.accepts):
         return False
-    if rec.accept_hist is not None and not all(1 <= k <= top and c >= 0 for k, c in rec.accept_hist.items()):
+    if rec.accept_hist is not None and not all(1 <= k <= top and 0 <= c <= MAX_LINE_COUNT
+                                               for k, c in rec.accept_hist.items()):
         return False
     return True
 
