@@ -581,3 +581,31 @@ def test_url_without_server_gives_one_line_when_stderr_is_not_a_terminal(tmp_pat
     _one_line_error(r, 1, "no healthy server at http://127.0.0.1:")
     assert "within 0.3 s" in r.stderr and "eagle-cycle sweep" not in r.stderr   # no tqdm bar
     assert not out.exists()
+
+
+def test_bad_url_and_inputs_given_as_outputs_exit_2_at_once(tmp_path):
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "hi"}\n')
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 100000 + "\n")
+    log = tmp_path / "server.log"
+    log.write_text("x\n")
+    out = tmp_path / "o.jsonl"
+    bad_url = "expected http://HOST[:PORT] or https://HOST[:PORT]"
+    cases = [(["--url", u, "--output", str(out)], bad_url)
+             for u in ("http://[::1", "http://127.0.0.1:abc", "http://127.0.0.1:99999", "http://", "http://:80",
+                       "http://127.0.0.1:0", "", "ftp://h")]
+    cases += [
+        (["--url", "http://127.0.0.1:1", "--output", str(prompts), "--prompts", str(prompts), "--force"],
+         "is the --prompts input; inputs are never written"),
+        (["--url", "http://127.0.0.1:1", "--output", str(log), "--server-log", str(log), "--force"],
+         "is the --server-log input; inputs are never written"),
+        (["--url", "http://127.0.0.1:1", "--output", str(out), "--plot", str(log), "--server-log", str(log)],
+         "is the --server-log input"),
+        (["--url", "http://127.0.0.1:1", "--output", str(out), "--prompts", str(deep)], "deep.jsonl:1: not a JSON object"),
+    ]
+    for args, needle in cases:
+        r = run_bench(args)                 # each used to traceback, wait 60 s for /health, or take the input
+        assert r.returncode == 2, (args, r.stderr)
+        assert needle in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, args
+    assert prompts.read_text() == '{"prompt": "hi"}\n' and log.read_text() == "x\n" and not out.exists()

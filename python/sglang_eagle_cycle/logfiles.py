@@ -168,3 +168,13 @@ def iter_chunks(path: PathLike, chunk_chars: int = CHUNK_CHARS) -> Iterator[str]
     finally:
         if close_it:
             raw.close()
+
+
+def same_file(a: PathLike, b: PathLike) -> bool:
+    """True when ``a`` and ``b`` name one file: through symbolic links, hard links and relative paths.
+
+    Used to refuse an output path that is one of the inputs (never overwritten, even with --force).
+    """
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)

@@ -403,13 +403,6 @@ def _input_files(args, target_config: Path | None) -> list[tuple[str, str]]:
     return files
 
 
-def _same_file(a, b) -> bool:
-    """True when ``a`` and ``b`` name one file: through symbolic links, hard links and relative paths."""
-    if os.path.exists(a) and os.path.exists(b):
-        return os.path.samefile(a, b)
-    return os.path.realpath(a) == os.path.realpath(b)
-
-
 def _write_adaptive(path_text: str, plan, force: bool, inputs) -> Path:
     """Write the adaptive config to ``path_text``; ``inputs`` are :func:`_input_files`' pairs.
 
@@ -418,12 +411,13 @@ def _write_adaptive(path_text: str, plan, force: bool, inputs) -> Path:
             exists without ``force``, or cannot be written.
     """
     from ..errors import UsageError
+    from ..logfiles import same_file
 
     path = Path(path_text)
     if path.is_dir():
         raise UsageError(f"--adaptive-config {path}: is a directory")
     for name, given in inputs:
-        if _same_file(name, path):
+        if same_file(name, path):
             raise UsageError(f"--adaptive-config {path}: is one of the inputs{given}")
     if path.exists() and not force:
         raise UsageError(f"--adaptive-config {path}: file exists, not overwritten (use --force)")

@@ -57,6 +57,24 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def _check_url(url: str) -> None:
+    """A server base URL: ``http(s)://HOST[:PORT]``, port 1..65535.
+
+    Raises:
+        UsageError: anything else (no scheme, no host, a port that is not a number or out of range).
+    """
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        port = parts.port               # ValueError for ":abc" and ports above 65535
+    except ValueError:
+        parts, port = None, None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
+        raise UsageError(f"--url {url!r}: expected http://HOST[:PORT] or https://HOST[:PORT] "
+                         f"(e.g. http://127.0.0.1:30000)")
+
+
 _positive_int = int_in(1)
 _port = int_in(1, 65535)
 
@@ -175,12 +193,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    "--server-cmd": args.server_cmd, "--port": args.port,
                    "--no-baseline": args.no_baseline or None,
                    "arguments after --": extra or None}
-    if args.url:
+    if args.url is not None:
         used = [k for k, v in launch_only.items() if v is not None]
         if used:
             raise UsageError(f"{', '.join(used)}: launch mode only (drop --url or use --launch)")
-        if not args.url.startswith(("http://", "https://")):
-            raise UsageError(f"--url must start with http:// or https://: {args.url}")
+        _check_url(args.url)
     else:
         if args.server_log is not None:
             raise UsageError("--server-log: URL mode only (launched servers' logs are kept in --log-dir)")
@@ -248,12 +265,18 @@ def _raise_interrupt(signum, frame):
 def _run(args: argparse.Namespace) -> int:
     from .client import GenerateSettings
     from .grid import build_grid
+    from ..logfiles import same_file
     from .launcher import DEFAULT_SERVER_CMD, unique_path
     from .records import RecordLog
     from .runner import Sweep, SweepError, SweepSettings
     from . import summary
     from .workload import load_prompt_set
 
+    inputs = [(f, flag) for f, flag in ((args.prompts, "--prompts"), (args.server_log, "--server-log")) if f]
+    for out_path, out_flag in ((args.output, "--output"), (None if args.no_plot else args.plot, "--plot")):
+        for in_path, in_flag in inputs:
+            if out_path is not None and same_file(in_path, out_path):
+                raise UsageError(f"{out_flag} {out_path}: is the {in_flag} input; inputs are never written")
     prompt_set = load_prompt_set(args.prompts)
     log = RecordLog(args.output)
     foreign = log.foreign_content()

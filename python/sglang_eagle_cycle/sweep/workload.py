@@ -90,7 +90,7 @@ def load_prompt_set(path: Optional[str | Path]) -> PromptSet:
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             raise UsageError(f"{p}:{lineno}: not a JSON object") from None
         if not isinstance(obj, dict):
             raise UsageError(f"{p}:{lineno}: not a JSON object")
