@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -285,6 +286,43 @@ def test_bench_records_and_no_spec_log_inputs(capsys, tmp_path):
     with_log = advise_json(capsys, log, plain, "--max-steps", "6")
     assert with_log["recommended"]["steps"] == from_log["recommended"]["steps"]
     assert with_log["inputs"]["baseline_tok_s"][str(BS)] == pytest.approx(base_tok, rel=1e-3)
+
+
+def test_fifo_inputs_twin_files_and_stdin_twice(capsys, tmp_path):
+    """A FIFO (or <(cmd)) is read once: it used to hang advise (read again after the bench-JSONL sniff)."""
+    import threading
+
+    log = tmp_path / "server.log"
+    _write_log(log, {2: 300, 6: 900}, seed=2)
+    base = ["--baseline-tok-s", "100", "--max-steps", "6"]
+    plain = advise_json(capsys, log, *base)
+    for content in (log.read_bytes(), None):
+        fifo = tmp_path / f"fifo{content is None}"
+        os.mkfifo(fifo)
+        data = content
+        if data is None:   # bench JSONL through a pipe: was "underlying stream is not seekable"
+            rec = {"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": 2, "topk": 1,
+                   "num_draft_tokens": 3, "concurrency": BS, "status": "ok", "output_tok_s": 150.0,
+                   "accept_len_mean": 2.0}
+            data = (json.dumps(rec) + "\n").encode()
+        writer = threading.Thread(target=lambda: fifo.write_bytes(data), daemon=True)
+        writer.start()
+        proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "advise", str(fifo), *base, "--json"],
+                              capture_output=True, text=True, timeout=60)   # a regression hangs: fail instead
+        writer.join(timeout=10)
+        rc, out, err = proc.returncode, proc.stdout, proc.stderr
+        assert rc == 0, err
+        if content is not None:
+            assert json.loads(out)["recommended"] == plain["recommended"]
+        else:
+            assert json.loads(out)["inputs"]["runs"][0]["steps"] == 2
+    # the same file twice: read once, with a warning (it counted every cycle twice)
+    rc, out, err = run_advise(capsys, log, tmp_path / ".." / tmp_path.name / "server.log", *base, "--json")
+    assert rc == 0 and err == f"eagle-cycle advise: warning: {tmp_path / '..' / tmp_path.name / 'server.log'}: " \
+                              f"same file as {log}; read once\n"
+    assert json.loads(out)["inputs"]["acceptance"] == plain["inputs"]["acceptance"]
+    rc, _, err = run_advise(capsys, "-", "-", *base)
+    assert rc == 2 and err == "eagle-cycle advise: error: stdin (-) can be read only once\n"
 
 
 # --- SGLang's own adaptive config loader ----------------------------------------------------------

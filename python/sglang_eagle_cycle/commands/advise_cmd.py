@@ -32,6 +32,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from ..argtypes import MAX_BS, MAX_STEPS, int_in
@@ -175,14 +176,63 @@ def _collect(args):
         raise UsageError("no INPUT given (inspect --json documents, logs, bench JSONL) and no --table")
     if args.fit:
         raise UsageError("--fit applies to --table rows only")
+    with tempfile.TemporaryDirectory(prefix="eagle-cycle-advise-") as spool:
+        return _collect_inputs(args, _distinct_inputs(args.inputs), Path(spool))
+
+
+def _distinct_inputs(names: list[str]) -> list[str]:
+    """INPUTs with a file given twice read once (a warning); stdin twice is an error.
+
+    Raises:
+        UsageError: ``-`` given more than once.
+    """
+    from ..errors import UsageError
+    from ..logfiles import same_file
+
+    if names.count("-") > 1:
+        raise UsageError("stdin (-) can be read only once")
+    out: list[str] = []
+    for name in names:
+        twin = next((o for o in out if name != "-" and o != "-" and os.path.exists(name)
+                     and same_file(o, name)), None)
+        if twin is not None:
+            _warn(f"{name}: same file as {twin}; read once")
+        else:
+            out.append(name)
+    return out
+
+
+def _readable_again(name: str, spool: Path) -> Path:
+    """``name`` itself, or for a FIFO / process substitution (``<(cmd)``: read once) a copy in ``spool``."""
+    import shutil
+    import stat
+
+    from ..errors import UsageError
+
+    path = Path(name)
+    try:
+        if name == "-" or stat.S_ISREG(path.stat().st_mode):
+            return path
+        copy = spool / f"{len(list(spool.iterdir()))}-{path.name or 'input'}"
+        with path.open("rb") as src, copy.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+    except OSError as exc:
+        raise UsageError(f"{name}: cannot read ({exc.strerror or exc})") from None
+    return copy
+
+
+def _collect_inputs(args, names: list[str], spool: Path):
+    from .. import advise as adv
+    from ..errors import UsageError
+
     runs, base, notes, logs, unfiltered = [], {}, [], [], []
-    for name in args.inputs:
-        path = Path(name)
-        if name != "-" and not path.exists():
+    for name in names:
+        if name != "-" and not Path(name).exists():
             raise UsageError(f"{name}: no such file")
-        if name != "-" and path.is_dir():
+        if name != "-" and Path(name).is_dir():
             raise UsageError(f"{name}: is a directory")
-        if path.suffix == ".json":
+        path = _readable_again(name, spool)
+        if Path(name).suffix == ".json":
             doc, seed_base = adv.unwrap_seed(_read_json(path), name)
             if isinstance(doc, dict) and "groups" in doc:
                 r, b, n = adv.runs_from_inspect(doc, name)
@@ -201,7 +251,7 @@ def _collect(args):
                 base.setdefault(k, v)
             continue
         else:
-            logs.append(name)
+            logs.append((name, path))
             unfiltered.append(name)
             continue
         unfiltered.append(name)
@@ -215,30 +265,31 @@ def _collect(args):
         opts = "/".join(o for o, v in (("--model", args.model), ("--draft", args.draft)) if v)
         _warn(f"{opts} filter{'s' if '/' not in opts else ''} bench JSONL records only: ignored for "
               + ", ".join(unfiltered))
-    for name in logs:
-        r, b, n = _from_log(name)
+    for name, path in logs:
+        r, b, n = _from_log(name, str(path))
         runs += r
         notes += n
         for k, v in b.items():
             base.setdefault(k, v)
-    return runs, base, notes, [], {"files": list(args.inputs)}
+    return runs, base, notes, [], {"files": list(names)}
 
 
 def _warn(message: str) -> None:
     print(f"eagle-cycle advise: warning: {message}", file=sys.stderr)
 
 
-def _from_log(name: str):
-    """Runs from one log through ``report.inspect_paths``; a no-spec server log gives baselines."""
+def _from_log(name: str, path: str):
+    """Runs from one log (``name`` for messages, read at ``path``) through ``report.inspect_paths``;
+    a no-spec server log gives baselines."""
     from .. import advise as adv
     from ..report import inspect_paths, load_baseline
 
-    doc = inspect_paths([name], warn=lambda msg: None)
+    doc = inspect_paths([path], warn=lambda msg: None)
     runs, _, notes = adv.runs_from_inspect(doc, name)
     base: dict[int, float] = {}
     db = doc.get("decode_batch") or {}
     if not runs and db.get("intervals") and not db.get("intervals_with_accept") and name != "-":
-        base = dict(load_baseline(name).by_bs)
+        base = dict(load_baseline(path).by_bs)
         notes.append(f"{name}: no-spec server log: baseline tok/s by batch size "
                      + ", ".join(f"{k}: {v:.1f}" for k, v in base.items()))
     elif not runs:
