@@ -259,3 +259,18 @@ def test_non_positive_predicted_cycle_is_an_error_not_a_division():
     assert [c.steps for c in cm.predict_candidates(acc, cost, 1, [3, 5])] == [3, 5]
     with pytest.raises(ValueError, match="predicted cycle time at bs 1, 1 steps"):
         cm.predict_candidates(acc, cost, 1, [1, 3])
+
+
+def test_verify_cost_never_falls_past_the_measured_widths():
+    # a baseline slower than the measured verify (20 ms for 2 tokens vs 10 ms for 8) used to slope the
+    # verify line down to 0 ms at 14 tokens, and advise recommended that depth
+    obs = [cm.CycleObservation(bs=2, steps=3, total_ms=14.0, draft_ms=1.0, verify_ms=10.0, extend_ms=2.0, other_ms=1.0)]
+    cost = cm.CycleCostModel.fit(obs, {2: 100.0})
+    for steps in (4, 6, 10):
+        p = cost.predict(2, steps)
+        assert p.verify_ms == 10.0 and "verify" in p.extrapolated
+    assert cost.predict(2, 3).verify_ms == 10.0
+    assert any(n.startswith("verify time falls from 20.00 ms at 2 tokens to 10.00 ms at 8") for n in cost.notes)
+    # a rising curve still extrapolates along its end slope
+    curve = cm.MeasuredCurve.from_points([(2, 5.0, 1), (8, 11.0, 1)])
+    assert curve(14) == (17.0, True) and curve(1) == (4.0, True) and curve.falls() is None

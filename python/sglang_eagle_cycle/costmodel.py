@@ -475,10 +475,11 @@ LINEAR = WidthShape()
 class MeasuredCurve:
     """``y(x)`` through measured points, piecewise linear in ``shape(x)`` between them.
 
-    Outside the measured range: a straight line in ``x`` with the nearest segment's secant
-    slope, clamped at 0 ms, flagged extrapolated (a saturating shape such as the MoE curve is
-    used only between measured points). One point: held constant (flagged away from it).
-    Duplicate ``x`` are averaged with their weights.
+    Outside the measured range: a straight line in ``x`` from the nearest point with the nearest
+    segment's secant slope, never below 0 (a cost that falls as the batch or the verify widens is
+    a measurement artefact, held flat instead), clamped at 0 ms, flagged extrapolated (a saturating
+    shape such as the MoE curve is used only between measured points). One point: held constant
+    (flagged away from it). Duplicate ``x`` are averaged with their weights.
     """
 
     points: tuple[tuple[float, float], ...]
@@ -504,7 +505,9 @@ class MeasuredCurve:
             # outside the measured range: straight line in x with the nearest segment's secant
             # slope; no saturating shape is trusted where nothing was measured
             (x0, y0), (x1, y1) = pts[:2] if x < pts[0][0] else pts[-2:]
-            return max(0.0, y0 + (y1 - y0) * (x - x0) / (x1 - x0)), True
+            slope = max(0.0, (y1 - y0) / (x1 - x0))
+            ax, ay = (x0, y0) if x < x0 else (x1, y1)
+            return max(0.0, ay + slope * (x - ax)), True
         i = min(max(int(np.searchsorted([px for px, _ in pts], x)) - 1, 0), len(pts) - 2)
         (x0, y0), (x1, y1) = pts[i], pts[i + 1]
         g, g0, g1 = self.shape(x), self.shape(x0), self.shape(x1)
@@ -513,6 +516,10 @@ class MeasuredCurve:
     @property
     def x_range(self) -> tuple[float, float]:
         return self.points[0][0], self.points[-1][0]
+
+    def falls(self) -> Optional[tuple[tuple[float, float], tuple[float, float]]]:
+        """The first pair of neighbouring points where ``y`` falls as ``x`` grows, else ``None``."""
+        return next(((a, b) for a, b in zip(self.points, self.points[1:]) if b[1] < a[1]), None)
 
 
 @dataclass(frozen=True)
@@ -630,6 +637,11 @@ class CycleCostModel:
                 notes.append("draft-extend measured at one width: held constant")
             if len(verify.points) == 1:
                 notes.append("verify measured at one width and no baseline: held constant (give --baseline-tok-s)")
+            fall = verify.falls()
+            if fall is not None:
+                (xa, ya), (xb, yb) = fall
+                notes.append(f"verify time falls from {ya:.2f} ms at {xa:g} tokens to {yb:.2f} ms at {xb:g} "
+                             "(a baseline from another setup?): held flat beyond the measured widths")
             sizes = [ob.bs for ob in phased]
             return cls("phases", shape, verify=verify, extend=extend, draft_step=draft, other=other,
                        baseline_ms=base, notes=tuple(notes), bs_range=(min(sizes), max(sizes)))
@@ -637,9 +649,15 @@ class CycleCostModel:
         if len({ob.verified_tokens for ob in observations}) == 1:
             pts += [(bs, ms, 1.0) for bs, ms in base.items()]
         notes.append("no phase breakdown: whole-cycle time fitted linear in verified tokens")
+        total = MeasuredCurve.from_points(pts)
+        fall = total.falls()
+        if fall is not None:
+            (xa, ya), (xb, yb) = fall
+            notes.append(f"cycle time falls from {ya:.2f} ms at {xa:g} verified tokens to {yb:.2f} ms at {xb:g}: "
+                         "held flat beyond the measured widths")
         if shape.num_experts:
             notes.append("MoE shape needs the verify phase; not applied to whole-cycle times")
-        return cls("totals", shape, total=MeasuredCurve.from_points(pts), baseline_ms=base, notes=tuple(notes))
+        return cls("totals", shape, total=total, baseline_ms=base, notes=tuple(notes))
 
     def predict(self, bs: int, steps: int) -> CyclePrediction:
         """Predicted cycle for ``steps >= 1`` draft steps at batch size ``bs``."""
