@@ -677,3 +677,13 @@ def test_table_only_options_warn_for_other_inputs(capsys, seed_inspect):
                      f"eagle-cycle advise: warning: --model/--draft filter bench JSONL records only: "
                      f"ignored for {seed_inspect}"]
     assert json.loads(out)["recommended"]["steps"] in (1, 2)
+
+
+@pytest.mark.parametrize("argv, flag", [(["", "--baseline-tok-s", "100"], "INPUT"),
+                                        (["x.log", "--target-config", ""], "--target-config"),
+                                        (["x.log", "--adaptive-config", " "], "--adaptive-config"),
+                                        (["--table", "", "--model", "m", "--benchmark", "b"], "--table")])
+def test_empty_file_names_are_refused(capsys, argv, flag):
+    # "" was read as the current directory ("is a directory") or the option silently dropped
+    rc, _, err = run_advise(capsys, *argv)
+    assert rc == 2 and err == f"eagle-cycle advise: error: {flag}: the file name is empty\n"

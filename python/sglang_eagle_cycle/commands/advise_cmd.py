@@ -490,6 +490,10 @@ def main(args: argparse.Namespace) -> int:
 
     if args.adaptive_config == "-":
         raise UsageError("--adaptive-config -: stdout carries the advice; give a file name")
+    for flag, value in (("--adaptive-config", args.adaptive_config), ("--target-config", args.target_config),
+                        ("--table", args.table), *(("INPUT", name) for name in args.inputs)):
+        if value is not None and not value.strip():
+            raise UsageError(f"{flag}: the file name is empty")
     runs, found_base, notes, not_modelled, desc = _collect(args)
     if not runs:
         raise UsageError("no speculative run found in the inputs")
