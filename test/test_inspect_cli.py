@@ -481,3 +481,19 @@ def test_pgf_plot_is_refused_up_front(capsys, log, tmp_path):
     assert rc == 2 and err.strip().splitlines() == [
         f"eagle-cycle inspect: error: --plot {tmp_path / 'p.pgf'}: .pgf needs a LaTeX install; use .png, .svg or .pdf"]
     assert not (tmp_path / "p.pgf").exists()
+
+
+def test_log_after_copytruncate_nul_padding_is_read(capsys, tmp_path, runs):
+    # logrotate copytruncate: the server writes on at its old offset, the hole reads as NULs; the whole
+    # log was refused as "binary data"
+    lines = log_lines(runs[2].records)
+    for pad in (1, 5000, 300_000):
+        path = tmp_path / f"pad{pad}.log"
+        path.write_bytes(b"\x00" * pad + ("\n".join(lines) + "\n").encode())
+        rc, out, err = run_cli(capsys, path, "--json")
+        assert rc == 0, err
+        assert json.loads(out)["groups"][0]["cycles"] == len(lines)
+    only = tmp_path / "only-nul.log"
+    only.write_bytes(b"\x00" * 20000)
+    rc, _, err = run_cli(capsys, only)
+    assert rc == 2 and "empty file" in err

@@ -93,7 +93,8 @@ def _peek(stream, n: int) -> bytes:
 
 
 def _sniffed(raw: BinaryIO, label: str) -> BinaryIO:
-    """Wrap ``raw`` in gzip when it starts with the gzip magic; refuse empty and binary inputs."""
+    """Wrap ``raw`` in gzip when it starts with the gzip magic; skip a leading run of NULs (a log
+    truncated by ``copytruncate``); refuse empty and binary inputs."""
     if not hasattr(raw, "peek"):
         raw = io.BufferedReader(raw)  # pragma: no cover - stdin is buffered in CPython
     try:
@@ -107,11 +108,30 @@ def _sniffed(raw: BinaryIO, label: str) -> BinaryIO:
         if isinstance(exc, EOFError):
             reason = "truncated gzip: the data ends before anything could be decoded"
         raise LogUnreadable(label, reason) from None
+    if head[:1] == b"\x00":
+        head = _skip_nul_run(stream, label)
     if not head:
         raise LogUnreadable(label, "empty file")
     if b"\x00" in head:
         raise LogUnreadable(label, "binary data, not a text log")
     return stream
+
+
+def _skip_nul_run(stream: BinaryIO, label: str) -> bytes:
+    """Read past a leading run of NUL bytes; the next :data:`SNIFF_BYTES` bytes (peeked).
+
+    logrotate's ``copytruncate`` leaves one: the server keeps writing at its old offset into the
+    truncated file, and the hole reads as NULs.
+    """
+    try:
+        while True:
+            block = _peek(stream, SNIFF_BYTES)
+            run = len(block) - len(block.lstrip(b"\x00"))
+            if not block or run == 0:
+                return block
+            stream.read(run)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise LogUnreadable(label, _read_error(exc)) from None
 
 
 def _crlf(text: str) -> str:
