@@ -542,3 +542,15 @@ def test_crlf_line_ends_and_one_path_argument(generated, tmp_path):
     assert b["files"] == [str(crlf)]
     assert [{k: v for k, v in g.items() if k != "file"} for g in a["groups"]] == \
         [{k: v for k, v in g.items() if k != "file"} for g in b["groups"]]
+
+
+def test_tree_per_position_acceptance_stops_at_draft_tokens_minus_one(tmp_path):
+    # steps 5, topk 4, 4 draft tokens: at most 3 drafts can be accepted; positions 4 and 5 were
+    # reported as reached and rejected (p = 0.00)
+    recs = [cycle.make_record(cycle=i, config=(3, 5, 4, 4), phases_ms={"draft_ms": 1.0, "verify_ms": 10.0,
+                              "verify_fwd_ms": 9.0, "extend_ms": 1.0, "total_ms": 13.0}, accepts=acc, graph=True)
+            for i, acc in enumerate([[4, 1, 2], [4, 4, 3], [2, 1, 1]])]
+    path = _write(tmp_path / "tree.log", [cycle.format_line(r) for r in recs])
+    (g,) = inspect_paths([path])["groups"]
+    assert [(p["j"], p["accepted"], p["reached"]) for p in g["per_position_acceptance"]] == [(1, 6, 9), (2, 4, 6),
+                                                                                         (3, 3, 4)]

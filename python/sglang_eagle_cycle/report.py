@@ -41,7 +41,7 @@ from itertools import accumulate
 from typing import Any, Callable, Iterable, Optional, Union
 
 from . import cycle
-from .cycle import PHASES, PREFIX, CycleRecord
+from .cycle import PHASES, PREFIX, CycleRecord, max_accept_len
 from .decode_batch import MARKER as DECODE_MARKER
 from .decode_batch import DecodeBatchStats, parse_decode_batch
 from .errors import UsageError
@@ -138,7 +138,8 @@ def per_position_acceptance(hist: dict[int, int], steps: int) -> list[dict[str, 
 
     Args:
         hist: ``{accept length L (tokens, bonus included): requests}``.
-        steps: draft depth; positions 1..max(steps, max L - 1) are reported.
+        steps: deepest position a draft can be accepted at (``min(steps, draft_tokens - 1)``);
+            positions 1..max(steps, max L - 1) are reported.
 
     Returns:
         ``[{"j": 1, "p": accepted/reached or None, "accepted": n, "reached": n}, ...]`` where a
@@ -221,7 +222,9 @@ class Group:
                 entry[key] = _round(value)
             entry["share"] = _round(self.share(name))
             phases[name] = entry
-        pos = per_position_acceptance(self.hist, self.steps) if self.hist else None
+        # a tree verifying fewer tokens than steps + 1 can accept at most draft_tokens - 1 drafts
+        depth = max_accept_len(self.steps, self.draft_tokens) - 1
+        pos = per_position_acceptance(self.hist, depth) if self.hist else None
         for p in pos or []:
             p["p"] = _round(p["p"])
         return {
