@@ -687,3 +687,13 @@ def test_empty_file_names_are_refused(capsys, argv, flag):
     # "" was read as the current directory ("is a directory") or the option silently dropped
     rc, _, err = run_advise(capsys, *argv)
     assert rc == 2 and err == f"eagle-cycle advise: error: {flag}: the file name is empty\n"
+
+
+def test_baseline_flag_repeated_adds_values_and_conflicts_are_refused(capsys, tmp_path):
+    log = tmp_path / "server.log"
+    _write_log(log, {2: 200, 6: 600}, seed=3)
+    # the second flag used to replace the first without a word
+    rc, _, err = run_advise(capsys, log, "--baseline-tok-s", "100", "--baseline-tok-s", "200")
+    assert rc == 2 and err == "eagle-cycle advise: error: --baseline-tok-s given twice without a batch size (100 and 200)\n"
+    doc = advise_json(capsys, log, "--baseline-tok-s", f"{BS}:100", "--baseline-tok-s", f"{BS + 1}:150")
+    assert doc["inputs"]["baseline_tok_s"] == {str(BS): 100.0, str(BS + 1): 150.0}

@@ -76,7 +76,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--fit", nargs="+", action="extend", type=_fit_triple, metavar="STEPS,TOPK,TOKENS",
                    help="table rows to learn from (default all topk-1 rows); the others are predicted")
     m = parser.add_argument_group("model")
-    m.add_argument("--baseline-tok-s", nargs="+", type=_baseline_item, metavar="[BS:]TOK_S",
+    m.add_argument("--baseline-tok-s", nargs="+", action="extend", type=_baseline_item, metavar="[BS:]TOK_S",
                    help="no-spec output tok/s at the measured batch size (BS:TOK_S for several)")
     m.add_argument("--target-config", metavar="PATH",
                    help="target config.json / model dir / cached HF id: MoE verify-cost shape")
