@@ -582,6 +582,9 @@ def test_bad_accept_hist_refused(capsys, seed, tmp_path, hist, match):
     ([{"j": 1, "p": 0.5, "accepted": -1, "reached": 2}], "accepted: expected an integer in 0.."),
     ([{"j": 1, "p": 0.5, "accepted": 3, "reached": 2}], "accepted 3 > reached 2"),
     ([{"j": 1, "accepted": 1, "reached": 2}, {"j": 1, "accepted": 1, "reached": 2}], "position 1 given twice"),
+    # was used as p2 = 1.0 (a 6.47x prediction)
+    ([{"j": 1, "accepted": 6, "reached": 10}, {"j": 2, "accepted": 100, "reached": 100}],
+     "per_position_acceptance: 100 reached position 2 but only 6 accepted position 1"),
 ])
 def test_bad_per_position_acceptance_refused(capsys, seed, tmp_path, ppa, match):
     path = _variant(seed, tmp_path, "ppa", lambda g, w: g.update(per_position_acceptance=ppa))

@@ -211,7 +211,12 @@ def _ppa_counts(ppa: Any, steps: int, what: str) -> Optional[list[tuple[int, int
         counts[j - 1] = (a or 0, n or 0)
     if not complete:
         return None
-    return [c or (0, 0) for c in counts]
+    out = [c or (0, 0) for c in counts]
+    for j in range(1, steps):   # a draft is reached only after every earlier one was accepted
+        if out[j][1] > out[j - 1][0]:
+            raise UsageError(f"{where}: {out[j][1]} reached position {j + 1} but only {out[j - 1][0]} "
+                             f"accepted position {j}")
+    return out
 
 
 def _counts_from_group(g: Mapping, steps: int, what: str) -> Optional[list[tuple[int, int]]]:
