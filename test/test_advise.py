@@ -700,3 +700,13 @@ def test_baseline_flag_repeated_adds_values_and_conflicts_are_refused(capsys, tm
     assert rc == 2 and err == "eagle-cycle advise: error: --baseline-tok-s given twice without a batch size (100 and 200)\n"
     doc = advise_json(capsys, log, "--baseline-tok-s", f"{BS}:100", "--baseline-tok-s", f"{BS + 1}:150")
     assert doc["inputs"]["baseline_tok_s"] == {str(BS): 100.0, str(BS + 1): 150.0}
+
+
+@pytest.mark.parametrize("value", ['"384"', "384.5", "1e308", "true", "[384]"])
+def test_non_integer_expert_count_is_refused(capsys, seed_inspect, tmp_path, value):
+    # these were read as "dense target (no routed experts in its config)"
+    cfg = tmp_path / "config.json"
+    cfg.write_text('{"num_hidden_layers": 61, "text_config": {"n_routed_experts": %s, "num_experts_per_tok": 8}}' % value)
+    rc, _, err = run_advise(capsys, seed_inspect, "--target-config", cfg)
+    assert rc == 2 and err.startswith("eagle-cycle advise: error: target config: text_config.n_routed_experts=")
+    assert err.endswith(" is not an integer\n")

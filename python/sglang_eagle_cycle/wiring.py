@@ -319,23 +319,26 @@ def _text_config(cfg: Mapping):
     return None
 
 
+def field_values(cfg: Mapping, key: str) -> list[tuple[object, str]]:
+    """Every value of a language-model field, whatever its type, as ``(value, json_path)``:
+    top level first, then the text wrappers (``vision_config`` and others are never read)."""
+    if not isinstance(cfg, Mapping):
+        return []
+    places: list[tuple[object, str]] = [(cfg, "")]
+    places += [(cfg.get(w), f"{w}.") for w in _TEXT_WRAPPERS]
+    thinker = cfg.get("thinker_config")
+    places.append((thinker.get("text_config") if isinstance(thinker, Mapping) else None, "thinker_config.text_config."))
+    return [(inner[key], f"{prefix}{key}") for inner, prefix in places
+            if isinstance(inner, Mapping) and inner.get(key) is not None]
+
+
 def find_field(cfg: Mapping, key: str) -> tuple[int, str] | None:
     """Find an integer language-model field, top level first, then a text wrapper.
 
     Returns ``(value, json_path)`` (e.g. ``(61, "text_config.num_hidden_layers")``)
     or None.  ``vision_config`` and other sub-configs are never read.
     """
-    if isinstance(cfg, Mapping) and _is_int(cfg.get(key)):
-        return cfg[key], key
-    for wrapper in _TEXT_WRAPPERS:
-        inner = cfg.get(wrapper) if isinstance(cfg, Mapping) else None
-        if isinstance(inner, Mapping) and _is_int(inner.get(key)):
-            return inner[key], f"{wrapper}.{key}"
-    thinker = cfg.get("thinker_config") if isinstance(cfg, Mapping) else None
-    inner = thinker.get("text_config") if isinstance(thinker, Mapping) else None
-    if isinstance(inner, Mapping) and _is_int(inner.get(key)):
-        return inner[key], f"thinker_config.text_config.{key}"
-    return None
+    return next(((v, path) for v, path in field_values(cfg, key) if _is_int(v)), None)
 
 
 def _require(cfg: Mapping, key: str, what: str) -> int:
