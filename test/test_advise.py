@@ -710,3 +710,16 @@ def test_non_integer_expert_count_is_refused(capsys, seed_inspect, tmp_path, val
     rc, _, err = run_advise(capsys, seed_inspect, "--target-config", cfg)
     assert rc == 2 and err.startswith("eagle-cycle advise: error: target config: text_config.n_routed_experts=")
     assert err.endswith(" is not an integer\n")
+
+
+def test_chain_draft_with_other_draft_tokens_is_refused(capsys, seed, tmp_path):
+    # topk 1 verifies steps + 1 tokens; the seed group is 5 steps, topk 1, 6 draft tokens. --table refused this,
+    # inspect documents and bench records were used silently
+    path = _variant(seed, tmp_path, "ndt", lambda g, w: g.update(draft_tokens=4))
+    assert_refused(capsys, path, "--baseline-tok-s", "88.8",
+                   match="groups[0]: with topk 1 the draft tokens must be steps + 1 = 6, got 4")
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(json.dumps({"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": 3, "topk": 1,
+                                 "num_draft_tokens": 2, "concurrency": 1, "status": "ok", "output_tok_s": 90.0,
+                                 "accept_len_mean": 2.0}) + "\n")
+    assert_refused(capsys, bench, "--baseline-tok-s", "88.8", match="with topk 1 the draft tokens must be steps + 1 = 4, got 2")

@@ -184,6 +184,16 @@ def counts_from_hist(hist: Any, steps: int, what: str) -> Optional[list[tuple[in
     return cm.position_counts(clean, steps) if clean else None
 
 
+def _check_chain_tokens(topk: int, steps: int, draft_tokens: Optional[int], what: str) -> None:
+    """A chain draft (topk 1) verifies ``steps + 1`` tokens, as SGLang enforces.
+
+    Raises:
+        UsageError: topk 1 with another ``draft_tokens``.
+    """
+    if topk == 1 and draft_tokens is not None and draft_tokens != steps + 1:
+        raise UsageError(f"{what}: with topk 1 the draft tokens must be steps + 1 = {steps + 1}, got {draft_tokens}")
+
+
 def _ppa_counts(ppa: Any, steps: int, what: str) -> Optional[list[tuple[int, int]]]:
     """Counts from ``per_position_acceptance`` when every entry has them; entries are validated."""
     if ppa is None:
@@ -265,9 +275,11 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
         if accept is not None and not 1.0 <= accept <= steps + 1 + 1e-9:
             raise UsageError(f"{what}: accept_len_mean {accept} impossible with {steps} steps")
         counts = _counts_from_group(g, steps, what)  # validated whatever the topk
+        ndt = _int(g.get("draft_tokens"), f"{what}.draft_tokens", allow_none=True)
+        _check_chain_tokens(topk, steps, ndt, what)
         runs.append(Run(
             source=f"{source}#{i}", bs=bs, steps=steps, topk=topk,
-            num_draft_tokens=_int(g.get("draft_tokens"), f"{what}.draft_tokens", allow_none=True),
+            num_draft_tokens=ndt,
             cycles=_int(g.get("cycles"), f"{what}.cycles", maximum=MAX_COUNT, allow_none=True),
             accept_len=accept, counts=counts if topk == 1 else None,
             phases=phases if any(v is not None for v in phases.values()) else None,
@@ -353,9 +365,9 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
                 # the client concurrency
                 bs, phases, cycles = sub[0].bs, sub[0].phases, sub[0].cycles
                 counts = counts or sub[0].counts
-        runs.append(Run(source=what, bs=bs, steps=steps, topk=topk,
-                        num_draft_tokens=_int(rec.get("num_draft_tokens"), f"{what}.num_draft_tokens",
-                                              allow_none=True),
+        ndt = _int(rec.get("num_draft_tokens"), f"{what}.num_draft_tokens", allow_none=True)
+        _check_chain_tokens(topk, steps, ndt, what)
+        runs.append(Run(source=what, bs=bs, steps=steps, topk=topk, num_draft_tokens=ndt,
                         cycles=cycles, accept_len=accept, counts=counts, phases=phases, tok_s=tok))
     if len(seen) > 1:
         names = ", ".join(sorted(f"{m} + {d}" for m, d in seen))
