@@ -723,3 +723,15 @@ def test_chain_draft_with_other_draft_tokens_is_refused(capsys, seed, tmp_path):
                                  "num_draft_tokens": 2, "concurrency": 1, "status": "ok", "output_tok_s": 90.0,
                                  "accept_len_mean": 2.0}) + "\n")
     assert_refused(capsys, bench, "--baseline-tok-s", "88.8", match="with topk 1 the draft tokens must be steps + 1 = 4, got 2")
+
+
+def test_repeated_bench_baselines_are_averaged_with_a_note(capsys, tmp_path):
+    recs = [{"schema": "eagle-cycle-bench/1", "model": "m", "draft": None, "steps": 0, "topk": 1, "num_draft_tokens": 0,
+             "concurrency": 1, "status": "ok", "output_tok_s": tok} for tok in (100.0, 10.0)]
+    recs.append({"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": 2, "topk": 1,
+                 "num_draft_tokens": 3, "concurrency": 1, "status": "ok", "output_tok_s": 90.0, "accept_len_mean": 2.0})
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    doc = advise_json(capsys, bench)
+    assert doc["inputs"]["baseline_tok_s"] == {"1": 55.0}   # the last record (10 tok/s) used to win silently
+    assert f"{bench}: 2 baselines at concurrency 1 (100.0, 10.0 tok/s): their mean 55.0 is used" in doc["inputs"]["notes"]

@@ -322,7 +322,7 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
     """Runs and baselines from ``eagle-cycle-bench/1`` JSONL records.
 
     Only ``status == "ok"`` records count. ``steps == 0`` records are no-spec baselines at their
-    concurrency; the others are runs at batch size = concurrency, or at the ``cycle`` group's
+    concurrency (several at one concurrency: their mean, with a note); the others are runs at batch size = concurrency, or at the ``cycle`` group's
     batch size with its phase breakdown when the record has one. ``model``/``draft`` filter
     (normalised names; baselines have no draft).
 
@@ -330,7 +330,8 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         UsageError: a record that is not a bench record, or records of several models/drafts
             with no filter to choose.
     """
-    runs, base, notes = [], {}, []
+    runs, notes = [], []
+    base_runs: dict[int, list[float]] = {}
     seen = set()
     for i, rec in enumerate(records):
         what = f"{source}:{i + 1}"
@@ -346,7 +347,7 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         bs = _int(rec.get("concurrency"), f"{what}.concurrency", maximum=MAX_BS)
         tok = _num(rec.get("output_tok_s"), f"{what}.output_tok_s", positive=True)
         if steps == 0:
-            base[bs] = tok
+            base_runs.setdefault(bs, []).append(tok)
             continue
         seen.add((rec.get("model"), rec.get("draft")))
         topk = _int(rec.get("topk", 1), f"{what}.topk")
@@ -372,6 +373,11 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
     if len(seen) > 1:
         names = ", ".join(sorted(f"{m} + {d}" for m, d in seen))
         raise UsageError(f"{source}: records of several model/draft pairs ({names}): choose with --model/--draft")
+    base = {bs: sum(toks) / len(toks) for bs, toks in base_runs.items()}
+    for bs, toks in base_runs.items():
+        if len(toks) > 1:   # a sweep re-run appends another baseline; the last one used to win silently
+            notes.append(f"{source}: {len(toks)} baselines at concurrency {bs} "
+                         f"({', '.join(f'{t:.1f}' for t in toks)} tok/s): their mean {base[bs]:.1f} is used")
     return runs, base, notes
 
 
