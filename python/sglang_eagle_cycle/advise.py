@@ -520,10 +520,6 @@ _EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
 _TOPK_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk")
 
 
-def _is_int_value(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def shape_from_config(cfg: Mapping) -> tuple[cm.WidthShape, str]:
     """Verify-cost interpolation shape from a target ``config.json`` (wrapped configs too).
 
@@ -536,10 +532,10 @@ def shape_from_config(cfg: Mapping) -> tuple[cm.WidthShape, str]:
         UsageError: an expert field that is not an integer (``"384"``, ``384.5``), more than
             :data:`MAX_EXPERTS` experts, or more experts per token than experts.
     """
-    from .wiring import field_values, find_field
+    from .wiring import _is_int, field_values, find_field
 
     for key in (*_EXPERT_KEYS, *_TOPK_KEYS):
-        bad = next(((v, path) for v, path in field_values(cfg, key) if not _is_int_value(v)), None)
+        bad = next(((v, path) for v, path in field_values(cfg, key) if not _is_int(v)), None)
         if bad is not None:
             raise UsageError(f"target config: {bad[1]}={_short(bad[0])} is not an integer")
     experts = next((f for f in (find_field(cfg, k) for k in _EXPERT_KEYS) if f and f[0] > 1), None)

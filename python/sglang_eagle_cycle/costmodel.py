@@ -521,6 +521,15 @@ class MeasuredCurve:
         """The first pair of neighbouring points where ``y`` falls as ``x`` grows, else ``None``."""
         return next(((a, b) for a, b in zip(self.points, self.points[1:]) if b[1] < a[1]), None)
 
+    def fall_notes(self, what: str, unit: str, why: str = "") -> list[str]:
+        """``[note]`` naming the first fall of ``what`` (ms) over ``x`` in ``unit`` (see :meth:`falls`), else ``[]``."""
+        fall = self.falls()
+        if fall is None:
+            return []
+        (xa, ya), (xb, yb) = fall
+        return [f"{what} falls from {ya:.2f} ms at {xa:g} {unit} to {yb:.2f} ms at {xb:g}{why}: "
+                "held flat beyond the measured widths"]
+
 
 @dataclass(frozen=True)
 class CycleObservation:
@@ -637,11 +646,7 @@ class CycleCostModel:
                 notes.append("draft-extend measured at one width: held constant")
             if len(verify.points) == 1:
                 notes.append("verify measured at one width and no baseline: held constant (give --baseline-tok-s)")
-            fall = verify.falls()
-            if fall is not None:
-                (xa, ya), (xb, yb) = fall
-                notes.append(f"verify time falls from {ya:.2f} ms at {xa:g} tokens to {yb:.2f} ms at {xb:g} "
-                             "(a baseline from another setup?): held flat beyond the measured widths")
+            notes += verify.fall_notes("verify time", "tokens", " (a baseline from another setup?)")
             sizes = [ob.bs for ob in phased]
             return cls("phases", shape, verify=verify, extend=extend, draft_step=draft, other=other,
                        baseline_ms=base, notes=tuple(notes), bs_range=(min(sizes), max(sizes)))
@@ -650,11 +655,7 @@ class CycleCostModel:
             pts += [(bs, ms, 1.0) for bs, ms in base.items()]
         notes.append("no phase breakdown: whole-cycle time fitted linear in verified tokens")
         total = MeasuredCurve.from_points(pts)
-        fall = total.falls()
-        if fall is not None:
-            (xa, ya), (xb, yb) = fall
-            notes.append(f"cycle time falls from {ya:.2f} ms at {xa:g} verified tokens to {yb:.2f} ms at {xb:g}: "
-                         "held flat beyond the measured widths")
+        notes += total.fall_notes("cycle time", "verified tokens")
         if shape.num_experts:
             notes.append("MoE shape needs the verify phase; not applied to whole-cycle times")
         return cls("totals", shape, total=total, baseline_ms=base, notes=tuple(notes))

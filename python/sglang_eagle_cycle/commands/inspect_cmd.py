@@ -57,6 +57,7 @@ def _warn(message: str) -> None:
 
 def _check_outputs(args: argparse.Namespace) -> None:
     from ..errors import UsageError
+    from ..logfiles import same_file
 
     if args.json and args.csv == "-":
         raise UsageError("--json and --csv - both write to stdout; give --csv a file name")
@@ -76,11 +77,11 @@ def _check_outputs(args: argparse.Namespace) -> None:
     outputs = [p for p in (None if args.csv == "-" else args.csv, args.plot, args.trace) if p]
     if len(set(map(os.path.realpath, outputs))) < len(outputs):
         raise UsageError("the same file is given for two outputs")
-    inputs = [os.path.realpath(p) for p in args.logs if p != "-"]
+    inputs = [p for p in args.logs if p != "-"]
     if isinstance(args.baseline, str) and args.baseline not in ("", "-"):
-        inputs.append(os.path.realpath(args.baseline))
+        inputs.append(args.baseline)
     for out in outputs:
-        if os.path.realpath(out) in inputs:
+        if any(same_file(p, out) for p in inputs):
             raise UsageError(f"{out} is an input log; refusing to write over it")
         if os.path.islink(out) and not os.path.exists(out):
             raise UsageError(f"{out} is a dangling symlink (to {os.readlink(out)}); refusing to write through it")
