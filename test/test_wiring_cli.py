@@ -177,9 +177,11 @@ def test_error_exit_code_in_a_real_process(shared_data, tmp_path):
 
 
 def test_demo_shows_the_kimi_correction():
+    # the offline part only: the CPU proof it adds is test_tiny_pair_sglang.py
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_EAGLE_CYCLE_")}
+    env["EAGLE_CYCLE_DEMO_OFFLINE"] = "1"
     proc = subprocess.run([sys.executable, str(REPO / "examples" / "demo.py")], capture_output=True, text=True,
-                          timeout=120, env={k: v for k, v in os.environ.items()
-                                            if not k.startswith("SGLANG_EAGLE_CYCLE_")})
+                          timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert ("ids [2, 30, 58] (layer outputs, draft eagle_config) -> capture positions [3, 31, 59] of 61; "

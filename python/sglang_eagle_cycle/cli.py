@@ -5,6 +5,7 @@ Usage::
     eagle-cycle wiring TARGET DRAFT [--json]
     eagle-cycle inspect LOG [LOG ...] [--json | --csv FILE | --plot out.png | --trace out.json]
     eagle-cycle advise INPUT [INPUT ...] [--baseline-tok-s 88.8] [--json]
+    eagle-cycle make-tiny-pair OUT [--arch llama|deepseek_v3] [--seed N] [--json]
 
 Exit codes: 0 success, 1 a check found an error-level problem, 2 unusable input
 (one line on stderr, never a traceback), 130 interrupted.
@@ -24,6 +25,7 @@ SUBCOMMANDS = {
     "wiring": ("wiring_cmd", "check a target/draft pair's EAGLE-3 aux hidden-state wiring"),
     "inspect": ("inspect_cmd", "timing report from server logs / JSONL: tables, plots, traces"),
     "advise": ("advise_cmd", "pick the speculation depth from measured acceptance and phase costs"),
+    "make-tiny-pair": ("make_tiny_pair_cmd", "train a tiny target + EAGLE-3 draft pair that SGLang loads (CPU)"),
 }
 
 

@@ -1,0 +1,71 @@
+"""A cache of tiny pairs for the test suite and the GPU check.
+
+A pair is stored under ``ROOT/<arch>-seed<seed>-ids<ids>-<convention>-<key>/`` where ``key``
+hashes the spec and :func:`~.pair.trainer_digest` (the trainer's own source, torch and Python
+versions): a changed trainer never validates files an older one made. ``ROOT`` is
+``$EAGLE_CYCLE_TINY_CACHE``, else ``$XDG_CACHE_HOME/sglang-eagle-cycle/tiny-pairs``, else
+``~/.cache/sglang-eagle-cycle/tiny-pairs``. Pairs that differ only in their draft (ids,
+convention, draft steps) share one trained target.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Mapping
+
+from .pair import PairSpec, make_pair, spec_dict, target_key, trainer_digest
+
+
+def cache_root(env: Mapping[str, str] = os.environ) -> Path:
+    if env.get("EAGLE_CYCLE_TINY_CACHE"):
+        return Path(env["EAGLE_CYCLE_TINY_CACHE"])
+    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "sglang-eagle-cycle" / "tiny-pairs"
+
+
+def pair_dir_name(spec: PairSpec) -> str:
+    blob = json.dumps({"spec": spec_dict(spec), "trainer": trainer_digest()}, sort_keys=True)
+    key = hashlib.sha256(blob.encode()).hexdigest()[:12]
+    ids = "-".join(str(i) for i in spec.aux_layer_ids)
+    return f"{spec.arch}-seed{spec.seed}-ids{ids}-{spec.convention}-{key}"
+
+
+def _same_target(root: Path, spec: PairSpec) -> Path | None:
+    """A cached pair whose target this spec can share (pairs differing only in their draft)."""
+    key = target_key(spec)
+    for summary_path in sorted(root.glob("*/pair.json")):
+        try:
+            if json.loads(summary_path.read_text()).get("target_key") == key:
+                return summary_path.parent
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def cached_pair(spec: PairSpec, root: Path | None = None, log=None) -> tuple[Path, dict]:
+    """(pair folder, summary): the cached pair for ``spec``, trained first when absent."""
+    root = Path(root) if root is not None else cache_root()
+    d = root / pair_dir_name(spec)
+    summary_path = d / "pair.json"
+    if summary_path.is_file():
+        summary = json.loads(summary_path.read_text())
+        if summary.get("trainer") == trainer_digest():
+            return d, summary
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".making-", dir=root))
+    try:
+        summary = make_pair(tmp / "pair", spec, log=log, target_from=_same_target(root, spec))
+        if d.exists():
+            shutil.rmtree(d)
+        os.replace(tmp / "pair", d)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    # make_pair recorded the temporary folder; point the summary at the cached one.
+    summary["target"], summary["draft"] = str(d / "target"), str(d / "draft")
+    summary_path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return d, summary

@@ -1,0 +1,222 @@
+"""make-tiny-pair: trained pairs that are real models, deterministic files, honest baselines.
+
+The two suite pairs (Llama and DeepSeek-V3, seed 11) are trained once and cached
+(test/tiny_pairs.py); the determinism check trains two reduced-step pairs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tiny_pairs import pair
+
+torch = pytest.importorskip("torch")
+
+ARCHES = ("llama", "deepseek_v3")
+
+
+@pytest.fixture(scope="module", params=ARCHES)
+def made(request):
+    d, summary = pair(request.param)
+    return request.param, d, summary
+
+
+def test_wiring_check_of_the_ids246_pair_warns_that_stock_differs():
+    """The DeepSeek-V3 draft declaring [2, 4, 6]: no error, one stock_differs warning."""
+    d, s = pair("deepseek_v3_ids246")
+    assert s["positions"] == [3, 5, 7]
+    proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "wiring", str(d / "target"),
+                           str(d / "draft"), "--json"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["positions"] == [3, 5, 7] and report["stock_positions"] == [2, 4, 6]
+    assert [p["code"] for p in report["problems"]] == ["stock_differs"]
+
+
+# ----------------------------------------------------------------------------- the acceptance figures
+def test_draft_uses_the_captured_states(made):
+    arch, _, s = made
+    agree, ablated = s["draft_top1_agreement"], s["aux_ablated_top1"]
+    assert agree >= ablated + 0.10, (arch, agree, ablated)
+    assert agree > s["majority_top1"] + 0.10
+    for shift, value in s["agreement_by_wiring"].items():
+        assert value is not None and agree > value, (arch, shift, agree, value)
+    assert s["scored_positions"] == 32 * 32
+
+
+def test_greedy_continuations_are_not_degenerate(made):
+    arch, _, s = made
+    assert len(s["greedy_distinct_tokens"]) == 8
+    assert min(s["greedy_distinct_tokens"]) >= 8, (arch, s["greedy_distinct_tokens"])
+    assert s["nondegenerate"] is True
+
+
+def test_summary_names_the_wiring(made):
+    arch, d, s = made
+    assert s["arch"] == arch and s["aux_layer_ids"] == [1, 3, 5] and s["convention"] == "output"
+    assert s["positions"] == [2, 4, 6]
+    cfg = json.loads((d / "draft" / "config.json").read_text())
+    assert cfg["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5]
+    tcfg = json.loads((d / "target" / "config.json").read_text())
+    assert cfg["max_position_embeddings"] == tcfg["max_position_embeddings"]
+    assert cfg["target_hidden_size"] == tcfg["hidden_size"]
+    assert cfg["vocab_size"] == tcfg["vocab_size"] > cfg["draft_vocab_size"]
+
+
+def test_wiring_check_finds_no_problem(made):
+    _, d, _ = made
+    proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "wiring", str(d / "target"),
+                           str(d / "draft"), "--json"], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("SGLANG_EAGLE_CYCLE")})
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["problems"] == [], report["problems"]
+    assert report["positions"] == [2, 4, 6]
+    assert report["fc_in_features"] == 3 * 256
+
+
+def test_deepseek_expert_width_is_not_half_the_hidden_size():
+    _, d, _ = pair("deepseek_v3")
+    cfg = json.loads((d / "target" / "config.json").read_text())
+    assert cfg["hidden_size"] != 2 * cfg["moe_intermediate_size"]
+    assert cfg["n_routed_experts"] >= 4 and cfg["kv_lora_rank"] and cfg["q_lora_rank"]
+
+
+# ----------------------------------------------------------------------------- our models are the HF models
+@pytest.mark.parametrize("arch", ARCHES)
+def test_lean_models_equal_transformers(arch):
+    """The trainer's residual stream and logits equal transformers' on the written checkpoint."""
+    import transformers
+
+    from sglang_eagle_cycle.tiny.load import load_target
+
+    d, _ = pair(arch)
+    ours = load_target(d / "target")
+    cls = {"llama": transformers.LlamaForCausalLM, "deepseek_v3": transformers.DeepseekV3ForCausalLM}[arch]
+    hf = cls.from_pretrained(str(d / "target"), dtype=torch.float32).eval()
+    ids = torch.tensor([[5, 17, 300, 2, 999, 64, 8, 8, 120, 77, 3, 510]])
+    captured = []
+    hooks = [layer.register_forward_pre_hook(lambda m, a: captured.append(a[0])) for layer in hf.model.layers]
+    hooks.append(hf.model.layers[-1].register_forward_hook(lambda m, a, o: captured.append(o[0] if isinstance(o, tuple) else o)))
+    with torch.no_grad():
+        hf_logits = hf(input_ids=ids).logits
+        states = ours.states(ids)
+        our_logits = ours(ids)
+    for h in hooks:
+        h.remove()
+    assert len(captured) == len(states) == 9
+    for j, (a, b) in enumerate(zip(captured, states)):
+        assert (a - b).abs().max().item() < 1e-4, j
+    assert (hf_logits - our_logits).abs().max().item() < 1e-4
+
+
+def test_tokenizer_loads_offline_in_transformers():
+    import transformers
+
+    d, _ = pair("llama")
+    tok = transformers.AutoTokenizer.from_pretrained(str(d / "target"))
+    ids = tok("def wrap(text, width=70):")["input_ids"]
+    assert tok.decode(ids) == "def wrap(text, width=70):"
+    assert max(ids) < 1024
+
+
+# ----------------------------------------------------------------------------- determinism, cache, CLI
+def _run_cli(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "make-tiny-pair", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_reduced_step_runs_are_byte_identical(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for out in (a, b):
+        proc = _run_cli(str(out), "--seed", "5", "--target-steps", "4", "--draft-steps", "4", "--json")
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["target_steps"] == 4
+    for rel in ("target/config.json", "target/model.safetensors", "draft/config.json",
+                "draft/model.safetensors", "target/tokenizer.json"):
+        assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+    summary = json.loads((a / "pair.json").read_text())
+    assert summary["seed"] == 5 and summary["draft_steps"] == 4
+
+
+def test_existing_pair_is_kept_without_force(tmp_path):
+    out = tmp_path / "p"
+    (out / "target").mkdir(parents=True)
+    (out / "target" / "mine.txt").write_text("keep me")
+    proc = _run_cli(str(out), "--target-steps", "2", "--draft-steps", "2")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "--force" in proc.stderr and "Traceback" not in proc.stderr
+    assert (out / "target" / "mine.txt").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--aux-layer-ids", "0,3,5"], "[1, 6]"),
+    (["--aux-layer-ids", "2,7"], "[1, 6]"),
+    (["--aux-layer-ids", "4,2"], "ascending"),
+    (["--aux-layer-ids", "2,,4"], "integers"),
+    (["--arch", "mistral"], "invalid choice"),
+    (["--convention", "middle"], "invalid choice"),
+    (["--seed", "-1"], "expected"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
+    proc = _run_cli(str(tmp_path / "x"), *args, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert words in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_cache_key_follows_the_trainer_source(monkeypatch):
+    from sglang_eagle_cycle.tiny import cache
+    from sglang_eagle_cycle.tiny.pair import PairSpec
+
+    spec = PairSpec(arch="llama", seed=11)
+    before = cache.pair_dir_name(spec)
+    monkeypatch.setattr(cache, "trainer_digest", lambda: "0" * 16)
+    after = cache.pair_dir_name(spec)
+    assert before != after and before.startswith("llama-seed11-ids2-4-6-output-")
+    assert cache.pair_dir_name(PairSpec(arch="llama", seed=11, convention="input")) != after
+
+
+def test_cached_pair_is_not_reused_by_another_trainer(tmp_path, monkeypatch):
+    """A pair.json written by another trainer digest is retrained, not trusted."""
+    from sglang_eagle_cycle.tiny import cache
+    from sglang_eagle_cycle.tiny.pair import PairSpec
+
+    spec = PairSpec(arch="llama", seed=3, target_steps=2, draft_steps=2)
+    d, first = cache.cached_pair(spec, root=tmp_path)
+    stamp = json.loads((d / "pair.json").read_text())
+    assert stamp["trainer"] == first["trainer"]
+    stamp["trainer"] = "stale"
+    (d / "pair.json").write_text(json.dumps(stamp))
+    d2, again = cache.cached_pair(spec, root=tmp_path)
+    assert d2 == d and again["trainer"] == first["trainer"]
+    assert (d / "target" / "model.safetensors").is_file()
+
+
+def test_pairs_share_one_target():
+    """The ids-2,4,6 DeepSeek-V3 draft was trained on the default pair's target, not a new one."""
+    d1, s1 = pair("deepseek_v3")
+    d2, s2 = pair("deepseek_v3_ids246")
+    assert s2["target_key"] == s1["target_key"]
+    assert (d1 / "target" / "model.safetensors").read_bytes() == (d2 / "target" / "model.safetensors").read_bytes()
+    assert (d1 / "draft" / "model.safetensors").read_bytes() != (d2 / "draft" / "model.safetensors").read_bytes()
+
+
+def test_agreement_recomputed_from_the_files_alone():
+    """pair_agreement (what the GPU check runs) reproduces the trainer's figures on the CPU."""
+    from sglang_eagle_cycle.tiny.load import pair_agreement
+
+    d, s = pair("llama")
+    again = pair_agreement(d, "cpu")
+    assert again["draft_top1_agreement"] == s["draft_top1_agreement"]
+    assert again["aux_ablated_top1"] == s["aux_ablated_top1"]
+    assert again["agreement_by_wiring"] == s["agreement_by_wiring"]
+    assert again["scored_positions"] == s["scored_positions"]
