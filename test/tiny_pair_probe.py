@@ -74,7 +74,7 @@ def _prove(sc, pair: Path, *, convention_input: bool, prompts_used: int = 8) -> 
     sc.publish_spec(speculative_draft_model_path=str(pair / "draft"))
 
     def run() -> dict:
-        aux_diff = greedy_hits = top1_equal = hits = scored = tokens = 0
+        aux_diff = ref_max = greedy_hits = top1_equal = hits = scored = tokens = 0
         captured = None
         positions = None
         with torch.no_grad():
@@ -86,6 +86,7 @@ def _prove(sc, pair: Path, *, convention_input: bool, prompts_used: int = 8) -> 
                     captured = _per_position(aux, ref, len(ids))
                 want = torch.cat([ref[p] for p in sorted(positions)], -1)
                 aux_diff = max(aux_diff, _maxdiff(aux, want))
+                ref_max = max(ref_max, float(want.abs().max()))
                 greedy_hits += int((out["logits"].argmax(-1) == greedy[b]).sum())
                 d = sc.draft_forward(draft, seq[1:], aux[:-1])
                 mine = ag.draft_top1(head, ours.model.embed_tokens, seq[None], aux[None])[0]
@@ -99,6 +100,7 @@ def _prove(sc, pair: Path, *, convention_input: bool, prompts_used: int = 8) -> 
             "layers_to_capture": positions,
             "captured": captured,
             "aux_max_abs_diff_at_set_positions": aux_diff,
+            "ref_max_abs_at_set_positions": ref_max,
             "greedy_match": greedy_hits / tokens,
             "draft_top1_equal_trainer": top1_equal / (tokens - seqs.shape[0]),
             "sglang_draft_agreement": hits / scored,
