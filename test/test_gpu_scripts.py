@@ -116,22 +116,6 @@ def test_agreement_check_names_what_is_missing(tmp_path):
     assert f"missing: file {tmp_path / 'draft' / 'model.safetensors'}" in lines
 
 
-def test_agreement_smoke_on_a_cached_pair():
-    """Both runs of the real recomputation on the CPU, when a cached pair already exists (never trains)."""
-    from sglang_eagle_cycle.tiny.cache import cache_root, pair_dir_name
-    from sglang_eagle_cycle.tiny.pair import PairSpec
-
-    pair = cache_root() / pair_dir_name(PairSpec(arch="llama", seed=11))
-    if not (pair / "pair.json").is_file():
-        pytest.skip(f"no cached tiny pair at {pair} (make demo trains one)")
-    proc = subprocess.run([sys.executable, str(AGREE), str(pair), "--smoke-cpu"], capture_output=True,
-                          text=True, timeout=600, env=_env(OMP_NUM_THREADS="1"))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    doc = json.loads(proc.stdout.splitlines()[-1])
-    assert doc["failed"] == [] and doc["diff_points"]["draft_top1_agreement"] == 0.0
-    assert doc["gpu"]["draft_top1_agreement"] == doc["cpu"]["draft_top1_agreement"]
-
-
 # ----------------------------------------------------------------------------- the log checker
 def _cycle(i, accepts=(3,), total=25.0, verify=20.0, fwd=19.0, draft=2.0, extend=2.0) -> str:
     rec = make_record(cycle=i, config=(len(accepts), 2, 1, 3),

@@ -28,7 +28,7 @@ def made(request):
 
 
 def test_wiring_check_of_the_ids246_pair_warns_that_stock_differs():
-    """The DeepSeek-V3 draft declaring [2, 4, 6]: no error, one stock_differs warning."""
+    """The DeepSeek-V3 draft config declaring [2, 4, 6]: no error, one stock_differs warning."""
     d, s = pair("deepseek_v3_ids246")
     assert s["positions"] == [3, 5, 7]
     proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "wiring", str(d / "target"),
@@ -134,11 +134,14 @@ def _run_cli(*args, timeout=300):
 
 
 def test_reduced_step_runs_are_byte_identical(tmp_path):
+    """Two reduced-step runs (the CLI, then the library in this process) write the same bytes."""
+    from sglang_eagle_cycle.tiny.pair import PairSpec, make_pair
+
     a, b = tmp_path / "a", tmp_path / "b"
-    for out in (a, b):
-        proc = _run_cli(str(out), "--seed", "5", "--target-steps", "4", "--draft-steps", "4", "--json")
-        assert proc.returncode == 0, proc.stderr
-        assert json.loads(proc.stdout)["target_steps"] == 4
+    proc = _run_cli(str(a), "--seed", "5", "--target-steps", "4", "--draft-steps", "4", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["target_steps"] == 4
+    make_pair(b, PairSpec(arch="llama", seed=5, target_steps=4, draft_steps=4))
     for rel in ("target/config.json", "target/model.safetensors", "draft/config.json",
                 "draft/model.safetensors", "target/tokenizer.json"):
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
@@ -186,37 +189,27 @@ def test_cache_key_follows_the_trainer_source(monkeypatch):
 
 
 def test_cached_pair_is_not_reused_by_another_trainer(tmp_path, monkeypatch):
-    """A pair.json written by another trainer digest is retrained, not trusted."""
+    """A pair.json written by another trainer digest is retrained, not trusted; a current one is reused."""
     from sglang_eagle_cycle.tiny import cache
     from sglang_eagle_cycle.tiny.pair import PairSpec
 
-    spec = PairSpec(arch="llama", seed=3, target_steps=2, draft_steps=2)
+    made = []
+
+    def fake_make_pair(out, spec, log=None, target_from=None):
+        made.append(spec)
+        (out / "target").mkdir(parents=True)
+        summary = {"trainer": cache.trainer_digest(), "target_key": "k", "seed": spec.seed}
+        (out / "pair.json").write_text(json.dumps(summary))
+        return summary
+
+    monkeypatch.setattr(cache, "make_pair", fake_make_pair)
+    spec = PairSpec(arch="llama", seed=3)
     d, first = cache.cached_pair(spec, root=tmp_path)
+    assert len(made) == 1 and first["target"] == str(d / "target")
+    assert cache.cached_pair(spec, root=tmp_path)[0] == d and len(made) == 1      # reused
     stamp = json.loads((d / "pair.json").read_text())
-    assert stamp["trainer"] == first["trainer"]
     stamp["trainer"] = "stale"
     (d / "pair.json").write_text(json.dumps(stamp))
     d2, again = cache.cached_pair(spec, root=tmp_path)
-    assert d2 == d and again["trainer"] == first["trainer"]
-    assert (d / "target" / "model.safetensors").is_file()
-
-
-def test_pairs_share_one_target():
-    """The ids-2,4,6 DeepSeek-V3 draft was trained on the default pair's target, not a new one."""
-    d1, s1 = pair("deepseek_v3")
-    d2, s2 = pair("deepseek_v3_ids246")
-    assert s2["target_key"] == s1["target_key"]
-    assert (d1 / "target" / "model.safetensors").read_bytes() == (d2 / "target" / "model.safetensors").read_bytes()
-    assert (d1 / "draft" / "model.safetensors").read_bytes() != (d2 / "draft" / "model.safetensors").read_bytes()
-
-
-def test_agreement_recomputed_from_the_files_alone():
-    """pair_agreement (what the GPU check runs) reproduces the trainer's figures on the CPU."""
-    from sglang_eagle_cycle.tiny.load import pair_agreement
-
-    d, s = pair("llama")
-    again = pair_agreement(d, "cpu")
-    assert again["draft_top1_agreement"] == s["draft_top1_agreement"]
-    assert again["aux_ablated_top1"] == s["aux_ablated_top1"]
-    assert again["agreement_by_wiring"] == s["agreement_by_wiring"]
-    assert again["scored_positions"] == s["scored_positions"]
+    assert d2 == d and len(made) == 2 and again["trainer"] == cache.trainer_digest()
+    assert not list(tmp_path.glob(".making-*"))

@@ -3,7 +3,9 @@
 Usage: python tiny_pair_probe.py MODE PAIRS_JSON        (prints ONE JSON object on stdout)
 
 MODE ``plugin``: ``SGLANG_PLUGINS=eagle_cycle`` and SGLang's own ``load_plugins()`` before any model
-is built, so the capture setters are the plugin's wrappers. MODE ``stock``: no plugin.
+is built, so the capture setters are the plugin's wrappers; each pair is also run through the stock
+setter the wrapper holds (``__wrapped__``: SGLang's own function), reported as ``stock``. MODE
+``stock``: no plugin at all.
 PAIRS_JSON: ``{NAME: PAIR_DIR, ...}`` (folders made by make-tiny-pair); the pair named ``llama`` is
 also run with ``SGLANG_EAGLE_CYCLE_AUX_CONVENTION=input`` in plugin mode.
 
@@ -73,14 +75,16 @@ def _prove(sc, pair: Path, *, convention_input: bool, prompts_used: int = 8) -> 
     draft, d_report = sc.load_draft(str(pair / "draft"), target)
     sc.publish_spec(speculative_draft_model_path=str(pair / "draft"))
 
-    def run() -> dict:
+    def run(stock: bool = False) -> dict:
         aux_diff = ref_max = greedy_hits = top1_equal = hits = scored = tokens = 0
         captured = None
         positions = None
         with torch.no_grad():
             for b in range(seqs.shape[0]):
                 seq, ref = seqs[b], refs[:, b]
-                out = sc.target_forward(target, seq, list(ids))
+                if stock:  # SGLang's own setter, below the plugin's wrapper
+                    _unwrapped_setter(target)(target, list(ids))
+                out = sc.target_forward(target, seq, list(ids), capture=not stock)
                 aux, positions = out["aux"], out["layers_to_capture"]
                 if captured is None:
                     captured = _per_position(aux, ref, len(ids))
@@ -116,6 +120,8 @@ def _prove(sc, pair: Path, *, convention_input: bool, prompts_used: int = 8) -> 
                                                   "nan_left_after_share", "hot_token_id")},
         "default": run(),
     }
+    if _unwrapped_setter(target) is not None:
+        result["stock"] = run(stock=True)
     if convention_input:
         os.environ["SGLANG_EAGLE_CYCLE_AUX_CONVENTION"] = "input"
         try:
@@ -123,6 +129,15 @@ def _prove(sc, pair: Path, *, convention_input: bool, prompts_used: int = 8) -> 
         finally:
             del os.environ["SGLANG_EAGLE_CYCLE_AUX_CONVENTION"]
     return result
+
+
+def _unwrapped_setter(model):
+    """The stock ``set_eagle3_layers_to_capture`` under the plugin's wrapper (None: not wrapped)."""
+    for cls in type(model).__mro__:
+        raw = cls.__dict__.get("set_eagle3_layers_to_capture")
+        if raw is not None:
+            return getattr(raw, "__wrapped__", None)
+    return None
 
 
 def _wrapped(cls) -> bool:

@@ -1,32 +1,64 @@
 """The tiny pairs the suite proves things on: made once, cached (see sglang_eagle_cycle.tiny.cache).
 
-A clean clone trains them inside the suite (about 2.5 minutes per target on 2 cores, under a
-minute per extra draft); later runs reuse them until the trainer's source changes.
-``EAGLE_CYCLE_TINY_CACHE`` moves the cache.
+A clean clone trains them inside the suite (about 3 minutes each on 2 cores); later runs reuse them
+until the trainer's source changes. ``EAGLE_CYCLE_TINY_CACHE`` moves the cache.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
 import sys
+from pathlib import Path
 
 from sglang_eagle_cycle.tiny.cache import cached_pair
 from sglang_eagle_cycle.tiny.pair import PairSpec
 
-#: The pairs the suite uses: make-tiny-pair's defaults per arch (ids 1,3,5, the acceptance runs of
-#: issue 11), and a DeepSeek-V3 draft declaring ids 2,4,6 on the same target (the case where stock
-#: SGLang captures one layer early).
+#: The trained pairs: make-tiny-pair's defaults per arch (ids 1,3,5), the acceptance runs of issue 11.
 SPECS = {
     "llama": PairSpec(arch="llama", seed=11),
     "deepseek_v3": PairSpec(arch="deepseek_v3", seed=11),
-    "deepseek_v3_ids246": PairSpec(arch="deepseek_v3", seed=11, aux_layer_ids=(2, 4, 6)),
 }
+#: Every pair the SGLang proofs load: the trained ones, and the DeepSeek-V3 pair with its draft's
+#: config declaring ids 2,4,6 (``declared_ids``), the case where stock SGLang captures one layer early.
+NAMES = ("llama", "deepseek_v3", "deepseek_v3_ids246")
+DECLARED_IDS = [2, 4, 6]
 
 _made: dict = {}
 
 
+def _log(name):
+    return lambda msg: print(f"[tiny {name}] {msg}", file=sys.stderr, flush=True)
+
+
 def pair(name: str):
-    """(folder, summary) of the suite's pair ``name`` (a key of SPECS), trained on first use."""
+    """(folder, summary) of the suite's pair ``name`` (one of NAMES), trained on first use."""
     if name not in _made:
-        log = (lambda msg: print(f"[tiny {name}] {msg}", file=sys.stderr, flush=True))
-        _made[name] = cached_pair(SPECS[name], log=log)
+        _made[name] = declared_ids_pair() if name == "deepseek_v3_ids246" else cached_pair(SPECS[name], log=_log(name))
     return _made[name]
+
+
+def declared_ids_pair():
+    """The DeepSeek-V3 pair with its draft's ``eagle_config`` ids rewritten to 2,4,6.
+
+    Only the declaration changes: the draft's weights are the ones trained on positions [2, 4, 6]
+    (ids 1,3,5), so this folder proves where SGLang captures, not what the draft then agrees on
+    (``summary["declared_only"]``). Rebuilt from the cached pair whenever that one changes.
+    """
+    src, summary = pair("deepseek_v3")
+    dest = src.parent / (src.name + "-declared-ids246")
+    if not (dest / "pair.json").is_file() or json.loads((dest / "pair.json").read_text()).get("from") != str(src):
+        tmp = dest.with_name(dest.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(src, tmp)
+        cfg_path = tmp / "draft" / "config.json"
+        cfg = json.loads(cfg_path.read_text())
+        cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = DECLARED_IDS
+        cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+        declared = dict(summary, aux_layer_ids=DECLARED_IDS, positions=[i + 1 for i in DECLARED_IDS],
+                        declared_only=True, target=str(dest / "target"), draft=str(dest / "draft"))
+        declared["from"] = str(src)
+        (tmp / "pair.json").write_text(json.dumps(declared, indent=2, sort_keys=True) + "\n")
+        shutil.rmtree(dest, ignore_errors=True)
+        tmp.rename(dest)
+    return dest, json.loads((dest / "pair.json").read_text())
