@@ -99,12 +99,15 @@ class LlamaShape:
 
 
 class LlamaAttention(nn.Module):
-    def __init__(self, s: LlamaShape):
+    """GQA self-attention with RoPE; ``in_width`` (default ``s.hidden``) is the width of its input."""
+
+    def __init__(self, s, in_width: int | None = None):
         super().__init__()
         self.s = s
-        self.q_proj = nn.Linear(s.hidden, s.heads * s.head_dim, bias=False)
-        self.k_proj = nn.Linear(s.hidden, s.kv_heads * s.head_dim, bias=False)
-        self.v_proj = nn.Linear(s.hidden, s.kv_heads * s.head_dim, bias=False)
+        width = in_width or s.hidden
+        self.q_proj = nn.Linear(width, s.heads * s.head_dim, bias=False)
+        self.k_proj = nn.Linear(width, s.kv_heads * s.head_dim, bias=False)
+        self.v_proj = nn.Linear(width, s.kv_heads * s.head_dim, bias=False)
         self.o_proj = nn.Linear(s.heads * s.head_dim, s.hidden, bias=False)
 
     def forward(self, x, cos, sin):
@@ -364,23 +367,12 @@ class Eagle3Layer(nn.Module):
         self.input_layernorm = RMSNorm(s.hidden, s.eps)
         self.hidden_norm = RMSNorm(s.hidden, s.eps)
         self.post_attention_layernorm = RMSNorm(s.hidden, s.eps)
-        attn = nn.Module()
-        attn.q_proj = nn.Linear(2 * s.hidden, s.heads * s.head_dim, bias=False)
-        attn.k_proj = nn.Linear(2 * s.hidden, s.kv_heads * s.head_dim, bias=False)
-        attn.v_proj = nn.Linear(2 * s.hidden, s.kv_heads * s.head_dim, bias=False)
-        attn.o_proj = nn.Linear(s.heads * s.head_dim, s.hidden, bias=False)
-        self.self_attn = attn
+        self.self_attn = LlamaAttention(s, in_width=2 * s.hidden)
         self.mlp = GatedMLP(s.hidden, s.inner)
 
     def forward(self, embeds, fused, cos, sin):
-        s, a = self.s, self.self_attn
-        b, L, _ = embeds.shape
         x = torch.cat([self.input_layernorm(embeds), self.hidden_norm(fused)], dim=-1)
-        q = a.q_proj(x).view(b, L, s.heads, s.head_dim).transpose(1, 2)
-        k = a.k_proj(x).view(b, L, s.kv_heads, s.head_dim).transpose(1, 2)
-        v = a.v_proj(x).view(b, L, s.kv_heads, s.head_dim).transpose(1, 2)
-        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        residual = fused + a.o_proj(_causal_attention(q, k, v, s.head_dim ** -0.5))
+        residual = fused + self.self_attn(x, cos, sin)
         return residual + self.mlp(self.post_attention_layernorm(residual))
 
 

@@ -63,6 +63,16 @@ def _optimiser(params, sched: Schedule):
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, sched.factor)
 
 
+def _update(loss, module, opt, lr) -> float:
+    """One optimiser step on ``loss`` (gradients clipped to norm 1); returns the loss value."""
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    lr.step()
+    return loss.item()
+
+
 def train_target(model: TinyCausalLM, data: torch.Tensor, sched: Schedule, gen: torch.Generator,
                  log=None) -> list[float]:
     """Next-token cross-entropy on random windows of ``data`` (1-D LongTensor). Returns losses."""
@@ -74,12 +84,7 @@ def train_target(model: TinyCausalLM, data: torch.Tensor, sched: Schedule, gen: 
         x = windows(data, starts, sched.seq + 1)
         logits = model(x[:, :-1])
         loss = F.cross_entropy(logits.flatten(0, 1), x[:, 1:].flatten())
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        lr.step()
-        losses.append(loss.item())
+        losses.append(_update(loss, model, opt, lr))
         if log is not None and (step % 50 == 0 or step == sched.steps - 1):
             log(f"target step {step + 1}/{sched.steps} loss {loss.item():.3f}")
     model.eval()
@@ -132,12 +137,7 @@ def train_draft(head: Eagle3Head, embed: torch.nn.Embedding, tokens: torch.Tenso
         rows = torch.randint(0, tokens.shape[0], (sched.batch,), generator=gen)
         logits = head(embeds_all[rows], aux_all[rows])
         loss = F.cross_entropy(logits.flatten(0, 1), labels_all[rows].flatten(), ignore_index=-1)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        lr.step()
-        losses.append(loss.item())
+        losses.append(_update(loss, head, opt, lr))
         if log is not None and (step % 100 == 0 or step == sched.steps - 1):
             log(f"draft step {step + 1}/{sched.steps} loss {loss.item():.3f}")
     head.eval()
