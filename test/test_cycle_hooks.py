@@ -15,11 +15,12 @@ import json
 import logging
 import os
 import pkgutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from sglang_fork import run_python
 
 pytest.importorskip("sglang")
 
@@ -500,8 +501,7 @@ with Harness(steps=2, eager=True, clock=clock) as h:
     h.run_overlap([h.new_batch(1), h.new_batch(2)])
 print(json.dumps(sorted(HookRegistry._patched)))
 """
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "cycles.jsonl")], capture_output=True,
-                         text=True, timeout=300, env={**os.environ, "SGLANG_PLUGINS": "none"})
+    out = run_python(["-c", code, tmp_path / "cycles.jsonl"], timeout=300, env={**os.environ, "SGLANG_PLUGINS": "none"})
     assert out.returncode == 0, out.stderr[-3000:]
     assert set(json.loads(out.stdout.strip().splitlines()[-1])) == {s.target for s in hook_specs(CycleProfiler())}
     recs = records(tmp_path)

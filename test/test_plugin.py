@@ -1,17 +1,17 @@
 """SGLang's own plugin loader applies our hooks to the real upstream classes (run in fresh interpreters).
 
-HookRegistry cannot un-patch, so every scenario runs ``test/plugin_probe.py`` in a subprocess.
+HookRegistry cannot un-patch, so every scenario runs ``test/plugin_probe.py`` in a fresh interpreter (test/sglang_fork.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from sglang_fork import run_python
 
 pytest.importorskip("sglang")
 
@@ -36,8 +36,7 @@ BANNER = "sglang.srt.managers.scheduler.Scheduler.__init__"
 def probe(scenario: str, args: dict | None = None, **env) -> dict | list:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_EAGLE_CYCLE")}
     full_env.update({"SGLANG_PLUGINS": "eagle_cycle"}, **env)
-    proc = subprocess.run([sys.executable, str(PROBE), scenario, json.dumps(args or {})],
-                          capture_output=True, text=True, env=full_env, timeout=300)
+    proc = run_python([PROBE, scenario, json.dumps(args or {})], env=full_env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 

@@ -12,6 +12,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+from sglang_fork import run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -425,8 +427,7 @@ def _sglang_importable() -> bool:
 def test_stock_emulation_equals_real_setters():
     """Real 0.5.23 setters on stand-ins, in a fresh interpreter with no plugin loaded."""
     env = {**os.environ, "SGLANG_PLUGINS": "none_such"}
-    proc = subprocess.run([sys.executable, str(HERE / "stock_setter_probe.py")], capture_output=True, text=True,
-                          env=env, timeout=240)
+    proc = run_python([HERE / "stock_setter_probe.py"], env=env, timeout=240)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("PROBE-JSON ")]
     assert proc.returncode == 0 and lines, proc.stderr[-2000:]
     probe = json.loads(lines[-1][len("PROBE-JSON "):])
