@@ -4,7 +4,9 @@
 A day of bs-1 serving logs millions of ``[eagle-cycle]`` lines, so ``inspect`` must read them at
 hundreds of thousands per second. This generates a plain log of ``--lines`` per-cycle lines
 (bs 1, 3 steps, random phase times and chain-model accept lengths, written by
-``cycle.format_line`` behind an SGLang ``[DATE TIME TP0]`` prefix), then times the CLI entry point
+``cycle.format_line`` behind an SGLang ``[DATE TIME TP0]`` prefix; device-span lines with
+``draft_prep_ms`` and ``gap_ms`` by default, ``--layout older`` for lines without them), then
+times the CLI entry point
 ``eagle-cycle inspect LOG --json`` in this process (reading, parsing, statistics, findings,
 JSON printing to /dev/null).
 
@@ -44,8 +46,9 @@ except ImportError:  # running from a checkout without the package installed
 P_ACCEPT = (0.75, 0.6, 0.45)   # conditional per-position acceptance of the generated draft
 
 
-def write_log(path: Path, lines: int, seed: int = 0) -> None:
-    """``lines`` per-cycle lines at bs 1, steps 3 (times in ms with the line's 2 decimals)."""
+def write_log(path: Path, lines: int, seed: int = 0, spans: bool = True) -> None:
+    """``lines`` per-cycle lines at bs 1, steps 3 (times in ms with the line's 2 decimals);
+    device-span lines (``draft_prep_ms``, ``gap_ms``) when ``spans``."""
     rng = random.Random(seed)
     prefix = "[2026-11-30 10:00:00 TP0] "
     with open(path, "w") as fh:
@@ -56,11 +59,13 @@ def write_log(path: Path, lines: int, seed: int = 0) -> None:
                 length += 1
             draft = round(0.8 + rng.random() * 0.2, 2)
             verify = round(20.0 + rng.random() * 3.0, 2)
-            rec = make_record(
-                cycle=i, config=(1, 3, 1, 4), accepts=[length], graph=True,
-                phases_ms={"draft_ms": draft, "verify_ms": verify, "verify_fwd_ms": round(verify - 0.4, 2),
-                           "extend_ms": round(0.45 + rng.random() * 0.1, 2),
-                           "total_ms": round(draft + verify + 0.6 + rng.random() * 0.4, 2)})
+            phases = {"draft_ms": draft, "verify_ms": verify, "verify_fwd_ms": round(verify - 0.4, 2),
+                      "extend_ms": round(0.45 + rng.random() * 0.1, 2),
+                      "total_ms": round(draft + verify + 0.6 + rng.random() * 0.4, 2)}
+            if spans:
+                phases["draft_prep_ms"] = round(0.05 + rng.random() * 0.05, 2)
+                phases["gap_ms"] = round(0.02 + rng.random() * 0.03, 2) if i else None
+            rec = make_record(cycle=i, config=(1, 3, 1, 4), accepts=[length], graph=True, phases_ms=phases)
             buf.append(prefix + format_line(rec) + "\n")
             if len(buf) >= 10_000:
                 fh.writelines(buf)
@@ -85,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs after one warm-up (best is reported)")
     parser.add_argument("--log", type=Path, help="log to use; generated there when missing")
     parser.add_argument("--keep", action="store_true", help="keep the generated log")
+    parser.add_argument("--layout", choices=("spans", "older"), default="spans",
+                        help="generated lines: device-span lines (default) or older lines without "
+                             "draft_prep_ms/gap_ms")
     args = parser.parse_args(argv)
 
     tmpdir = None
@@ -94,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         path = Path(tmpdir.name) / "cycles.log"
     if not path.exists():
         t0 = time.perf_counter()
-        write_log(path, args.lines)
+        write_log(path, args.lines, spans=args.layout == "spans")
         print(f"generated {args.lines:,} lines ({path.stat().st_size / 1e6:.0f} MB) in "
               f"{time.perf_counter() - t0:.1f} s: {path}", file=sys.stderr)
     with open(path, "rb") as fh:
@@ -116,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         "lines_per_s": round(lines / best_wall),
         "statistic": f"best of {len(runs)} wall-clock runs of `eagle-cycle inspect LOG --json`",
         "lines": lines,
+        "layout": args.layout,
         "best_s": round(best_wall, 3),
         "median_lines_per_s": round(lines / statistics.median(w for w, _ in runs)),
         "cpu_lines_per_s": round(lines / best_cpu),

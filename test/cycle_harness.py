@@ -7,6 +7,11 @@ Used by ``test_cycle_hooks.py`` and ``benchmarks/bench_hook_overhead.py``. What 
   ``TpModelWorker.forward_batch_generation``, ``ModelRunner.forward`` (draft runner, eager mode),
   ``SchedulerBatchResultProcessor._resolve_spec_v2_tokens`` and ``advance_grammar_fsm``; the workers are
   made with ``object.__new__`` of the upstream classes;
+* SGLang's ``device_timer_ctx`` segments: each stand-in below a runner (the draft and draft-extend
+  graph runners' ``execute``, the target's and the draft's forward) first spends known *host* time
+  (attention metadata, buffer loads), then enters ``device_timer_ctx`` through the binding of the
+  upstream module that calls it there (``eagle_draft_cuda_graph_runner``, ``decode_cuda_graph_runner``,
+  ``eagle_draft_extend_cuda_graph_runner``, ``eager_runner``) and spends the known device time inside;
 * stand-ins: the module-level helpers those methods call (``prepare_for_draft``,
   ``build_eagle_verify_input``, ``eagle_prepare_for_verify``, ``eagle_sample``, ``fill_bonus_tokens_func``
   (a Triton kernel), ``prepare_for_draft_extend``), the graph runners, the target ``model_runner``, the
@@ -49,37 +54,55 @@ class Costs:
     """Known milliseconds each stand-in takes (0 everywhere for the overhead benchmark)."""
 
     prepare_draft: float = 0.10
-    draft_graph: float = 1.20        # one draft CUDA-graph replay (graph mode)
+    draft_replay_prep: float = 0.07  # host work in the draft graph runner before its device segment
+    draft_graph: float = 1.20        # one draft CUDA-graph replay (graph mode): the device segment
     draft_metadata: float = 0.05     # draft attention metadata (eager mode)
-    draft_forward: float = 0.40      # per eager draft forward (runner._forward_raw)
+    forward_prep: float = 0.03       # host work in each eager forward before its device segment
+    draft_forward: float = 0.40      # per eager draft forward (runner._forward_raw): the device segment
     build_verify: float = 0.05
     prepare_verify: float = 0.30
-    target_forward: float = 20.0     # the target verify forward
+    verify_replay_prep: float = 0.08  # host work of the target verify before its device segment
+    target_forward: float = 20.0     # the target verify forward: the device segment
     sample: float = 0.50
     publish: float = 0.25            # on_publish, between verify and draft-extend: "other"
     prepare_extend: float = 0.15
+    extend_replay_prep: float = 0.04  # host work in the draft-extend runner before its device segment
     extend_graph: float = 0.60
     extend_forward: float = 0.70     # eager draft-extend forward
     trivial_verify: float = 0.02     # num_steps = 0: the 1-node verify input built instead of a draft
+    between: float = 0.0             # scheduler time between two launches (gap_ms)
 
     def expected(self, steps: int, eager: bool) -> dict:
-        """Phase times (ms) the profiler must report for one cycle with ``steps`` draft steps."""
+        """Fields (ms) the profiler must report for one cycle with ``steps`` draft steps.
+
+        ``draft_prep`` is the host time before the first draft segment, ``draft`` the draft
+        segment(s) (eager: first forward's start to last forward's end), ``extend`` the
+        draft-extend's segment; the host work after a segment (building the verify input, the
+        publish, preparing the draft-extend) is ``other``. ``gap_ms`` is :attr:`between` (``None``
+        for a cycle that follows no timed cycle).
+        """
+        fwd_prep = self.forward_prep if eager else 0.0
         if steps <= 1:
-            draft = None
+            prep = draft = None
         elif eager:
-            draft = self.prepare_draft + self.draft_metadata + (steps - 1) * self.draft_forward + self.build_verify
+            prep = self.prepare_draft + self.draft_metadata + self.forward_prep
+            draft = (steps - 1) * self.draft_forward + (steps - 2) * self.forward_prep
         else:
-            draft = self.prepare_draft + self.draft_graph + self.build_verify
-        verify = self.prepare_verify + self.target_forward + self.sample
-        extend = self.prepare_extend + (self.extend_forward if eager else self.extend_graph)
+            prep = self.prepare_draft + self.draft_replay_prep
+            draft = self.draft_graph
+        verify = self.prepare_verify + (fwd_prep if eager else self.verify_replay_prep) + self.target_forward + self.sample
+        extend = self.extend_forward if eager else self.extend_graph
+        extend_host = self.prepare_extend + (fwd_prep if eager else self.extend_replay_prep)
         drafted = 0.0
         if steps == 1:  # draft() runs (no forward): its stand-ins land in "other"
-            drafted = self.prepare_draft + self.build_verify
+            drafted = self.prepare_draft
         elif steps == 0:  # no draft at all: the trivial verify input is "other"
             drafted = self.trivial_verify
-        total = (draft or 0.0) + drafted + verify + self.publish + extend
-        return {"draft_ms": draft, "verify_ms": verify, "verify_fwd_ms": self.target_forward,
-                "extend_ms": extend, "other_ms": self.publish + drafted, "total_ms": total,
+        build = self.build_verify if steps >= 1 else 0.0
+        other = drafted + build + self.publish + extend_host
+        total = (prep or 0.0) + (draft or 0.0) + verify + extend + other
+        return {"draft_prep_ms": prep, "draft_ms": draft, "verify_ms": verify, "verify_fwd_ms": self.target_forward,
+                "extend_ms": extend, "other_ms": other, "total_ms": total, "gap_ms": self.between,
                 "draft_step_ms": [self.draft_forward] * (steps - 1) if eager and steps > 1 else None}
 
 
@@ -172,6 +195,15 @@ class Harness:
 
         c, clk = self.costs, self.clock
         nd = self.steps + 1 if self.topk == 1 else self.steps * self.topk + 1
+        # the device_timer_ctx each runner module calls (the plugin's hook, when installed, is what they hold)
+        seg = {m: pkgutil.resolve_name(f"sglang.srt.{m}") for m in (
+            "speculative.eagle_draft_cuda_graph_runner", "speculative.eagle_draft_extend_cuda_graph_runner",
+            "model_executor.runner.decode_cuda_graph_runner", "model_executor.runner.eager_runner")}
+
+        def segment(module: str, category: str, host_ms: float, device_ms: float) -> None:
+            clk.advance(host_ms)
+            with seg[module].device_timer_ctx(None, category):
+                clk.advance(device_ms)
 
         # -- module-level helpers the hooked methods call ------------------------------------------
         def prepare_for_draft(draft_input, req_to_token_pool, batch, cuda_graph_runner, draft_runner, topk,
@@ -248,7 +280,8 @@ class Harness:
         def draft_forward_raw(forward_batch, pp_proxy_tensors, reinit_attn_backend, split_forward_count):
             bs = forward_batch.batch_size
             draft_extend = isinstance(forward_batch.forward_mode, _Mode) and forward_batch.forward_mode.name == "draft_extend"
-            clk.advance(c.extend_forward if draft_extend else c.draft_forward)
+            segment("model_executor.runner.eager_runner", "extend" if draft_extend else "decode",
+                    c.forward_prep, c.extend_forward if draft_extend else c.draft_forward)
             rows = forward_batch.input_ids.shape[0] if draft_extend else bs
             logits = torch.zeros(rows, vocab)
             logits[:, 3] = 1.0
@@ -282,14 +315,15 @@ class Harness:
         dw._topk1_score_indices_prealloc = torch.zeros(64, self.steps + 1, dtype=torch.int64)
 
         def draft_graph_execute(forward_batch):
-            clk.advance(c.draft_graph)
+            segment("speculative.eagle_draft_cuda_graph_runner", "eagle_draft", c.draft_replay_prep, c.draft_graph)
             bs = forward_batch.batch_size
             return (torch.zeros(bs, 1), torch.zeros(bs, self.steps), torch.zeros(bs, self.steps), None)
 
         dw.cuda_graph_runner = None if self.eager or self.steps <= 1 else SimpleNamespace(execute=draft_graph_execute)
 
         def extend_graph_execute(forward_batch, select_index):
-            clk.advance(c.extend_graph)
+            segment("speculative.eagle_draft_extend_cuda_graph_runner", "eagle_draft_extend",
+                    c.extend_replay_prep, c.extend_graph)
             bs = forward_batch.batch_size
             logits = torch.zeros(bs, vocab)
             logits[:, 5] = 1.0
@@ -302,7 +336,11 @@ class Harness:
         tw = object.__new__(TpModelWorker)
 
         def target_forward(forward_batch, pp_proxy_tensors=None, **kw):
-            clk.advance(c.target_forward)
+            if self.eager:
+                segment("model_executor.runner.eager_runner", "target_verify", c.forward_prep, c.target_forward)
+            else:
+                segment("model_executor.runner.decode_cuda_graph_runner", "target_verify", c.verify_replay_prep,
+                        c.target_forward)
             out = SimpleNamespace(next_token_logits=torch.zeros(1, vocab), hidden_states=torch.zeros(1, hidden))
             return SimpleNamespace(logits_output=out, can_run_graph=not self.eager, expert_distribution_metrics=None,
                                    routed_experts_output=None, indexer_topk_output=None)
@@ -369,6 +407,7 @@ class Harness:
     def launch(self, batch, overlap: bool = True):
         """``Scheduler.run_batch`` for one batch: the worker's forward (overlap mode passes ``on_publish``)."""
         self.cycles_launched += 1
+        self.clock.advance(self.costs.between)
         if overlap:
             return self.worker.forward_batch_generation(batch, on_publish=self._publish)
         return self.worker.forward_batch_generation(batch)  # non-overlap mode: no future-map publish

@@ -46,21 +46,28 @@ class GenRun:
 
 
 def generate(rng: random.Random, bs: int, steps: int, cycles: int, p: list[float], *, topk: int = 1,
-             verify_ms: float = 20.0, step_ms: float = 0.4, rank: str | None = None, first_cycle: int = 0) -> GenRun:
-    """``cycles`` records with random phase times (2 decimals) and chain-model accept lengths."""
+             verify_ms: float = 20.0, step_ms: float = 0.4, rank: str | None = None, first_cycle: int = 0,
+             spans: bool = False, prep_ms: float = 0.08, gap_ms: float = 0.03) -> GenRun:
+    """``cycles`` records with random phase times (2 decimals) and chain-model accept lengths.
+
+    ``spans``: device-span records (``draft_prep_ms`` about ``prep_ms``, ``gap_ms`` about ``gap_ms``
+    from the second cycle on), whose five parts sum to ``total_ms``.
+    """
     run = GenRun(bs, steps, topk, p)
     for i in range(cycles):
         draft = round(step_ms * (steps - 1) + rng.uniform(0, 0.2), 2) if steps > 1 else None
         verify = round(verify_ms + rng.uniform(0, 3), 2)
         fwd = round(verify - rng.uniform(0.2, 0.6), 2)
         extend = round(0.3 + 0.05 * steps + rng.uniform(0, 0.1), 2)
-        total = round((draft or 0) + verify + extend + rng.uniform(0.1, 0.5), 2)
+        prep = round(prep_ms * rng.uniform(0.8, 1.2), 2) if spans and steps > 1 else None
+        total = round((prep or 0) + (draft or 0) + verify + extend + rng.uniform(0.1, 0.5), 2)
         accepts = [chain_accept_len(rng, p) for _ in range(bs)]
-        run.records.append(make_record(
-            cycle=first_cycle + i, config=run.config,
-            phases_ms={"draft_ms": draft, "verify_ms": verify, "verify_fwd_ms": fwd, "extend_ms": extend,
-                       "total_ms": total},
-            accepts=accepts, graph=True, rank=rank))
+        phases = {"draft_ms": draft, "verify_ms": verify, "verify_fwd_ms": fwd, "extend_ms": extend, "total_ms": total}
+        if spans:
+            phases["draft_prep_ms"] = prep
+            phases["gap_ms"] = round(gap_ms * rng.uniform(0.8, 1.2), 2) if i else None
+        run.records.append(make_record(cycle=first_cycle + i, config=run.config, phases_ms=phases,
+                                       accepts=accepts, graph=True, rank=rank))
     return run
 
 

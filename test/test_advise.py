@@ -735,3 +735,45 @@ def test_repeated_bench_baselines_are_averaged_with_a_note(capsys, tmp_path):
     doc = advise_json(capsys, bench)
     assert doc["inputs"]["baseline_tok_s"] == {"1": 55.0}   # the last record (10 tok/s) used to win silently
     assert f"{bench}: 2 baselines at concurrency 1 (100.0, 10.0 tok/s): their mean 55.0 is used" in doc["inputs"]["notes"]
+
+
+# --- device-span lines ---------------------------------------------------------------------------------
+
+def _span_log(path, steps_cycles: dict, *, spans: bool, prep: float = 0.4, gap: float = 0.2):
+    """A log of steps -> cycles at bs 1 with fixed phase times (ms); device-span lines when ``spans``."""
+    lines, cid = [], 0
+    for steps, cycles in steps_cycles.items():
+        for i in range(cycles):
+            cid += 1
+            draft, verify, extend, other = 0.5 * (steps - 1), 20.0 + 0.3 * steps, 0.4, 0.2
+            phases = {"draft_ms": draft, "verify_ms": verify, "verify_fwd_ms": verify - 0.5, "extend_ms": extend}
+            if spans:
+                phases.update(draft_prep_ms=prep, gap_ms=gap if i else None)
+            phases["total_ms"] = draft + verify + extend + other + (prep if spans else 0.0)
+            lines.append(format_line(make_record(cycle=cid, config=(1, steps, 1, steps + 1), phases_ms=phases,
+                                                 accepts=[1 + (i % (steps + 1))], graph=True)))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_advise_refuses_to_mix_device_span_and_older_lines(capsys, tmp_path):
+    old = _span_log(tmp_path / "old.log", {2: 200}, spans=False)
+    new = _span_log(tmp_path / "new.log", {4: 200}, spans=True)
+    rc, out, err = run_advise(capsys, old, new, "--baseline-tok-s", "45")
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "draft_prep_ms" in err and "one kind at a time" in err
+    # each kind alone is advised
+    assert advise_json(capsys, new, "--baseline-tok-s", "45")["recommended"]["steps"] >= 0
+    assert advise_json(capsys, old, "--baseline-tok-s", "45")["recommended"]["steps"] >= 0
+
+
+def test_host_prep_and_gap_are_a_depth_independent_cost(capsys, tmp_path):
+    """draft_prep + gap enter the model as a fixed cost per cycle: the predicted cycle of a measured
+    depth is its period (total + gap), and the note names the host cost."""
+    new = _span_log(tmp_path / "new.log", {2: 300, 5: 300}, spans=True, prep=0.9, gap=0.6)
+    doc = advise_json(capsys, new, "--baseline-tok-s", "45")
+    for steps in (2, 5):
+        period = 0.5 * (steps - 1) + 20.0 + 0.3 * steps + 0.4 + 0.2 + 0.9 + 0.6
+        assert cand(doc, steps)["predicted_cycle_ms"] == pytest.approx(period, abs=0.05)
+    assert any("draft_prep_ms + gap_ms" in n and "1.50" in n for n in doc["inputs"]["notes"])
+    assert [r["host_ms"] for r in doc["inputs"]["runs"]] == [pytest.approx(1.5, abs=1e-3)] * 2

@@ -16,7 +16,10 @@ import logging
 import os
 import pkgutil
 import sys
+import threading
+import types
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -28,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from cycle_harness import Costs, FakeClock, Harness  # noqa: E402
 
-from sglang_eagle_cycle.cycle import from_json, parse_line  # noqa: E402
+from sglang_eagle_cycle.cycle import format_line, from_json, parse_line  # noqa: E402
 from sglang_eagle_cycle.patches.cycle import (  # noqa: E402
     RESULT_ATTR,
     CycleProfiler,
@@ -55,8 +58,15 @@ def install():
             owner = pkgutil.resolve_name(owner_path)
             original = owner.__dict__[name]
             assert not hasattr(original, "__wrapped__"), f"{spec.target} already wrapped"
-            setattr(owner, name, _wrap_fn(original, spec.hook, HookType.AROUND))
+            wrapped = _wrap_fn(original, spec.hook, HookType.AROUND)
+            setattr(owner, name, wrapped)
             saved.append((owner, name, original))
+            if isinstance(owner, types.ModuleType):  # and the `from X import f` copies, as HookRegistry does
+                for mod in list(sys.modules.values()):
+                    for attr, value in list(getattr(mod, "__dict__", {}).items()):
+                        if value is original and mod is not owner:
+                            setattr(mod, attr, wrapped)
+                            saved.append((mod, attr, original))
         return profiler
 
     yield _install
@@ -106,11 +116,13 @@ def test_one_record_per_decode_cycle_with_known_phases(steps, eager, install, tm
     for r, bs, acc in zip(recs, BATCH_SIZES, accepted):
         assert r.config == (bs, steps, 1, steps + 1)
         assert r.accepts == acc and r.accept_len == pytest.approx(sum(acc) / bs, abs=1e-4)
-        for key in ("draft_ms", "verify_ms", "verify_fwd_ms", "extend_ms", "other_ms", "total_ms"):
+        for key in ("draft_prep_ms", "draft_ms", "verify_ms", "verify_fwd_ms", "extend_ms", "other_ms", "total_ms"):
             if exp[key] is None:
                 assert getattr(r, key) is None, key
             else:
                 assert getattr(r, key) == pytest.approx(exp[key], abs=1e-4), key  # JSONL keeps 4 decimals
+        parts = [r.draft_prep_ms, r.draft_ms, r.verify_ms, r.extend_ms, r.other_ms]
+        assert sum(x or 0.0 for x in parts) == pytest.approx(r.total_ms, abs=1e-3)  # the sum invariant
         assert r.other_ms >= 0
         assert r.draft_step_ms == (pytest.approx(exp["draft_step_ms"]) if exp["draft_step_ms"] else None)
         assert r.graph is (not eager)
@@ -313,9 +325,12 @@ def test_cuda_events_are_read_only_after_the_resolution_point(background, instal
     assert [r.cycle for r in recs] == [1, 2, 3, 4, 5]
     assert all(r.verify_fwd_ms == pytest.approx(exp["verify_fwd_ms"]) and r.total_ms == pytest.approx(exp["total_ms"])
                and r.draft_step_ms == pytest.approx(exp["draft_step_ms"]) for r in recs)
-    # events are pooled: two cycles in flight at most, 11 marks each (total, verify, verify_fwd: 2 each;
-    # extend: 1; 2 eager draft forwards: 2 each)
-    assert len(set(map(id, gpu.recorded))) == 2 * 11
+    # events are pooled: two cycles in flight at most, 12 marks each (total, verify, verify_fwd, extend: 2 each;
+    # 2 eager draft forwards: 2 each, the first and last also bounding draft_ms), and one total1 kept for
+    # the next cycle's gap_ms
+    assert len(set(map(id, gpu.recorded))) == 2 * 12 + 1
+    assert [r.gap_ms for r in recs] == [None] + [pytest.approx(0.0)] * 4
+    assert all(r.draft_prep_ms == pytest.approx(exp["draft_prep_ms"]) for r in recs)
 
 
 def test_upstream_exception_in_verify_propagates_and_the_next_cycle_is_clean(install, tmp_path, log, caplog):
@@ -511,45 +526,92 @@ print(json.dumps(sorted(HookRegistry._patched)))
                for r in recs)
 
 
-def test_target_shim_passes_every_other_call_through(install, tmp_path, log):
-    """The verify-forward shim stays on the target worker instance; outside a timed verify it is a plain call."""
-    from sglang.srt.managers.tp_worker import TpModelWorker
-
+def test_segments_outside_a_cycle_are_upstreams_own_and_no_target_shim(install, tmp_path, log):
+    """The device_timer_ctx hook hands back SGLang's own context manager outside a timed cycle, and
+    nothing is shadowed on the target worker (the verify forward is found through its segment)."""
+    ctx_mod = pkgutil.resolve_name("sglang.srt.model_executor.runner.decode_cuda_graph_runner")
     clock = FakeClock()
     install(profiler(clock, tmp_path, log))
-    calls = []
-    real = TpModelWorker.forward_batch_generation
-
-    def counting(self, *args, **kwargs):
-        calls.append(kwargs.get("is_verify", False))
-        if not kwargs.get("is_verify"):
-            return "plain result"
-        return real(self, *args, **kwargs)
-
+    assert hasattr(ctx_mod.device_timer_ctx, "__wrapped__")  # the runner module's binding is the hook
     with Harness(steps=3, clock=clock) as h:
-        TpModelWorker.forward_batch_generation = counting  # a class-level hook of someone else
-        try:
-            h.run_overlap([h.new_batch(2), h.new_batch(2)])
-            tw = h.target_worker
-            assert getattr(tw.__dict__.get("forward_batch_generation"), "eagle_cycle_shim", False)
-            # e.g. a prefill, outside any cycle
-            assert tw.forward_batch_generation(object(), is_verify=False) == "plain result"
-        finally:
-            TpModelWorker.forward_batch_generation = real
-    assert calls == [True, True, False]  # both verify forwards and the plain call reached the class method
+        h.run_overlap([h.new_batch(2), h.new_batch(2)])
+        assert "forward_batch_generation" not in h.target_worker.__dict__
+        outside = ctx_mod.device_timer_ctx(None, "decode")  # e.g. a prefill: upstream's nullcontext
+        assert type(outside).__name__ == "nullcontext"
     assert [r.verify_fwd_ms for r in records(tmp_path)] == [pytest.approx(Costs().target_forward)] * 2
 
 
-def test_someone_elses_instance_shadow_is_left_alone(install, tmp_path, log):
+@pytest.mark.parametrize("eager", [False, True])
+def test_fields_sum_to_total_and_device_spans_exclude_host_prep(eager, install, tmp_path, log):
+    """Host time spent before each launch lands in draft_prep/verify/other, never in a device span."""
+    clock = FakeClock()
+    costs = Costs(draft_replay_prep=0.9, verify_replay_prep=1.1, extend_replay_prep=0.7, forward_prep=0.6,
+                  between=0.35)
+    install(profiler(clock, tmp_path, log))
+    with Harness(steps=3, eager=eager, clock=clock, costs=costs) as h:
+        h.run_overlap([h.new_batch(bs) for bs in BATCH_SIZES])
+    exp = costs.expected(3, eager)
+    recs = records(tmp_path)
+    assert len(recs) == len(BATCH_SIZES)
+    for r in recs:
+        assert r.device_spans
+        parts = r.draft_prep_ms + r.draft_ms + r.verify_ms + r.extend_ms + r.other_ms
+        assert parts == pytest.approx(r.total_ms, abs=1e-3)
+        assert r.draft_ms == pytest.approx(exp["draft_ms"], abs=1e-4)          # the segments only
+        assert r.verify_fwd_ms == pytest.approx(costs.target_forward, abs=1e-4)
+        assert r.extend_ms == pytest.approx(exp["extend_ms"], abs=1e-4)
+        assert r.draft_prep_ms == pytest.approx(exp["draft_prep_ms"], abs=1e-4)  # the host prep
+        assert r.other_ms == pytest.approx(exp["other_ms"], abs=1e-4)
+    assert [r.gap_ms for r in recs] == [None] + [pytest.approx(0.35, abs=1e-4)] * (len(recs) - 1)
+    # tok_s: committed tokens over the period total + gap
+    assert recs[1].tok_s == pytest.approx(sum(recs[1].accepts) / (recs[1].total_ms + 0.35) * 1000, rel=1e-3)
+    # the line carries the same, and its five parts sum to total to the line's rounding
+    line = format_line(recs[1])
+    back = parse_line(line)
+    assert back.device_spans and back.gap_ms == pytest.approx(0.35)
+    assert (back.draft_prep_ms + back.draft_ms + back.verify_ms + back.extend_ms + back.other_ms
+            == pytest.approx(back.total_ms, abs=0.026))
+
+
+def test_stamps_survive_an_adaptive_switch_and_a_recapture(install, tmp_path, log):
+    """apply_runtime_state and a recapture put new runner objects on the workers: the segments are
+    still bounded (the hook is on the module-level function, not on a runner instance)."""
     clock = FakeClock()
     install(profiler(clock, tmp_path, log))
     with Harness(steps=3, clock=clock) as h:
-        theirs = h.target_worker.forward_batch_generation  # bound method, put on the instance by another tool
-        h.target_worker.forward_batch_generation = theirs
         h.run_overlap([h.new_batch(2)])
-        assert h.target_worker.__dict__["forward_batch_generation"] is theirs
-    (r,) = records(tmp_path)
-    assert r.verify_fwd_ms is None and r.verify_ms == pytest.approx(Costs().expected(3, False)["verify_ms"])
+        dw = h.draft_worker
+        old_draft, old_extend = dw.cuda_graph_runner, dw.cuda_graph_runner_for_draft_extend
+        # new runner objects, as a recapture or a switch of adaptive state makes them
+        dw.cuda_graph_runner = SimpleNamespace(execute=old_draft.execute)
+        dw.cuda_graph_runner_for_draft_extend = SimpleNamespace(can_run_graph=old_extend.can_run_graph,
+                                                                execute=old_extend.execute)
+        tm = h.target_worker._model_runner
+        h.target_worker._model_runner = SimpleNamespace(**vars(tm))
+        h.run_overlap([h.new_batch(3)])
+    exp = Costs().expected(3, False)
+    recs = records(tmp_path)
+    assert len(recs) == 2
+    for r in recs:
+        for key in ("draft_prep_ms", "draft_ms", "verify_fwd_ms", "extend_ms", "total_ms"):
+            assert getattr(r, key) == pytest.approx(exp[key], abs=1e-4), key
+
+
+def test_another_batch_between_cycles_unlinks_the_gap(install, tmp_path, log):
+    """A prefill (or any untimed batch) between two decode cycles: no gap_ms across it, and the kept
+    total1 stamp goes back."""
+    clock = FakeClock()
+    prof = install(profiler(clock, tmp_path, log, timer=CpuTimer(clock)))
+    with Harness(steps=3, clock=clock, costs=Costs(between=0.2)) as h:
+        h.run_overlap([h.new_batch(2), h.new_batch(2)])
+        assert prof._prev_end is not None
+        seen = []
+        # the worker's prefill branch, as the hook sees it (upstream's branch itself is not run here)
+        prof.around_forward(lambda w, b, *a, **k: seen.append(b), h.worker, h.new_batch(2, mode="extend"))
+        assert len(seen) == 1 and prof._prev_end is None
+        h.run_overlap([h.new_batch(2), h.new_batch(2)])
+    assert [r.gap_ms for r in records(tmp_path)] == [None, pytest.approx(0.2, abs=1e-4), None,
+                                                      pytest.approx(0.2, abs=1e-4)]
 
 
 def test_profiler_tells_the_sink_when_the_scheduler_waits(install, tmp_path, log):
@@ -585,3 +647,125 @@ def test_profiler_tells_the_sink_when_the_scheduler_waits(install, tmp_path, log
     assert kicks == [0]  # once, at the first launch, while the thread dozed
     assert prof.sink.flush(5.0) and len(records(tmp_path)) == 6
     prof.sink.close()
+
+
+def test_dp_attention_ranks_print_distinct_labels(caplog):
+    """--enable-dp-attention --dp-size 2 at TP 8: SGLang publishes attn_dp_size 2 with dp_size 1; the
+    two stats-logging ranks (attention-TP rank 0 of each replica) print lines labelled apart."""
+    from sglang.test.test_utils import published_topology
+
+    from sglang_eagle_cycle.cycle import make_record
+    from sglang_eagle_cycle.patches.cycle import _stats_logging_rank
+    from sglang_eagle_cycle.runtime import ranks
+
+    lines, printing = [], []
+    for world_rank in range(8):
+        with published_topology(ranks={"world_rank": world_rank}, tp_size=8, dp_size=2, enable_dp_attention=True):
+            r = ranks()
+            assert (r.dp_size, r.attn_dp_size) == (1, 2)
+            cfg = SinkConfig.from_env({}, r, stats_rank=_stats_logging_rank(r), background=False)
+            if not cfg.log_line:
+                continue
+            printing.append(world_rank)
+            lg = logging.getLogger(f"{LOG}.adp{world_rank}")
+            lg.setLevel(logging.INFO)
+            sink = CycleSink(cfg, log=lg)
+            with caplog.at_level(logging.INFO, logger=lg.name):
+                sink.submit(make_record(cycle=7, config=(1, 2, 1, 3), accepts=[2], graph=True,
+                                        phases_ms={"total_ms": 20.0, "verify_ms": 19.0, "draft_prep_ms": None}))
+                sink.close()
+            lines += [rec.getMessage() for rec in caplog.records if rec.name == lg.name]
+    assert printing == [0, 4]
+    labels = [parse_line(x).rank for x in lines]
+    assert labels == ["tp0.adp0", "tp4.adp1"]
+
+
+class _WatchedTimer:
+    """A timer backend that notes which thread reads it and whether a CUDA-graph capture is open."""
+
+    kind = "cuda"
+    stream = "s"
+
+    def __init__(self, watch):
+        self.watch = watch
+
+    def _note(self, what):
+        self.watch["calls"].append((threading.current_thread().name, self.watch["open"], what))
+
+    def done(self, stamp):
+        self._note("query")
+        return self.watch["complete"]
+
+    def elapsed_ms(self, a, b):
+        self._note("elapsed_time")
+        return 1.0
+
+    def release(self, stamps):
+        pass
+
+
+class _PendingOn:
+    def __init__(self, timer, i):
+        self.timer, self.i = timer, i
+
+    def ready(self):
+        return self.timer.done(None)
+
+    def build(self):
+        from sglang_eagle_cycle.cycle import make_record
+
+        ms = self.timer.elapsed_ms(None, None)
+        return make_record(cycle=self.i, config=(1, 2, 1, 3), accepts=[2], graph=True,
+                           phases_ms={"total_ms": ms, "draft_prep_ms": None})
+
+
+@pytest.mark.parametrize("thread_local", [False, True])
+def test_sink_reads_no_event_inside_a_capture(thread_local, monkeypatch, tmp_path, log):
+    """Each capture path SGLang runs while serving, with the sink holding cycles whose events are not
+    complete and polling hard: without thread-local capture mode, no sink-thread read happens while
+    the capture is open (the reads are deferred); with it, the sink thread set the mode itself."""
+    import time as _time
+
+    from sglang_eagle_cycle import sinks
+    from sglang_eagle_cycle.patches.cycle import CAPTURE_METHODS
+
+    watch = {"open": False, "complete": False, "calls": [], "mode_set_by": []}
+
+    def set_mode():
+        watch["mode_set_by"].append(threading.current_thread().name)
+        return thread_local
+
+    monkeypatch.setattr(sinks, "_thread_local_capture", set_mode)
+    timer = _WatchedTimer(watch)
+    sink = CycleSink(SinkConfig(jsonl_path=str(tmp_path / "cycles.jsonl"), background=True), log=log)
+    prof = CycleProfiler(timer=timer, sink=sink, log=log)
+    for i in range(3):
+        sink.submit(_PendingOn(timer, i + 1))
+    deadline = _time.monotonic() + 5
+    while not any(c[0] == "eagle-cycle-sink" for c in watch["calls"]) and _time.monotonic() < deadline:
+        sink.kick()
+        _time.sleep(0.002)
+    for name in CAPTURE_METHODS:
+        def capture(runner, *, _name=name):
+            watch["open"] = True
+            for _ in range(25):   # the sink is woken again and again while the capture is open
+                sink.kick()
+                _time.sleep(0.002)
+            watch["open"] = False
+            return _name
+
+        assert prof.around_capture(capture, object()) == name
+    watch["complete"] = True
+    assert sink.flush(5.0)
+    sink.close()
+    assert [r.cycle for r in records(tmp_path)] == [1, 2, 3]
+    on_sink = [c for c in watch["calls"] if c[0] == "eagle-cycle-sink"]
+    assert {c[2] for c in on_sink} == {"query", "elapsed_time"}
+    assert watch["mode_set_by"] == ["eagle-cycle-sink"]
+    if thread_local:
+        assert sink.thread_local_capture is True
+        assert any(open_ for _, open_, _ in on_sink)   # allowed: the mode keeps them out of the capture
+    else:
+        assert sink.thread_local_capture is False
+        assert not any(open_ for _, open_, _ in on_sink)
+        assert sink.deferred >= len(CAPTURE_METHODS)

@@ -554,3 +554,59 @@ def test_tree_per_position_acceptance_stops_at_draft_tokens_minus_one(tmp_path):
     (g,) = inspect_paths([path])["groups"]
     assert [(p["j"], p["accepted"], p["reached"]) for p in g["per_position_acceptance"]] == [(1, 6, 9), (2, 4, 6),
                                                                                          (3, 3, 4)]
+
+
+# --- device-span lines (draft_prep_ms, gap_ms) ---------------------------------------------------------
+
+def test_device_span_lines_bulk_and_per_line_agree(tmp_path):
+    rng = random.Random(21)
+    run = generate(rng, bs=2, steps=3, cycles=400, p=P_TRUE, spans=True)
+    lines = log_lines(run.records)
+    path = _write(tmp_path / "spans.log", lines)
+    fast = inspect_paths([path])
+    assert fast == _slow([path])
+    (g,) = fast["groups"]
+    assert g["device_spans"] is True
+    assert g["phases"]["draft_prep_ms"]["mean"] == pytest.approx(statistics.fmean(run.values("draft_prep_ms")), abs=1e-6)
+    assert g["phases"]["gap_ms"]["mean"] == pytest.approx(statistics.fmean(run.values("gap_ms")[1:]), abs=1e-6)
+    # tok/s over the periods: total + the mean gap per cycle
+    period = sum(run.values("total_ms")) + statistics.fmean(run.values("gap_ms")[1:]) * len(run.records)
+    assert g["tok_s"] == pytest.approx(sum(run.accepts()) / period * 1000, rel=1e-6)
+    for i in rng.sample(range(len(lines)), 60):
+        lines[i] = _damage(rng, lines[i])
+    path = _write(tmp_path / "spans-damaged.log", lines)
+    for chunk in (300, 4000, 1 << 20):
+        assert inspect_paths([path], chunk_chars=chunk) == _slow([path], chunk_chars=chunk), chunk
+
+
+def test_older_and_device_span_lines_are_grouped_apart(tmp_path):
+    rng = random.Random(22)
+    old = generate(rng, bs=1, steps=3, cycles=50, p=P_TRUE)
+    new = generate(rng, bs=1, steps=3, cycles=70, p=P_TRUE, spans=True, first_cycle=50)
+    doc = inspect_paths([_write(tmp_path / "upgrade.log", log_lines(old.records + new.records))])
+    by_kind = {g["device_spans"]: g for g in doc["groups"]}
+    assert set(by_kind) == {False, True}
+    assert by_kind[False]["cycles"] == 50 and by_kind[True]["cycles"] == 70
+    assert "draft_prep_ms" not in by_kind[False]["phases"]
+    assert by_kind[False]["phases"]["draft_ms"]["mean"] == pytest.approx(statistics.fmean(old.values("draft_ms")))
+
+
+def test_host_bound_only_when_prep_and_gap_are_a_real_share(tmp_path):
+    rng = random.Random(23)
+    from sglang_eagle_cycle.report import HOST_BOUND_FLOOR_MS, HOST_BOUND_SHARE
+
+    slow_host = generate(rng, bs=1, steps=3, cycles=60, p=P_TRUE, spans=True, prep_ms=3.0, gap_ms=1.0)
+    prep_kernels = generate(rng, bs=2, steps=3, cycles=60, p=P_TRUE, spans=True, prep_ms=0.08, gap_ms=0.03)
+    short_cycle = generate(rng, bs=4, steps=2, cycles=60, p=P_TRUE, spans=True, prep_ms=0.32, gap_ms=0.12,
+                           verify_ms=0.8, step_ms=0.2)   # about 12% of a ~3.8 ms period, but under the floor
+    doc = inspect_paths([_write(tmp_path / "host.log", log_lines(
+        slow_host.records + prep_kernels.records + short_cycle.records))])
+    found = [f for f in doc["findings"] if f["code"] == "host_bound"]
+    assert [f["config"]["bs"] for f in found] == [1]
+    ev = found[0]["evidence"]
+    assert ev["host_share"] > HOST_BOUND_SHARE and ev["draft_prep_ms_mean"] + ev["gap_ms_mean"] > HOST_BOUND_FLOOR_MS
+    assert "resolve_seq_lens_cpu" in found[0]["message"] and "--disable-overlap-schedule" in found[0]["message"]
+    g = _group(doc, bs=4)
+    share = (g["phases"]["draft_prep_ms"]["mean"] + g["phases"]["gap_ms"]["mean"]) / (
+        g["phases"]["total_ms"]["mean"] + g["phases"]["gap_ms"]["mean"])
+    assert share > HOST_BOUND_SHARE   # the floor, not the share, keeps it quiet

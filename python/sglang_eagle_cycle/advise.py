@@ -56,6 +56,12 @@ class Run:
             any may be None; None when no phase breakdown is known.
         tok_s: measured output throughput of the batch (tok/s).
         fitted: the model learns from this run (False: held out, shown beside its prediction).
+        device_spans: from device-span cycle lines (True), older cycle lines (False), or not
+            from cycle lines at all (None: bench records, tables). For device-span runs
+            ``phases`` holds the device spans as the depth-dependent costs, ``other_ms`` the
+            remainder plus ``host_ms``, and ``total_ms`` the period (``total + gap``).
+        host_ms: ``draft_prep_ms + gap_ms`` (device-span runs): host preparation and idle time
+            per cycle, a cost of its own that does not grow with the depth.
     """
 
     source: str
@@ -69,6 +75,8 @@ class Run:
     phases: Optional[dict[str, Optional[float]]] = None
     tok_s: Optional[float] = None
     fitted: bool = True
+    device_spans: Optional[bool] = None
+    host_ms: Optional[float] = None
 
     def total_ms(self) -> Optional[float]:
         """Mean cycle time: measured, else ``1000 bs accept_len / tok_s``."""
@@ -271,6 +279,19 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
             raise UsageError(f"{what}.phases: expected an object")
         phases = {k: _phase_mean(phases_doc, k, f"{what}.phases")
                   for k in ("draft_ms", "verify_ms", "extend_ms", "other_ms", "total_ms")}
+        spans = g.get("device_spans")
+        if spans is not None and not isinstance(spans, bool):
+            raise UsageError(f"{what}.device_spans: expected true or false, got {_short(spans)}")
+        host = None
+        if spans:
+            # the device spans are the depth-dependent costs; host prep + idle gap is a cost of its own
+            prep = _phase_mean(phases_doc, "draft_prep_ms", f"{what}.phases")
+            gap = _phase_mean(phases_doc, "gap_ms", f"{what}.phases")
+            host = (prep or 0.0) + (gap or 0.0)
+            if phases["other_ms"] is not None:
+                phases["other_ms"] += host
+            if phases["total_ms"] is not None:
+                phases["total_ms"] += gap or 0.0
         accept = _num(g.get("accept_len_mean"), f"{what}.accept_len_mean")
         if accept is not None and not 1.0 <= accept <= steps + 1 + 1e-9:
             raise UsageError(f"{what}: accept_len_mean {accept} impossible with {steps} steps")
@@ -284,6 +305,7 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
             accept_len=accept, counts=counts if topk == 1 else None,
             phases=phases if any(v is not None for v in phases.values()) else None,
             tok_s=_num(g.get("tok_s"), f"{what}.tok_s", nonneg=True),
+            device_spans=spans if spans is not None else (False if phases_doc else None), host_ms=host,
         ))
     base: dict[int, float] = {}
     db = doc.get("decode_batch")
@@ -612,7 +634,9 @@ class Advice:
                 "runs": [{"source": r.source, "bs": r.bs, "steps": r.steps, "topk": r.topk,
                           "cycles": r.cycles, "accept_len": r.accept_len, "tok_s": r.tok_s,
                           "total_ms": None if r.total_ms() is None else round(r.total_ms(), 4),
-                          "per_request_counts": r.counts is not None, "fitted": r.fitted}
+                          "per_request_counts": r.counts is not None, "fitted": r.fitted,
+                          "device_spans": r.device_spans,
+                          "host_ms": None if r.host_ms is None else round(r.host_ms, 4)}
                          for r in self.runs],
                 "not_modelled": self.not_modelled,
                 "notes": self.notes,
@@ -668,9 +692,22 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
         shape: verify-cost interpolation shape (:func:`shape_from_config`).
 
     Raises:
-        UsageError: nothing to fit.
+        UsageError: nothing to fit; or cycle-line runs of both timing kinds (device-span lines,
+            which carry ``draft_prep_ms``, and older lines, whose ``draft_ms`` ran from the cycle's
+            start): their phase times mean different things and are never fitted together.
     """
+    kinds = {r.device_spans for r in runs if r.device_spans is not None}
+    if len(kinds) > 1:
+        old = next(r.source for r in runs if r.device_spans is False)
+        new = next(r.source for r in runs if r.device_spans)
+        raise UsageError(f"the inputs mix device-span cycle lines ({new}: with draft_prep_ms) and older ones "
+                         f"({old}: draft_ms from the cycle's start); their phase times mean different "
+                         "things: advise one kind at a time")
     notes, not_modelled = list(notes), list(not_modelled)
+    hosts = [r.host_ms for r in runs if r.fitted and r.host_ms is not None]
+    if hosts:
+        notes.append(f"host preparation + idle gap (draft_prep_ms + gap_ms): {min(hosts):.2f}-{max(hosts):.2f} ms "
+                     "per cycle, counted as a depth-independent cost beside the device spans")
     modelled = []
     for r in runs:
         if r.topk != 1:

@@ -4,22 +4,33 @@ A *cycle* is one draft + verify + draft-extend round of SGLang's ``EAGLEWorkerV2
 The server log gets one line per cycle (DESIGN §3), a public interface that readers such as
 ``eagle-cycle inspect`` depend on::
 
-    [eagle-cycle] cycle=1234 bs=1 steps=2 topk=1 draft_tokens=3 draft_ms=0.92 verify_ms=21.40 \
-verify_fwd_ms=20.85 extend_ms=0.61 other_ms=0.31 total_ms=23.24 accept_len=2.00 accepts=2 tok_s=86.1 graph=1
+    [eagle-cycle] cycle=1234 bs=1 steps=2 topk=1 draft_tokens=3 draft_ms=0.52 verify_ms=21.40 \
+verify_fwd_ms=20.85 extend_ms=0.41 other_ms=0.51 total_ms=23.24 accept_len=2.00 accepts=2 tok_s=85.4 graph=1 \
+draft_prep_ms=0.40 gap_ms=0.18
 
 Conventions:
 
-* every ``*_ms`` field is milliseconds of GPU time between CUDA events (2 decimals in the line);
-  a phase that did not run (no draft forward when ``num_steps = 1``) is ``-`` in the line and
-  ``null`` in JSONL;
+* every ``*_ms`` field is milliseconds on the device's timeline between CUDA events on the
+  cycle's stream (2 decimals in the line), idle time included; a phase that did not run (no draft
+  forward when ``num_steps = 1``) is ``-`` in the line and ``null`` in JSONL;
+* device-span lines (those carrying ``draft_prep_ms``): ``draft_ms``, ``verify_fwd_ms`` and
+  ``extend_ms`` span the launches of the draft, the target verify forward and the draft-extend
+  (SGLang's own ``device_timer_ctx`` segments); ``draft_prep_ms`` runs from the cycle's start to
+  the draft launch, ``verify_ms`` is the whole ``verify`` call, ``other_ms`` the remainder, so
+  ``draft_prep + draft + verify + extend + other = total``; ``gap_ms`` runs from the previous
+  cycle's end to this one's start, and ``total_ms + gap_ms`` is the cycle's period. Older lines
+  have no ``draft_prep_ms``: their ``draft_ms`` ran from the cycle's start to ``verify`` and their
+  ``extend_ms`` from the publish to the cycle's end (readers keep the two kinds apart);
 * *accept length* counts the bonus token: accepted draft tokens + 1 per request and verify;
 * ``accepts`` lists per-request accept lengths when ``bs <= 64`` (:data:`ACCEPTS_MAX_BS`);
   above that, ``accept_hist=1:3,2:5`` (accept length : requests);
-* ``tok_s`` is committed tokens of the whole batch per second of this cycle:
-  ``sum(accepts) / total_ms * 1000`` (1 decimal);
-* optional fields are appended in this order: ``n=`` and ``total_max_ms=`` (aggregated lines only),
+* ``tok_s`` is committed tokens of the whole batch per second of this cycle's period:
+  ``sum(accepts) / (total_ms + gap_ms) * 1000`` (``total_ms`` alone when the gap is unknown or
+  the line is older; 1 decimal);
+* optional fields are appended in this order: ``draft_prep_ms=`` and ``gap_ms=`` (device-span
+  lines), ``n=`` and ``total_max_ms=`` (aggregated lines only),
   ``draft_step_ms=a,b`` (eager draft forwards), ``rank=tp0`` (with ``SGLANG_EAGLE_CYCLE_ALL_RANKS=1``;
-  ``rank=tp0.pp0.dp1`` whenever dp or pp size > 1).
+  ``rank=tp0.pp0.dp1`` whenever dp or pp size > 1, ``rank=tp4.adp1`` with DP attention).
   New fields are only ever appended; none is renamed.
 
 An *aggregated* line (``SGLANG_EAGLE_CYCLE_LOG_EVERY=N``) has the same prefix and keys, the
@@ -50,6 +61,12 @@ ACCEPTS_MAX_BS = 64
 
 #: Phase fields in line order (milliseconds).
 PHASES = ("draft_ms", "verify_ms", "verify_fwd_ms", "extend_ms", "other_ms", "total_ms")
+#: Fields of device-span lines, written after ``graph=`` (milliseconds). A line that carries them
+#: measures ``draft_ms``, ``verify_fwd_ms`` and ``extend_ms`` as device spans of the launches
+#: (see :attr:`CycleRecord.device_spans`); older lines measured ``draft_ms`` from the cycle's start.
+SPAN_FIELDS = ("draft_prep_ms", "gap_ms")
+#: Every time field a record may carry.
+ALL_PHASES = PHASES + SPAN_FIELDS
 
 #: Configuration key of a record: cycles that share it may be aggregated together.
 CONFIG_FIELDS = ("bs", "steps", "topk", "draft_tokens")
@@ -84,6 +101,17 @@ class CycleRecord:
         n: number of cycles summarised (aggregated lines only).
         total_max_ms: longest cycle among the ``n`` (aggregated lines only).
         ts: wall-clock time (Unix seconds) the record was emitted; JSONL only, not in the line.
+        device_spans: the record carries ``draft_prep_ms`` and ``gap_ms`` (written since the
+            device-span timing): ``draft_ms``, ``verify_fwd_ms`` and ``extend_ms`` are the device
+            spans of the phases' launches and ``draft_prep + draft + verify + extend + other = total``.
+            False for older records, whose ``draft_ms`` ran from the cycle's start to ``verify``
+            and whose ``extend_ms`` ran from the publish to the cycle's end.
+        draft_prep_ms: cycle start to the draft launch (host preparation, small preparation
+            kernels and device idle time, which events cannot tell apart); ``None`` when no draft
+            forward ran (``steps <= 1``).
+        gap_ms: the previous cycle's end to this cycle's start on the same stream; ``None`` when
+            another batch ran in between, the stream changed, or the scheduler was idle.
+            ``total_ms + gap_ms`` is the cycle's period.
     """
 
     cycle: int
@@ -107,11 +135,21 @@ class CycleRecord:
     n: Optional[int] = None
     total_max_ms: Optional[float] = None
     ts: Optional[float] = field(default=None, compare=False)
+    device_spans: bool = False
+    draft_prep_ms: Optional[float] = None
+    gap_ms: Optional[float] = None
 
     @property
     def config(self) -> tuple[int, int, int, int]:
         """``(bs, steps, topk, draft_tokens)``: the grouping key of ``inspect`` and the aggregator."""
         return (self.bs, self.steps, self.topk, self.draft_tokens)
+
+    @property
+    def period_ms(self) -> Optional[float]:
+        """``total_ms + gap_ms`` (ms): the cycle's period; ``total_ms`` when the gap is unknown."""
+        if self.total_ms is None:
+            return None
+        return self.total_ms + (self.gap_ms or 0.0)
 
     @property
     def weight(self) -> int:
@@ -144,23 +182,29 @@ def make_record(
         cycle: cycle id.
         config: ``(bs, steps, topk, draft_tokens)``.
         phases_ms: ``draft_ms``, ``verify_ms``, ``verify_fwd_ms``, ``extend_ms``, ``total_ms`` in ms
-            (``None`` where a phase did not run). ``other_ms`` is derived as
-            ``total - draft - verify - extend`` and clamped at 0 (event rounding).
+            (``None`` where a phase did not run), and for a device-span record also
+            ``draft_prep_ms`` and ``gap_ms`` (the key's presence makes it one). ``other_ms`` is
+            derived as ``total - draft_prep - draft - verify - extend`` and clamped at 0 (event
+            rounding), so the five parts sum to ``total``.
         accepts: per-request accept lengths (tokens, bonus included), length ``bs``.
 
     Returns:
         A :class:`CycleRecord` with ``accept_len`` = mean of ``accepts`` and
-        ``tok_s = sum(accepts) / total_ms * 1000``. Batches above :data:`ACCEPTS_MAX_BS`
-        requests keep a histogram instead of the list.
+        ``tok_s = sum(accepts) / period * 1000``, the period being ``total_ms + gap_ms``
+        (``total_ms`` when the gap is unknown). Batches above :data:`ACCEPTS_MAX_BS` requests keep
+        a histogram instead of the list.
     """
     bs, steps, topk, draft_tokens = config
     total = phases_ms.get("total_ms")
+    spans = "draft_prep_ms" in phases_ms
+    gap = phases_ms.get("gap_ms") if spans else None
     other = None
     if total is not None:
-        spent = sum(phases_ms.get(k) or 0.0 for k in ("draft_ms", "verify_ms", "extend_ms"))
+        spent = sum(phases_ms.get(k) or 0.0 for k in ("draft_prep_ms", "draft_ms", "verify_ms", "extend_ms"))
         other = max(0.0, total - spent)
     accepted = sum(accepts)
-    tok_s = accepted / total * 1000.0 if total and total > 0 else None
+    period = None if total is None else total + (gap or 0.0)
+    tok_s = accepted / period * 1000.0 if period and period > 0 else None
     if tok_s is not None and not math.isfinite(tok_s):
         tok_s = None  # a total too small to divide by (not a measurable cycle)
     big = len(accepts) > ACCEPTS_MAX_BS
@@ -173,6 +217,7 @@ def make_record(
         accepts=None if big else list(accepts),
         accept_hist=dict(sorted(Counter(accepts).items())) if big else None,
         tok_s=tok_s, graph=bool(graph), draft_step_ms=draft_step_ms, rank=rank, ts=ts,
+        device_spans=spans, draft_prep_ms=phases_ms.get("draft_prep_ms") if spans else None, gap_ms=gap,
     )
 
 
@@ -211,6 +256,8 @@ def format_line(rec: CycleRecord) -> str:
         "tok_s=" + ("-" if rec.tok_s is None or not math.isfinite(rec.tok_s) else f"{rec.tok_s:.1f}"),
         f"graph={1 if rec.graph else 0}",
     ]
+    if rec.device_spans:
+        parts.append(f"draft_prep_ms={_ms(rec.draft_prep_ms)} gap_ms={_ms(rec.gap_ms)}")
     if rec.n is not None:
         parts.append(f"n={rec.n} total_max_ms={_ms(rec.total_max_ms)}")
     if rec.draft_step_ms:
@@ -267,7 +314,7 @@ def plausible(rec: CycleRecord) -> bool:
     """
     if rec.bs < 1 or rec.topk < 1 or rec.draft_tokens < 1 or not 0 <= rec.steps <= MAX_LINE_STEPS:
         return False
-    if not all(_time_ok(getattr(rec, k)) for k in PHASES):
+    if not all(_time_ok(getattr(rec, k)) for k in ALL_PHASES):
         return False
     if not (_time_ok(rec.total_max_ms) and (rec.tok_s is None or 0.0 <= rec.tok_s <= MAX_LINE_COUNT)):
         return False
@@ -330,6 +377,10 @@ def parse_line(line: str) -> Optional[CycleRecord]:
                     rec.draft_step_ms = [_opt_float(x) for x in val.split(",")] if val else None
                 elif key == "rank":
                     rec.rank = val or None
+                elif key == "draft_prep_ms":
+                    rec.draft_prep_ms, rec.device_spans = _opt_float(val), True
+                elif key == "gap_ms":
+                    rec.gap_ms = _opt_float(val)
                 # unknown keys: fields appended by a newer version; ignore them
     except (ValueError, OverflowError):
         return None
@@ -360,6 +411,9 @@ def to_dict(rec: CycleRecord) -> dict[str, Any]:
         d["accept_hist"] = {str(k): v for k, v in sorted(rec.histogram().items())}
     d["tok_s"] = _r(rec.tok_s, 2)
     d["graph"] = 1 if rec.graph else 0
+    if rec.device_spans:
+        d["draft_prep_ms"] = _r(rec.draft_prep_ms)
+        d["gap_ms"] = _r(rec.gap_ms)
     if rec.n is not None:
         d["n"] = rec.n
         d["total_max_ms"] = _r(rec.total_max_ms)
@@ -399,6 +453,8 @@ def to_json(rec: CycleRecord) -> str:
         parts.append('"accept_hist":{' + ",".join(
             [f'"{k:d}":{v:d}' for k, v in sorted(rec.histogram().items())]) + "},")
     parts.append(f'"tok_s":{_jn(rec.tok_s, 2)},"graph":{1 if rec.graph else 0}')
+    if rec.device_spans:
+        parts.append(f',"draft_prep_ms":{_jn(rec.draft_prep_ms, 4)},"gap_ms":{_jn(rec.gap_ms, 4)}')
     if rec.n is not None:
         parts.append(f',"n":{rec.n:d},"total_max_ms":{_jn(rec.total_max_ms, 4)}')
     if rec.draft_step_ms:
@@ -443,6 +499,9 @@ def from_json(obj: Any) -> Optional[CycleRecord]:
         )
         for k in PHASES:
             setattr(rec, k, _num(obj.get(k)))
+        if "draft_prep_ms" in obj:
+            rec.device_spans = True
+            rec.draft_prep_ms, rec.gap_ms = _num(obj.get("draft_prep_ms")), _num(obj.get("gap_ms"))
         if obj.get("accepts") is not None:
             rec.accepts = [_num(a, int) for a in obj["accepts"]]
         elif obj.get("accept_hist") is not None:
@@ -485,8 +544,8 @@ def aggregate(records: Iterable[CycleRecord]) -> CycleRecord:
     recs = list(records)
     if not recs:
         raise ValueError("aggregate() needs at least one record")
-    if len({r.config for r in recs}) != 1:
-        raise ValueError("aggregate() got records of different configurations")
+    if len({(r.config, r.device_spans) for r in recs}) != 1:
+        raise ValueError("aggregate() got records of different configurations (or timing kinds)")
     last = recs[-1]
     hist: Counter = Counter()
     for r in recs:
@@ -502,7 +561,7 @@ def aggregate(records: Iterable[CycleRecord]) -> CycleRecord:
         n=len(recs),
         total_max_ms=max(totals) if totals else None,
     )
-    for k in PHASES:
+    for k in ALL_PHASES:
         setattr(out, k, _mean([getattr(r, k) for r in recs]))
     return out
 
@@ -525,7 +584,7 @@ class Aggregator:
         if self.every == 1:
             return [rec]
         out = []
-        if self._pending and self._pending[-1].config != rec.config:
+        if self._pending and (self._pending[-1].config, self._pending[-1].device_spans) != (rec.config, rec.device_spans):
             out.extend(self.flush())
         self._pending.append(rec)
         if len(self._pending) >= self.every:

@@ -41,7 +41,7 @@ from itertools import accumulate
 from typing import Any, Callable, Iterable, Optional, Union
 
 from . import cycle
-from .cycle import PHASES, PREFIX, CycleRecord, max_accept_len
+from .cycle import ALL_PHASES, PREFIX, CycleRecord, max_accept_len
 from .decode_batch import MARKER as DECODE_MARKER
 from .decode_batch import DecodeBatchStats, parse_decode_batch
 from .errors import UsageError
@@ -56,6 +56,17 @@ STUCK_ACCEPT_LEN = 1.2        # mean accept length at or below: practically no d
 VERIFY_BOUND_SHARE = 0.90     # verify share of the cycle above: verify-bound
 DRAFT_HEAVY_SHARE = 0.30      # draft share of the cycle above: draft-heavy
 MIN_REQUESTS = 10             # accept-length findings need at least this many request-cycles
+#: host_bound (device-span lines): ``draft_prep + gap`` above this share of the period
+#: (``total + gap``) *and* above :data:`HOST_BOUND_FLOOR_MS`. Calibration: in a device-bound decode
+#: loop the host runs ahead, so ``draft_prep`` holds only the draft's preparation kernels and
+#: ``gap`` only the next cycle's input kernels. 0.5.23's ``prepare_for_draft`` and the draft
+#: runner's metadata step launch on the order of ten small kernels (index arithmetic and copies of
+#: a few KB), a few microseconds each on an H100/H200 class GPU, so together well under 0.1 ms.
+#: The floor is five times that bound, and the share keeps a short cycle (a small model: 3 ms)
+#: from tripping on them: 10% of 3 ms is 0.3 ms. Both are estimates from kernel counts, not a GPU
+#: measurement; ``test/gpu/check_cuda_timing.py`` reports the prep kernels' span on a real GPU.
+HOST_BOUND_SHARE = 0.10
+HOST_BOUND_FLOOR_MS = 0.5
 
 #: Decimals of the floats in the document (1e-6 ms = 1 ns; summation noise stays out of the JSON).
 DIGITS = 6
@@ -157,15 +168,21 @@ def per_position_acceptance(hist: dict[int, int], steps: int) -> list[dict[str, 
 
 @dataclass(slots=True)
 class Group:
-    """Cycles of one configuration in one input file."""
+    """Cycles of one configuration and one timing kind in one input file.
+
+    ``device_spans``: the lines carry ``draft_prep_ms`` (device spans of the launches, see
+    :attr:`~sglang_eagle_cycle.cycle.CycleRecord.device_spans`); older lines, whose ``draft_ms``
+    ran from the cycle's start, are a group of their own.
+    """
 
     file: str
     bs: int
     steps: int
     topk: int
     draft_tokens: int
+    device_spans: bool = False
     cycles: int = 0
-    phases: dict[str, PhaseDist] = field(default_factory=lambda: {p: PhaseDist() for p in PHASES})
+    phases: dict[str, PhaseDist] = field(default_factory=lambda: {p: PhaseDist() for p in ALL_PHASES})
     hist: Counter = field(default_factory=Counter)
     accept_len_sum: float = 0.0   # sum of accept_len x cycles for records without a histogram
     accept_len_weight: int = 0
@@ -175,7 +192,7 @@ class Group:
     def add_record(self, rec: CycleRecord) -> None:
         w = rec.weight
         self.cycles += w
-        for name in PHASES:
+        for name in ALL_PHASES:
             value = getattr(rec, name)
             if value is not None:
                 if rec.n is None:
@@ -205,9 +222,18 @@ class Group:
         return self.accept_len_sum / self.accept_len_weight if self.accept_len_weight else None
 
     @property
-    def tok_s(self) -> Optional[float]:
+    def period_ms_total(self) -> float:
+        """Summed cycle periods (ms): ``total_ms`` plus, for device-span lines, the mean ``gap_ms``
+        per cycle (cycles after another batch have no gap of their own)."""
         total_ms = self.phases["total_ms"].total
-        return self.tokens / total_ms * 1000.0 if total_ms > 0 and self.tokens else None
+        gap = self.phases["gap_ms"].mean if self.device_spans else None
+        return total_ms + (gap or 0.0) * self.phases["total_ms"].weight
+
+    @property
+    def tok_s(self) -> Optional[float]:
+        """Committed tokens per second of the cycles' periods (``total_ms + gap_ms``)."""
+        period = self.period_ms_total
+        return self.tokens / period * 1000.0 if period > 0 and self.tokens else None
 
     def share(self, name: str) -> Optional[float]:
         mean, total = self.phases[name].mean, self.phases["total_ms"].mean
@@ -227,9 +253,13 @@ class Group:
         pos = per_position_acceptance(self.hist, depth) if self.hist else None
         for p in pos or []:
             p["p"] = _round(p["p"])
+        if not self.device_spans:
+            for name in ("draft_prep_ms", "gap_ms"):
+                phases.pop(name, None)   # older lines never carry them
         return {
             "file": self.file, "bs": self.bs, "steps": self.steps, "topk": self.topk,
-            "draft_tokens": self.draft_tokens, "cycles": self.cycles, "phases": phases,
+            "draft_tokens": self.draft_tokens, "device_spans": self.device_spans, "cycles": self.cycles,
+            "phases": phases,
             "accept_len_mean": _round(self.accept_len_mean),
             "accept_hist": {str(k): v for k, v in sorted(self.hist.items())} or None,
             "per_position_acceptance": pos,
@@ -281,11 +311,11 @@ class LogReader:
         self.groups: dict[tuple, Group] = {}
         self.files: list[FileResult] = []
 
-    def _group(self, label: str, config: tuple[int, int, int, int]) -> Group:
-        key = (label, config)
+    def _group(self, label: str, config: tuple[int, int, int, int], spans: bool = False) -> Group:
+        key = (label, config, spans)
         g = self.groups.get(key)
         if g is None:
-            g = self.groups[key] = Group(label, *config)
+            g = self.groups[key] = Group(label, *config, device_spans=spans)
         return g
 
     def read(self, path) -> FileResult:
@@ -326,7 +356,7 @@ class LogReader:
             self._add(rec, res)
 
     def _add(self, rec: CycleRecord, res: FileResult) -> None:
-        self._group(res.label, rec.config).add_record(rec)
+        self._group(res.label, rec.config, rec.device_spans).add_record(rec)
         res.cycles += rec.weight
         if self.on_record is not None:
             self.on_record(res.label, rec)
@@ -356,7 +386,7 @@ class LogReader:
         if tallies is None:
             return False
         for t in tallies:
-            g = self._group(res.label, t.config)
+            g = self._group(res.label, t.config, t.device_spans)
             g.cycles += t.cycles
             for name, counts in t.phases.items():
                 dist = g.phases[name]
@@ -396,6 +426,19 @@ class BaselineRef:
 
     def at(self, bs: int) -> Optional[float]:
         return self.tok_s if self.tok_s is not None else self.by_bs.get(bs)
+
+
+def _host_share(g: Group) -> Optional[tuple[float, float, float]]:
+    """``(draft_prep + gap, period, share)`` in ms from a device-span group's means; None otherwise."""
+    total = g.phases["total_ms"].mean
+    if not g.device_spans or not total:
+        return None
+    prep, gap = g.phases["draft_prep_ms"].mean, g.phases["gap_ms"].mean
+    if prep is None and gap is None:
+        return None
+    idle = (prep or 0.0) + (gap or 0.0)
+    period = total + (gap or 0.0)
+    return idle, period, idle / period
 
 
 def group_findings(g: Group, baseline: Optional[BaselineRef]) -> list[dict[str, Any]]:
@@ -442,6 +485,22 @@ def group_findings(g: Group, baseline: Optional[BaselineRef]) -> list[dict[str, 
             g.file, cfg, {"draft_share": draft_share, "draft_ms_mean": g.phases["draft_ms"].mean,
                           "draft_ms_per_forward": per_step, "total_ms_mean": g.phases["total_ms"].mean,
                           "threshold": DRAFT_HEAVY_SHARE}))
+    host = _host_share(g)
+    if host is not None:
+        idle_ms, period, share = host
+        if share > HOST_BOUND_SHARE and idle_ms > HOST_BOUND_FLOOR_MS:
+            out.append(_finding(
+                "host_bound",
+                f"{_where(g)}: the device waits on the host for {share:.0%} of each cycle's period "
+                f"(draft_prep + gap = {idle_ms:.2f} of {period:.2f} ms): the GPU idles while the scheduler "
+                "prepares the next launch. Usual causes: an attention backend that needs host sequence "
+                "lengths (FlashInfer and the base default: the scheduler waits in resolve_seq_lens_cpu; "
+                "try --attention-backend fa3 where supported), CPU contention (TP ranks, tokenizer and "
+                "NCCL threads on too few cores), or --disable-overlap-schedule (every cycle then starts "
+                "after a host sync)",
+                g.file, cfg, {"host_share": share, "draft_prep_ms_mean": g.phases["draft_prep_ms"].mean,
+                              "gap_ms_mean": g.phases["gap_ms"].mean, "period_ms_mean": period,
+                              "threshold": HOST_BOUND_SHARE, "floor_ms": HOST_BOUND_FLOOR_MS}))
     base = baseline.at(g.bs) if baseline else None
     if base is not None and g.tok_s is not None and g.tok_s < base:
         out.append(_finding(

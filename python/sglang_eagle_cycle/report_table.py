@@ -12,11 +12,15 @@ import csv
 import os
 from typing import Any, Optional, TextIO
 
-from .cycle import PHASES
+from .cycle import ALL_PHASES, PHASES
 from .report import PERCENTILES
 
-_PHASE_NAMES = {"draft_ms": "draft", "verify_ms": "verify", "verify_fwd_ms": "  target forward",
-                "extend_ms": "draft-extend", "other_ms": "other", "total_ms": "cycle"}
+_PHASE_NAMES = {"draft_prep_ms": "draft prep", "draft_ms": "draft", "verify_ms": "verify",
+                "verify_fwd_ms": "  target forward", "extend_ms": "draft-extend", "other_ms": "other",
+                "total_ms": "cycle", "gap_ms": "gap to previous"}
+#: Row order of a device-span group: the five parts of the cycle, the cycle, then the gap.
+_SPAN_ROWS = ("draft_prep_ms", "draft_ms", "verify_ms", "verify_fwd_ms", "extend_ms", "other_ms", "total_ms",
+              "gap_ms")
 
 
 def _f(x: Optional[float], fmt: str = ".2f") -> str:
@@ -40,11 +44,13 @@ def render_table(doc: dict[str, Any], console=None) -> None:
                  f"{_f(g.get('accept_len_mean'))}, {_f(g.get('tok_s'), '.1f')} tok/s")
         if g.get("ranks"):
             title += f", ranks {escape(', '.join(g['ranks']))}"
+        title += ("\ndevice spans of the launches; tok/s over total + gap" if g.get("device_spans") else
+                  "\nolder lines: draft from the cycle's start, no gap (kept apart from device-span lines)")
         table = Table(title=title, title_justify="left")
         table.add_column("phase")
         for head in ("mean ms", *(k + " ms" for k, _ in PERCENTILES), "share"):
             table.add_column(head, justify="right")
-        for name in PHASES:
+        for name in _SPAN_ROWS if g.get("device_spans") else PHASES:
             ph = (g.get("phases") or {}).get(name) or {}
             share = ph.get("share")
             table.add_row(_PHASE_NAMES[name], _f(ph.get("mean")), *(_f(ph.get(k)) for k, _ in PERCENTILES),
@@ -92,19 +98,19 @@ def csv_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     """(header, rows): one row per group; phase stats as ``<phase>_<stat>`` columns (ms, share 0-1)."""
     header = ["file", "bs", "steps", "topk", "draft_tokens", "cycles"]
     stats = ["mean", *(k for k, _ in PERCENTILES), "share"]
-    header += [f"{p}_{s}" for p in PHASES for s in stats]
-    header += ["accept_len_mean", "tok_s", "accept_hist", "per_position_p"]
+    header += [f"{p}_{s}" for p in ALL_PHASES for s in stats]
+    header += ["accept_len_mean", "tok_s", "accept_hist", "per_position_p", "device_spans"]
     rows = []
     for g in doc["groups"]:
         row = [g.get("file"), g["bs"], g["steps"], g["topk"], g["draft_tokens"], g["cycles"]]
-        for p in PHASES:
+        for p in ALL_PHASES:
             ph = (g.get("phases") or {}).get(p) or {}
             row += [ph.get(s) for s in stats]
         hist = g.get("accept_hist") or {}
         pos = g.get("per_position_acceptance") or []
         row += [g.get("accept_len_mean"), g.get("tok_s"),
                 " ".join(f"{k}:{v}" for k, v in hist.items()),
-                " ".join("-" if p["p"] is None else f"{p['p']:.6g}" for p in pos)]
+                " ".join("-" if p["p"] is None else f"{p['p']:.6g}" for p in pos), int(bool(g.get("device_spans")))]
         rows.append(["" if v is None else v for v in row])
     return header, rows
 

@@ -15,7 +15,12 @@ from typing import Mapping, Optional
 
 @dataclass(frozen=True)
 class Ranks:
-    """Ranks and sizes of this process (tensor, pipeline and data parallel)."""
+    """Ranks and sizes of this process (tensor, pipeline and data parallel, and DP attention).
+
+    ``attn_dp_size``/``attn_dp_rank``: SGLang 0.5.23 turns ``--enable-dp-attention --dp-size N``
+    into ``attn_dp_size = N`` with ``dp_size = 1``; each attention-DP replica has its own
+    stats-logging rank (attention-TP rank 0), so several ranks print.
+    """
 
     tp_rank: int = 0
     pp_rank: int = 0
@@ -23,6 +28,8 @@ class Ranks:
     tp_size: int = 1
     pp_size: int = 1
     dp_size: int = 1
+    attn_dp_rank: int = 0
+    attn_dp_size: int = 1
 
     @property
     def is_first(self) -> bool:
@@ -34,10 +41,11 @@ class Ranks:
         return self.tp_size * self.pp_size * self.dp_size
 
     def label(self) -> str:
-        """``tp0`` for TP only, ``tp1.pp0.dp0`` when PP or DP are used."""
-        if self.pp_size == 1 and self.dp_size == 1:
-            return f"tp{self.tp_rank}"
-        return f"tp{self.tp_rank}.pp{self.pp_rank}.dp{self.dp_rank}"
+        """``tp0`` for TP only, ``tp1.pp0.dp0`` when PP or DP are used; ``.adp{R}`` added with DP
+        attention (``tp4.adp1``, or ``tp4.pp0.dp0.adp1``)."""
+        base = f"tp{self.tp_rank}" if self.pp_size == 1 and self.dp_size == 1 else \
+            f"tp{self.tp_rank}.pp{self.pp_rank}.dp{self.dp_rank}"
+        return base + (f".adp{self.attn_dp_rank}" if self.attn_dp_size > 1 else "")
 
 
 def _read(obj, name: str) -> Optional[int]:
@@ -57,7 +65,7 @@ def ranks() -> Ranks:
     except Exception:
         return Ranks()
     vals = {}
-    for field in ("tp_rank", "pp_rank", "dp_rank", "tp_size", "pp_size", "dp_size"):
+    for field in ("tp_rank", "pp_rank", "dp_rank", "tp_size", "pp_size", "dp_size", "attn_dp_rank", "attn_dp_size"):
         v = _read(par, field)
         if v is not None:
             vals[field] = v

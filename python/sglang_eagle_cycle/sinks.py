@@ -11,7 +11,9 @@ Environment (read once, in the scheduler process, at the first profiled decode c
   later); with tp x pp x dp > 1 each rank writes
   ``name.tp{T}.pp{P}.dp{D}.ext``.
 * ``SGLANG_EAGLE_CYCLE_ALL_RANKS=1``: every rank prints its line, labelled ``rank=...``; by
-  default only SGLang's stats-logging rank (attention-TP rank 0) prints.
+  default only SGLang's stats-logging ranks (attention-TP rank 0) print, one per DP (or
+  DP-attention) replica, labelled ``rank=tp0.pp0.dp1`` with DP or PP and ``rank=tp4.adp1`` with
+  DP attention.
 * ``SGLANG_EAGLE_CYCLE_NVTX=1``: NVTX ranges per phase for Nsight Systems (``nvtx`` package, or
   ``torch.cuda.nvtx`` when it is missing).
 
@@ -45,6 +47,7 @@ import os
 import threading
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Protocol
@@ -141,8 +144,8 @@ class SinkConfig:
         """
         all_ranks = env_flag("SGLANG_EAGLE_CYCLE_ALL_RANKS", False, env)
         path = os.path.expanduser((env.get("SGLANG_EAGLE_CYCLE_JSONL") or "").strip()) or None
-        # with DP (or PP) one stats-logging rank per replica prints: their lines are told apart
-        several_print = all_ranks or ranks.dp_size > 1 or ranks.pp_size > 1
+        # with DP, DP attention (or PP) one stats-logging rank per replica prints: their lines are told apart
+        several_print = all_ranks or ranks.dp_size > 1 or ranks.pp_size > 1 or getattr(ranks, "attn_dp_size", 1) > 1
         return cls(
             log_every=_env_int(env, "SGLANG_EAGLE_CYCLE_LOG_EVERY", 1, 1),
             log_line=stats_rank or all_ranks,
@@ -206,6 +209,41 @@ MAX_PHASE_S = 1.0
 
 #: The clock of the stamps (``time.perf_counter``: seconds, monotonic, process-wide).
 _clock = time.perf_counter
+
+
+def enter_thread_local_capture_mode() -> bool:
+    """Put the calling thread in CUDA's thread-local stream-capture mode; True when it took.
+
+    A CUDA call such as ``cudaEventQuery`` from a thread in the default (global) mode while another
+    thread captures a graph in global mode invalidates that capture; SGLang captures in global mode,
+    at start-up and while serving (a weight update with ``recapture_cuda_graph``, elastic EP, the
+    PD role switch). A thread in thread-local mode is restricted only by its own captures, so its
+    event queries cannot break another thread's capture (PyTorch does the same for its NCCL
+    watchdog thread). Uses ``cuda.bindings.runtime.cudaThreadExchangeStreamCaptureMode`` (the
+    ``cuda-python`` package SGLang depends on). False without CUDA, on ROCm (which ignores the
+    mode) or when the binding is missing; the sink then pauses around SGLang's captures instead
+    (:meth:`CycleSink.capture_pause`).
+    """
+    try:
+        from .timing import cuda_usable
+
+        if not cuda_usable():
+            return False
+        import torch
+
+        if getattr(torch.version, "hip", None):
+            return False
+        from cuda.bindings import runtime as rt
+
+        mode = rt.cudaStreamCaptureMode.cudaStreamCaptureModeThreadLocal
+        err, _previous = rt.cudaThreadExchangeStreamCaptureMode(mode)
+        return err == rt.cudaError_t.cudaSuccess
+    except Exception:
+        return False
+
+
+#: What the sink thread calls when it starts (tests put a fake here).
+_thread_local_capture = enter_thread_local_capture_mode
 
 
 class HostPhases:
@@ -302,6 +340,14 @@ class CycleSink:
         self._phases = HostPhases()
         self._item_s = 0.0001  # running estimate of the time to write one cycle (seconds)
         self._thread: Optional[threading.Thread] = None
+        #: Whether the sink thread runs in CUDA's thread-local capture mode (None until it starts).
+        self.thread_local_capture: Optional[bool] = None
+        # Held by whichever thread reads events (ready/build); capture_pause() waits for it, so no
+        # event is queried while SGLang captures a graph (when thread-local mode is not in effect).
+        self._cuda_lock = threading.Lock()
+        self._paused = 0
+        #: Reads put off because a capture was open.
+        self.deferred = 0
         self._start_lock = threading.Lock()
         self._stopping = False
         self._closed = False
@@ -365,6 +411,25 @@ class CycleSink:
             self._wake_now()
 
     # -- control -------------------------------------------------------------------------------
+
+    @contextmanager
+    def capture_pause(self):
+        """No event is read (``query``, ``elapsed_time``) while the block runs: wrap a CUDA-graph capture.
+
+        Entering waits for a read in progress on the sink thread to finish (it holds the read
+        lock); reads resume when the block exits. Not needed, and a no-op, when the sink thread
+        runs in thread-local capture mode (:func:`enter_thread_local_capture_mode`).
+        """
+        if self.thread_local_capture:
+            yield
+            return
+        self._paused += 1
+        try:
+            with self._cuda_lock:
+                pass
+            yield
+        finally:
+            self._paused -= 1
 
     def flush(self, timeout: float = 5.0) -> bool:
         """Wait until everything submitted so far is written (or dropped). True if it finished in time."""
@@ -435,6 +500,8 @@ class CycleSink:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
         except (AttributeError, OSError):
             pass
+        # before any event is read on this thread: no read of ours can break a capture elsewhere
+        self.thread_local_capture = bool(_thread_local_capture())
         sleep = idle = POLL_BUSY_S
         self.dozing = True  # the scheduler wakes it at its next device wait
         while True:
@@ -512,6 +579,13 @@ class CycleSink:
             deadline: ``time.perf_counter()`` after which no cycle is started (the first one is:
                 one cycle per call at least); the estimate of one cycle's write time is kept clear.
         """
+        with self._cuda_lock:
+            if self._paused:   # a CUDA graph is being captured: read nothing now
+                self.deferred += 1
+                return
+            self._drain_locked(final, gated, deadline)
+
+    def _drain_locked(self, final: bool, gated: bool, deadline: Optional[float]) -> None:
         w = self._waiting
         give_up = time.monotonic() + (1.0 if final else 0.0)
         lines: list = []

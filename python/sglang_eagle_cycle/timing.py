@@ -9,7 +9,7 @@ cycle's stamps are read only once :meth:`CudaTimer.done` says its last one has c
 batch's result.
 
 The recording side is as small as it can be, because it runs on the scheduler thread once per
-time point (seven per decode cycle): ``stamp()`` is ``time.perf_counter_ns`` itself for the host
+time point (ten per decode cycle): ``stamp()`` is ``time.perf_counter_ns`` itself for the host
 clock, and one pooled ``Event.record`` for CUDA.
 
 This module imports neither SGLang nor torch at module top (the GPU check runs where SGLang is
@@ -57,6 +57,7 @@ class CpuTimer:
     """
 
     kind = "cpu"
+    stream = None  # no streams: every cycle is on the one host timeline
 
     def __init__(self, clock: Callable[[], int] = time.perf_counter_ns):
         self.clock = clock
@@ -161,6 +162,11 @@ class CudaTimer:
         ev = pool.pop() if pool else self._new_event()
         ev.record(self._stream)
         return ev
+
+    @property
+    def stream(self) -> Any:
+        """The stream of the cycle being recorded (set by :meth:`begin`)."""
+        return self._stream
 
     def done(self, stamp: Any) -> bool:
         """Whether ``stamp`` (and every stamp recorded before it on its stream) completed; never blocks."""

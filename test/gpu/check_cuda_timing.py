@@ -8,14 +8,18 @@ Three checks on one CUDA device, well under 3 minutes:
    is captured in a CUDA graph and the replay is timed both ways. The two must agree (within 5%
    + 0.05 ms), and ``capturing()`` must be True inside the capture.
 2. **Overlap loop, no sync.** A stand-in EAGLE worker with upstream's method names (draft, verify
-   with a target verify forward, on_publish, draft-extend; eager or from a CUDA graph) runs
+   with a target verify forward, on_publish, draft-extend; eager or from a CUDA graph), each
+   launch bracketed by a ``device_timer_ctx`` segment as in SGLang's runners and the draft launch
+   preceded by a deliberate host sleep (:data:`PREP_SLEEP_MS`, the stand-in for host prep), runs
    cycles in the overlap scheduler's order (launch N+1, then resolve N after its ``copy_done``
    event) with our real hooks (``sglang_eagle_cycle.patches.cycle.CycleProfiler``) installed,
    under ``torch.cuda.set_sync_debug_mode("error")`` and with ``torch.cuda.synchronize``,
    ``Stream.synchronize`` and ``Event.synchronize`` wrapped to count calls (event syncs escape
    the debug mode). Our code must make none: the only syncs are the loop's own ``copy_done``
    waits, the same number with and without the hooks; the profiler must report no fault; every
-   cycle yields one record whose ``verify_fwd_ms`` matches the target work's known time.
+   cycle yields one record whose ``verify_fwd_ms`` matches the target work's known time, whose
+   ``draft_prep_ms`` holds the host sleep while ``draft_ms`` excludes it, and whose five parts
+   sum to ``total_ms``.
 3. **Host cost.** Microseconds per cycle our hooks add to the scheduler thread with real CUDA
    events (median of paired block differences), and the cost of the event operations alone.
 
@@ -25,12 +29,14 @@ Usage (on a GPU machine, from the repository root)::
     python test/gpu/check_cuda_timing.py --smoke-cpu  # the same loop on CPU with the host timer
                                                       # (logic check only; no CUDA needed)
 
-Exit status 0 when every check passed, 1 otherwise.
+Exit status 0 when every check passed (and, without CUDA and without ``--smoke-cpu``, after one
+line saying it skipped), 1 otherwise.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -52,6 +58,22 @@ from sglang_eagle_cycle.sinks import CycleSink, SinkConfig  # noqa: E402
 from sglang_eagle_cycle.timing import CpuTimer, CudaTimer  # noqa: E402
 
 RESULTS: list = []
+
+#: Host time (ms) the stand-in draft spends before its launch: it must land in draft_prep_ms.
+PREP_SLEEP_MS = 2.0
+
+
+def device_timer_ctx(timer, category):
+    """SGLang's segment bracket (``sglang.srt.utils.device_timer``), as the runners call it: a no-op
+    context without a device timer. The check installs the profiler's hook on this module's name."""
+    return contextlib.nullcontext()
+
+
+_SELF = sys.modules[__name__]
+
+
+def _segment(category):
+    return _SELF.device_timer_ctx(None, category)
 
 
 def check(name: str, ok: bool, detail: str) -> bool:
@@ -149,13 +171,15 @@ class SimRunner:
         self.work = work
 
     def forward(self, forward_batch):
-        return self.work()
+        with _segment("decode"):   # the eager runner's bracket of one draft forward
+            return self.work()
 
 
 class SimDraftWorker:
     def __init__(self, steps: int, device: str, dtype, graph: bool):
         n = 1024 if device == "cuda" else 16
         self.speculative_num_steps = steps
+        self.prep_ms = PREP_SLEEP_MS
         self.draft_runner = SimRunner(matmul_chain(n, 1, device, dtype))
         self.extend_work = matmul_chain(n, 3, device, dtype)
         self.graph = None
@@ -170,8 +194,11 @@ class SimDraftWorker:
                 self.draft_forward(None)
 
     def draft(self, batch):
+        if batch is not None and self.prep_ms:
+            time.sleep(self.prep_ms / 1e3)   # host prep before the launch: the device idles
         if self.graph is not None:
-            self.graph.replay()
+            with _segment("eagle_draft"):
+                self.graph.replay()
         else:
             self.draft_forward(batch)
         return SimpleNamespace(is_verify_input=lambda: True)
@@ -181,7 +208,8 @@ class SimDraftWorker:
             self.draft_runner.forward(forward_batch)
 
     def _draft_extend_for_decode(self, batch, result, **kwargs):
-        self.extend_work()
+        with _segment("eagle_draft_extend" if self.graph is not None else "extend"):
+            self.extend_work()
 
 
 class SimTargetWorker:
@@ -189,7 +217,8 @@ class SimTargetWorker:
         self.work = work
 
     def forward_batch_generation(self, batch=None, forward_batch=None, pp_proxy_tensors=None, is_verify=False):
-        return self.work()
+        with _segment("target_verify"):
+            return self.work()
 
 
 class SimEagleWorker:
@@ -229,7 +258,7 @@ class SimProcessor:
 def install(profiler: CycleProfiler):
     """Our AROUND hooks on the stand-ins' methods (the wrapper HookRegistry builds); returns an undo."""
     pairs = [(SimEagleWorker, "forward_batch_generation", profiler.around_forward),
-             (SimDraftWorker, "draft_forward", profiler.around_draft_forward),
+             (_SELF, "device_timer_ctx", profiler.around_device_timer_ctx),
              (SimProcessor, "_resolve_spec_v2_tokens", profiler.around_resolve)]
     saved = []
     for cls, name, hook in pairs:
@@ -384,10 +413,16 @@ def check_overlap(device: str, dtype, cycles: int, tmp: Path, log: logging.Logge
         if not recs:
             continue
         med = {k: statistics.median([getattr(r, k) for r in recs])
-               for k in ("draft_ms", "verify_ms", "verify_fwd_ms", "extend_ms", "other_ms", "total_ms")}
+               for k in ("draft_prep_ms", "draft_ms", "verify_ms", "verify_fwd_ms", "extend_ms", "other_ms",
+                         "total_ms")}
         sums = all(r.other_ms >= 0 and r.verify_fwd_ms <= r.verify_ms + 1e-3
-                   and r.draft_ms + r.verify_ms + r.extend_ms <= r.total_ms + 1e-3 for r in recs)
+                   and abs(r.draft_prep_ms + r.draft_ms + r.verify_ms + r.extend_ms + r.other_ms - r.total_ms) <= 1e-3
+                   for r in recs)
         check(f"{label}: phases add up", sums, "medians " + "  ".join(f"{k}={v:.3f}" for k, v in med.items()))
+        check(f"{label}: host sleep in draft_prep_ms, not in draft_ms",
+              med["draft_prep_ms"] >= 0.95 * PREP_SLEEP_MS and med["draft_ms"] < PREP_SLEEP_MS,
+              f"slept {PREP_SLEEP_MS:.2f} ms before the draft launch: draft_prep {med['draft_prep_ms']:.3f} ms, "
+              f"draft {med['draft_ms']:.3f} ms")
         if known is not None:
             check(f"{label}: verify_fwd = known target work", abs(med["verify_fwd_ms"] - known) <= 0.1 * known + 0.05,
                   f"verify_fwd {med['verify_fwd_ms']:.3f} ms vs the target chain alone {known:.3f} ms")
@@ -405,6 +440,7 @@ def host_cost(device: str, dtype, tmp: Path, log: logging.Logger, rounds: int) -
     """Host us per cycle our hooks add to launch + resolve (median of paired blocks), and the event ops alone."""
     worker = SimEagleWorker(steps=4, bs=8, device=device, dtype=dtype, graph=device == "cuda",
                             target_n=1024 if device == "cuda" else 16, target_k=1)
+    worker._draft_worker.prep_ms = 0.0   # the cost of our hooks, not of a sleep
     proc = SimProcessor()
     timer = CudaTimer() if device == "cuda" else CpuTimer()
     prof = TestProfiler(timer=timer, sink=CycleSink(SinkConfig(jsonl_path=str(tmp / "cost.jsonl")), log=log),
@@ -423,13 +459,13 @@ def host_cost(device: str, dtype, tmp: Path, log: logging.Logger, rounds: int) -
                 (base if variant == "base" else hooked).append(statistics.median(times) * 1e6)
     prof.sink.close()
     added = statistics.median([h - b for h, b in zip(hooked, base)])
-    # the event operations of one cycle alone: begin + 6 stamps (graph mode), then done + 5 reads + release
-    pairs = ((0, 6), (0, 1), (1, 4), (2, 3), (5, 6))  # total, draft, verify, verify_fwd, extend
+    # the event operations of one cycle alone: begin + 9 stamps (graph mode), then done + 6 reads + release
+    pairs = ((0, 7), (7, 8), (1, 4), (2, 3), (5, 9), (0, 6))  # draft_prep, draft, verify, verify_fwd, extend, total
     n, rec_s, read_s = 2000, 0.0, 0.0
     for _ in range(n):
         t0 = time.perf_counter()
         st = [timer.begin()]
-        for _ in range(6):
+        for _ in range(9):
             st.append(timer.stamp())
         rec_s += time.perf_counter() - t0
         if device == "cuda":
@@ -464,8 +500,8 @@ def main(argv=None) -> int:
                                                    if r.levelno >= logging.WARNING else None})())
     device = "cpu" if args.smoke_cpu else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
-        print("no CUDA device: nothing to check (use --smoke-cpu for the logic check)")
-        return 1
+        print("check_cuda_timing: skipped: no CUDA device (use --smoke-cpu for the logic check)")
+        return 0
     dtype = torch.float32 if device == "cpu" else (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16)
     info = {"torch": torch.__version__, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu"}
     print(f"check_cuda_timing: torch {info['torch']} on {info['device']}", flush=True)

@@ -33,3 +33,12 @@ def test_check_script_logic_on_cpu():
     out = _run("--smoke-cpu", "--cycles", "12", "--rounds", "4", timeout=120)
     assert out["failed"] == [] and out["device"] == "cpu"
     assert set(out["overlap"]) == {"eager_median_ms", "graph_median_ms"}
+    for mode in ("eager_median_ms", "graph_median_ms"):   # the host sleep before the draft launch
+        assert out["overlap"][mode]["draft_prep_ms"] >= 2.0 > out["overlap"][mode]["draft_ms"]
+
+
+def test_check_script_skips_cleanly_without_cuda():
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present: the real check runs instead")
+    proc = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip().count("\n") == 0 and "skipped" in proc.stdout

@@ -1,54 +1,56 @@
 """Per-cycle timing of SGLang 0.5.23's EAGLE-3 decode cycle (``EAGLEWorkerV2``), as AROUND hooks.
 
-One decode cycle of the overlap worker (UPSTREAM §2), and where its time points are marked::
+One decode cycle of the overlap worker (UPSTREAM §2), the calls that bound each field, and where
+the time points are marked (all on the cycle's stream, i.e. on the device's timeline)::
 
-    EAGLEWorkerV2.forward_batch_generation (decode branch)     total0 ........................... total1
-      EagleDraftWorker.draft                                     |  draft = total0 .. verify0
-        EagleDraftWorker.draft_forward (eager mode only)         |
-          draft_runner.forward, once per draft step              |  step{i} .. step{i}_end
-      EAGLEWorkerV2.verify                                                verify0 ....... verify1
-        target_worker.forward_batch_generation(is_verify=True)            fwd0 .. fwd1
-      on_publish(new_seq_lens)                                                       (other)
-      EagleDraftWorker._draft_extend_for_decode                                      extend0 .. total1
-    SchedulerBatchResultProcessor._resolve_spec_v2_tokens      read point: accept lengths, hand-over
+    EAGLEWorkerV2.forward_batch_generation (decode branch)            total0 ..................... total1
+      EagleDraftWorker.draft: prepare_for_draft, attention metadata     | draft_prep
+        device_timer_ctx(.., "eagle_draft") around the draft graph      |   draft0 .. draft1
+        replay (eager: one device_timer_ctx(.., "decode") per draft     |
+        forward, each a draft_step_ms span)                             |
+        build_eagle_verify_input                                        |   (other)
+      EAGLEWorkerV2.verify                                              |   verify0 ........ verify1
+        device_timer_ctx(.., "target_verify") around the target verify  |     fwd0 .. fwd1
+        forward's graph replay (decode_cuda_graph_runner.execute), or   |
+        its eager forward (eager_runner; piecewise: model_runner)       |
+      on_publish, prepare_for_draft_extend                              |   (other)
+      EagleDraftWorker._draft_extend_for_decode:                        |
+        device_timer_ctx(.., "eagle_draft_extend") around the draft-    |     ext0 .. ext1
+        extend graph replay (eager: device_timer_ctx(.., "extend"))     |
+    SchedulerBatchResultProcessor._resolve_spec_v2_tokens     read point: accept lengths, hand-over
 
-``other = total - draft - verify - extend`` (the publish, host bookkeeping, GPU gaps).
-At ``num_steps = 1`` the draft phase has no draft forward and is not timed (``-``; its sampling
-falls into ``other``); at ``num_steps = 0`` (adaptive) there is no draft phase at all.
+Fields (device-span records, :attr:`~sglang_eagle_cycle.cycle.CycleRecord.device_spans`)::
 
-Two HookRegistry wrappers per cycle (the branch and the read point; eager mode adds ``draft_forward``) and two instance shims
-(``verify``, the target verify forward), not one wrapper per boundary, because every wrapped call
-costs the scheduler host time (budget: 20 us per cycle):
+    draft_prep_ms = draft0 - total0     host preparation, small prep kernels, device idle time
+    draft_ms      = draft1 - draft0     the draft launch(es); None when no draft forward ran
+    verify_ms     = verify1 - verify0   the whole verify call
+    verify_fwd_ms = fwd1 - fwd0         the target verify forward (inside verify)
+    extend_ms     = ext1 - ext0         the draft-extend launch
+    other_ms      = total - draft_prep - draft - verify - extend
+    gap_ms        = total0 - (previous cycle's total1), same stream, no event of its own
 
-* the draft is all the device work the decode branch does before ``verify`` (in 0.5.23 nothing
-  but ``draft()`` runs on the device there), so it is ``total0 .. verify0``;
-* the draft-extend is all the device work after ``on_publish`` returns (nothing but
-  ``_draft_extend_for_decode`` in 0.5.23), so it is ``extend0 .. total1``, where ``extend0`` is
-  marked by the ``on_publish`` callback the branch receives: ours, which calls the scheduler's
-  own first (or nothing, when the scheduler passed none, as in non-overlap mode);
-* ``verify`` is timed by a shim put on the worker *instance* at its first timed decode cycle
-  (:func:`_verify_shim`: one call layer instead of the registry's two);
-* the target verify forward and the eager draft forwards are not HookRegistry targets (every
-  ``TpModelWorker.forward_batch_generation`` / ``ModelRunner.forward`` call of the server would pay
-  a wrapper for them). The target verify forward is marked by a shim put once, at the first timed
-  verify, on that one target worker *instance* (putting it there and taking it off every cycle
-  cost more than leaving it): it marks ``is_verify=True`` calls inside a timed cycle and passes
-  every other call straight to whatever the class provides (so class-level hooks still run). The
-  eager draft forwards are marked by a shim on the draft runner instance that exists only while a
-  timed eager ``draft_forward`` runs (eager mode is slow anyway).
+``device_timer_ctx`` (``sglang.srt.utils.device_timer``) is the segment SGLang brackets for its own
+``DeviceTimer``; every runner calls it through its module's ``from .. import`` binding, which
+HookRegistry rebinds, so the one module-level hook survives what instance shims would not: the
+runner swaps of adaptive mode (``apply_runtime_state``) and a CUDA-graph recapture. The device
+segment a call brackets is classified by where the cycle is: before ``verify`` (draft), inside
+``verify`` (target verify forward), after it (draft-extend). At ``num_steps <= 1`` no draft
+forward runs (``draft_ms`` and ``draft_prep_ms`` are ``-``; the draft's sampling falls into
+``other``); at ``num_steps = 0`` (adaptive) there is no draft phase at all. In eager mode
+``draft_ms`` runs from the first draft forward's launch to the last one's end (the host work
+between forwards included) and ``draft_step_ms`` lists each forward's own span.
 
-Scheduler-side cost, the budget being 20 us per cycle: a cycle's time points are kept as a list
-of seven stamps (``time.perf_counter_ns`` itself, or one pooled CUDA event record each); the
-formatting and I/O run on the sink thread. This module stamps when the scheduler starts blocking
-on the device (``CycleSink.opened_at``, at the end of a launch) and when it resumes
-(``CycleSink.closed_at``, at the read point); the sink thread times its own wake-ups into those
-waits from the stamps and is woken by the scheduler only after an idle spell (see :mod:`..sinks`).
+Scheduler-side cost: one HookRegistry wrapper for the branch, one for the read point, one for each
+``device_timer_ctx`` call (three per cycle in graph mode), and one instance shim (``verify``,
+:func:`_verify_shim`). A cycle's time points are a list of ten stamps (``time.perf_counter_ns``,
+or one pooled CUDA event record each); the formatting and I/O run on the sink thread. The gap
+reuses the previous cycle's ``total1`` event, which that cycle hands over instead of releasing.
 
 Rules kept here (DESIGN §2):
 
 * The forward mode is checked *before* the original runs (verify mutates it): only decode batches
   are timed, never prefill/extend, idle (DP) batches or anything while a CUDA graph is being
-  captured on the current stream; nested hooks act only inside a timed cycle.
+  captured on the current stream; ``device_timer_ctx`` acts only inside a timed cycle.
 * No added sync: the stamps of cycle N travel on batch N's ``GenerationBatchResult`` and are handed
   to the sink at the read point, which runs after the scheduler's own ``copy_done`` sync of that
   result (in overlap mode after batch N+1 was launched); the sink reads them only once ``query()``
@@ -76,6 +78,15 @@ from . import HookSpec
 
 EW = "sglang.srt.speculative.eagle_worker_v2"
 BRP = "sglang.srt.managers.scheduler_components.batch_result_processor"
+DT = "sglang.srt.utils.device_timer"
+MR = "sglang.srt.model_executor.model_runner"
+
+#: ``ModelRunner`` methods that capture CUDA graphs in SGLang 0.5.23: at start-up
+#: (``init_cuda_graphs``, target and draft) and while serving (a weight update with
+#: ``recapture_cuda_graph``, elastic EP, the PD role switch). The sink reads no event during them
+#: unless its thread runs in thread-local capture mode (:meth:`CycleSink.capture_pause`).
+CAPTURE_METHODS = ("init_cuda_graphs", "recapture_decode_cuda_graph", "_recapture_elastic_cuda_graphs",
+                   "ensure_decode_cuda_graphs")
 
 #: Attribute of the ``GenerationBatchResult`` that carries a timed cycle to the read point.
 RESULT_ATTR = "_eagle_cycle_pending"
@@ -83,21 +94,36 @@ RESULT_ATTR = "_eagle_cycle_pending"
 #: Eager draft forwards timed per cycle (``num_steps - 1`` of them).
 MAX_DRAFT_STEPS = 64
 
+#: Longest host time (seconds) from one cycle's launch end to the next cycle's start for which
+#: the two are taken as back to back (``gap_ms``); a longer pause is an idle scheduler.
+GAP_LINK_MAX_S = 1.0
+
+#: ``device_timer_ctx`` category of the draft's CUDA-graph replay (eager draft forwards are
+#: ``decode``): only eager forwards are listed in ``draft_step_ms``.
+DRAFT_GRAPH_CATEGORY = "eagle_draft"
+
 #: Decode cycles between two questions to the sink whether anything is wanted (a log level or a
 #: JSONL file); asking costs the scheduler a few calls, so it is not asked every cycle.
 RECHECK_CYCLES = 256
 
 # Where each time point of a cycle is kept in ``_Cycle.t`` (the hooks write the literal indices).
-T_TOTAL0, T_VERIFY0, T_FWD0, T_FWD1, T_VERIFY1, T_EXTEND0, T_TOTAL1 = range(7)
+(T_TOTAL0, T_VERIFY0, T_FWD0, T_FWD1, T_VERIFY1, T_EXT0, T_TOTAL1, T_DRAFT0, T_DRAFT1, T_EXT1) = range(10)
+N_STAMPS = 10
 
-#: The span of time points each phase measures (see the module docstring for draft and extend).
+#: The span of time points each field measures (module docstring).
 PHASE_SPANS = {
-    "draft_ms": (T_TOTAL0, T_VERIFY0),
+    "draft_prep_ms": (T_TOTAL0, T_DRAFT0),
+    "draft_ms": (T_DRAFT0, T_DRAFT1),
     "verify_ms": (T_VERIFY0, T_VERIFY1),
     "verify_fwd_ms": (T_FWD0, T_FWD1),
-    "extend_ms": (T_EXTEND0, T_TOTAL1),  # extend0: right after on_publish
+    "extend_ms": (T_EXT0, T_EXT1),
     "total_ms": (T_TOTAL0, T_TOTAL1),
 }
+
+#: Where a cycle is (``_Cycle.phase``): which field a ``device_timer_ctx`` segment belongs to.
+IN_DRAFT, IN_VERIFY, AFTER_VERIFY = 0, 1, 2
+#: ``(first start, last end)`` slots of the segments met in each place.
+_SEGMENT_SLOTS = ((T_DRAFT0, T_DRAFT1), (T_FWD0, T_FWD1), (T_EXT0, T_EXT1))
 
 
 
@@ -149,8 +175,10 @@ def _no_stamp():
 class _Cycle:
     """One timed decode cycle on its way from launch to the sink (a :class:`sinks.Pending`).
 
-    ``t`` holds the cycle's 7 time points (``T_*`` indices; ``None`` until marked), ``step_t`` the
-    start and end of each eager draft forward. ``stamp`` is the timer's, or :func:`_no_stamp` when
+    ``t`` holds the cycle's ten time points (``T_*`` indices; ``None`` until marked), ``step_t`` the
+    start and end of each eager draft forward, ``prev_end`` the previous cycle's ``total1`` (for
+    ``gap_ms``; this cycle releases it), ``keep_end`` whether this cycle's ``total1`` was handed to
+    the next cycle (then that one releases it). ``stamp`` is the timer's, or :func:`_no_stamp` when
     the cycle records nothing. (No ``__slots__``: the rarely changed fields are class defaults, so
     making a cycle on the scheduler thread sets four attributes.)
     """
@@ -158,7 +186,10 @@ class _Cycle:
     step_t: Optional[list] = None
     broken = False
     nvtx_open = 0  # NVTX ranges pushed and not yet popped
-    publish = None  # upstream's on_publish for this cycle
+    phase = IN_DRAFT
+    extend_nvtx = False  # the draft-extend's NVTX range was pushed
+    prev_end = None
+    keep_end = False
     per_req: Optional[list] = None  # accepted drafts per request (bonus excluded), from the read point
     bonus = 1
     run = (0, 0, 0, False)  # (num_steps, topk, num_draft_tokens, verify from a CUDA graph), set at the launch's end
@@ -167,17 +198,22 @@ class _Cycle:
         self.id = cycle_id
         self.timer = timer
         self.stamp = stamp
-        self.t = [t0, None, None, None, None, None, None]
+        self.t = [t0, None, None, None, None, None, None, None, None, None]
 
     def stamps(self) -> list:
-        return self.t + (self.step_t or [])
+        """Each stamp this cycle owns, once (an eager draft's first and last step stamps are also
+        ``draft0``/``draft1``; a ``total1`` handed to the next cycle is not owned any more)."""
+        own = self.t if not self.keep_end else self.t[:T_TOTAL1] + self.t[T_TOTAL1 + 1:]
+        every = own + (self.step_t or []) + [self.prev_end]
+        return list({id(x): x for x in every if x is not None}.values())
 
     def ready(self) -> bool:
         return self.timer.done(self.t[T_TOTAL1])
 
     def release(self) -> None:
-        """Give the stamps back (a dropped cycle)."""
-        stamps, self.t, self.step_t = self.stamps(), [None] * 7, None
+        """Give the stamps back (a read or dropped cycle); a ``total1`` handed on stays with its taker."""
+        stamps = self.stamps()
+        self.t, self.step_t, self.prev_end = [None] * N_STAMPS, None, None
         self.timer.release(stamps)
 
     def build(self) -> CycleRecord:
@@ -186,8 +222,7 @@ class _Cycle:
         steps, topk, draft_tokens, graph = self.run
         try:
             phases = {name: ms(t[a], t[b]) for name, (a, b) in PHASE_SPANS.items()}
-            if steps <= 1:
-                phases["draft_ms"] = None  # no draft forward ran (module docstring)
+            phases["gap_ms"] = ms(self.prev_end, t[T_TOTAL0]) if self.prev_end is not None else None
             st = self.step_t
             step_ms = [ms(st[i], st[i + 1]) for i in range(0, len(st) - 1, 2)] if st else None
         finally:
@@ -197,6 +232,52 @@ class _Cycle:
             cycle=self.id, config=(len(accepts), steps, topk, draft_tokens),
             phases_ms=phases, accepts=accepts, graph=bool(graph), draft_step_ms=step_ms, ts=time.time(),
         )
+
+
+class _Segment:
+    """What the hooked ``device_timer_ctx`` returns inside a timed cycle: SGLang's own context
+    manager, entered between two stamps that bound the device segment it brackets."""
+
+    __slots__ = ("prof", "cyc", "inner", "category")
+
+    def __init__(self, prof, cyc, inner, category):
+        self.prof, self.cyc, self.inner, self.category = prof, cyc, inner, category
+
+    def __enter__(self):
+        cyc = self.cyc
+        try:
+            if not cyc.broken:
+                st = cyc.stamp()
+                first = _SEGMENT_SLOTS[cyc.phase][0]
+                if cyc.t[first] is None:
+                    cyc.t[first] = st
+                if cyc.phase == AFTER_VERIFY and not cyc.extend_nvtx and self.prof._nvtx is not None:
+                    self.prof._nvtx.push("eagle_cycle.extend")
+                    cyc.extend_nvtx = True
+                    cyc.nvtx_open += 1
+                if cyc.phase == IN_DRAFT and self.category != DRAFT_GRAPH_CATEGORY:
+                    steps = cyc.step_t
+                    if steps is None:
+                        cyc.step_t = [st]
+                    elif len(steps) < 2 * MAX_DRAFT_STEPS:
+                        steps.append(st)
+        except Exception as exc:
+            self.prof._fault("device segment", exc, cyc)
+        return self.inner.__enter__()
+
+    def __exit__(self, *exc_info):
+        out = self.inner.__exit__(*exc_info)
+        cyc = self.cyc
+        try:
+            if not cyc.broken:
+                st = cyc.stamp()
+                cyc.t[_SEGMENT_SLOTS[cyc.phase][1]] = st  # the last segment's end
+                steps = cyc.step_t
+                if cyc.phase == IN_DRAFT and self.category != DRAFT_GRAPH_CATEGORY and steps and len(steps) % 2:
+                    steps.append(st)
+        except Exception as exc:
+            self.prof._fault("device segment", exc, cyc)
+        return out
 
 
 def _stats_logging_rank(ranks) -> bool:
@@ -235,9 +316,7 @@ class CycleProfiler:
         self._next_id = 0
         self._ok_worker = self._ok_type = None  # the worker found profiled (a scheduler has one)
         self._type_ok: dict = {}
-        self._shimmed = None  # the target worker whose forward_batch_generation carries our shim
-        self._step_shim = None  # (draft runner, shim), made once per runner
-        self._on_publish = self._publish  # one bound method, passed to upstream as on_publish
+        self._prev_end = None  # (total1 stamp, stream, host seconds) of the last recorded cycle, for gap_ms
         self._until_check = 0  # cycles until the sink is asked again whether anything is wanted
         self._recording = self._wanted = False
         self._may_capture = True
@@ -325,10 +404,11 @@ class CycleProfiler:
     # -- the cycle -----------------------------------------------------------------------------
 
     def around_forward(self, original, worker, batch, *args, **kwargs):
-        """``EAGLEWorkerV2.forward_batch_generation``: the cycle (``total``); draft-extend starts after ``on_publish``.
+        """``EAGLEWorkerV2.forward_batch_generation``: the cycle (``total``), and the stamps it carries.
 
         Only decode batches are timed (the mode is read before upstream mutates it): prefill/extend
-        batches take upstream's prefill path and idle (DP) batches are not decode.
+        batches take upstream's prefill path and idle (DP) batches are not decode. Any other batch
+        between two timed cycles unlinks them (no ``gap_ms`` across it).
         """
         if self._active is not None or self._disabled:
             return original(worker, batch, *args, **kwargs)
@@ -345,6 +425,13 @@ class CycleProfiler:
                     timer = self._timer
                     if self._recording:
                         cyc = _Cycle(self._next_id, timer, timer.stamp, timer.begin())
+                        prev = self._prev_end
+                        if prev is not None:
+                            self._prev_end = None
+                            if prev[1] is getattr(timer, "stream", None) and _perf() - prev[2] < GAP_LINK_MAX_S:
+                                cyc.prev_end = prev[0]
+                            else:
+                                timer.release((prev[0],))
                     else:
                         cyc = _Cycle(self._next_id, timer, _no_stamp, None)
                     if self._nvtx is not None:
@@ -353,16 +440,12 @@ class CycleProfiler:
                         if worker.speculative_num_steps > 1:
                             self._nvtx.push("eagle_cycle.draft")  # closed where verify starts
                             cyc.nvtx_open = 2
-                    # upstream calls on_publish(new_seq_lens) between verify and draft-extend
-                    if args:
-                        cyc.publish, args = args[0], (self._on_publish, *args[1:])
-                    else:
-                        cyc.publish = kwargs.get("on_publish")
-                        kwargs["on_publish"] = self._on_publish
         except Exception as exc:
             self._fault("cycle start", exc)
             cyc = None
         if cyc is None:
+            if self._prev_end is not None:
+                self._unlink()
             return original(worker, batch, *args, **kwargs)
         self._active = cyc
         try:
@@ -374,7 +457,6 @@ class CycleProfiler:
         self._active = None
         try:
             cyc.t[6] = cyc.stamp()  # total1
-            cyc.publish = None
             if cyc.nvtx_open:
                 self._close_nvtx(cyc)
             if cyc.stamp is not _no_stamp:
@@ -385,12 +467,22 @@ class CycleProfiler:
                 # the scheduler now copies the result to the host and blocks in copy_done.synchronize()
                 # (GIL released): the sink thread may write meanwhile
                 sink = self._sink
-                sink.opened_at = _perf()
+                sink.opened_at = now = _perf()
+                cyc.keep_end = True  # total1 goes on to the next cycle, for its gap_ms
+                self._prev_end = (cyc.t[6], getattr(self._timer, "stream", None), now)
                 if sink.dozing:  # the sink thread sleeps long (after an idle spell): wake it now
                     sink.kick()
         except Exception as exc:
             self._fault("cycle end", exc, cyc)
         return result
+
+    def _unlink(self) -> None:
+        """Another batch ran (or nothing is recorded): the kept ``total1`` goes back, no gap across."""
+        prev, self._prev_end = self._prev_end, None
+        try:
+            self._timer.release((prev[0],))
+        except Exception as exc:
+            self._fault("cycle start", exc)
 
     def _close_nvtx(self, cyc: _Cycle) -> None:
         for _ in range(cyc.nvtx_open):
@@ -400,63 +492,42 @@ class CycleProfiler:
     def _drop(self, cyc: _Cycle) -> None:
         """A cycle upstream did not finish: close its NVTX ranges, give its stamps back."""
         try:
-            cyc.publish = None
             if cyc.nvtx_open:
                 self._close_nvtx(cyc)
             cyc.release()
         except Exception as exc:
             self._fault("cycle end", exc, cyc)
 
-    def _publish(self, new_seq_lens) -> None:
-        """Upstream's ``on_publish`` (if the scheduler passed one), then the draft-extend starts."""
-        cyc = self._active
-        publish = cyc.publish if cyc is not None else None
-        if publish is not None:
-            publish(new_seq_lens)  # upstream's exceptions propagate unchanged
-        if cyc is None:
-            return
-        try:
-            cyc.t[5] = cyc.stamp()  # extend0
-            if self._nvtx is not None:
-                self._nvtx.push("eagle_cycle.extend")
-                cyc.nvtx_open += 1
-        except Exception as exc:
-            self._fault("extend", exc, cyc)
+    def around_device_timer_ctx(self, original, timer, category, *args, **kwargs):
+        """``sglang.srt.utils.device_timer.device_timer_ctx(timer, category)``: bounds a device segment.
 
-    def _shim_target(self, target) -> None:
-        """Put the verify-forward shim on ``target`` (once); leave a method someone else shadows alone."""
-        self._shimmed = target
-        if "forward_batch_generation" not in target.__dict__:
-            target.forward_batch_generation = _target_forward_shim(self, target)
-
-    def around_draft_forward(self, original, draft_worker, *args, **kwargs):
-        """``EagleDraftWorker.draft_forward`` (eager draft only): times each draft runner forward (``draft_step_ms``).
-
-        Under CUDA graphs the draft is one graph replay and this method is not called in a cycle
-        (it runs at capture time, outside any cycle, and passes through).
+        Outside a timed cycle it returns upstream's context manager untouched. Inside one it
+        returns a :class:`_Segment`, which enters upstream's between two stamps: the segment's
+        launch start and end on the cycle's stream, filed under the draft, the target verify
+        forward or the draft-extend by where the cycle is (module docstring).
         """
+        inner = original(timer, category, *args, **kwargs)
         cyc = self._active
-        if cyc is None or cyc.broken:
-            return original(draft_worker, *args, **kwargs)
-        runner = None
+        if cyc is None or cyc.broken or (cyc.stamp is _no_stamp and self._nvtx is None):
+            return inner
+        return _Segment(self, cyc, inner, category)
+
+    def around_capture(self, original, *args, **kwargs):
+        """A ``ModelRunner`` method that captures CUDA graphs (:data:`CAPTURE_METHODS`): the sink
+        reads no event while it runs (no-op in thread-local capture mode, or before any cycle)."""
+        sink = self._sink
+        if sink is None:
+            return original(*args, **kwargs)
         try:
-            dr = draft_worker.draft_runner
-            if not self._timer.capturing() and "forward" not in dr.__dict__:
-                cached = self._step_shim
-                if cached is None or cached[0] is not dr:
-                    cached = self._step_shim = (dr, _draft_step_shim(self, dr))
-                dr.forward = cached[1]
-                runner = dr
+            pause = sink.capture_pause()
+            pause.__enter__()
         except Exception as exc:
-            self._fault("draft step", exc, cyc)
+            self._fault("capture guard", exc)
+            return original(*args, **kwargs)
         try:
-            return original(draft_worker, *args, **kwargs)
+            return original(*args, **kwargs)
         finally:
-            if runner is not None:
-                try:
-                    del runner.forward
-                except Exception as exc:
-                    self._fault("draft step", exc, cyc)
+            pause.__exit__(None, None, None)
 
     def around_resolve(self, original, *args, **kwargs):
         """``_resolve_spec_v2_tokens(result, batch)``: after the ``copy_done`` sync; hands the cycle to the sink."""
@@ -486,13 +557,12 @@ class CycleProfiler:
 
 
 def _verify_shim(prof: CycleProfiler, worker):
-    """Shadows ``worker.verify`` on the instance: times ``verify`` and puts the verify-forward shim in place.
+    """Shadows ``worker.verify`` on the instance: times ``verify`` and marks where the cycle is.
 
     ``EAGLEWorkerV2.verify`` runs the verify-input preparation, the target verify forward, sampling
-    and commit bookkeeping (``verify_ms``). The target verify forward is timed by a shim on the
-    target worker *instance*, put there at the first timed verify (:func:`_target_forward_shim`).
-    Looks the method up on the class at each call (class-level hooks still run); calls outside a
-    timed cycle pass straight through.
+    and commit bookkeeping (``verify_ms``); the ``device_timer_ctx`` segment met inside it is the
+    target verify forward (``verify_fwd_ms``). Looks the method up on the class at each call
+    (class-level hooks still run); calls outside a timed cycle pass straight through.
     """
 
     def verify(*args, **kwargs):
@@ -503,15 +573,13 @@ def _verify_shim(prof: CycleProfiler, worker):
         nvtx = prof._nvtx
         try:
             cyc.t[1] = cyc.stamp()  # verify0
+            cyc.phase = IN_VERIFY
             if nvtx is not None:
                 if cyc.nvtx_open == 2:  # the draft range
                     nvtx.pop()
                     cyc.nvtx_open = 1
                 nvtx.push("eagle_cycle.verify")
                 cyc.nvtx_open += 1
-            target = worker._target_worker
-            if prof._shimmed is not target:
-                prof._shim_target(target)
         except Exception as exc:
             prof._fault("verify", exc, cyc)
         try:
@@ -519,6 +587,7 @@ def _verify_shim(prof: CycleProfiler, worker):
         finally:
             try:
                 cyc.t[4] = cyc.stamp()  # verify1
+                cyc.phase = AFTER_VERIFY
                 if nvtx is not None and cyc.nvtx_open > 1:
                     nvtx.pop()
                     cyc.nvtx_open -= 1
@@ -527,62 +596,6 @@ def _verify_shim(prof: CycleProfiler, worker):
 
     verify.eagle_cycle_shim = True
     return verify
-
-
-def _target_forward_shim(prof: CycleProfiler, target):
-    """Shadows ``target.forward_batch_generation``: marks the target verify forward of a timed cycle.
-
-    Looks the method up on the class at each call (class-level hooks still run); calls outside a
-    timed cycle and calls other than ``is_verify=True`` pass straight through.
-    """
-
-    def forward_batch_generation(*args, **kwargs):
-        cyc = prof._active
-        fn = type(target).forward_batch_generation
-        if cyc is None or cyc.broken or not (kwargs.get("is_verify") or (len(args) > 3 and args[3] is True)):
-            return fn(target, *args, **kwargs)
-        try:
-            cyc.t[2] = cyc.stamp()  # fwd0
-        except Exception as exc:
-            prof._fault("verify_fwd", exc, cyc)
-        try:
-            return fn(target, *args, **kwargs)
-        finally:
-            try:
-                cyc.t[3] = cyc.stamp()  # fwd1
-            except Exception as exc:
-                prof._fault("verify_fwd", exc, cyc)
-
-    forward_batch_generation.eagle_cycle_shim = True
-    return forward_batch_generation
-
-
-def _draft_step_shim(prof: CycleProfiler, runner):
-    """Shadows ``draft_runner.forward`` during an eager ``draft_forward``: marks each draft forward."""
-
-    def forward(*args, **kwargs):
-        fn = type(runner).forward
-        cyc = prof._active
-        if cyc is None or cyc.broken:
-            return fn(runner, *args, **kwargs)
-        st = cyc.step_t
-        if st is None:
-            st = cyc.step_t = []
-        elif len(st) >= 2 * MAX_DRAFT_STEPS:
-            return fn(runner, *args, **kwargs)
-        try:
-            st.append(cyc.stamp())
-        except Exception as exc:
-            prof._fault("draft step", exc, cyc)
-        try:
-            return fn(runner, *args, **kwargs)
-        finally:
-            try:
-                st.append(cyc.stamp())
-            except Exception as exc:
-                prof._fault("draft step", exc, cyc)
-
-    return forward
 
 
 _default: Optional[CycleProfiler] = None
@@ -601,6 +614,7 @@ def hook_specs(profiler: Optional[CycleProfiler] = None) -> list[HookSpec]:
     p = profiler or default_profiler()
     return [
         HookSpec(f"{EW}.EAGLEWorkerV2.forward_batch_generation", EW, p.around_forward, "timing"),
-        HookSpec(f"{EW}.EagleDraftWorker.draft_forward", EW, p.around_draft_forward, "timing"),
+        HookSpec(f"{DT}.device_timer_ctx", DT, p.around_device_timer_ctx, "timing"),
+        *(HookSpec(f"{MR}.ModelRunner.{name}", MR, p.around_capture, "timing") for name in CAPTURE_METHODS),
         HookSpec(f"{BRP}.SchedulerBatchResultProcessor._resolve_spec_v2_tokens", BRP, p.around_resolve, "timing"),
     ]
