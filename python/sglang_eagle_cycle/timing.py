@@ -25,7 +25,7 @@ absent; tests run where CUDA is absent). Usage::
         ms = timer.elapsed_ms(t0, t1)
         timer.release((t0, t1))     # events go back to the pool
 
-The two backends share one interface (``begin``, ``stamp``, ``done``, ``elapsed_ms``, ``release``,
+The two backends share one interface (``begin``, ``stamp``, ``done``, ``elapsed_ms``, ``release``, ``stream``,
 ``capturing``, ``kind``); tests inject a clock into :class:`CpuTimer` and fake events into
 :class:`CudaTimer`.
 """

@@ -222,7 +222,7 @@ class _Cycle:
         steps, topk, draft_tokens, graph = self.run
         try:
             phases = {name: ms(t[a], t[b]) for name, (a, b) in PHASE_SPANS.items()}
-            phases["gap_ms"] = ms(self.prev_end, t[T_TOTAL0]) if self.prev_end is not None else None
+            phases["gap_ms"] = ms(self.prev_end, t[T_TOTAL0])
             st = self.step_t
             step_ms = [ms(st[i], st[i + 1]) for i in range(0, len(st) - 1, 2)] if st else None
         finally:
@@ -427,11 +427,10 @@ class CycleProfiler:
                         cyc = _Cycle(self._next_id, timer, timer.stamp, timer.begin())
                         prev = self._prev_end
                         if prev is not None:
-                            self._prev_end = None
-                            if prev[1] is getattr(timer, "stream", None) and _perf() - prev[2] < GAP_LINK_MAX_S:
-                                cyc.prev_end = prev[0]
+                            if prev[1] is timer.stream and _perf() - prev[2] < GAP_LINK_MAX_S:
+                                cyc.prev_end, self._prev_end = prev[0], None
                             else:
-                                timer.release((prev[0],))
+                                self._unlink()
                     else:
                         cyc = _Cycle(self._next_id, timer, _no_stamp, None)
                     if self._nvtx is not None:
@@ -469,7 +468,7 @@ class CycleProfiler:
                 sink = self._sink
                 sink.opened_at = now = _perf()
                 cyc.keep_end = True  # total1 goes on to the next cycle, for its gap_ms
-                self._prev_end = (cyc.t[6], getattr(self._timer, "stream", None), now)
+                self._prev_end = (cyc.t[6], self._timer.stream, now)
                 if sink.dozing:  # the sink thread sleeps long (after an idle spell): wake it now
                     sink.kick()
         except Exception as exc:
