@@ -614,6 +614,22 @@ def test_another_batch_between_cycles_unlinks_the_gap(install, tmp_path, log):
                                                       pytest.approx(0.2, abs=1e-4)]
 
 
+def test_a_cycle_not_recorded_unlinks_the_gap(install, tmp_path, log):
+    """A cycle timed for NVTX only (nothing recorded) between two recorded ones: no gap_ms spans it."""
+    clock = FakeClock()
+    prof = install(profiler(clock, tmp_path, log, timer=CpuTimer(clock)))
+    with Harness(steps=3, clock=clock, costs=Costs(between=0.2)) as h:
+        h.run_overlap([h.new_batch(2), h.new_batch(2)])
+        prof._until_check = 10 ** 6   # keep the switches below for the next cycles
+        prof._recording, prof._nvtx = False, SimpleNamespace(push=lambda name: None, pop=lambda: None)
+        h.run_overlap([h.new_batch(2)])
+        assert prof._prev_end is None
+        prof._recording, prof._nvtx = True, None
+        h.run_overlap([h.new_batch(2), h.new_batch(2)])
+    assert [r.gap_ms for r in records(tmp_path)] == [None, pytest.approx(0.2, abs=1e-4), None,
+                                                      pytest.approx(0.2, abs=1e-4)]
+
+
 def test_profiler_tells_the_sink_when_the_scheduler_waits(install, tmp_path, log):
     """Stamps: opened_at at the end of each launch (the scheduler then blocks on the device), closed_at
     at each read point; host_busy between them. The sink thread is kicked only while it dozes."""

@@ -431,8 +431,10 @@ class CycleProfiler:
                                 cyc.prev_end, self._prev_end = prev[0], None
                             else:
                                 self._unlink()
-                    else:
+                    else:  # NVTX only: nothing recorded, so no gap may span this cycle
                         cyc = _Cycle(self._next_id, timer, _no_stamp, None)
+                        if self._prev_end is not None:
+                            self._unlink()
                     if self._nvtx is not None:
                         self._nvtx.push("eagle_cycle.cycle")
                         cyc.nvtx_open = 1
