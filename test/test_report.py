@@ -610,3 +610,31 @@ def test_host_bound_only_when_prep_and_gap_are_a_real_share(tmp_path):
     share = (g["phases"]["draft_prep_ms"]["mean"] + g["phases"]["gap_ms"]["mean"]) / (
         g["phases"]["total_ms"]["mean"] + g["phases"]["gap_ms"]["mean"])
     assert share > HOST_BOUND_SHARE   # the floor, not the share, keeps it quiet
+
+
+@pytest.mark.parametrize("shape", ["no log prefix", "aggregated", "jsonl", "one line"])
+def test_device_span_lines_in_every_shape_read_alike(tmp_path, shape):
+    """Lines without a log prefix (the first word of each line is the prefix itself), aggregated lines,
+    JSONL records and a file of one line: the same device-span group, bulk and per-line paths agree."""
+    run = generate(random.Random(24), bs=3, steps=4, cycles=1 if shape == "one line" else 90, p=P_TRUE,
+                   spans=True)
+    if shape == "no log prefix":
+        lines = log_lines(run.records, prefix="")
+    elif shape == "aggregated":
+        agg = cycle.Aggregator(every=10)
+        lines = log_lines([out for rec in run.records for out in agg.add(rec)] + agg.flush())
+        assert all(" n=10 " in ln and "draft_prep_ms=" in ln for ln in lines)
+    elif shape == "jsonl":
+        lines = [cycle.to_json(rec) for rec in run.records]
+    else:
+        lines = log_lines(run.records)
+    path = _write(tmp_path / "spans.txt", lines)
+    doc = inspect_paths([path])
+    assert doc == _slow([path]) and doc["unparsed_lines"] == 0
+    (g,) = doc["groups"]
+    assert g["device_spans"] is True and g["cycles"] == len(run.records)
+    exact = 0.005 if shape == "aggregated" else 1e-6   # aggregated lines print each mean to 2 decimals
+    assert g["phases"]["draft_prep_ms"]["mean"] == pytest.approx(statistics.fmean(run.values("draft_prep_ms")),
+                                                                 abs=exact)
+    gaps = [x for x in run.values("gap_ms") if x is not None]
+    assert g["phases"]["gap_ms"]["mean"] == (pytest.approx(statistics.fmean(gaps), abs=exact) if gaps else None)
