@@ -7,6 +7,9 @@
   missing package or file;
 * the whole e2e script against the stand-in server (``test/standin_server.py``) with a fake pair: health
   wait, sweep, process-group stop, inspect and the checks, in about 15 s.
+* the capture-safety part of ``check_cuda_timing.py``: its child processes' argument parsing and their
+  one ``skipped`` line without CUDA, the parent's reading of a child's output, its verdicts, and the case
+  runner itself (sink thread, handshake, ``capture_pause``) against a model of CUDA's global-capture rule.
 
 No training, no SGLang server, no GPU.
 """
@@ -14,9 +17,11 @@ No training, no SGLang server, no GPU.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -25,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 GPU = REPO / "test" / "gpu"
 E2E = GPU / "e2e_tiny_pair.sh"
 AGREE = GPU / "check_tiny_pair_gpu.py"
+TIMING = GPU / "check_cuda_timing.py"
 sys.path.insert(0, str(GPU))
 
 import tiny_pair_e2e as e2e  # noqa: E402
@@ -328,3 +334,168 @@ def test_e2e_script_reports_a_server_that_dies_before_health(tmp_path):
     assert "the server exited (code 3) before /health answered" in proc.stderr
     assert "RuntimeError: no kernel image for this device" in proc.stderr   # the log's tail
     assert not (work / "sweep.jsonl").exists()
+
+
+# ----------------------------------------------------------------------------- capture safety (check_cuda_timing.py)
+def _timing_module():
+    import importlib
+
+    return importlib.import_module("check_cuda_timing")
+
+
+@no_cuda_only
+def test_capture_children_parse_their_arguments_and_skip_without_cuda():
+    proc = subprocess.run([sys.executable, str(TIMING), "--capture-child", "paused", "query"], capture_output=True,
+                          text=True, timeout=120, env=_env())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ['{"mode": "paused", "call": "query", "skipped": "no CUDA device"}']
+    bad = subprocess.run([sys.executable, str(TIMING), "--capture-child", "guarded", "query"], capture_output=True,
+                         text=True, timeout=120, env=_env())
+    assert bad.returncode == 2 and "MODE one of unguarded, thread_local, paused" in bad.stderr
+    # the parent's plumbing: a child process per case, its one line read back
+    m = _timing_module()
+    got = m.run_capture_children([("unguarded", "set_device")], jobs=1, timeout=120)
+    assert got == {("unguarded", "set_device"): {"mode": "unguarded", "call": "set_device",
+                                                 "skipped": "no CUDA device"}}
+
+
+def test_capture_child_output_is_read_or_the_failure_named():
+    m = _timing_module()
+    line = json.dumps({"mode": "paused", "call": "query", "capture_ok": True})
+    assert m.parse_child_output("paused", "query", 0, f"noise\n{line}\n", "")["capture_ok"] is True
+    # a result line for another case is not this case's
+    other = m.parse_child_output("paused", "elapsed_time", 0, line, "Traceback\nRuntimeError: boom\n")
+    assert other["error"] == "no result line (exit status 0); stderr: Traceback | RuntimeError: boom"
+    late = m.parse_child_output("paused", "query", None, line + "\n", "", timed_out=150)
+    assert late["capture_ok"] is True and "killed after 150 s" in late["note"]
+    dead = m.parse_child_output("unguarded", "query", -6, "{not json", "", timed_out=None)
+    assert dead["error"] == "no result line (exit status -6); stderr: -"
+    # a child that dies at the capture's end leaves its progress trace
+    trace = json.dumps({"mode": "unguarded", "call": "query", "partial": "polled", "polled_during_capture": True,
+                        "thread_local_capture": False, "outcomes": [[True, "raised", "RuntimeError: not permitted"]]})
+    died = m.parse_child_output("unguarded", "query", -6, trace + "\n", "Aborted\n")
+    assert died["error"] == "the child died after its 'polled' stage (exit status -6); stderr: Aborted"
+    checks, _, _ = m.judge_capture({("unguarded", "query"): died}, calls=("query",))
+    assert checks[0][0].startswith("capture unguarded/query") and checks[0][1] is True
+    assert "raised RuntimeError: not permitted; then the child died" in checks[0][2]
+    # the same death in a guarded mode is a failure
+    guarded = m.parse_child_output("thread_local", "query", -6, trace.replace("unguarded", "thread_local"), "")
+    checks, _, _ = m.judge_capture({("thread_local", "query"): guarded}, calls=("query",))
+    assert [ok for name, ok, _ in checks if name.startswith("capture thread_local/")] == [False]
+
+
+def test_ctypes_fallback_says_no_without_cuda():
+    if CUDA:
+        pytest.skip("a CUDA device is present")
+    m = _timing_module()
+    assert m.ctypes_thread_local_capture() is False and "no CUDA" in m._CTYPES_INFO["why"]
+
+
+class GlobalCaptureModel:
+    """CUDA's rule for a global-mode capture, modelled: while it is open, a call from another thread
+    that is not in thread-local mode fails and invalidates it (when ``breaks``); the capture's end then
+    raises. The call returns False otherwise, as ``query()`` of an incomplete event does."""
+
+    def __init__(self, breaks: bool = True):
+        self.breaks, self.open, self.invalid = breaks, False, False
+        self.local = threading.local()
+
+    def enter_thread_local(self):
+        self.local.on = True
+        return True
+
+    def call(self):
+        if self.open and self.breaks and not getattr(self.local, "on", False):
+            self.invalid = True
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+        return False
+
+    def begin(self):
+        self.open = True
+
+    def before(self):
+        pass
+
+    def after(self):
+        if self.invalid:
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+
+    def end(self):
+        self.open = False
+        if self.invalid:
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+
+    def replay_ok(self):
+        return not self.invalid
+
+
+def _model_results(m, call: str, breaks: bool) -> dict:
+    results = {}
+    for mode in m.CAPTURE_MODES:
+        model = GlobalCaptureModel(breaks)
+        r = m.run_case(mode, m._Probe(model.call), model, logging.getLogger("test.capture"),
+                       enter_thread_local=model.enter_thread_local, late_incomplete=lambda: True)
+        results[(mode, call)] = {"mode": mode, "call": call, **r}
+    return results
+
+
+def test_capture_cases_against_a_model_of_the_global_capture_rule():
+    m = _timing_module()
+    from sglang_eagle_cycle import sinks
+
+    default = sinks._thread_local_capture
+    results = _model_results(m, "query", breaks=True)
+    assert sinks._thread_local_capture is default  # put back after each case
+    unguarded = results[("unguarded", "query")]
+    assert unguarded["polled_during_capture"] and not unguarded["capture_ok"]
+    assert unguarded["outcomes"][0][:2] == [True, "raised"]
+    paused = results[("paused", "query")]
+    assert paused["capture_ok"] and paused["deferred"] >= 1 and not paused["polled_during_capture"]
+    assert paused["resumed_after"] is True and paused["thread_local_capture"] is False
+    assert results[("thread_local", "query")]["outcomes"][0] == [True, "returned", "False"]
+    checks, info, summary = m.judge_capture(results, calls=("query",))
+    assert [(name.split(":")[0], ok) for name, ok, _ in checks] == [
+        ("capture unguarded/query", True), ("capture thread_local/query", True), ("capture paused/query", True)]
+    assert "operation not permitted when stream is capturing" in checks[0][2]
+    assert summary["proposal_ctypes"]["query"].startswith("works: ")
+    assert summary["harmless_unguarded"] == [] and summary["skipped"] == {}
+
+
+def test_an_unguarded_call_that_leaves_the_capture_intact():
+    m = _timing_module()
+    checks, info, summary = m.judge_capture(_model_results(m, "query", breaks=False), calls=("query",))
+    # query is the negative control: a capture that survives it means the check proves nothing
+    failed = [(name, detail) for name, ok, detail in checks if not ok]
+    assert len(failed) == 1 and failed[0][0].startswith("capture unguarded/query")
+    assert "the negative control did not fail" in failed[0][1]
+    # for the other calls it is a finding, reported, not a failure
+    checks, info, summary = m.judge_capture(_model_results(m, "elapsed_time", breaks=False),
+                                            calls=("elapsed_time",))
+    assert all(ok for _, ok, _ in checks) and summary["harmless_unguarded"] == ["elapsed_time"]
+    assert any(line.startswith("capture unguarded/elapsed_time: finding: ") for line in info)
+
+
+def test_capture_verdicts_name_what_went_wrong():
+    m = _timing_module()
+    good = {"thread_local_capture": False, "capture_ok": True, "replay_ok": True, "deferred": 2,
+            "polled_during_capture": False, "resumed_after": True, "outcomes": [[False, "returned", "1.0"]]}
+    results = {
+        ("unguarded", "set_device"): {"error": "no result line (timed out after 150 s); stderr: -"},
+        ("thread_local", "set_device"): {"skipped": "cuda.bindings (cuda-python) is not installed (...)"},
+        ("paused", "set_device"): dict(good, deferred=0, resumed_after=False),
+        ("thread_local_ctypes", "set_device"): dict(good, thread_local_capture=True, ctypes={"rc": 0},
+                                                    outcomes=[[False, "returned", "0"]]),
+    }
+    checks, info, summary = m.judge_capture({k: dict(v, mode=k[0], call=k[1]) for k, v in results.items()},
+                                            calls=("set_device",))
+    verdicts = {name.split(":")[0]: (ok, detail) for name, ok, detail in checks}
+    assert verdicts["capture unguarded/set_device"] == (False, "no result line (timed out after 150 s); stderr: -")
+    assert "capture thread_local/set_device" not in verdicts  # skipped with its reason, not failed
+    assert summary["skipped"]["set_device"].startswith("skipped: cuda.bindings")
+    ok, detail = verdicts["capture paused/set_device"]
+    assert not ok and "no read deferred" in detail and "did not read again" in detail
+    assert summary["proposal_ctypes"]["set_device"].startswith(
+        "fails: the sink thread made no set_device call while the capture was open")
+    # cases never run are failures too (the capture checks must all run on a GPU)
+    checks, _, _ = m.judge_capture({})
+    assert sum(not ok for _, ok, _ in checks) == 2 * len(m.CAPTURE_CALLS) + len(m.CAPTURE_CALLS)

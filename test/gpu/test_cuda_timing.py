@@ -23,9 +23,11 @@ def _run(*args: str, timeout: int) -> dict:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_event_timing_on_the_gpu():
-    out = _run(timeout=300)
-    assert out["failed"] == [] and out["seconds"] < 180
+    out = _run(timeout=570)
+    assert out["failed"] == [] and out["seconds"] < 400
     assert out["known_work"]["eager_event_ms"] > 0 and out["overlap"]["graph_median_ms"]["total_ms"] > 0
+    # every capture case ran in its own process (thread_local may be skipped without cuda-python)
+    assert len(out["capture"]["cases"]) == 12
 
 
 def test_check_script_logic_on_cpu():
