@@ -621,8 +621,9 @@ CAPTURE_CALLS = ("query", "elapsed_time", "set_device")
 MUST_BREAK = ("query",)
 #: How long the event the ``query`` case polls stays incomplete (ms of ``torch.cuda._sleep`` on another stream).
 INCOMPLETE_MS = 2000.0
-#: Seconds one capture child may take (torch import, CUDA start, the case itself).
-CHILD_TIMEOUT_S = 150
+#: Seconds one capture child may take (torch import, CUDA start, the case itself: about 10 s); with 4
+#: at a time, three hung waves still end within 5 minutes.
+CHILD_TIMEOUT_S = 90
 #: What :func:`ctypes_thread_local_capture` did last (return code, previous mode, or why not).
 _CTYPES_INFO: dict = {}
 
