@@ -48,6 +48,7 @@ import argparse
 import gc
 import json
 import logging
+import os
 import pkgutil
 import shutil
 import statistics
@@ -56,11 +57,16 @@ import tempfile
 import time
 from dataclasses import fields
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 for extra in (ROOT / "python", ROOT / "test"):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
+
+
+#: Hooks that serve only the device-span stamps (left out with them: the "no spans" variants).
+SPAN_ONLY_HOOKS = ("device_timer_ctx", "resolve_seq_lens_cpu")
 
 
 class Installed:
@@ -120,16 +126,68 @@ def parse_args(argv=None):
     p.add_argument("--processes", type=int, default=3,
                    help="run the rounds in this many fresh processes one after the other, and pool them "
                         "(default 3; each process has its own hash seed and memory layout)")
+    p.add_argument("--load", type=int, default=0, metavar="N",
+                   help="the sink thread's priority instead: run N busy-loop processes (nice 0) beside the "
+                        "scheduler and compare the default sinks with the sink thread at nice 19 and at nice 0 "
+                        "(per-cycle wall-clock p50/p99/max); 0 = the cost table (default)")
     p.add_argument("--raw-out", help=argparse.SUPPRESS)  # a worker process: write its raw series here
     args = p.parse_args(argv)
-    if min(args.rounds, args.block, args.bs, args.processes) < 1 or args.steps < 0 or args.gpu_wait_us < 0:
-        p.error("--rounds, --block, --bs and --processes must be >= 1, --steps and --gpu-wait-us >= 0")
+    if min(args.rounds, args.block, args.bs, args.processes) < 1 or min(args.steps, args.gpu_wait_us, args.load) < 0:
+        p.error("--rounds, --block, --bs and --processes must be >= 1, --steps, --gpu-wait-us and --load >= 0")
     return args
 
 
-def _paired(series: dict, name: str) -> float:
-    """Median over rounds of ``series[name] - series["baseline"]`` (same round)."""
-    return statistics.median([a - b for a, b in zip(series[name], series["baseline"])])
+def _paired(series: dict, name: str, base: str = "baseline") -> float:
+    """Median over rounds of ``series[name] - series[base]`` (same round)."""
+    return statistics.median([a - b for a, b in zip(series[name], series[base])])
+
+
+def median_ci(values, confidence: float = 0.95) -> tuple[float, float, float]:
+    """``(median, low, high)``: the median of ``values`` with its distribution-free interval.
+
+    The interval is ``[x_(k), x_(n+1-k)]`` of the sorted values, with ``k`` the largest rank whose
+    two-sided binomial tail ``2 P(Bin(n, 1/2) < k)`` stays within ``1 - confidence`` (the sign-test
+    interval for a median, e.g. Hollander & Wolfe, *Nonparametric Statistical Methods*, 3.6).
+    Needs no assumption about the distribution, only independent pairs. Raises ``ValueError``
+    with fewer than 6 values (no 95% interval exists then).
+    """
+    import math
+
+    xs = sorted(values)
+    n = len(xs)
+    if n < 6:
+        raise ValueError(f"a 95% interval for a median needs at least 6 values, got {n}")
+    alpha, tail, k = 1.0 - confidence, 0.0, 0
+    while True:  # tail = P(Bin(n, 1/2) <= k - 1) for the next k
+        nxt = tail + math.comb(n, k) / 2 ** n
+        if 2 * nxt > alpha:
+            break
+        tail, k = nxt, k + 1
+    k = max(k, 1)
+    return statistics.median(xs), xs[k - 1], xs[n - k]
+
+
+def _percentile(xs, q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+class _Load:
+    """``n`` busy-loop processes at nice 0 (the CPU load beside the scheduler) while the block runs."""
+
+    def __init__(self, n: int):
+        self.n, self.procs = n, []
+
+    def __enter__(self):
+        import subprocess
+
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.n)]
+        return self
+
+    def __exit__(self, *exc):
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
 
 
 def _in_processes(args, argv) -> dict:
@@ -182,10 +240,16 @@ def measure(args) -> dict:
     log.addHandler(handler)
     log.propagate = False
 
-    def profiler(background: bool, jsonl: bool) -> CycleProfiler:
-        env = {"SGLANG_EAGLE_CYCLE_JSONL": str(tmp / "cycles.jsonl")} if jsonl else {}
+    def profiler(background: bool, jsonl: bool, spans: bool = True, nice: Optional[int] = None) -> CycleProfiler:
+        env = {"SGLANG_EAGLE_CYCLE_JSONL": str(tmp / f"cycles{len(made)}.jsonl")} if jsonl else {}
+        made.append(env)
         cfg = SinkConfig.from_env(env, Ranks(), background=background)
-        return CycleProfiler(timer=CpuTimer(), sink=CycleSink(cfg), log=log)
+        sink = CycleSink(cfg)
+        if nice is not None:
+            sink.nice = nice
+        return CycleProfiler(timer=CpuTimer(), sink=sink, log=log, device_spans=spans)
+
+    made: list = []
 
     class Dropped(CycleSink):
         """Takes every cycle and writes nothing: what the scheduler thread pays to time a cycle."""
@@ -195,18 +259,36 @@ def measure(args) -> dict:
         def submit(self, item):
             self.written += 1
 
-    dropped = CycleProfiler(timer=CpuTimer(), sink=Dropped(SinkConfig(log_line=False)), log=log)
+    def dropped(spans: bool) -> CycleProfiler:
+        return CycleProfiler(timer=CpuTimer(), sink=Dropped(SinkConfig(log_line=False)), log=log, device_spans=spans)
 
-    variants = {
-        "baseline": None,
-        "hooked, nothing wanted": (profiler(True, jsonl=False), logging.WARNING),
-        "hooked, records dropped": (dropped, logging.WARNING),
-        "hooked, default sinks": (profiler(True, jsonl=True), logging.INFO),
-        "hooked, inline sinks": (profiler(False, jsonl=True), logging.INFO),
-    }
+    def specs(prof) -> list:
+        """The hooks; without the device-span stamps also without the hooks that only serve them."""
+        out = hook_specs(prof)
+        if not prof._spans:
+            out = [x for x in out if x.target.rsplit(".", 1)[-1] not in SPAN_ONLY_HOOKS]
+        return out
+
+    if args.load:  # the sink thread's priority, under CPU load
+        variants = {
+            "baseline": None,
+            "default sinks, nice 19": (profiler(True, jsonl=True, nice=19), logging.INFO),
+            "default sinks, nice 0": (profiler(True, jsonl=True, nice=0), logging.INFO),
+        }
+    else:
+        variants = {
+            "baseline": None,
+            "hooked, nothing wanted": (profiler(True, jsonl=False), logging.WARNING),
+            "hooked, records dropped": (dropped(True), logging.WARNING),
+            "records dropped, no spans": (dropped(False), logging.WARNING),
+            "hooked, default sinks": (profiler(True, jsonl=True), logging.INFO),
+            "default sinks, no spans": (profiler(True, jsonl=True, spans=False), logging.INFO),
+            "hooked, inline sinks": (profiler(False, jsonl=True), logging.INFO),
+        }
     zero = Costs(**{f.name: 0.0 for f in fields(Costs)})
     cpu_us: dict = {name: [] for name in variants}
     wall_us: dict = {name: [] for name in variants}
+    cycle_wall_us: dict = {name: [] for name in variants}  # each cycle's scheduler wall time (--load)
     sink_cpu: dict = {name: [] for name in variants}
     kept_up: dict = {name: [] for name in variants}
     names = list(variants)
@@ -215,21 +297,25 @@ def measure(args) -> dict:
         spin = _gil_free_spin(args.gpu_wait_us)
 
         waited = [0.0, 0.0]  # scheduler-thread CPU and wall time spent in the simulated sync
+        per_cycle: list = []  # (wall at the read point, wall spent in the sync) per cycle
 
         def copy_done_sync(batch, result):
             t, w = time.thread_time(), time.perf_counter()
             spin()  # the GPU finishing this batch: a spin-wait with the GIL released, like cudaEventSynchronize
+            w1 = time.perf_counter()
             waited[0] += time.thread_time() - t
-            waited[1] += time.perf_counter() - w
+            waited[1] += w1 - w
+            per_cycle.append((w1, w1 - w))
 
         def block(name):
             spec = variants[name]
             batches = [h.new_batch(args.bs) for _ in range(args.block)]
-            ctx = Installed(hook_specs(spec[0])) if spec else None
+            ctx = Installed(specs(spec[0])) if spec else None
             if spec:
                 log.setLevel(spec[1])
                 ctx.__enter__()
             waited[:] = [0.0, 0.0]
+            per_cycle.clear()
             written0 = spec[0].sink.written if spec else 0
             p0, t0, w0 = time.process_time(), time.thread_time(), time.perf_counter()
             h.run_overlap(batches, on_resolve=copy_done_sync)
@@ -241,34 +327,39 @@ def measure(args) -> dict:
                 spec[0].sink.flush(30.0)
                 kept_up[name].append(in_time)
             p1 = time.process_time()
+            # each cycle's wall time from one read point to the next, less its simulated GPU wait
+            cycle_wall_us[name].extend((b[0] - a[0] - b[1]) * 1e6 for a, b in zip(per_cycle, per_cycle[1:]))
             sched_cpu = (t1 - t0) - waited[0]  # the scheduler's own work, without the GPU wait
             return sched_cpu / n * 1e6, ((w1 - w0) - waited[1]) / n * 1e6, ((p1 - p0) - (t1 - t0)) / n * 1e6
 
         gc.collect()
         gc.freeze()  # SGLang's import-time objects out of the collector's way, as a long-running server has them
-        for _ in range(args.warmup):
+        with _Load(args.load):
+            for _ in range(args.warmup):
+                for name in names:
+                    block(name)
             for name in names:
-                block(name)
-        for r in range(args.rounds):
-            order = names[r % len(names):] + names[: r % len(names)]
-            for name in order:
-                cpu, wall, other = block(name)
-                cpu_us[name].append(cpu)
-                wall_us[name].append(wall)
-                sink_cpu[name].append(other)
-    sink = variants["hooked, default sinks"][0].sink
+                cycle_wall_us[name].clear()
+            for r in range(args.rounds):
+                order = names[r % len(names):] + names[: r % len(names)]
+                for name in order:
+                    cpu, wall, other = block(name)
+                    cpu_us[name].append(cpu)
+                    wall_us[name].append(wall)
+                    sink_cpu[name].append(other)
+    sink = variants["default sinks, nice 19" if args.load else "hooked, default sinks"][0].sink
     wakes = {"wakeups": sink.wakeups, "wakeups_busy": sink.wakeups_busy, "overruns": sink.overruns,
              "kicks": sink.kicks}
     for spec in variants.values():
         if spec:
             spec[0].sink.close()
     lines = (tmp / "server.log").read_text().splitlines()
-    jsonl = (tmp / "cycles.jsonl").read_text().splitlines()
+    jsonl = [x for f in tmp.glob("cycles*.jsonl") for x in f.read_text().splitlines()]
     handler.close()
     log.removeHandler(handler)
     shutil.rmtree(tmp, ignore_errors=True)
     return {"cpu_us": cpu_us, "wall_us": wall_us, "sink_cpu": sink_cpu, "kept_up": kept_up,
-            "lines": len(lines), "jsonl": len(jsonl), "wakes": wakes}
+            "cycle_wall_us": cycle_wall_us, "lines": len(lines), "jsonl": len(jsonl), "wakes": wakes}
 
 
 def main(argv=None) -> int:
@@ -282,6 +373,8 @@ def main(argv=None) -> int:
             Path(args.raw_out).write_text(json.dumps(raw))
             return 0
         lines_written, jsonl_written = raw["lines"], raw["jsonl"]
+    if args.load:
+        return _report_load(args, raw)
     cpu_us, wall_us, sink_cpu, kept_up = raw["cpu_us"], raw["wall_us"], raw["sink_cpu"], raw["kept_up"]
     names = list(cpu_us)
     rounds = len(cpu_us["baseline"])
@@ -299,10 +392,10 @@ def main(argv=None) -> int:
     print(f"EAGLE-3 decode cycle, SGLang 0.5.23 upstream code on CPU with zero-cost stand-ins: bs={args.bs} "
           f"steps={args.steps} {'eager' if args.eager else 'graph'}, simulated GPU wait {args.gpu_wait_us:.0f} us; "
           f"{rounds} rounds x {args.block} cycles per variant in {args.processes} process(es)")
-    print(f"{'variant':<24} {'cpu us/cycle':>12} {'added cpu':>10} {'added p10':>10} {'wall us/cycle':>14} "
+    print(f"{'variant':<26} {'cpu us/cycle':>12} {'added cpu':>10} {'added p10':>10} {'wall us/cycle':>14} "
           f"{'added wall':>11} {'sink thread cpu':>16}")
     for name, med, lowd, added, wall, wadded, scpu in rows:
-        print(f"{name:<24} {med:>12.1f} {added:>10.1f} {lowd:>10.1f} {wall:>14.1f} {wadded:>11.1f} {scpu:>16.1f}")
+        print(f"{name:<26} {med:>12.1f} {added:>10.1f} {lowd:>10.1f} {wall:>14.1f} {wadded:>11.1f} {scpu:>16.1f}")
     print("(us per decode cycle, medians over rounds; 'added' = median over rounds of (variant - baseline) in the "
           "same round; 'added p10' = difference of the 10th-percentile blocks, the quietest moments)")
     print(f"written: {lines_written} log lines, {jsonl_written} JSONL records; the sink thread "
@@ -314,6 +407,23 @@ def main(argv=None) -> int:
     for w in raw.get("per_process_wakes") or [raw["wakes"]]:
         print(f"sink thread: {w['wakeups']} wake-ups, {w['wakeups_busy']} of them while the scheduler ran Python, "
               f"{w['overruns']} device waits outlasted, woken by the scheduler {w['kicks']} times")
+    # the device-span stamps (device_timer_ctx segments, gap link, seq_lens wait), paired against
+    # the same hooks without them, in the same rounds
+    spans = {}
+    for with_, without in (("hooked, records dropped", "records dropped, no spans"),
+                           ("hooked, default sinks", "default sinks, no spans")):
+        diffs = [a - b for a, b in zip(cpu_us[with_], cpu_us[without])]
+        med, lo, hi = median_ci(diffs)
+        spans[with_] = (med, lo, hi)
+        print(f"device-span stamps, {with_.split(', ')[1]}: +{med:.2f} us per cycle on the scheduler thread "
+              f"(95% interval {lo:.2f} .. {hi:.2f}; median of {len(diffs)} paired rounds: '{with_}' minus "
+              f"'{without}')")
+    budget = 3.0
+    verdict = "within" if spans["hooked, records dropped"][2] <= budget else (
+        "over" if spans["hooked, records dropped"][1] > budget else "undecided against")
+    print(f"budget {budget:.0f} us per cycle: {verdict} it (the interval of 'records dropped', the scheduler's "
+          f"side alone; 'no spans' is the cycle with only total/verify stamps, cheaper than the code before the "
+          f"device spans, so this is an upper bound on what they added)")
     row = {name: r for name, *r in rows}
     print(json.dumps({
         "overhead_us_per_cycle": round(row["hooked, default sinks"][2], 2),
@@ -324,11 +434,37 @@ def main(argv=None) -> int:
         "sink_kept_up": round(statistics.median(kept_up["hooked, default sinks"]), 3),
         "inline_overhead_us_per_cycle": round(row["hooked, inline sinks"][2], 2),
         "passthrough_overhead_us_per_cycle": round(row["hooked, nothing wanted"][2], 2),
+        "span_stamps_added_us": {k.split(", ")[1]: {"median": round(m, 2), "ci95": [round(lo, 2), round(hi, 2)]}
+                                 for k, (m, lo, hi) in spans.items()},
+        "span_stamps_budget_us": budget, "span_stamps_verdict": verdict,
         "statistic": "scheduler-thread CPU per cycle, median over rounds of (variant - baseline)",
         "bs": args.bs, "steps": args.steps, "eager": args.eager, "gpu_wait_us": args.gpu_wait_us,
         "cycles_per_variant": cycles, "processes": args.processes,
         "overhead_per_process_us": [round(p["hooked, default sinks"], 2) for p in per_process] if per_process else None,
     }))
+    return 0
+
+
+def _report_load(args, raw) -> int:
+    """The sink thread's priority under CPU load: per-cycle wall-clock of the scheduler, nice 19 vs nice 0."""
+    walls, cpu_us = raw["cycle_wall_us"], raw["cpu_us"]
+    rounds = len(cpu_us["baseline"])
+    print(f"sink thread priority under load: {args.load} busy-loop process(es) at nice 0 beside the scheduler "
+          f"({os.cpu_count()} CPUs); bs={args.bs} steps={args.steps} {'eager' if args.eager else 'graph'}, "
+          f"simulated GPU wait {args.gpu_wait_us:.0f} us; {rounds} rounds x {args.block} cycles per variant in "
+          f"{args.processes} process(es)")
+    print(f"{'variant':<24} {'cycles':>7} {'p50 us':>8} {'p99 us':>8} {'max us':>9} {'added cpu us':>13}")
+    out = {}
+    for name, xs in walls.items():
+        p50, p99, mx = _percentile(xs, 0.5), _percentile(xs, 0.99), max(xs)
+        added = _paired(cpu_us, name) if name != "baseline" else 0.0
+        print(f"{name:<24} {len(xs):>7} {p50:>8.1f} {p99:>8.1f} {mx:>9.1f} {added:>13.1f}")
+        out[name] = {"cycles": len(xs), "p50_us": round(p50, 1), "p99_us": round(p99, 1), "max_us": round(mx, 1),
+                     "added_cpu_us": round(added, 2)}
+    print("(each cycle's scheduler wall time from one read point to the next, less its simulated GPU wait; "
+          "the sink thread writes the INFO line and the JSONL file)")
+    print(json.dumps({"load_processes": args.load, "cpus": os.cpu_count(), "gpu_wait_us": args.gpu_wait_us,
+                      "rounds": rounds, "block": args.block, "variants": out}))
     return 0
 
 

@@ -36,6 +36,21 @@ EW = "sglang.srt.speculative.eagle_worker_v2"
 EWC = "sglang.srt.speculative.eagle_worker_common"
 
 
+class _SeqLensBuf:
+    """``FutureMap.new_seq_lens_buf`` stand-in: the gather ``resolve_seq_lens_cpu`` makes, where the
+    real one waits for the previous cycle's published lengths (``Costs.seq_lens_wait``)."""
+
+    def __init__(self, harness):
+        self.h = harness
+
+    def __getitem__(self, idx):
+        h = self.h
+        h.clock.advance(h.costs.seq_lens_wait)
+        if h.during_seq_lens is not None:
+            h.during_seq_lens()
+        return torch.full((len(idx),), 10, dtype=torch.int64)
+
+
 class FakeClock:
     """Nanosecond clock that moves only when a stand-in says so."""
 
@@ -71,6 +86,7 @@ class Costs:
     extend_forward: float = 0.70     # eager draft-extend forward
     trivial_verify: float = 0.02     # num_steps = 0: the 1-node verify input built instead of a draft
     between: float = 0.0             # scheduler time between two launches (gap_ms)
+    seq_lens_wait: float = 0.0       # FutureMap.resolve_seq_lens_cpu before a launch (overlap mode)
 
     def expected(self, steps: int, eager: bool) -> dict:
         """Fields (ms) the profiler must report for one cycle with ``steps`` draft steps.
@@ -381,6 +397,16 @@ class Harness:
         object.__setattr__(proc, "model_worker", w)
         self.processor = proc
         self.published = []
+        # the scheduler's future map: upstream's class and method, on its CPU path (no private D2H
+        # stream); the gather it makes from the published lengths is the stand-in for the wait
+        from sglang.srt.managers.overlap_utils import FutureMap
+
+        fm = object.__new__(FutureMap)
+        fm.publish_ready, fm.fwd_prepare_d2h_stream, fm.needs_cpu_seq_lens = None, None, True
+        fm.new_seq_lens_buf = _SeqLensBuf(self)
+        self.future_map = fm
+        #: Called inside each resolve_seq_lens_cpu wait (a test's probe), or None.
+        self.during_seq_lens: Optional[Callable[[], None]] = None
         return self
 
     def __exit__(self, *exc):
@@ -405,10 +431,15 @@ class Harness:
         )
 
     def launch(self, batch, overlap: bool = True):
-        """``Scheduler.run_batch`` for one batch: the worker's forward (overlap mode passes ``on_publish``)."""
+        """``Scheduler.run_batch`` for one batch: the worker's forward (overlap mode first resolves the
+        batch's host sequence lengths with the real ``FutureMap.resolve_seq_lens_cpu``, then passes
+        ``on_publish``)."""
         self.cycles_launched += 1
         self.clock.advance(self.costs.between)
         if overlap:
+            if batch.spec_info is not None and batch.spec_info.future_indices is None:
+                batch.spec_info.future_indices = batch.req_pool_indices
+            type(self.future_map).resolve_seq_lens_cpu(self.future_map, batch)
             return self.worker.forward_batch_generation(batch, on_publish=self._publish)
         return self.worker.forward_batch_generation(batch)  # non-overlap mode: no future-map publish
 

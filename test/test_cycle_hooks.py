@@ -282,11 +282,23 @@ class CountingEvent:
         self.gpu.syncs += 1
 
 
+class FakeStream:
+    """Like ``torch.cuda.current_stream()``: a new object at each call, equal when the stream is."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __eq__(self, other):
+        return isinstance(other, FakeStream) and other.name == self.name
+
+    __hash__ = None
+
+
 @pytest.mark.parametrize("background", [False, True])
 def test_cuda_events_are_read_only_after_the_resolution_point(background, install, tmp_path, log):
     clock = FakeClock()
     gpu = FakeGpu(clock)
-    timer = CudaTimer(event_factory=lambda: CountingEvent(gpu), current_stream=lambda: "fwd",
+    timer = CudaTimer(event_factory=lambda: CountingEvent(gpu), current_stream=lambda: FakeStream("fwd"),
                       is_capturing=lambda: False)
     prof = install(profiler(clock, tmp_path, log, timer=timer, background=background))
     launched_upto = {}
@@ -414,19 +426,16 @@ def test_fault_stamping_the_sink_keeps_the_upstream_result(install, tmp_path, lo
     clock = FakeClock()
     prof = install(profiler(clock, tmp_path, log))
 
-    class Unstampable(type(prof.sink)):
-        @property
-        def opened_at(self):
+    class Unstampable:
+        def __setattr__(self, name, value):
             raise RuntimeError("no stamps here")
 
-        @opened_at.setter
-        def opened_at(self, value):
-            raise RuntimeError("no stamps here")
+        opened = closed = last = 0.0
 
-    prof.sink.__class__ = Unstampable
+    prof.sink.copy_wait = prof.sink.seq_lens_wait = Unstampable()
     warnings = _two_cycles_warnings(clock, caplog)
-    assert len(warnings) == 2 and all("RuntimeError: no stamps here" in w for w in warnings)
-    assert {w.split(" in timing ")[1].split(" (")[0] for w in warnings} == {"read", "cycle end"}
+    assert len(warnings) == 3 and all("RuntimeError: no stamps here" in w for w in warnings)
+    assert {w.split(" in timing ")[1].split(" (")[0] for w in warnings} == {"read", "cycle end", "seq_lens wait"}
 
 
 def test_nvtx_ranges_per_phase_stay_balanced(install, tmp_path, log):
@@ -663,6 +672,70 @@ def test_profiler_tells_the_sink_when_the_scheduler_waits(install, tmp_path, log
     assert kicks == [0]  # once, at the first launch, while the thread dozed
     assert prof.sink.flush(5.0) and len(records(tmp_path)) == 6
     prof.sink.close()
+
+
+def test_profiler_stamps_the_two_scheduler_waits_apart(install, tmp_path, log):
+    """Overlap order per cycle: the seq_lens wait (upstream's FutureMap.resolve_seq_lens_cpu) before
+    the launch of N+1, then the copy_done wait from that launch's end to N's read point. Each wait
+    is open exactly while the scheduler is inside it, and each has its own stamps."""
+    clock = FakeClock()
+    prof = install(profiler(clock, tmp_path, log, background=True))
+    prof.sink._start = lambda: None  # no thread: the stamps are read here
+    sink = prof.sink
+    events = []
+
+    def snap(where):
+        cur = sink.current_wait()
+        events.append((where, cur.name if cur else None, sink.host_busy, sink.seq_lens_wait.opened,
+                       sink.copy_wait.opened))
+
+    with Harness(steps=3, clock=clock) as h:
+        h.during_seq_lens = lambda: snap("seq_lens")
+        h.run_overlap([h.new_batch(2) for _ in range(4)], on_resolve=lambda b, r: snap("resolve"))
+    where = [e[0] for e in events]
+    # the first seq_lens wait comes before the first timed cycle: nothing recorded yet, not stamped
+    assert where == ["seq_lens", "seq_lens", "resolve", "seq_lens", "resolve", "seq_lens", "resolve", "resolve"]
+    assert events[0][1:4] == (None, False, 0.0)
+    # inside each wait the sink sees that wait (the first launch's copy_done, which no read point
+    # closed before the next seq_lens wait, is older and does not count)
+    # (the last read point has no launch before it: the scheduler runs Python there)
+    assert [(e[1], e[2]) for e in events[1:]] == [
+        ("seq_lens" if e[0] == "seq_lens" else "copy_done", False) for e in events[1:-1]] + [(None, True)]
+    # stamps move forward: each seq_lens wait opens after the previous launch's copy_done stamp
+    seq_opens = [e[3] for e in events[1:] if e[0] == "seq_lens"]
+    copy_opens = [e[4] for e in events[1:] if e[0] == "seq_lens"]
+    assert seq_opens == sorted(seq_opens) and all(c < s for c, s in zip(copy_opens, seq_opens))
+    w = sink.seq_lens_wait
+    assert 0 < w.opened <= w.closed and w.last == pytest.approx(w.closed - w.opened) and not w.waiting
+    assert sink.host_busy  # after the last read point: Python
+    assert sink.flush(5.0) and len(records(tmp_path)) == 4
+    sink.close()
+
+
+def test_no_seq_lens_stamps_while_nothing_is_recorded(install, tmp_path, log):
+    clock = FakeClock()
+    sink = CycleSink(SinkConfig(jsonl_path=None, log_line=False), log=log)
+    install(CycleProfiler(timer=CpuTimer(clock), sink=sink, log=log))
+    with Harness(steps=3, clock=clock) as h:
+        h.run_overlap([h.new_batch(2) for _ in range(3)])
+    assert (sink.seq_lens_wait.opened, sink.copy_wait.opened) == (0.0, 0.0)
+
+
+def test_without_device_spans_only_total_and_verify_are_measured(install, tmp_path, log):
+    """device_spans=False (the benchmark's variant without the new stamps): the same cycles, with
+    total_ms and verify_ms as before and no device span, gap or seq_lens stamp."""
+    clock = FakeClock()
+    prof = install(profiler(clock, tmp_path, log, device_spans=False))
+    with Harness(steps=3, clock=clock) as h:
+        h.run_overlap([h.new_batch(2) for _ in range(3)])
+    recs = records(tmp_path)
+    exp = Costs().expected(3, eager=False)
+    assert len(recs) == 3 and prof.fault_count == 0
+    for r in recs:
+        assert r.total_ms == pytest.approx(exp["total_ms"], abs=1e-6)
+        assert r.verify_ms == pytest.approx(exp["verify_ms"], abs=1e-6)
+        assert (r.draft_ms, r.verify_fwd_ms, r.extend_ms, r.draft_prep_ms, r.gap_ms) == (None,) * 5
+    assert prof.sink.seq_lens_wait.opened == 0.0 and prof._prev_end is None
 
 
 def test_dp_attention_ranks_print_distinct_labels(caplog):

@@ -464,6 +464,86 @@ def test_sink_thread_wakes_into_the_next_device_wait(tmp_path, log, monkeypatch)
     sink.close()
 
 
+def _two_waits(sink, seq_ms, copy_ms, launch_ms=0.2, host_ms=0.1, t0=10.0, cycles=8):
+    """Stamp ``cycles`` overlap-scheduler cycles on ``sink``'s two waits (seq_lens, launch, copy_done,
+    host), as the sink thread would have observed them; returns the start of the last cycle."""
+    seq, copy = sink.seq_lens_wait, sink.copy_wait
+    t = t0
+    for _ in range(cycles):
+        seq.opened = t
+        seq.observe()  # seen inside the seq_lens wait: its host phase, its previous wait
+        seq.closed, seq.last = t + seq_ms / 1e3, seq_ms / 1e3
+        copy.opened = seq.closed + launch_ms / 1e3
+        copy.observe()
+        copy.closed, copy.last = copy.opened + copy_ms / 1e3, copy_ms / 1e3
+        last_start, t = t, copy.closed + host_ms / 1e3
+    seq.observe()
+    copy.observe()
+    return last_start
+
+
+@pytest.mark.parametrize("seq_ms, copy_ms, target", [(5.0, 0.3, "seq_lens"), (0.01, 2.0, "copy_done")])
+def test_sink_thread_writes_in_the_longest_of_the_two_waits(seq_ms, copy_ms, target, tmp_path, log, monkeypatch):
+    """Two waits per cycle, each with its own samples: the thread sleeps until the longer one
+    (seq_lens with FlashInfer-like host sequence lengths, copy_done without) and writes inside it."""
+    import sglang_eagle_cycle.sinks as sinks
+
+    clock = _Clock(0.0)
+    monkeypatch.setattr(sinks, "_clock", clock)
+    sink = CycleSink(SinkConfig(jsonl_path=str(tmp_path / "two.jsonl"), log_line=False), log=log)
+    sink._item_s = 0.0001
+    start = _two_waits(sink, seq_ms, copy_ms)
+    seq, copy = sink.seq_lens_wait, sink.copy_wait
+    assert seq.phases.typical_wait() == pytest.approx(seq_ms / 1e3)
+    assert copy.phases.typical_wait() == pytest.approx(copy_ms / 1e3)
+    period = (seq_ms + 0.2 + copy_ms + 0.1) / 1e3
+    assert seq.phases.period() == pytest.approx(period) and copy.phases.period() == pytest.approx(period)
+    # the scheduler just left its copy_done wait and runs Python: nothing is written, the thread
+    # sleeps until WAKE_INTO of the longer wait after that wait's next start
+    clock.t = copy.closed + 0.00005
+    for i in range(100):
+        sink._waiting.append((_Timed(rec(i), clock, 0.0001), time.monotonic()))
+    assert sink.host_busy
+    sleep = sink._write_in_window()
+    assert sink.written == 0
+    w = seq if target == "seq_lens" else copy
+    nxt = start + period + ((seq_ms + 0.2) / 1e3 if target == "copy_done" else 0.0)
+    wait = (seq_ms if target == "seq_lens" else copy_ms) / 1e3
+    assert clock.t + sleep == pytest.approx(nxt + max(sinks.GUARD_S, sinks.WAKE_INTO * wait))
+    # woken there: the scheduler is inside that wait; writing stops before its shortest end
+    w.opened = nxt
+    if target == "copy_done":
+        seq.opened, seq.closed = start + period, start + period + seq_ms / 1e3
+    clock.t = nxt + sinks.WAKE_INTO * wait
+    assert not sink.host_busy
+    sink._write_in_window()
+    assert sink.written == int((wait * (1 - sinks.WAKE_INTO) - sinks.GUARD_S) / 0.0001 + 1e-9)
+    assert clock.t <= nxt + wait - sinks.GUARD_S
+    sink.close()
+
+
+def test_an_unstamped_wait_is_neither_open_nor_a_target(tmp_path, log, monkeypatch):
+    """A scheduler that never calls resolve_seq_lens_cpu (no overlap): only copy_done counts."""
+    import sglang_eagle_cycle.sinks as sinks
+
+    clock = _Clock(0.0)
+    monkeypatch.setattr(sinks, "_clock", clock)
+    sink = CycleSink(SinkConfig(jsonl_path=str(tmp_path / "one.jsonl"), log_line=False), log=log)
+    assert not sink.host_busy  # nothing stamped: a sink without a scheduler writes whenever it wakes
+    sink._phases, t = _phases([1.0] * 8, [0.3] * 8, t0=2.0)
+    sink.closed_at, clock.t = t, t + 0.0001
+    assert sink.host_busy and sink.seq_lens_wait.opened == 0.0
+    sleep = sink._write_in_window()
+    assert clock.t + sleep == pytest.approx(t + 0.0003 + sinks.WAKE_INTO * 0.001)
+    # a seq_lens wait that stopped being stamped (more than two of its periods ago) is not a target
+    _two_waits(sink, 5.0, 1.0, t0=1.0, cycles=8)
+    sink._phases, t = _phases([1.0] * 8, [0.3] * 8, t0=2.0)
+    sink.closed_at, clock.t = t, t + 0.0001
+    sleep = sink._write_in_window()
+    assert clock.t + sleep == pytest.approx(t + 0.0003 + sinks.WAKE_INTO * 0.001)
+    sink.close()
+
+
 def test_a_dozing_sink_thread_is_woken_by_the_next_launch_and_keeps_up(tmp_path, log):
     """Real thread, real clock: a scheduler-like loop (Python, then a GIL-free device wait) stamps the sink."""
     sink = CycleSink(SinkConfig(jsonl_path=str(tmp_path / "k.jsonl"), log_line=False), log=log)

@@ -24,12 +24,13 @@ cycle to one daemon thread (``submit`` is a ``deque.append``) at the lowest CPU 
 When that thread runs matters as much as what it does: a thread that *waits for the GIL* while
 the scheduler runs Python takes the GIL at every GIL-releasing call of the scheduler (each torch
 op), each such hand-over costs the scheduler microseconds, and waking a thread costs its waker a
-system call (about 13 us on that VM). So the scheduler only stamps two floats per cycle: when it
-starts waiting for the device (:attr:`CycleSink.opened_at`, GIL released) and when it resumes
-(:attr:`CycleSink.closed_at`). The thread learns the scheduler's rhythm from them
-(:class:`HostPhases`), wakes by its own timer a little after the next device wait should have
-begun, and writes until shortly before it should end. The scheduler wakes it only after an idle
-spell (:attr:`CycleSink.dozing`).
+system call (about 13 us on that VM). So the scheduler only stamps when it starts and stops
+waiting for the device (GIL released), at each of its two waits per cycle (:class:`DeviceWait`:
+``seq_lens`` in ``FutureMap.resolve_seq_lens_cpu``, ``copy_done`` from the launch's end to the
+read point), each with its own samples. The thread learns the scheduler's rhythm from them
+(:class:`HostPhases`), wakes by its own timer a little after the longest wait should have begun,
+and writes until shortly before it should end. The scheduler wakes it only after an idle spell
+(:attr:`CycleSink.dozing`).
 
 Usage::
 
@@ -207,6 +208,11 @@ PHASE_SAMPLES = 8
 #: Longer phases are not samples of a decode loop (an idle scheduler) and are left out (seconds).
 MAX_PHASE_S = 1.0
 
+#: Nice value of the sink thread (0: the scheduler's own priority). See the README's figures of
+#: ``bench_hook_overhead.py --load``: the scheduler's per-cycle wall-clock under CPU load with the
+#: thread at nice 19 and at nice 0.
+SINK_NICE = 19
+
 #: The clock of the stamps (``time.perf_counter``: seconds, monotonic, process-wide).
 _clock = time.perf_counter
 
@@ -249,12 +255,14 @@ _thread_local_capture = enter_thread_local_capture_mode
 class HostPhases:
     """The sink thread's model of the scheduler's cycle: when it waits for the device, when it runs Python.
 
-    The scheduler stamps :attr:`CycleSink.opened_at` (``time.perf_counter()`` seconds) when it starts
-    waiting for the device with the GIL released, and :attr:`CycleSink.closed_at` when it resumes,
-    with :attr:`CycleSink.last_wait` (``closed - opened`` of that wait). Each new set of stamps the
-    sink thread sees gives the last device wait and, while the scheduler waits again, the host
-    phase before it (``opened - closed``). (The thread cannot see a host phase while it lasts: a
-    thread woken then gets the GIL only when the scheduler releases it, usually at its next wait.)
+    One per kind of wait (:class:`DeviceWait`): the scheduler stamps ``opened``
+    (``time.perf_counter()`` seconds) when it starts that wait with the GIL released, and
+    ``closed`` when it resumes, with ``last`` (``closed - opened`` of that wait). Each new set of
+    stamps the sink thread sees gives the last device wait and, while the scheduler waits again,
+    the host phase before it (``opened - closed``: from the end of the previous wait of this
+    kind, so it includes the scheduler's other waits; wait plus host phase is one cycle). (The
+    thread cannot see a host phase while it lasts: a thread woken then gets the GIL only when
+    the scheduler releases it, usually at its next wait.)
     From the last :data:`PHASE_SAMPLES` of each it predicts when the current wait ends (after
     the shortest recent wait: stopping early costs nothing, overrunning costs the scheduler a GIL
     hand-over) and when the next one begins (the median host phase after the median wait).
@@ -302,6 +310,50 @@ class HostPhases:
         return sorted(self.host)[len(self.host) // 2] if self.host else MIN_SLEEP_S
 
 
+class DeviceWait:
+    """One place in the scheduler's cycle where it blocks on the device with the GIL released.
+
+    The scheduler thread stamps :attr:`opened` when it starts waiting and :attr:`closed` and
+    :attr:`last` (``closed - opened``, the wait's length) when it resumes (``time.perf_counter()``
+    seconds; ``opened <= 0``: never stamped). Each kind of wait has its own samples
+    (:attr:`phases`), so a short wait and a long one are never averaged into one.
+
+    SGLang 0.5.23's overlap scheduler waits twice per decode cycle (:data:`WAIT_NAMES`):
+    ``seq_lens``, in ``FutureMap.resolve_seq_lens_cpu`` before it launches cycle N+1 (the host
+    copy of the sequence lengths waits for cycle N's verify, with attention backends that need
+    host sequence lengths, e.g. FlashInfer; about nothing with the others), and ``copy_done``,
+    from the end of that launch to the read point of cycle N (its ``copy_done`` sync, short
+    when the previous wait was long).
+    """
+
+    __slots__ = ("name", "opened", "closed", "last", "phases")
+
+    def __init__(self, name: str):
+        self.name = name
+        self.opened = 0.0
+        self.closed = -1.0
+        self.last = -1.0
+        self.phases = HostPhases()
+
+    def observe(self) -> None:
+        """Feed the latest stamps to :attr:`phases` (on the sink thread)."""
+        self.phases.observe(self.opened, self.closed, self.last)
+
+    @property
+    def waiting(self) -> bool:
+        """Stamped, and the scheduler is inside this wait now."""
+        return 0 < self.opened and self.closed < self.opened
+
+    @property
+    def last_stamp(self) -> float:
+        """The latest stamp (seconds; <= 0: never stamped)."""
+        return self.opened if self.opened > self.closed else self.closed
+
+
+#: The scheduler's device waits per decode cycle, in its order (:class:`DeviceWait`).
+WAIT_NAMES = ("seq_lens", "copy_done")
+
+
 class CycleSink:
     """Turns measured cycles into log lines and JSONL records, off the scheduler's thread.
 
@@ -310,7 +362,7 @@ class CycleSink:
         log: logger for the line (default ``sglang_eagle_cycle``); faults go to it at WARNING.
 
     The scheduler thread only appends to a deque (no lock, no wake-up syscall) and stamps
-    :attr:`opened_at` / :attr:`closed_at`; the sink thread writes the cycles in submission order
+    its device waits (:attr:`device_waits`); the sink thread writes the cycles in submission order
     during the scheduler's device waits (:meth:`_run`). A cycle whose events have not completed
     is retried (``query()``, never a sync) for :data:`STALE_AFTER_S` seconds, then dropped.
     """
@@ -326,18 +378,17 @@ class CycleSink:
         self._waiting: deque = deque()
         self._wake = threading.Lock()  # released by kick(): the sink thread's wake-up (a futex, no Python lock)
         self._wake.acquire()
-        #: Stamped by the submitting thread (``time.perf_counter()`` seconds): when it last started
-        #: waiting for the device with the GIL released, when it last resumed running Python, and
-        #: how long that wait was (stamped with ``closed_at``).
-        #: The sink thread writes only during such waits (see :class:`HostPhases`). Never stamped
-        #: (a sink used without the profiler): it writes whenever it wakes.
-        self.opened_at = 0.0
-        self.closed_at = -1.0
-        self.last_wait = -1.0
+        #: The scheduler's device waits (:data:`WAIT_NAMES`), stamped by the submitting thread.
+        #: The sink thread writes only during them (see :class:`HostPhases`). None stamped (a sink
+        #: used without the profiler): it writes whenever it wakes.
+        self.seq_lens_wait = DeviceWait("seq_lens")
+        self.copy_wait = DeviceWait("copy_done")
+        self.device_waits = (self.seq_lens_wait, self.copy_wait)
         #: True while the sink thread sleeps for long (no cycles came for a while): the submitting
         #: thread then wakes it (:meth:`kick`) at the start of its next device wait.
         self.dozing = False
-        self._phases = HostPhases()
+        #: CPU priority (nice) of the sink thread, set when it starts (:data:`SINK_NICE`).
+        self.nice = SINK_NICE
         self._item_s = 0.0001  # running estimate of the time to write one cycle (seconds)
         self._thread: Optional[threading.Thread] = None
         #: Whether the sink thread runs in CUDA's thread-local capture mode (None until it starts).
@@ -387,16 +438,41 @@ class CycleSink:
 
     @property
     def host_busy(self) -> bool:
-        """Whether the submitting thread runs Python now (the sink thread then keeps off the GIL)."""
-        return self.closed_at >= self.opened_at
+        """Whether the submitting thread runs Python now (the sink thread then keeps off the GIL):
+        some device wait was stamped and none is open."""
+        stamped = False
+        for w in self.device_waits:
+            if w.opened > w.closed:
+                if w.opened > 0:
+                    return False
+            elif w.closed > 0:
+                stamped = True
+        return stamped
+
+    def current_wait(self) -> Optional["DeviceWait"]:
+        """The device wait the submitting thread is in now (the latest opened of the open ones), or None."""
+        cur = None
+        for w in self.device_waits:
+            if w.waiting and (cur is None or w.opened > cur.opened):
+                cur = w
+        return cur
 
     @host_busy.setter
     def host_busy(self, busy: bool) -> None:
+        """Stamp the ``copy_done`` wait's end (True) or start (False) now (a sink without the profiler)."""
+        w = self.copy_wait
         if busy:
-            self.closed_at = _clock()
-            self.last_wait = self.closed_at - self.opened_at
+            w.closed = _clock()
+            w.last = w.closed - w.opened
         else:
-            self.opened_at = _clock()
+            w.opened = _clock()
+
+    # The ``copy_done`` wait's stamps under their older names.
+    opened_at = property(lambda self: self.copy_wait.opened, lambda self, v: setattr(self.copy_wait, "opened", v))
+    closed_at = property(lambda self: self.copy_wait.closed, lambda self, v: setattr(self.copy_wait, "closed", v))
+    last_wait = property(lambda self: self.copy_wait.last, lambda self, v: setattr(self.copy_wait, "last", v))
+    _phases = property(lambda self: self.copy_wait.phases,
+                       lambda self, v: setattr(self.copy_wait, "phases", v))
 
     def kick(self) -> None:
         """Wake the sink thread now (never blocks).
@@ -491,15 +567,16 @@ class CycleSink:
         GIL at each of the scheduler's GIL-releasing calls (every torch op), and each of those
         hand-overs costs the scheduler microseconds; waking a thread costs its waker a system
         call. So the scheduler only stamps when it starts and stops waiting for the device
-        (:attr:`opened_at`, :attr:`closed_at`); this thread predicts the next wait from those
+        (:attr:`device_waits`); this thread predicts the next wait from those
         stamps (:class:`HostPhases`), wakes by its own timer when it should have begun, writes
         until shortly before it should end, and asks for the GIL at no other time. Cycles
         waiting longer than :data:`OVERDUE_S` are written regardless (a scheduler that never waits).
         """
-        try:  # lowest CPU priority: the thread uses cores the scheduler leaves idle (Linux: per thread)
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        except (AttributeError, OSError):
-            pass
+        if self.nice:  # (Linux: per thread)
+            try:
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.nice)
+            except (AttributeError, OSError):
+                pass
         # before any event is read on this thread: no read of ours can break a capture elsewhere
         self.thread_local_capture = bool(_thread_local_capture())
         sleep = idle = POLL_BUSY_S
@@ -535,29 +612,51 @@ class CycleSink:
     def _write_in_window(self) -> Optional[float]:
         """Write what fits in the scheduler's current device wait; returns how long to sleep.
 
-        None: the scheduler is not in a decode loop (idle, or running other batches); the thread
-        then dozes until the scheduler's next device wait (:attr:`dozing`).
+        Writes only inside an open wait (until shortly before its predicted end), then sleeps
+        until a little after the next start of the *longest* of the scheduler's live waits (one
+        stamped within its last two periods): with FlashInfer that is ``seq_lens``, without
+        host sequence lengths ``copy_done``. None: the scheduler is not in a decode loop (idle,
+        or running other batches); the thread then dozes until the scheduler's next device
+        wait (:attr:`dozing`).
         """
-        opened, closed = self.opened_at, self.closed_at
-        phases = self._phases
-        phases.observe(opened, closed, self.last_wait)
+        now = _clock()
+        stamped, current, last = [], None, 0.0
+        for w in self.device_waits:
+            w.observe()
+            if w.opened > 0 or w.closed > 0:
+                stamped.append(w)
+                last = max(last, w.last_stamp)
+                if w.waiting and (current is None or w.opened > current.opened):
+                    current = w  # (a wait left open with no close, e.g. the first launch's copy_done)
         self.wakeups += 1
-        if opened > 0 and closed >= opened and _clock() - closed < phases.period():
+        since = now - last  # since the scheduler's last stamp
+        if stamped and current is None and since < max(w.phases.period() for w in stamped):
             self.wakeups_busy += 1
         if self._waiting:
-            if closed >= opened or opened <= 0:
+            if current is None:
                 # the scheduler runs Python: only overdue cycles; or never stamped: no scheduler to keep clear of
                 self._drain(gated=True)
             else:  # the scheduler waits for the device
-                end = phases.wait_end(opened)
+                opened = current.opened
+                end = current.phases.wait_end(opened)
                 self._drain(gated=True, deadline=end - GUARD_S if end is not None else _clock() + SLICE_S)
-                if self.closed_at > opened:
+                if current.closed > opened:
                     self.overruns += 1
-        nxt = phases.next_open(opened, closed)
         now = _clock()
-        since = now - max(opened, closed)  # since the scheduler's last stamp
-        if nxt is None:  # still learning the scheduler's cycle
-            return LEARN_SLEEP_S if opened > 0 and since < POLL_BUSY_S else None
+        target, nxt = None, None
+        for w in stamped:  # the longest live wait with a prediction
+            ph = w.phases
+            n = ph.next_open(w.opened, w.closed)
+            if n is None or now - w.last_stamp > 2 * ph.period():
+                continue
+            if target is None or ph.typical_wait() > target.phases.typical_wait():
+                target, nxt = w, n
+        if target is None:
+            if any(w.phases.next_open(w.opened, w.closed) is not None for w in stamped):
+                return None  # no stamp for two cycles: the decode loop stopped
+            # still learning the scheduler's cycle
+            return LEARN_SLEEP_S if stamped and now - last < POLL_BUSY_S else None
+        phases = target.phases
         if phases.typical_wait() < MIN_WINDOW_S:
             # the scheduler hardly ever waits for the device (CPU-bound): no window worth waking
             # for; overdue cycles are written at the timer's wake-ups
@@ -566,8 +665,6 @@ class CycleSink:
         sleep = nxt + max(GUARD_S, WAKE_INTO * phases.typical_wait()) - now
         if sleep >= MIN_SLEEP_S:
             return min(sleep, POLL_BUSY_S)
-        if since > 2 * phases.period():
-            return None  # no stamp for two cycles: the decode loop stopped
         return max(MIN_SLEEP_S, phases.host_phase())  # a slow host phase: look again soon
 
     def _drain(self, final: bool = False, gated: bool = False, deadline: Optional[float] = None) -> None:

@@ -80,6 +80,7 @@ EW = "sglang.srt.speculative.eagle_worker_v2"
 BRP = "sglang.srt.managers.scheduler_components.batch_result_processor"
 DT = "sglang.srt.utils.device_timer"
 MR = "sglang.srt.model_executor.model_runner"
+OU = "sglang.srt.managers.overlap_utils"
 
 #: ``ModelRunner`` methods that capture CUDA graphs in SGLang 0.5.23: at start-up
 #: (``init_cuda_graphs``, target and draft) and while serving (a weight update with
@@ -122,8 +123,6 @@ PHASE_SPANS = {
 
 #: Where a cycle is (``_Cycle.phase``): which field a ``device_timer_ctx`` segment belongs to.
 IN_DRAFT, IN_VERIFY, AFTER_VERIFY = 0, 1, 2
-#: ``(first start, last end)`` slots of the segments met in each place.
-_SEGMENT_SLOTS = ((T_DRAFT0, T_DRAFT1), (T_FWD0, T_FWD1), (T_EXT0, T_EXT1))
 
 
 
@@ -236,47 +235,33 @@ class _Cycle:
 
 class _Segment:
     """What the hooked ``device_timer_ctx`` returns inside a timed cycle: SGLang's own context
-    manager, entered between two stamps that bound the device segment it brackets."""
+    manager (``inner``; None where upstream's would be a no-op, without a ``DeviceTimer``), whose
+    exit is followed by the segment's end stamp. The start was stamped by the hook
+    (:meth:`CycleProfiler.around_device_timer_ctx`), right before the ``with`` statement enters.
+    ``slot`` is the end's index in ``_Cycle.t``; ``step`` marks an eager draft forward."""
 
-    __slots__ = ("prof", "cyc", "inner", "category")
+    __slots__ = ("prof", "cyc", "inner", "slot", "step")
 
-    def __init__(self, prof, cyc, inner, category):
-        self.prof, self.cyc, self.inner, self.category = prof, cyc, inner, category
+    def __init__(self, prof, cyc, inner, slot, step):
+        self.prof, self.cyc, self.inner, self.slot, self.step = prof, cyc, inner, slot, step
 
     def __enter__(self):
-        cyc = self.cyc
-        try:
-            if not cyc.broken:
-                st = cyc.stamp()
-                first = _SEGMENT_SLOTS[cyc.phase][0]
-                if cyc.t[first] is None:
-                    cyc.t[first] = st
-                if cyc.phase == AFTER_VERIFY and not cyc.extend_nvtx and self.prof._nvtx is not None:
-                    self.prof._nvtx.push("eagle_cycle.extend")
-                    cyc.extend_nvtx = True
-                    cyc.nvtx_open += 1
-                if cyc.phase == IN_DRAFT and self.category != DRAFT_GRAPH_CATEGORY:
-                    steps = cyc.step_t
-                    if steps is None:
-                        cyc.step_t = [st]
-                    elif len(steps) < 2 * MAX_DRAFT_STEPS:
-                        steps.append(st)
-        except Exception as exc:
-            self.prof._fault("device segment", exc, cyc)
-        return self.inner.__enter__()
+        inner = self.inner
+        return None if inner is None else inner.__enter__()
 
-    def __exit__(self, *exc_info):
-        out = self.inner.__exit__(*exc_info)
+    def __exit__(self, exc_type, exc, tb):
+        inner = self.inner
+        out = None if inner is None else inner.__exit__(exc_type, exc, tb)
         cyc = self.cyc
-        try:
-            if not cyc.broken:
-                st = cyc.stamp()
-                cyc.t[_SEGMENT_SLOTS[cyc.phase][1]] = st  # the last segment's end
-                steps = cyc.step_t
-                if cyc.phase == IN_DRAFT and self.category != DRAFT_GRAPH_CATEGORY and steps and len(steps) % 2:
-                    steps.append(st)
-        except Exception as exc:
-            self.prof._fault("device segment", exc, cyc)
+        if not cyc.broken:
+            try:
+                cyc.t[self.slot] = st = cyc.stamp()  # the last segment's end
+                if self.step:
+                    steps = cyc.step_t
+                    if len(steps) % 2:
+                        steps.append(st)
+            except Exception as err:
+                self.prof._fault("device segment", err, cyc)
         return out
 
 
@@ -301,10 +286,15 @@ class CycleProfiler:
         nvtx: NVTX ranges (``push(name)``/``pop()``); default from ``SGLANG_EAGLE_CYCLE_NVTX``.
         env: environment mapping (default ``os.environ``), read once at the first decode cycle.
         log: logger for faults and notices (default ``sglang_eagle_cycle``).
+        device_spans: False leaves out the stamps that give the device spans and the scheduler's
+            ``seq_lens`` wait (``device_timer_ctx`` segments, the ``total1`` kept for ``gap_ms``,
+            the ``resolve_seq_lens_cpu`` stamps): only ``total_ms`` and ``verify_ms`` are measured.
+            For ``benchmarks/bench_hook_overhead.py``, which prices those stamps against the cycle
+            without them in one process; a server always runs with them.
     """
 
     def __init__(self, *, timer=None, sink: Optional[CycleSink] = None, nvtx=None, env=None,
-                 log: Optional[logging.Logger] = None):
+                 log: Optional[logging.Logger] = None, device_spans: bool = True):
         self._timer = timer
         self._sink = sink
         self._nvtx = nvtx
@@ -319,6 +309,9 @@ class CycleProfiler:
         self._prev_end = None  # (total1 stamp, stream, host seconds) of the last recorded cycle, for gap_ms
         self._until_check = 0  # cycles until the sink is asked again whether anything is wanted
         self._recording = self._wanted = False
+        self._seq_wait = None  # the sink's seq_lens wait while cycles are recorded
+        self._spans = bool(device_spans)
+        self._noop_ctx = None  # upstream's device_timer_ctx, once seen unwrapped (False: wrapped by another hook)
         self._may_capture = True
         self._faults: set = set()
         self.fault_count = 0
@@ -398,6 +391,7 @@ class CycleProfiler:
         self._until_check = RECHECK_CYCLES
         self._recording = bool(self._sink.active)
         self._wanted = self._recording or self._nvtx is not None
+        self._seq_wait = self._sink.seq_lens_wait if self._recording and self._spans else None
         # a CUDA graph can only be under capture where CUDA is usable (the host timer knows)
         self._may_capture = bool(getattr(self._timer, "may_capture", True))
 
@@ -427,7 +421,8 @@ class CycleProfiler:
                         cyc = _Cycle(self._next_id, timer, timer.stamp, timer.begin())
                         prev = self._prev_end
                         if prev is not None:
-                            if prev[1] is timer.stream and _perf() - prev[2] < GAP_LINK_MAX_S:
+                            # (==: torch makes a new Stream object at each current_stream())
+                            if prev[1] == timer.stream and _perf() - prev[2] < GAP_LINK_MAX_S:
                                 cyc.prev_end, self._prev_end = prev[0], None
                             else:
                                 self._unlink()
@@ -468,9 +463,10 @@ class CycleProfiler:
                 # the scheduler now copies the result to the host and blocks in copy_done.synchronize()
                 # (GIL released): the sink thread may write meanwhile
                 sink = self._sink
-                sink.opened_at = now = _perf()
-                cyc.keep_end = True  # total1 goes on to the next cycle, for its gap_ms
-                self._prev_end = (cyc.t[6], self._timer.stream, now)
+                sink.copy_wait.opened = now = _perf()
+                if self._spans:
+                    cyc.keep_end = True  # total1 goes on to the next cycle, for its gap_ms
+                    self._prev_end = (cyc.t[6], self._timer.stream, now)
                 if sink.dozing:  # the sink thread sleeps long (after an idle spell): wake it now
                     sink.kick()
         except Exception as exc:
@@ -503,15 +499,53 @@ class CycleProfiler:
         """``sglang.srt.utils.device_timer.device_timer_ctx(timer, category)``: bounds a device segment.
 
         Outside a timed cycle it returns upstream's context manager untouched. Inside one it
-        returns a :class:`_Segment`, which enters upstream's between two stamps: the segment's
-        launch start and end on the cycle's stream, filed under the draft, the target verify
-        forward or the draft-extend by where the cycle is (module docstring).
+        stamps the segment's launch start and returns a :class:`_Segment` (upstream's context
+        inside, whose exit is followed by the end stamp), both on the cycle's stream, filed under
+        the draft, the target verify forward or the draft-extend by where the cycle is (module
+        docstring). Without a ``DeviceTimer`` (``timer`` None) upstream's function returns a no-op
+        context, which is then not made at all (unless another hook wraps the function).
         """
-        inner = original(timer, category, *args, **kwargs)
         cyc = self._active
-        if cyc is None or cyc.broken or (cyc.stamp is _no_stamp and self._nvtx is None):
-            return inner
-        return _Segment(self, cyc, inner, category)
+        if cyc is None or cyc.broken or not self._spans or (cyc.stamp is _no_stamp and self._nvtx is None):
+            return original(timer, category, *args, **kwargs)
+        noop = self._noop_ctx
+        if noop is None:
+            noop = self._noop_ctx = original if (getattr(original, "__module__", None) == DT
+                                                 and not hasattr(original, "__wrapped__")) else False
+        inner = None if (timer is None and original is noop) else original(timer, category, *args, **kwargs)
+        try:
+            st = cyc.stamp()
+            t = cyc.t
+            phase = cyc.phase
+            step = False
+            if phase == IN_DRAFT:
+                if t[T_DRAFT0] is None:
+                    t[T_DRAFT0] = st
+                slot = T_DRAFT1
+                if category != DRAFT_GRAPH_CATEGORY:  # an eager draft forward: one draft_step_ms span
+                    steps = cyc.step_t
+                    if steps is None:
+                        cyc.step_t = [st]
+                        step = True
+                    elif len(steps) < 2 * MAX_DRAFT_STEPS:
+                        steps.append(st)
+                        step = True
+            elif phase == IN_VERIFY:
+                if t[T_FWD0] is None:
+                    t[T_FWD0] = st
+                slot = T_FWD1
+            else:
+                if t[T_EXT0] is None:
+                    t[T_EXT0] = st
+                slot = T_EXT1
+                if not cyc.extend_nvtx and self._nvtx is not None:
+                    self._nvtx.push("eagle_cycle.extend")
+                    cyc.extend_nvtx = True
+                    cyc.nvtx_open += 1
+            return _Segment(self, cyc, inner, slot, step)
+        except Exception as exc:
+            self._fault("device segment", exc, cyc)
+            return inner if inner is not None else original(timer, category, *args, **kwargs)
 
     def around_capture(self, original, *args, **kwargs):
         """A ``ModelRunner`` method that captures CUDA graphs (:data:`CAPTURE_METHODS`): the sink
@@ -530,13 +564,39 @@ class CycleProfiler:
         finally:
             pause.__exit__(None, None, None)
 
+    def around_seq_lens(self, original, *args, **kwargs):
+        """``FutureMap.resolve_seq_lens_cpu(batch)``: the scheduler's wait before it launches a cycle.
+
+        With attention backends that need host sequence lengths (FlashInfer and the base default)
+        it blocks until the previous cycle's verify has published them, usually the longest wait
+        of the cycle; stamped as the sink's ``seq_lens`` wait (:class:`~..sinks.DeviceWait`), so
+        the sink thread writes inside it. Stamps only while cycles are recorded.
+        """
+        w = self._seq_wait
+        if w is None:
+            return original(*args, **kwargs)
+        try:
+            w.opened = t0 = _perf()
+        except Exception as exc:
+            self._fault("seq_lens wait", exc)
+            return original(*args, **kwargs)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            try:
+                w.closed = t1 = _perf()
+                w.last = t1 - t0
+            except Exception as exc:
+                self._fault("seq_lens wait", exc)
+
     def around_resolve(self, original, *args, **kwargs):
         """``_resolve_spec_v2_tokens(result, batch)``: after the ``copy_done`` sync; hands the cycle to the sink."""
         sink = self._sink
         if sink is not None:  # the scheduler runs Python until it launches the next cycle
             try:
-                sink.closed_at = now = _perf()
-                sink.last_wait = now - sink.opened_at
+                w = sink.copy_wait
+                w.closed = now = _perf()
+                w.last = now - w.opened
             except Exception as exc:
                 self._fault("read", exc)
         out = original(*args, **kwargs)
@@ -617,5 +677,6 @@ def hook_specs(profiler: Optional[CycleProfiler] = None) -> list[HookSpec]:
         HookSpec(f"{EW}.EAGLEWorkerV2.forward_batch_generation", EW, p.around_forward, "timing"),
         HookSpec(f"{DT}.device_timer_ctx", DT, p.around_device_timer_ctx, "timing"),
         *(HookSpec(f"{MR}.ModelRunner.{name}", MR, p.around_capture, "timing") for name in CAPTURE_METHODS),
+        HookSpec(f"{OU}.FutureMap.resolve_seq_lens_cpu", OU, p.around_seq_lens, "timing"),
         HookSpec(f"{BRP}.SchedulerBatchResultProcessor._resolve_spec_v2_tokens", BRP, p.around_resolve, "timing"),
     ]
