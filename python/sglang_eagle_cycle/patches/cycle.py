@@ -68,6 +68,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from contextlib import nullcontext
 from typing import Any, Optional
 
 from ..cycle import CycleRecord, make_record
@@ -178,26 +179,29 @@ class _Cycle:
     start and end of each eager draft forward, ``prev_end`` the previous cycle's ``total1`` (for
     ``gap_ms``; this cycle releases it), ``keep_end`` whether this cycle's ``total1`` was handed to
     the next cycle (then that one releases it). ``stamp`` is the timer's, or :func:`_no_stamp` when
-    the cycle records nothing. (No ``__slots__``: the rarely changed fields are class defaults, so
-    making a cycle on the scheduler thread sets four attributes.)
+    the cycle records nothing. Slots, every one set here: an attribute first set later would turn
+    a shared-key instance dict into a private one on the scheduler thread (about 1 us a cycle).
     """
 
-    step_t: Optional[list] = None
-    broken = False
-    nvtx_open = 0  # NVTX ranges pushed and not yet popped
-    phase = IN_DRAFT
-    extend_nvtx = False  # the draft-extend's NVTX range was pushed
-    prev_end = None
-    keep_end = False
-    per_req: Optional[list] = None  # accepted drafts per request (bonus excluded), from the read point
-    bonus = 1
-    run = (0, 0, 0, False)  # (num_steps, topk, num_draft_tokens, verify from a CUDA graph), set at the launch's end
+    __slots__ = ("id", "timer", "stamp", "t", "step_t", "broken", "nvtx_open", "phase", "extend_nvtx",
+                 "prev_end", "keep_end", "per_req", "bonus", "run")
 
     def __init__(self, cycle_id: int, timer, stamp, t0):
         self.id = cycle_id
         self.timer = timer
         self.stamp = stamp
         self.t = [t0, None, None, None, None, None, None, None, None, None]
+        self.step_t: Optional[list] = None
+        self.broken = False
+        self.nvtx_open = 0  # NVTX ranges pushed and not yet popped
+        self.phase = IN_DRAFT
+        self.extend_nvtx = False  # the draft-extend's NVTX range was pushed
+        self.prev_end = None
+        self.keep_end = False
+        self.per_req: Optional[list] = None  # accepted drafts per request (bonus excluded), from the read point
+        self.bonus = 1
+        # (num_steps, topk, num_draft_tokens, verify from a CUDA graph), set at the launch's end
+        self.run = (0, 0, 0, False)
 
     def stamps(self) -> list:
         """Each stamp this cycle owns, once (an eager draft's first and last step stamps are also
@@ -235,10 +239,10 @@ class _Cycle:
 
 class _Segment:
     """What the hooked ``device_timer_ctx`` returns inside a timed cycle: SGLang's own context
-    manager (``inner``; None where upstream's would be a no-op, without a ``DeviceTimer``), whose
-    exit is followed by the segment's end stamp. The start was stamped by the hook
-    (:meth:`CycleProfiler.around_device_timer_ctx`), right before the ``with`` statement enters.
-    ``slot`` is the end's index in ``_Cycle.t``; ``step`` marks an eager draft forward."""
+    manager (``inner``), whose exit is followed by the segment's end stamp. The start was stamped
+    by the hook (:meth:`CycleProfiler.around_device_timer_ctx`), right before the ``with``
+    statement enters. ``slot`` is the end's index in ``_Cycle.t``; ``step`` marks an eager draft
+    forward."""
 
     __slots__ = ("prof", "cyc", "inner", "slot", "step")
 
@@ -246,12 +250,10 @@ class _Segment:
         self.prof, self.cyc, self.inner, self.slot, self.step = prof, cyc, inner, slot, step
 
     def __enter__(self):
-        inner = self.inner
-        return None if inner is None else inner.__enter__()
+        return self.inner.__enter__()
 
     def __exit__(self, exc_type, exc, tb):
-        inner = self.inner
-        out = None if inner is None else inner.__exit__(exc_type, exc, tb)
+        out = self.inner.__exit__(exc_type, exc, tb)
         cyc = self.cyc
         if not cyc.broken:
             try:
@@ -263,6 +265,29 @@ class _Segment:
             except Exception as err:
                 self.prof._fault("device segment", err, cyc)
         return out
+
+
+class _SegmentEnd:
+    """The common case of :class:`_Segment`, made once per slot: upstream's context would be a
+    no-op (no ``DeviceTimer``) and the segment is not an eager draft forward. Its exit stamps the
+    end of the profiler's active cycle; nothing is allocated per call."""
+
+    __slots__ = ("prof", "slot")
+
+    def __init__(self, prof, slot):
+        self.prof, self.slot = prof, slot
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, exc_type, exc, tb):
+        cyc = self.prof._active
+        if cyc is not None and not cyc.broken:
+            try:
+                cyc.t[self.slot] = cyc.stamp()  # the last segment's end
+            except Exception as err:
+                self.prof._fault("device segment", err, cyc)
+        return None
 
 
 def _stats_logging_rank(ranks) -> bool:
@@ -312,6 +337,7 @@ class CycleProfiler:
         self._seq_wait = None  # the sink's seq_lens wait while cycles are recorded
         self._spans = bool(device_spans)
         self._noop_ctx = None  # upstream's device_timer_ctx, once seen unwrapped (False: wrapped by another hook)
+        self._ends = {slot: _SegmentEnd(self, slot) for slot in (T_DRAFT1, T_FWD1, T_EXT1)}
         self._may_capture = True
         self._faults: set = set()
         self.fault_count = 0
@@ -512,7 +538,8 @@ class CycleProfiler:
         if noop is None:
             noop = self._noop_ctx = original if (getattr(original, "__module__", None) == DT
                                                  and not hasattr(original, "__wrapped__")) else False
-        inner = None if (timer is None and original is noop) else original(timer, category, *args, **kwargs)
+        inner = None if (timer is None and original is noop and not args and not kwargs) else original(
+            timer, category, *args, **kwargs)
         try:
             st = cyc.stamp()
             t = cyc.t
@@ -542,7 +569,9 @@ class CycleProfiler:
                     self._nvtx.push("eagle_cycle.extend")
                     cyc.extend_nvtx = True
                     cyc.nvtx_open += 1
-            return _Segment(self, cyc, inner, slot, step)
+            if inner is None and not step:
+                return self._ends[slot]
+            return _Segment(self, cyc, inner if inner is not None else nullcontext(), slot, step)
         except Exception as exc:
             self._fault("device segment", exc, cyc)
             return inner if inner is not None else original(timer, category, *args, **kwargs)
