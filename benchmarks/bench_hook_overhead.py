@@ -577,14 +577,16 @@ def _report_load(args, raw) -> int:
           f"({os.cpu_count()} CPUs); bs={args.bs} steps={args.steps} {'eager' if args.eager else 'graph'}, "
           f"simulated GPU wait {args.gpu_wait_us:.0f} us; {rounds} rounds x {args.block} cycles per variant in "
           f"{args.processes} process(es)")
-    print(f"{'variant':<24} {'cycles':>7} {'p50 us':>8} {'p99 us':>8} {'max us':>9} {'added cpu us':>13}")
+    print(f"{'variant':<24} {'cycles':>7} {'p50 us':>8} {'p99 us':>8} {'p99.9 us':>9} {'max us':>9} "
+          f"{'>20 ms':>7} {'added cpu us':>13}")
     out = {}
     for name, xs in walls.items():
-        p50, p99, mx = _percentile(xs, 0.5), _percentile(xs, 0.99), max(xs)
+        p50, p99, p999, mx = _percentile(xs, 0.5), _percentile(xs, 0.99), _percentile(xs, 0.999), max(xs)
+        stalls = sum(x > 20000 for x in xs)
         added = _paired(cpu_us, name) if name != "baseline" else 0.0
-        print(f"{name:<24} {len(xs):>7} {p50:>8.1f} {p99:>8.1f} {mx:>9.1f} {added:>13.1f}")
-        out[name] = {"cycles": len(xs), "p50_us": round(p50, 1), "p99_us": round(p99, 1), "max_us": round(mx, 1),
-                     "added_cpu_us": round(added, 2)}
+        print(f"{name:<24} {len(xs):>7} {p50:>8.1f} {p99:>8.1f} {p999:>9.1f} {mx:>9.1f} {stalls:>7} {added:>13.1f}")
+        out[name] = {"cycles": len(xs), "p50_us": round(p50, 1), "p99_us": round(p99, 1), "p999_us": round(p999, 1),
+                     "max_us": round(mx, 1), "over_20ms": stalls, "added_cpu_us": round(added, 2)}
     print("(each cycle's scheduler wall time from one read point to the next, less its simulated GPU wait; "
           "the sink thread writes the INFO line and the JSONL file)")
     print(json.dumps({"load_processes": args.load, "cpus": os.cpu_count(), "gpu_wait_us": args.gpu_wait_us,

@@ -20,7 +20,8 @@ Environment (read once, in the scheduler process, at the first profiled decode c
 Cost: reading events, formatting and file I/O take tens of microseconds per cycle (about 120 us
 on the scheduler thread when done there, ``inline sinks`` in ``benchmarks/bench_hook_overhead.py``
 on a 2-core VM), more than the scheduler can spare, so by default :class:`CycleSink` hands each
-cycle to one daemon thread (``submit`` is a ``deque.append``) at the lowest CPU priority (nice 19).
+cycle to one daemon thread (``submit`` is a ``deque.append``) at the scheduler's own CPU priority
+(:data:`SINK_NICE`).
 When that thread runs matters as much as what it does: a thread that *waits for the GIL* while
 the scheduler runs Python takes the GIL at every GIL-releasing call of the scheduler (each torch
 op), each such hand-over costs the scheduler microseconds, and waking a thread costs its waker a
@@ -208,10 +209,13 @@ PHASE_SAMPLES = 8
 #: Longer phases are not samples of a decode loop (an idle scheduler) and are left out (seconds).
 MAX_PHASE_S = 1.0
 
-#: Nice value of the sink thread (0: the scheduler's own priority). See the README's figures of
-#: ``bench_hook_overhead.py --load``: the scheduler's per-cycle wall-clock under CPU load with the
-#: thread at nice 19 and at nice 0.
-SINK_NICE = 19
+#: Nice value of the sink thread (0: the scheduler's own priority). Measured, not assumed
+#: (``bench_hook_overhead.py --load N``: the scheduler's per-cycle wall-clock with busy processes
+#: beside it, the thread at nice 19 and at nice 0, interleaved): at nice 19 the thread can be
+#: descheduled while it holds the GIL, and the scheduler then waits for it (a 1.02 s cycle and 7
+#: cycles over 20 ms in 7,960 on a 2-core VM with three CPU-bound processes beside it; at nice 0
+#: at most 102 ms and 2, as many as without the plugin), at equal p99. Hence 0.
+SINK_NICE = 0
 
 #: The clock of the stamps (``time.perf_counter``: seconds, monotonic, process-wide).
 _clock = time.perf_counter
