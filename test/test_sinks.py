@@ -604,9 +604,7 @@ def test_sink_thread_runs_at_the_configured_priority(nice, tmp_path, log):
     sink.submit(Pending(rec(1)))
     assert _wait_until(lambda: sink._thread is not None and sink._thread.native_id is not None)
     # (raising a thread's priority above the process's needs privileges: then it stays at the process's)
-    want = {nice} if (nice == 0 or base <= nice) and nice >= base else {base, nice}
-    if nice == 0:
-        want = {base}
+    want = {base} if nice == 0 else {nice} if base <= nice else {base, nice}
     assert _wait_until(lambda: os.getpriority(os.PRIO_PROCESS, sink._thread.native_id) in want)
     assert sink.flush(5.0)
     sink.close()
