@@ -362,6 +362,65 @@ def test_bulk_reader_layout_comes_from_format_line():
     assert bulkscan.scan_chunk(clean.replace("tok_s=", "tok_s=x", 1)) is None
 
 
+def _assert_same_tallies(got, expected):
+    """Equal tallies, every count in the same order (the report sums phase times in that order)."""
+    assert got == expected
+    for a, b in zip(got, expected):
+        assert [list(d.items()) for d in a.phases.values()] == [list(d.items()) for d in b.phases.values()]
+        assert list(a.hist.items()) == list(b.hist.items())
+
+
+def _two_readers(text):
+    n = text.count("\n")
+    return bulkscan._scan_array(text, n), bulkscan._scan_tokens(text, n)
+
+
+@pytest.mark.parametrize("spans", [False, True], ids=["older", "device-spans"])
+@pytest.mark.parametrize("log_prefix", ["[2026-11-30 10:00:00 TP0] ", "", "[2026-11-30 10:00:00 h\u00f6st TP0] "],
+                         ids=["log-prefix", "bare", "non-ascii-prefix"])
+def test_array_reader_counts_like_the_token_reader(spans, log_prefix):
+    rng = random.Random(21)
+    records = []
+    for bs, steps in ((1, 3), (2, 1), (8, 2), (80, 3), (64, 2), (1, 3)):   # bs 80 writes accept_hist
+        records += generate(rng, bs=bs, steps=steps, cycles=150, p=P_TRUE[:steps], spans=spans,
+                            first_cycle=len(records)).records
+    rng.shuffle(records)   # configurations interleaved line by line
+    records[3].cycle = 123456789012                    # values past one 8-byte word
+    records[5].total_ms, records[6].verify_ms = 123456.78, 1234.56   # 9 bytes; 7 bytes (no room for the index)
+    records[7].verify_fwd_ms = 1000000.0
+    text = "\n".join(log_lines(records, log_prefix)) + "\n"
+    fast, tokens = _two_readers(text)
+    assert fast is not None and len(fast) == 5
+    _assert_same_tallies(fast, tokens)
+    one = "\n".join(log_lines([r for r in records if r.config == records[0].config], log_prefix)) + "\n"
+    fast, tokens = _two_readers(one)                   # one configuration: its own shortcut
+    assert fast is not None and len(fast) == 1
+    _assert_same_tallies(fast, tokens)
+
+
+@pytest.mark.parametrize("edit", [lambda ln: ln.replace("10:00:00 ", "10:00:00\t"),
+                                  lambda ln: ln.replace("TP0]", "TP\x000]"),
+                                  lambda ln: re.sub(r"cycle=\d", "cycle=\u0663", ln)],
+                         ids=["tab in the log prefix", "NUL in the log prefix", "non-ASCII digit"])
+def test_array_reader_leaves_unusual_chunks_to_the_token_reader(edit):
+    # parse_line reads all three (a log prefix is any words; \d takes any decimal digit): the token reader counts them
+    text = "\n".join(edit(ln) for ln in log_lines(generate(random.Random(22), 2, 3, 50, P_TRUE).records)) + "\n"
+    fast, tokens = _two_readers(text)
+    assert fast is None and tokens is not None
+    _assert_same_tallies(bulkscan.scan_chunk(text), tokens)
+
+
+def test_distinct_keys_in_order_of_first_occurrence():
+    np = pytest.importorskip("numpy")
+    rng = random.Random(23)
+    for high in (2 ** 8, 2 ** 40, 2 ** 63):   # the packed sort, and numpy.unique past 64 bits
+        keys = [rng.randrange(high) for _ in range(300)]
+        keys = [rng.choice(keys) for _ in range(5000)]
+        first, count = bulkscan._distinct(np.array(keys, dtype=np.uint64))
+        assert [(keys[f], c) for f, c in zip(first.tolist(), count.tolist())] == list(Counter(keys).items())
+        assert first.tolist() == [keys.index(k) for k in Counter(keys)]
+
+
 def test_exact_percentiles_equal_numpy():
     np = pytest.importorskip("numpy")
     rng = random.Random(3)

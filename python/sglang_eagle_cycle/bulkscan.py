@@ -1,9 +1,8 @@
 """Bulk reader for chunks of per-cycle ``[eagle-cycle]`` lines: tallies per configuration, no per-line Python.
 
 ``cycle.parse_line`` runs a regex per line and builds a record: about 200,000 lines/s here, while a
-day of bs-1 logging is millions of lines. This module reads a whole chunk of lines at once with
-C-level string operations (``str.split``, list slicing, ``Counter``) and validates each *distinct*
-value once, so the cost per line is a few list operations.
+day of bs-1 logging is millions of lines. This module reads a whole chunk of lines at once and
+validates each *distinct* value once, so the cost per line is a few array or list operations.
 
 It accepts a chunk only when every line is a plain per-cycle line exactly as ``cycle.format_line``
 writes it, all in one of its two layouts (the older one ending in ``graph=``, or a device-span line
@@ -13,6 +12,14 @@ on every line) and every
 value is one ``cycle.parse_line`` accepts. Anything else returns ``None`` and the caller parses the
 chunk line by line with ``cycle.parse_line``, so results never differ from the per-line path
 (``test/test_report.py`` checks both paths agree on clean, damaged and mixed logs).
+
+Two readers share the checks (:func:`_tally`): the *array reader* cuts the chunk's bytes into a
+grid of tokens with numpy and counts each column's distinct values with one sort, creating no
+Python object per line; it takes only chunks it is sure of (UTF-8 text without NUL or control
+bytes other than the line end, values of at most 256 bytes) and hands any other chunk to the
+*token reader* (``str.split`` and ``Counter``), which decides. Both give the same tallies, counts in
+the same order (the order in which phase times are summed), so which one read a chunk never shows
+in a report.
 
 Usage::
 
@@ -31,6 +38,8 @@ from dataclasses import dataclass
 from itertools import groupby
 from operator import itemgetter
 from typing import Optional
+
+import numpy as np
 
 from . import cycle
 from .cycle import ALL_PHASES, CONFIG_FIELDS, PHASES, PREFIX, SPAN_FIELDS
@@ -62,6 +71,9 @@ _READY = (set(KEYS) | set(SPAN_FIELDS) == set(_VALUE) | {"accepts"}
           and KEYS[: 1 + len(CONFIG_FIELDS)] == ("cycle",) + CONFIG_FIELDS and KEYS[-1] == "graph"
           and KEYS_SPANS == KEYS + SPAN_FIELDS)
 _LAST_RE = {k: re.compile(f"{re.escape(k)}={_VALUE[k]}") for k in ("graph", SPAN_FIELDS[-1])}
+#: Columns counted per configuration (``{token: lines}``) and checked by :func:`_tally`, per layout.
+_COUNTED = {False: ("accept_len", "tok_s", "accepts") + PHASES,
+            True: ("accept_len", "tok_s", "accepts") + ALL_PHASES}
 
 
 @dataclass(slots=True)
@@ -88,38 +100,41 @@ def _valid_column(key: str, values) -> bool:
     return _COLUMN_RE[key].fullmatch("\n".join(values) + "\n") is not None
 
 
-def _tally(config_tokens: tuple[str, ...], cols: dict[str, list[str]], spans: bool,
-           counted: Optional[dict[str, Counter]] = None) -> Optional[ConfigTally]:
-    """One configuration's lines: ``cols`` per key (``counted``: columns already counted instead)."""
+def _tally(config_tokens: tuple[str, ...], cycles: int, counts: dict[str, dict[str, int]],
+           spans: bool) -> Optional[ConfigTally]:
+    """One configuration's lines from its columns' counts; None when a value is not one parse_line accepts.
+
+    Args:
+        config_tokens: the line's ``bs= steps= topk= draft_tokens=`` tokens (grammar checked by the caller).
+        cycles: lines of this configuration.
+        counts: per column of :data:`_COUNTED` (``accept_len``, ``tok_s``, ``accepts`` and the layout's
+            phases), ``{"key=value" token: lines}`` in order of first occurrence: the phase times are
+            added up in that order. The ``cycle`` and ``graph`` columns are the caller's to check.
+        spans: device-span lines.
+    """
     config = tuple(int(t.partition("=")[2]) for t in config_tokens)
     bs, steps, topk, draft_tokens = config
     if min(bs, topk, draft_tokens) < 1 or steps > cycle.MAX_LINE_STEPS:
         return None                                      # what cycle.plausible refuses
     top = cycle.max_accept_len(steps, draft_tokens)
-    if not _valid_column("cycle", cols["cycle"]):        # all distinct: one regex pass
-        return None
     for key in ("accept_len", "tok_s"):                  # few distinct values: check each once
-        if not _valid_column(key, Counter(cols[key])):
+        if not _valid_column(key, counts[key]):
             return None
-    if not all(v == "accept_len=-" or 1.0 <= float(v[11:]) <= top for v in set(cols["accept_len"])):
+    if not all(v == "accept_len=-" or 1.0 <= float(v[11:]) <= top for v in counts["accept_len"]):
         return None
-    if not all(v == "tok_s=-" or float(v[6:]) <= cycle.MAX_LINE_COUNT for v in set(cols["tok_s"])):
+    if not all(v == "tok_s=-" or float(v[6:]) <= cycle.MAX_LINE_COUNT for v in counts["tok_s"]):
         return None                                      # 400 digits read as inf
-    if spans:   # graph= is not the line's last word here: check it apart (two C-level counts)
-        g = cols["graph"]
-        if g.count("graph=1") + g.count("graph=0") != len(g):
-            return None
     phases = {}
     for key in ALL_PHASES if spans else PHASES:
-        counts = counted[key] if counted and key in counted else Counter(cols[key])
-        if not _valid_column(key, counts):
+        column = counts[key]
+        if not _valid_column(key, column):
             return None
         start = len(key) + 1
-        phases[key] = {float(tok[start:]): c for tok, c in counts.items() if tok[start:] != "-"}
+        phases[key] = {float(tok[start:]): c for tok, c in column.items() if tok[start:] != "-"}
         if phases[key] and max(phases[key]) > cycle.MAX_LINE_MS:     # inf included
             return None
     hist: Counter = Counter()
-    for tok, c in Counter(cols["accepts"]).items():
+    for tok, c in counts["accepts"].items():
         kind, _, text = tok.partition("=")
         if kind + "=" not in _ACCEPT_KINDS or text == "-" or not _ACCEPT_TEXT_RE.fullmatch(text):
             return None   # "accepts=-" has no histogram: the per-line path uses accept_len
@@ -131,7 +146,35 @@ def _tally(config_tokens: tuple[str, ...], cols: dict[str, list[str]], spans: bo
             if not 1 <= length <= top or not 0 <= requests <= cycle.MAX_LINE_COUNT:
                 return None
             hist[length] += requests * c
-    return ConfigTally(config, len(cols["cycle"]), phases, hist, spans)
+    return ConfigTally(config, cycles, phases, hist, spans)
+
+
+def scan_chunk(text: str) -> Optional[list[ConfigTally]]:
+    """Tally a chunk whose every line is one per-cycle ``[eagle-cycle]`` line.
+
+    Args:
+        text: whole lines (``\\n``-separated, the last one may lack its newline); each line
+            holds our prefix once, after a log prefix of the same number of words on every line.
+
+    Returns:
+        One :class:`ConfigTally` per configuration in the chunk (sorted by the configuration's
+        tokens), or None when any line is not a plain per-cycle line ``cycle.parse_line`` would
+        accept (then nothing was counted).
+    """
+    if not _READY or not text:
+        return None
+    if not text.endswith("\n"):
+        text += "\n"
+    n = text.count("\n")
+    if text.count(PREFIX) != n:   # another line, or our prefix twice in a line: neither reader takes it
+        return None
+    tallies = _scan_array(text, n)
+    return tallies if tallies is not None else _scan_tokens(text, n)
+
+
+# ---------------------------------------------------------------------------------------------
+# The token reader: str.split and Counter (any chunk)
+# ---------------------------------------------------------------------------------------------
 
 
 def _valid_line_ends(col: list[str], p: int, last: str) -> Optional[Counter]:
@@ -151,24 +194,9 @@ def _valid_line_ends(col: list[str], p: int, last: str) -> Optional[Counter]:
     return heads if p > 0 or next_prefix == len(col) - 1 else None
 
 
-def scan_chunk(text: str) -> Optional[list[ConfigTally]]:
-    """Tally a chunk whose every line is one per-cycle ``[eagle-cycle]`` line.
-
-    Args:
-        text: whole lines (``\\n``-separated, the last one may lack its newline); each line
-            holds our prefix once, after a log prefix of the same number of words on every line.
-
-    Returns:
-        One :class:`ConfigTally` per configuration in the chunk, or None when any line is not a
-        plain per-cycle line ``cycle.parse_line`` would accept (then nothing was counted).
-    """
-    if not _READY or not text:
-        return None
-    if not text.endswith("\n"):
-        text += "\n"
-    n = text.count("\n")
-    if text.count(PREFIX) != n:
-        return None
+def _scan_tokens(text: str, n: int) -> Optional[list[ConfigTally]]:
+    """:func:`scan_chunk` with ``str.split`` and ``Counter``: ``text`` holds ``n`` lines, each ending
+    with a newline, and our prefix ``n`` times."""
     # Split on single spaces only: a line's last word and the next line's first word stay one
     # token "graph=1\n[2026-11-30", so each line spans p + WIDTH tokens (p: log-prefix words).
     tokens = text.split(" ")
@@ -195,8 +223,16 @@ def scan_chunk(text: str) -> Optional[list[ConfigTally]]:
     for key, col in zip(CONFIG_FIELDS, config_cols):
         if not _valid_column(key, col[:1] if single else Counter(col)):
             return None
+    if not _valid_column("cycle", cols["cycle"]):        # all distinct: one regex pass
+        return None
+    if spans:   # graph= is not the line's last word here: check it apart (two C-level counts)
+        g = cols["graph"]
+        if g.count("graph=1") + g.count("graph=0") != n:
+            return None
+    counted = _COUNTED[spans]
     if single:   # the last field's values were counted while checking the line ends
-        tally = _tally(tuple(c[0] for c in config_cols), cols, spans, {keys[-1]: heads} if spans else None)
+        counts = {key: heads if key == keys[-1] else Counter(cols[key]) for key in counted}
+        tally = _tally(tuple(c[0] for c in config_cols), n, counts, spans)
         return None if tally is None else [tally]
     if spans:   # the last column holds "gap_ms=v\n<next line's first word>": keep the value per line
         cols[keys[-1]] = [t.partition("\n")[0] for t in last_col]
@@ -207,9 +243,242 @@ def scan_chunk(text: str) -> Optional[list[ConfigTally]]:
     for config, run in groupby(order, key=configs.__getitem__):
         size = sum(1 for _ in run)
         pick = itemgetter(*order[start:start + size])
-        sub = {key: list(pick(col)) if size > 1 else [pick(col)] for key, col in cols.items()}
+        counts = {key: Counter(pick(cols[key]) if size > 1 else [pick(cols[key])]) for key in counted}
         start += size
-        tally = _tally(config, sub, spans)
+        tally = _tally(config, size, counts, spans)
+        if tally is None:
+            return None
+        out.append(tally)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The array reader: numpy over the chunk's bytes (the common chunk, at a fraction of the cost)
+# ---------------------------------------------------------------------------------------------
+
+#: Longest token value (bytes) the array reader keys; a chunk with a longer one goes to the token reader.
+_MAX_VALUE_BYTES = 256
+#: Zero bytes after the chunk, so that every 8-byte word a value can start is in the buffer.
+_PAD = _MAX_VALUE_BYTES + 8
+#: ``_LOW_BYTES[k]``: a 64-bit mask of the low ``k`` bytes (``k`` in 0..8).
+_LOW_BYTES = np.array([(1 << 8 * k) - 1 for k in range(9)], dtype=np.uint64)
+_PREFIX_BYTES = PREFIX.encode()
+
+
+def _word(data: bytes) -> int:
+    """Up to 8 bytes as the number a word of :class:`_Grid` holds (little-endian)."""
+    return int.from_bytes(data, "little")
+
+
+class _Grid:
+    """A chunk's bytes as ``n`` lines of ``width + 1`` tokens (``width`` single spaces per line).
+
+    Attributes:
+        raw: the chunk as UTF-8 bytes.
+        words: ``words[i]``, uint64: the bytes ``raw[i:i + 8]`` as a little-endian number (zero bytes
+            past the end); shape ``(len(raw) + _PAD - 7,)``, a view with a stride of one byte.
+        n, width: lines, spaces per line.
+        ends: shape ``(n, width + 1)``: ``ends[i, t]`` is the offset of the space (or line end)
+            after token ``t`` of line ``i``; token ``t > 0`` spans ``ends[i, t - 1] + 1 .. ends[i, t] - 1``.
+    """
+
+    def __init__(self, raw: bytes, buf: np.ndarray, delims: np.ndarray, n: int, width: int):
+        self.raw = raw
+        self.words = np.ndarray((len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))
+        self.n = n
+        self.width = width
+        self.ends = delims.reshape(n, width + 1)
+
+    @classmethod
+    def of(cls, text: str) -> Optional["_Grid"]:
+        """The grid of ``text`` (ends with a newline), or None when a line holds a NUL or control
+        byte other than its end (so no byte equals the zero padding of a word), or not as many
+        spaces as the first line."""
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError:   # a lone surrogate
+            return None
+        buf = np.frombuffer(raw + bytes(_PAD), dtype=np.uint8)
+        delims = np.flatnonzero(buf[: len(raw)] <= 32)           # spaces, line ends, NUL, control bytes
+        width = int(np.searchsorted(delims, raw.index(b"\n")))   # delimiters before the first line end
+        n, rest = divmod(len(delims), width + 1)
+        if rest or not width:
+            return None
+        kinds = buf[delims]
+        if not (kinds[width::width + 1] == 10).all() or np.count_nonzero(kinds == 32) != n * width:
+            return None   # each line: exactly `width` spaces, then its end
+        return cls(raw, buf, delims, n, width)
+
+    def token(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(start, end)``: byte offsets of token ``t`` (0..width) of every line, shape ``(n,)``,
+        end exclusive."""
+        if t:
+            return self.ends[:, t - 1] + 1, self.ends[:, t]
+        return np.concatenate(([0], self.ends[:-1, self.width] + 1)), self.ends[:, 0]
+
+    def starts_with(self, start: np.ndarray, head: bytes) -> bool:
+        """Every token at ``start`` begins with ``head`` (at most 16 bytes)."""
+        first = head[:8]
+        if not ((self.words[start] & _LOW_BYTES[len(first)]) == _word(first)).all():
+            return False
+        return len(head) <= 8 or bool((self.words[start + len(head) - 8] == _word(head[-8:])).all())
+
+    def values(self, start: np.ndarray, end: np.ndarray, head: bytes) -> Optional[np.ndarray]:
+        """Keys of the values of the tokens ``start .. end - 1`` when every token begins with
+        ``head`` (at most 16 bytes), else None (also for a value past :data:`_MAX_VALUE_BYTES`).
+
+        A key stands for the value's bytes: two keys are equal exactly when the values are (the
+        text holds no NUL). uint64, the bytes as a little-endian number, for values of at most 8
+        bytes, else raw bytes (numpy void) of 8 per started word. For short values one word read
+        per line holds the end of the head and the value; the rest of the head takes one or two.
+        """
+        size = len(head)
+        length = end - start - size                        # value bytes, where the head matched
+        if length.min() < 0:                               # a token shorter than the head
+            return None
+        longest = int(length.max())
+        if longest > 8:
+            if not self.starts_with(start, head) or longest > _MAX_VALUE_BYTES:
+                return None
+            at = start + size
+            parts = [self.words[at + k] & _LOW_BYTES[np.clip(length - k, 0, 8)]
+                     for k in range(0, longest, 8)]
+            return np.stack(parts, axis=1).view(np.dtype((np.void, 8 * len(parts))))[:, 0]
+        skip = max(0, size + longest - 8)                  # the word read starts at head[skip:]
+        if skip and not self.starts_with(start, head[:skip]):
+            return None
+        tail = size - skip                                 # head bytes in the word, then the value
+        word = self.words[start + skip] & _LOW_BYTES[tail + length]
+        if not ((word & _LOW_BYTES[tail]) == _word(head[skip:])).all():
+            return None
+        return word >> (8 * tail)
+
+    def counts(self, start: np.ndarray, end: np.ndarray, keys: np.ndarray,
+               rows: Optional[np.ndarray] = None) -> dict[str, int]:
+        """``{token text: lines}`` of the tokens ``start .. end - 1`` (``keys`` from :meth:`values`)
+        over ``rows`` (ascending line numbers; all lines when None), in order of first occurrence,
+        as ``Counter`` over the token strings gives it."""
+        first, count = _distinct(keys if rows is None else keys[rows])
+        if rows is not None:
+            first = rows[first]
+        raw = self.raw
+        return {raw[s:e].decode(): c
+                for s, e, c in zip(start[first].tolist(), end[first].tolist(), count.tolist())}
+
+
+def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, count)``: for each distinct key, the index of its first occurrence and its
+    occurrences, both shape ``(distinct,)``, in order of first occurrence.
+
+    Keys that leave room for the index in 64 bits (values of up to 6 bytes in a chunk of up to
+    65,536 lines) are sorted as one number ``key << bits | index``: each run of one key then starts
+    at its first occurrence. That one sort of integers costs a third of ``numpy.unique``'s stable
+    argsort, which takes the other keys.
+    """
+    n = len(keys)
+    bits = n.bit_length()   # indexes 0..n-1 fit in `bits` bits
+    if keys.dtype != np.uint64 or int(keys.max()).bit_length() + bits > 64:
+        _, first, count = np.unique(keys, return_index=True, return_counts=True)
+    else:
+        packed = np.sort((keys << bits) | np.arange(n, dtype=np.uint64))
+        key = packed >> bits
+        runs = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+        first = (packed[runs] & ((1 << bits) - 1)).astype(np.int64)
+        count = np.diff(runs, append=n)
+    order = np.argsort(first)
+    return first[order], count[order]
+
+
+def _digits(grid: _Grid, start: np.ndarray, end: np.ndarray) -> bool:
+    """Every value ``start .. end - 1`` is one or more ASCII digits (at most :data:`_MAX_VALUE_BYTES`)."""
+    length = end - start
+    longest = int(length.max())
+    if length.min() < 1 or longest > _MAX_VALUE_BYTES:
+        return False
+    place = np.arange(8)
+    for at in range(0, longest, 8):
+        data = grid.words[start + at].view(np.uint8).reshape(-1, 8)   # byte k of a word: position at + k
+        if not ((data - 48 < 10) | (place >= (length - at)[:, None])).all():
+            return False
+    return True
+
+
+def _config_groups(raw: bytes, config_columns: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+                   ) -> list[tuple[tuple[str, ...], Optional[np.ndarray]]]:
+    """The chunk's configurations as ``(config tokens, lines)``, sorted by the tokens as the token
+    reader sorts them; lines: ascending line numbers, or None when the chunk holds one configuration.
+
+    Args:
+        config_columns: ``(token start, token end, value keys)`` of ``bs``, ``steps``, ``topk`` and
+            ``draft_tokens``, each shape ``(n,)``.
+    """
+    def tokens_at(row: int) -> tuple[str, ...]:
+        return tuple(raw[start[row]:end[row]].decode() for start, end, _ in config_columns)
+
+    if all((keys == keys[0]).all() for _, _, keys in config_columns):
+        return [(tokens_at(0), None)]
+    ids = np.zeros(len(config_columns[0][2]), dtype=np.int64)   # dense configuration id per line
+    for _, _, keys in config_columns:
+        _, inv = np.unique(keys, return_inverse=True)
+        _, ids = np.unique(ids * (int(inv.max()) + 1) + inv.reshape(-1), return_inverse=True)
+        ids = ids.reshape(-1)
+    by_group = np.argsort(ids, kind="stable")          # each configuration's lines, ascending
+    runs = np.split(by_group, np.flatnonzero(np.diff(ids[by_group])) + 1)
+    return sorted(((tokens_at(int(rows[0])), rows) for rows in runs), key=itemgetter(0))
+
+
+def _scan_array(text: str, n: int) -> Optional[list[ConfigTally]]:
+    """:func:`scan_chunk` with numpy on the chunk's bytes (``text``: ``n`` lines, each ending with a
+    newline, and our prefix ``n`` times).
+
+    The same checks and counts as :func:`_scan_tokens`: the line grid with our prefix as word
+    ``p`` of every line (the caller counted it once per line), the layout from the words per line,
+    each column's key, ``cycle`` values of ASCII digits, ``graph`` 0 or 1, and :func:`_tally` on
+    the other columns' distinct tokens. None whenever the token reader is needed to decide; a chunk
+    it returns tallies for is one the token reader counts alike.
+    """
+    grid = _Grid.of(text)
+    if grid is None or grid.n != n:
+        return None
+    raw = grid.raw
+    try:
+        p = raw[: raw.index(b"\n")].split(b" ").index(_PREFIX_BYTES)
+    except ValueError:
+        return None
+    keys = {WIDTH: KEYS, WIDTH_SPANS: KEYS_SPANS}.get(grid.width - p)
+    if keys is None:
+        return None
+    spans = keys is KEYS_SPANS
+    start, end = grid.token(p)
+    if not ((end - start == len(_PREFIX_BYTES)).all() and grid.starts_with(start, _PREFIX_BYTES)):
+        return None
+    columns = {}   # key -> (token start, token end, value keys), each shape (n,)
+    for t, key in enumerate(keys, start=p + 1):
+        start, end = grid.token(t)
+        if key == "accepts":   # accepts= or accept_hist= in the whole chunk, else keyed by the token
+            head = next((h for h in (b"accepts=", b"accept_hist=") if grid.starts_with(start, h)), b"")
+        else:
+            head = key.encode() + b"="
+        if key == "cycle":
+            if not (grid.starts_with(start, head) and _digits(grid, start + len(head), end)):
+                return None
+            continue
+        values = grid.values(start, end, head)
+        if values is None:
+            return None
+        if key == "graph":   # graph=0 or graph=1
+            if not ((values == 48) | (values == 49)).all():
+                return None
+            continue
+        columns[key] = (start, end, values)
+    groups = _config_groups(raw, [columns[k] for k in CONFIG_FIELDS])
+    for key, col in zip(CONFIG_FIELDS, zip(*(config for config, _ in groups))):
+        if not _valid_column(key, col):
+            return None
+    out = []
+    for config, rows in groups:
+        counts = {key: grid.counts(*columns[key], rows) for key in _COUNTED[spans]}
+        tally = _tally(config, n if rows is None else len(rows), counts, spans)
         if tally is None:
             return None
         out.append(tally)
