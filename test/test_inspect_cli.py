@@ -244,9 +244,18 @@ def test_bad_input_in_a_fresh_process_has_no_traceback(tmp_path):
 def test_baseline_number_and_log(capsys, log, tmp_path):
     doc = inspect_paths([log])
     fast = max(g["tok_s"] for g in doc["groups"]) + 10
-    rc, out, _ = run_cli(capsys, log, "--json", "--baseline", f"{fast}")
+    # one number for a log at bs 1 and bs 4 is refused, as advise refuses it: which batch size is it for?
+    rc, _, err = run_cli(capsys, log, "--json", "--baseline", f"{fast}")
+    assert rc == 2 and "several batch sizes (1, 4)" in err and "BS:TOK_S" in err
+    rc, out, _ = run_cli(capsys, log, "--json", "--baseline", f"1:{fast}", "--baseline", f"4:{fast}")
     codes = [f["code"] for f in json.loads(out)["findings"]]
     assert rc == 0 and codes.count("slower_than_baseline") == len(doc["groups"]) + 1   # + the Decode batch line
+    rc, out, _ = run_cli(capsys, log, "--json", "--baseline", f"4:{fast}")   # bs 1 has no baseline
+    slow = [f for f in json.loads(out)["findings"] if f["code"] == "slower_than_baseline"]
+    assert rc == 0 and {(f["config"] or {}).get("bs", f["evidence"].get("bs")) for f in slow} == {4}
+    for bad in (["--baseline", "0:50"], ["--baseline", "4:x"], ["--baseline", "4:50", "--baseline", "88"]):
+        rc, _, err = run_cli(capsys, log, *bad)
+        assert rc == 2 and "baseline" in err and err.count("\n") == 1
     nospec = tmp_path / "nospec.log"
     nospec.write_text("[2026-11-30 09:00:00 TP0] Decode batch, #running-req: 4, #token: 90, token usage: 0.00, "
                       f"cuda graph: True, gen throughput (token/s): {fast:.2f}, #queue-req: 0\n")

@@ -490,10 +490,15 @@ def test_verify_bound_and_draft_heavy(tmp_path):
 def test_slower_than_baseline_number_and_log(generated, tmp_path, shared_data):
     runs, path = generated
     tok_s = {g["bs"]: g["tok_s"] for g in inspect_paths([path])["groups"]}
-    doc = inspect_paths([path], baseline=tok_s[1] + 1.0)
+    assert len(tok_s) > 1
+    with pytest.raises(UsageError, match="several batch sizes"):   # which batch size is one number for?
+        inspect_paths([path], baseline=tok_s[1] + 1.0)
+    doc = inspect_paths([path], baseline={bs: tok_s[1] + 1.0 for bs in tok_s})
     slow = [f for f in doc["findings"] if f["code"] == "slower_than_baseline"]
     assert {f["config"]["bs"] for f in slow} == {bs for bs, t in tok_s.items() if t < tok_s[1] + 1.0}
     assert slow[0]["evidence"]["baseline_tok_s"] == pytest.approx(tok_s[1] + 1.0)
+    one = inspect_paths([path], baseline={1: tok_s[1] + 1.0})
+    assert {f["config"]["bs"] for f in one["findings"] if f["code"] == "slower_than_baseline"} == {1}
     # a no-speculation log gives the baseline per batch size; only bs 1 has one here
     base_log = _write(tmp_path / "nospec.log", [
         f"[2026-11-30 09:00:0{i} TP0] Decode batch, #running-req: 1, #token: 90, token usage: 0.00, cuda graph: True, "

@@ -24,12 +24,14 @@ Usage::
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from . import costmodel as cm
+from . import uncertainty as unc
 from .argtypes import MAX_BS, MAX_STEPS
 from .errors import UsageError
 
@@ -589,6 +591,19 @@ class BatchAdvice:
     candidates: list[cm.Candidate]
     recommendation: cm.Recommendation
     adaptive_steps: int
+    decision: Optional[unc.Decision] = None
+
+    def decision_dict(self) -> dict:
+        """``settled``, ``regret_95`` and ``next_run`` (null when settled) for the JSON output."""
+        dec = self.decision
+        if dec is None:
+            return {"settled": None, "regret_95": None, "next_run": None}
+        nxt = None
+        if dec.next_run is not None:
+            nxt = {"steps": dec.next_run, "topk": 1, "num_draft_tokens": dec.next_run + 1,
+                   "why": (f"a run at {dec.next_run} steps is expected to cut the pick's 95th-percentile "
+                           f"regret from {100 * dec.regret_95:.1f}% to {100 * dec.regret_95_after:.1f}%")}
+        return {"settled": dec.settled, "regret_95": round(dec.regret_95, 4), "next_run": nxt}
 
 
 @dataclass
@@ -622,9 +637,11 @@ class Advice:
         max_s = max(c.steps for b in self.per_bs for c in b.candidates)
         return {
             "recommended": p.recommendation.to_dict(),
+            **p.decision_dict(),
             "candidates": [self.candidate_dict(c) for c in p.candidates],
             "per_batch_size": [
-                {"bs": b.bs, "recommended": b.recommendation.to_dict(), "adaptive_steps": b.adaptive_steps,
+                {"bs": b.bs, "recommended": b.recommendation.to_dict(), **b.decision_dict(),
+                 "adaptive_steps": b.adaptive_steps,
                  "candidates": [self.candidate_dict(c) for c in b.candidates]}
                 for b in self.per_bs
             ],
@@ -738,12 +755,111 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
             cands = cm.predict_candidates(acc, cost, bs, steps)
             if not any(c.steps > 0 for c in cands):
                 raise UsageError("no candidate depth above 0 (check --steps-candidates / --max-steps)")
-            rec = cm.recommend(cands, acc, cost)
+            ens = unc.build(acc, cost, obs, bs, [c.steps for c in cands])
+            cands = _from_ensemble(cands, ens)
+            dec = unc.decide(ens, measured=[r.steps for r in fitted if r.bs == bs])
+            rec = _recommend(cands, dec, ens)
+            notes += _fit_notes(cands, [r for r in fitted if r.bs == bs])
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        per_bs.append(BatchAdvice(bs, cands, rec, cm.best_speculative(cands).steps))
+        per_bs.append(BatchAdvice(bs, cands, rec, cm.best_speculative(cands).steps, dec))
     measured = {(r.bs, r.steps): r for r in modelled}
     return Advice(acc, cost, per_bs, primary, measured, list(modelled), notes, not_modelled)
+
+
+def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble) -> list[cm.Candidate]:
+    """Candidates whose predictions are the ensemble's: mean tok/s, 95% intervals, median phases."""
+    import numpy as np
+
+    out = []
+    for c in cands:
+        i = ens.steps.index(c.steps)
+        if c.steps == 0:
+            out.append(c)
+            continue
+        tok, e = ens.tok_s[:, i], ens.accept_len[:, i]
+        lo, hi = np.percentile(tok, unc.LEVELS)
+        elo, ehi = np.percentile(e, unc.LEVELS)
+        med = {k: float(np.median(v[:, i])) for k, v in ens.phases.items()}
+        phases = c.cycle.verify_ms is not None
+        cyc = cm.CyclePrediction(
+            c.bs, c.steps, med["total_ms"], (med["draft_ms"] if c.steps > 1 else None) if phases else None,
+            med["verify_ms"] if phases else None, med["extend_ms"] if phases else None,
+            med["other_ms"] if phases else None, c.cycle.extrapolated)
+        out.append(dataclasses.replace(
+            c, accept_len=float(e.mean()), accept_len_low=float(elo), accept_len_high=float(ehi), cycle=cyc,
+            tok_s=float(tok.mean()), tok_s_low=float(lo), tok_s_high=float(hi), interval_source=ens.sources[i]))
+    by = {c.steps: c for c in out}
+    for k, c in enumerate(out):
+        prev = by.get(c.steps - 1)
+        if c.steps > 0 and prev is not None:
+            out[k] = dataclasses.replace(c, gain_tokens=c.accept_len - prev.accept_len,
+                                         cost_ms=c.cycle.total_ms - prev.cycle.total_ms)
+    return out
+
+
+def _fit_notes(cands: Sequence[cm.Candidate], runs: Sequence[Run]) -> list[str]:
+    """One note per measured depth whose measured tok/s lies outside the prediction's 95% interval.
+
+    The model's curves pass through every measured point, so a miss there means the runs disagree
+    with each other under the model (acceptance pooled over runs, or phases that do not add up to
+    the measured throughput).
+    """
+    by = {c.steps: c for c in cands}
+    out = []
+    for r in runs:
+        c = by.get(r.steps)
+        if c is None or not r.tok_s or c.tok_s_low is None:
+            continue
+        if not c.tok_s_low <= r.tok_s <= c.tok_s_high:
+            off = 100.0 * (c.tok_s - r.tok_s) / r.tok_s
+            out.append(f"the model fits poorly at {_steps_text(r.steps)} (bs {r.bs}): measured {r.tok_s:.1f} tok/s, "
+                       f"predicted {c.tok_s:.1f} (95%: {c.tok_s_low:.1f}-{c.tok_s_high:.1f}), {off:+.1f}% ({r.source})")
+    return out
+
+
+def _steps_text(s: int) -> str:
+    return f"{s} step{'s' if s != 1 else ''}"
+
+
+def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemble) -> cm.Recommendation:
+    """The decision's pick, with why: its throughput and interval, what the next step would cost, and
+    whether the data settle it (95th-percentile regret against the best depth)."""
+    by = {c.steps: c for c in cands}
+    pick = by[dec.pick]
+    base_tok = pick.baseline_tok_s
+    state = (f"settled: its 95th-percentile regret against the best depth is {100 * dec.regret_95:.1f}%"
+             if dec.settled else
+             f"not settled: its 95th-percentile regret is {100 * dec.regret_95:.1f}% (over "
+             f"{100 * unc.SETTLED_REGRET:.0f}%)")
+    if dec.pick == 0:
+        best = cm.best_speculative(cands)
+        reason = (f"turn speculation off (restart without --speculative-algorithm; adaptive steps 0 still runs "
+                  f"draft-extend): no depth is expected to beat the no-spec {base_tok:.1f} tok/s, the best being "
+                  f"{_steps_text(best.steps)} at {best.tok_s:.1f} tok/s (95%: {best.tok_s_low:.1f}-"
+                  f"{best.tok_s_high:.1f}); {state}")
+        if dec.settled:
+            reason += "; no run at another depth is expected to change that"
+        elif dec.next_run is not None:
+            reason += f"; a run at {_steps_text(dec.next_run)} could change it"
+        return cm.Recommendation(0, pick, reason, base_tok)
+    head = (f"{_steps_text(dec.pick)} gives {pick.tok_s:.1f} tok/s (95%: {pick.tok_s_low:.1f}-"
+            f"{pick.tok_s_high:.1f}{', mostly ' + pick.interval_source if pick.interval_source else ''})")
+    if base_tok:
+        head += f", {pick.speedup():.2f}x the no-spec {base_tok:.1f}"
+    nxt = by.get(dec.pick + 1)
+    clause = ""
+    if nxt is not None and nxt.gain_tokens is not None:
+        clause = (f"; a step more would add {nxt.gain_tokens:.2f} accepted tokens per request per cycle "
+                  f"(+{100 * nxt.gain_tokens / pick.accept_len:.0f}%) for +{nxt.cost_ms:.2f} ms "
+                  f"(+{100 * nxt.cost_ms / pick.cycle.total_ms:.0f}%)")
+        if pick.cycle.verify_ms is not None and nxt.cycle.verify_ms is not None:
+            parts = {"verify width": nxt.cycle.verify_ms - pick.cycle.verify_ms,
+                     "draft forward": (nxt.cycle.draft_ms or 0.0) - (pick.cycle.draft_ms or 0.0),
+                     "draft-extend": (nxt.cycle.extend_ms or 0.0) - (pick.cycle.extend_ms or 0.0)}
+            name = max(parts, key=parts.get)
+            clause += f", mostly {name} (+{parts[name]:.2f} ms)"
+    return cm.Recommendation(dec.pick, pick, f"{head}{clause}; {state}", base_tok)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -331,6 +331,8 @@ class AcceptanceModel:
     samples: Optional[int] = None
     rule_low: Optional[DecayRule] = None
     rule_high: Optional[DecayRule] = None
+    #: the mean accept lengths it was built from (:meth:`from_means`; empty for counts)
+    points: tuple[MeanPoint, ...] = ()
 
     @classmethod
     def from_counts(cls, counts: Sequence[tuple[int, int]]) -> "AcceptanceModel":
@@ -395,6 +397,7 @@ class AcceptanceModel:
             source=f"mean accept length at {sorted({p.steps for p in points})} steps ({kind})",
             observed_depth=depth, measured=pos, rule=rule,
             samples=sum(p.samples for p in points) if known else None, rule_low=low, rule_high=high,
+            points=tuple(points),
         )
 
     def positions(self, steps: int) -> list[Position]:
@@ -653,7 +656,9 @@ class CycleCostModel:
         pts = [(ob.verified_tokens, ob.total_ms, ob.weight) for ob in observations]
         if len({ob.verified_tokens for ob in observations}) == 1:
             pts += [(bs, ms, 1.0) for bs, ms in base.items()]
-        notes.append("no phase breakdown: whole-cycle time fitted linear in verified tokens")
+        notes.append("no phase breakdown (a published table, bench records or stock Decode batch lines): whole-cycle "
+                     "times only, so depths are ranked only as well as a two-point fit of those times can rank them; "
+                     "per-cycle [eagle-cycle] logs separate verify, draft and draft-extend")
         total = MeasuredCurve.from_points(pts)
         notes += total.fall_notes("cycle time", "verified tokens")
         if shape.num_experts:
@@ -734,6 +739,8 @@ class Candidate:
     gain_tokens: Optional[float] = None
     cost_ms: Optional[float] = None
     extrapolated: tuple[str, ...] = ()
+    #: what dominates the interval ("verify shape", "acceptance beyond position 3", ...), when known
+    interval_source: Optional[str] = None
 
     @property
     def num_draft_tokens(self) -> int:
@@ -757,6 +764,7 @@ class Candidate:
                                 self.speedup(self.tok_s_high) if self.tok_s_high else None, 4),
             "marginal_accept_gain": _rnd(self.gain_tokens, 4), "marginal_cycle_ms": _rnd(self.cost_ms, 3),
             "extrapolated": bool(self.extrapolated), "extrapolated_parts": list(self.extrapolated),
+            "interval_source": self.interval_source,
         }
 
 

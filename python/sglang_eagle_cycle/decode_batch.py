@@ -228,3 +228,27 @@ class DecodeBatchStats:
     def spec_tok_s_by_bs(self) -> dict[int, float]:
         """``{batch size: mean gen tok/s}`` of intervals with speculative fields."""
         return {bs: m.value for bs, m in sorted(self.gen_tok_s_by_bs_spec.items())}
+
+
+#: ``speculative_<name>`` in SGLang's start-up ``server_args=`` line, in both shapes it has had:
+#: ``ServerArgs(..., speculative_num_steps=3, ...)`` and 0.5.23's ``{..., 'speculative_num_steps': 3, ...}``
+_SPEC_ARG = re.compile(r"""['"]?speculative_(algorithm|num_steps|eagle_topk|num_draft_tokens)['"]?\s*[=:]\s*"""
+                       r"""(?:'(\w+)'|"(\w+)"|(\d+)|None)""")
+
+
+def speculative_server_args(text: str) -> Optional[dict[str, Any]]:
+    """The speculative settings of the first ``server_args=`` line in ``text``, else None.
+
+    Returns:
+        ``{"algorithm": str or None, "num_steps": int or None, "eagle_topk": int or None,
+        "num_draft_tokens": int or None}`` (None where the line says None or lacks the key).
+    """
+    for line in text.splitlines():
+        if "server_args=" not in line:
+            continue
+        out: dict[str, Any] = {"algorithm": None, "num_steps": None, "eagle_topk": None, "num_draft_tokens": None}
+        for m in _SPEC_ARG.finditer(line):
+            name, word = m.group(1), m.group(2) or m.group(3)
+            out[name] = word if name == "algorithm" else (int(m.group(4)) if m.group(4) else None)
+        return out
+    return None

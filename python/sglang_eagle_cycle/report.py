@@ -38,7 +38,7 @@ from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from . import cycle
 from .cycle import ALL_PHASES, PREFIX, CycleRecord, max_accept_len
@@ -74,7 +74,7 @@ DIGITS = 6
 _log = logging.getLogger(__name__)
 
 RecordHook = Callable[[str, CycleRecord], None]
-Baseline = Union[float, int, str, "os.PathLike[str]", None]
+Baseline = Union[float, int, str, "os.PathLike[str]", Mapping[int, float], None]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -570,6 +570,17 @@ def load_baseline(baseline: Baseline) -> Optional[BaselineRef]:
     """
     if baseline is None:
         return None
+    if isinstance(baseline, Mapping):
+        by_bs = {}
+        for bs, tok in baseline.items():
+            if not isinstance(bs, int) or isinstance(bs, bool) or bs < 1:
+                raise UsageError(f"baseline batch size must be a positive integer, got {bs!r}")
+            if isinstance(tok, bool) or not isinstance(tok, (int, float)) or not math.isfinite(tok) or tok <= 0:
+                raise UsageError(f"baseline at bs {bs} must be a positive tok/s, got {tok}")
+            by_bs[bs] = float(tok)
+        if not by_bs:
+            raise UsageError("baseline: no batch size given")
+        return BaselineRef(by_bs=by_bs, source="--baseline")
     if isinstance(baseline, (str, os.PathLike)) and not os.fspath(baseline).strip():
         raise UsageError("baseline is empty: give the no-speculation tok/s or a no-speculation server log")
     if isinstance(baseline, (int, float)) and not isinstance(baseline, bool):
@@ -669,6 +680,11 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
                  f"({f.other_lines} other, {f.unparsed_lines} damaged lines)")
 
     groups = list(reader.groups.values())
+    if base is not None and base.tok_s is not None:
+        sizes = sorted({g.bs for g in groups} | {bs for f in files for bs in f.decode.spec_tok_s_by_bs()})
+        if len(sizes) > 1:
+            raise UsageError(f"one baseline {base.tok_s:g} tok/s for runs at several batch sizes "
+                             f"({', '.join(map(str, sizes))}): give BS:TOK_S per batch size, or a no-spec server log")
     findings = []
     for g in groups:
         findings += group_findings(g, base)

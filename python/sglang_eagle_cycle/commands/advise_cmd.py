@@ -292,13 +292,44 @@ def _from_log(name: str, path: str):
         base = dict(load_baseline(path).by_bs)
         notes.append(f"{name}: no-spec server log: baseline tok/s by batch size "
                      + ", ".join(f"{k}: {v:.1f}" for k, v in base.items()))
+    elif not runs and db.get("intervals_with_accept"):
+        runs, more = _decode_batch_runs(name, path, db)
+        notes += more
     elif not runs:
-        notes.append(f"{name}: no [eagle-cycle] cycle lines (stock Decode batch lines carry no depth "
-                     "or phase times): not used")
+        notes.append(f"{name}: no [eagle-cycle] cycle lines and no speculative Decode batch lines: not used")
     return runs, base, notes
 
 
-def _resolve_baselines(runs, found: dict, given) -> tuple[dict[int, float], list[str]]:
+def _decode_batch_runs(name: str, path: str, db: dict):
+    """Runs from stock ``Decode batch`` lines: mean accept length and gen throughput per batch size,
+    at the depth the log's start-up ``server_args=`` line names (no phase split)."""
+    from .. import advise as adv
+    from ..decode_batch import speculative_server_args
+    from ..logfiles import iter_chunks
+    from ..report import LogReader
+
+    spec = None
+    if name != "-":
+        for chunk in iter_chunks(path):
+            spec = speculative_server_args(chunk)
+            if spec is not None:
+                break
+    if not spec or not spec.get("num_steps"):
+        return [], [f"{name}: stock Decode batch lines carry no depth and the log holds no server_args= line "
+                    "naming --speculative-num-steps (keep the server's start-up lines in the log): not used"]
+    res = LogReader().read(path)
+    steps, topk = spec["num_steps"], spec.get("eagle_topk") or 1
+    ndt = spec.get("num_draft_tokens")
+    accept = db.get("accept_len_mean")
+    runs = [adv.Run(source=f"{name} (Decode batch, bs {bs})", bs=bs, steps=steps, topk=topk, num_draft_tokens=ndt,
+                    accept_len=accept, tok_s=tok)
+            for bs, tok in res.decode.spec_tok_s_by_bs().items() if tok and tok > 0 and bs >= 1]
+    return runs, [f"{name}: stock Decode batch lines at {steps} steps (from its server_args line): mean accept "
+                  f"length {accept:.2f} over {db['intervals_with_accept']} intervals, tok/s per batch size "
+                  "(no phase split: whole-cycle times)"]
+
+
+def _resolve_baselines(runs, found: dict, given, batch_sizes=None) -> tuple[dict[int, float], list[str]]:
     """Baselines by batch size, and notes: --baseline-tok-s over the inputs' own.
 
     A value without a batch size (a bare ``--baseline-tok-s``, a seed file's, a no-spec log's;
@@ -317,9 +348,12 @@ def _resolve_baselines(runs, found: dict, given) -> tuple[dict[int, float], list
     found_bare = found.get(0)
     inputs = {k: v for k, v in found.items() if k}
     sizes = sorted({r.bs for r in runs if r.fitted and r.topk == 1})
+    if bare is not None and batch_sizes and len(set(batch_sizes)) == 1:
+        sizes = sorted(set(batch_sizes))  # --batch-sizes N: a bare --baseline-tok-s is the one at N
     if bare is not None or found_bare is not None:
         if len(sizes) != 1:
-            raise UsageError("runs at several batch sizes: give the baseline as BS:TOK_S per batch size")
+            raise UsageError(f"runs at several batch sizes ({', '.join(map(str, sizes))}): give the baseline as "
+                             "BS:TOK_S per batch size, or one value with --batch-sizes N for the batch size it is for")
         if bare is not None and sizes[0] in explicit:
             raise UsageError(f"--baseline-tok-s given twice for bs {sizes[0]} (the runs' batch size): "
                              f"{bare:g} and {sizes[0]}:{explicit[sizes[0]]:g}")
@@ -385,8 +419,27 @@ def _fmt(x, nd=2, sign=False):
     return f"{x:+.{nd}f}" if sign else f"{x:.{nd}f}"
 
 
+def _print_unsettled(b, console) -> None:
+    """The 'not settled' line of batch advice ``b``: the one run to do next, as launch flags."""
+    dec = b.decision
+    if dec is None or dec.settled:
+        return
+    if dec.next_run is None:
+        console.print(f"[bold yellow]not settled[/] at bs {b.bs}, and no single further run is expected to settle it: "
+                      "the best depths differ by less than the measurements can tell")
+        return
+    lo, hi = sorted((dec.pick, dec.next_run))
+    flags = (f"--speculative-num-steps {dec.next_run} --speculative-eagle-topk 1 "
+             f"--speculative-num-draft-tokens {dec.next_run + 1}")
+    where = (f"at {lo} steps (predicted, not measured)" if lo == hi else f"between {lo} and {hi} steps")
+    console.print(f"[bold yellow]not settled[/] {where} at bs {b.bs}: run `{flags}` once and pass both logs "
+                  f"(expected 95th-percentile regret after it: {100 * dec.regret_95_after:.1f}%)", soft_wrap=True)
+
+
 def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
     from rich.table import Table
+
+    from .. import uncertainty as unc
 
     acc = advice.acceptance
     console.print(f"[bold]acceptance[/]: {acc.source}; measured to depth {acc.observed_depth}"
@@ -395,7 +448,8 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
     for note in list(advice.cost.notes) + advice.notes:
         console.print(f"  note: {note}")
     for b in advice.per_bs:
-        tab = Table(title=f"bs {b.bs}: predicted per depth (95% intervals: acceptance sampling)",
+        tab = Table(title=f"bs {b.bs}: predicted per depth (tok/s: the mean over {unc.N_SAMPLES} hypotheses that "
+                          "fit the measurements; 95%: their 2.5th-97.5th percentiles, what dominates each in notes)",
                     title_justify="left")
         for col in ("steps", "verify tok", "accept len", "cycle ms", "tok/s", "tok/s 95%", "speedup",
                     "+accept", "+cycle ms", "measured", "notes"):
@@ -407,6 +461,8 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
                 flags.append("<- recommended")
             if c.steps == 0:
                 flags.append("speculation off")
+            if c.interval_source and c.steps != 0:
+                flags.append(c.interval_source)
             if c.extrapolated:
                 flags.append("extrapolated: " + ", ".join(c.extrapolated))
             if d.get("fitted") is False:
@@ -423,15 +479,22 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
                 f"{rec.steps} step{'s' if rec.steps > 1 else ''} (topk 1, {rec.steps + 1} draft tokens)")
         console.print(f"[bold green]recommended at bs {b.bs}[/]: {what}")
         console.print(f"  why: {rec.reason}")
+        if b is not advice.primary:
+            _print_unsettled(b, console)
     for item in advice.not_modelled:
         console.print(f"  not modelled: steps {item['steps']} topk {item['topk']}: {item['reason']}")
     p = advice.primary.recommendation
+    picks = {b.bs: b.recommendation.steps for b in advice.per_bs}
+    if plan is None and len(set(picks.values())) > 1:
+        console.print("note: the best depth differs by batch size (" + ", ".join(f"bs {k}: {v}" for k, v in picks.items())
+                      + "): --adaptive-config FILE writes an SGLang adaptive config that switches by batch size")
     if plan is None:
         if p.speculation_off:
             console.print("launch: without --speculative-algorithm (speculation does not pay here)")
         else:
             console.print(f"launch: --speculative-num-steps {p.steps} --speculative-eagle-topk 1 "
-                          f"--speculative-num-draft-tokens {p.steps + 1}")
+                          f"--speculative-num-draft-tokens {p.steps + 1} (bs {advice.primary.bs})", soft_wrap=True)
+        _print_unsettled(advice.primary, console)
         return
     console.print(f"wrote {plan_path}: buckets " + ", ".join(f"bs>={k}: {v} steps" for k, v in plan.buckets.items()))
     for msg in plan.merged:
@@ -442,6 +505,7 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
                       "disable speculation for that load instead")
     console.print(f"launch with: --speculative-adaptive --speculative-adaptive-config {plan_path} "
                   f"--speculative-num-steps {plan.launch_steps} --speculative-eagle-topk 1")
+    _print_unsettled(advice.primary, console)
 
 
 def _input_files(args, target_config: Path | None) -> list[tuple[str, str]]:
@@ -497,7 +561,7 @@ def main(args: argparse.Namespace) -> int:
     runs, found_base, notes, not_modelled, desc = _collect(args)
     if not runs:
         raise UsageError("no speculative run found in the inputs")
-    baselines, more = _resolve_baselines(runs, found_base, args.baseline_tok_s)
+    baselines, more = _resolve_baselines(runs, found_base, args.baseline_tok_s, args.batch_sizes)
     notes += more
     shape, shape_note, target_config = _shape(args)
     if args.steps_candidates:

@@ -38,8 +38,10 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                         "(one track per rank, one slice per phase per cycle)")
     parser.add_argument("--trace-max-cycles", type=int, default=100_000, metavar="N",
                         help="cycles per track written to --trace (default 100000; 0: no limit)")
-    parser.add_argument("--baseline", metavar="TOK_S|LOG", help="no-speculation throughput in tok/s, or a "
-                        "no-speculation server log (its Decode batch gen throughput per batch size)")
+    parser.add_argument("--baseline", metavar="TOK_S|BS:TOK_S|LOG", action="append",
+                        help="no-speculation throughput in tok/s (one batch size in the logs), BS:TOK_S "
+                        "(repeat per batch size), or a no-speculation server log (its Decode batch gen "
+                        "throughput per batch size)")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files (a symlink "
                         "is kept: its target is overwritten)")
     # argparse reads "-inf" / "-1e3" as an option string, so `--baseline -inf` failed with "expected one
@@ -78,8 +80,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
     if len(set(map(os.path.realpath, outputs))) < len(outputs):
         raise UsageError("the same file is given for two outputs")
     inputs = [p for p in args.logs if p != "-"]
-    if isinstance(args.baseline, str) and args.baseline not in ("", "-"):
-        inputs.append(args.baseline)
+    for value in args.baseline or []:
+        if value not in ("", "-") and ":" not in value:
+            inputs.append(value)
     for out in outputs:
         if any(same_file(p, out) for p in inputs):
             raise UsageError(f"{out} is an input log; refusing to write over it")
@@ -98,13 +101,32 @@ def _plot_format(path: str) -> str:
     return os.path.splitext(path)[1].lstrip(".").lower() or "png"
 
 
-def _baseline(value: str | None):
-    if value is None:
+def _baseline(values: list[str] | None):
+    """``--baseline`` values: a number, a log path, or ``BS:TOK_S`` pairs (-> ``{bs: tok_s}``).
+
+    Raises:
+        UsageError: a log path or bare number given with other values, or a bad ``BS:TOK_S``.
+    """
+    from ..errors import UsageError
+
+    if not values:
         return None
-    try:
-        return float(value)
-    except ValueError:
-        return value  # a log path; report.load_baseline checks it
+    pairs = {}
+    for value in values:
+        bs, sep, tok = value.partition(":")
+        if sep and bs.strip().isdigit():
+            try:
+                pairs[int(bs)] = float(tok)
+            except ValueError:
+                raise UsageError(f"--baseline {value}: expected BS:TOK_S (e.g. 8:612.5)") from None
+            continue
+        if len(values) > 1:
+            raise UsageError(f"--baseline {value}: with several --baseline values each must be BS:TOK_S")
+        try:
+            return float(value)
+        except ValueError:
+            return value  # a log path; report.load_baseline checks it
+    return pairs
 
 
 def _new_file_mode(path: str) -> int:

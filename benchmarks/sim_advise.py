@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Score ``eagle-cycle advise`` on simulated hidden worlds (no GPU; ``advise_worlds.py``).
+
+Each world (a batch size, per-position acceptance and the cost of every cycle phase as a function
+of the verified width; six verify-cost shapes) is run through the fixed protocol of
+:func:`advise_worlds.run_protocol`: a first logged run at 3 or 5 steps and the true no-spec tok/s
+as ``--baseline-tok-s``; a second run only when advise says ``settled: false`` and names
+``next_run.steps``; the final ``recommended.steps`` is the pick. Scored against the noise-free
+truth ``true_tok_s`` over depths 0..8:
+
+* regret = 1 - true(pick) / max_S true(S) (tok/s);
+* coverage: share of the depths 1..8 no run measured whose ``tok_s_95`` holds the true tok/s;
+* width: ``(high - low) / predicted_tok_s`` of those intervals (median).
+
+Usage::
+
+    python benchmarks/sim_advise.py                      # 24 worlds, seed 0, first run 3/5 alternating
+    python benchmarks/sim_advise.py --worlds 48 --seed 3 --first-steps 5 --json
+
+Exit 0 whenever the protocol ran (this prints figures; it is not a test); 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import advise_worlds as aw  # noqa: E402
+
+#: Targets the summary is printed against: (figure, comparison, value).
+TARGETS = (
+    ("within_2pct", ">=", 23 / 24),   # share of worlds (23 of 24)
+    ("mean_regret", "<=", 0.005),
+    ("max_regret", "<=", 0.03),
+    ("coverage", ">=", 0.90),
+    ("median_width", "<=", 0.20),
+    ("mean_runs", "<=", 1.8),
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2
+        print(f"sim_advise.py: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {v}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(description="Score eagle-cycle advise on simulated worlds.")
+    p.add_argument("--worlds", type=_positive, default=24, help="worlds to simulate (default 24)")
+    p.add_argument("--seed", type=int, default=0, help="world and log seed (default 0)")
+    p.add_argument("--first-steps", choices=("3", "5", "alternate"), default="alternate",
+                   help="depth of the first run (default: 3 for even worlds, 5 for odd)")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    return p
+
+
+def _first(mode: str, i: int) -> int:
+    return (3 if i % 2 == 0 else 5) if mode == "alternate" else int(mode)
+
+
+def _meets(value, op: str, target: float) -> bool:
+    if value is None:
+        return False
+    return value >= target if op == ">=" else value <= target
+
+
+def _fmt_pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def run(worlds: int, seed: int, first_mode: str) -> tuple[list, list, float]:
+    ws = aw.make_worlds(worlds, seed)
+    results = []
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="sim-advise-") as tmp:
+        for i, w in enumerate(ws):
+            rng = random.Random(f"sim-advise-logs:{seed}:{i}")
+            results.append(aw.run_protocol(w, aw.advise_in_process, _first(first_mode, i), rng, Path(tmp)))
+    return ws, results, time.perf_counter() - t0
+
+
+def summary_rows(summ: dict) -> list[tuple[str, str, str, bool]]:
+    n = summ["worlds"]
+    rows = []
+    for key, op, target in TARGETS:
+        v = summ[key]
+        if key == "within_2pct":
+            share = v / n if n else None
+            rows.append((key, f"{v}/{n}", f"{op} {round(target * n)}/{n}", _meets(share, op, target - 1e-9)))
+        elif key == "mean_runs":
+            rows.append((key, "-" if v is None else f"{v:.2f}", f"{op} {target}", _meets(v, op, target)))
+        else:
+            rows.append((key, _fmt_pct(v), f"{op} {_fmt_pct(target)}", _meets(v, op, target)))
+    rows.append(("failures", str(summ["failures"]), "= 0", summ["failures"] == 0))
+    return rows
+
+
+def print_text(ws, results, summ, elapsed: float) -> None:
+    head = ("world", "kind", "accept", "bs", "best", "best tok/s", "pick", "regret", "runs", "measured", "coverage")
+    body = []
+    for w, r in zip(ws, results):
+        cov = r.coverage
+        body.append((r.name, r.kind, r.family, str(r.bs), str(r.best), f"{r.best_tok_s:.1f}",
+                     "FAIL" if r.failure else str(r.pick), "-" if r.regret is None else f"{100 * r.regret:.2f}%",
+                     str(r.runs), "/".join(str(s) for s in r.measured),
+                     "-" if cov is None else f"{sum(u['covered'] for u in r.unmeasured)}/{len(r.unmeasured)}"))
+    srows = summary_rows(summ)
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        Console = None
+    if Console is not None:
+        con = Console(width=120)
+        t = Table(title=f"eagle-cycle advise on {summ['worlds']} simulated worlds")
+        for h in head:
+            t.add_column(h, justify="left" if h in ("world", "kind", "accept") else "right")
+        for row in body:
+            t.add_row(*row)
+        con.print(t)
+        s = Table(title="summary vs targets")
+        for h in ("figure", "value", "target", "met"):
+            s.add_column(h)
+        for k, v, tg, ok in srows:
+            s.add_row(k, v, tg, "yes" if ok else "NO")
+        con.print(s)
+    else:
+        print("  ".join(head))
+        for row in body:
+            print("  ".join(row))
+        for k, v, tg, ok in srows:
+            print(f"{k:14} {v:>10}  target {tg:>10}  {'yes' if ok else 'NO'}")
+    for r in results:
+        if r.failure:
+            print(f"{r.name}: advise failed: {r.failure}")
+    print(f"{summ['intervals']} intervals scored; {elapsed:.1f} s")
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    ws, results, elapsed = run(args.worlds, args.seed, args.first_steps)
+    summ = aw.score(results)
+    if args.json:
+        doc = {"schema": "eagle-cycle-sim-advise/1", "seed": args.seed, "first_steps": args.first_steps,
+               "summary": summ,
+               "targets": [{"figure": k, "op": op, "target": t} for k, op, t in TARGETS],
+               "worlds": [{"world": asdict(w), "result": asdict(r)} for w, r in zip(ws, results)],
+               "elapsed_s": round(elapsed, 2)}
+        print(json.dumps(doc))
+    else:
+        print_text(ws, results, summ, elapsed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,459 @@
+"""What the advisor does not know: an ensemble of worlds that all fit the measurements.
+
+Why: a throughput predicted for a depth that was never run rests on two guesses, how the phase
+costs grow with the verified width between and beyond the measured widths, and how acceptance
+continues beyond the deepest measured position. Sampling noise of the measured acceptance is
+usually the smallest part. This module draws ``N`` joint hypotheses (acceptance per position and
+a cost curve per phase), each consistent with every measurement, and evaluates every candidate
+depth under each. Intervals are the 2.5th and 97.5th percentiles over the ensemble; the decision
+state is the 95th percentile of the pick's regret (:func:`decide`).
+
+Hypotheses (each a stated assumption; the ranges are module constants). Where a curve has a
+central form and alternatives, a hypothesis leans to one side (half each way) by ``U(0,1)^2`` of
+the way to that side's extreme (:func:`_toward`): most stay near the central form, the 2.5th and
+97.5th percentiles reach 90% of the way to the extremes.
+
+* **Measured positions**: ``p_j ~ Beta(a + 1/2, n - a + 1/2)`` from ``a`` accepted of ``n``
+  reached (Jeffreys posterior of a binomial proportion). From mean accept lengths only, each
+  mean is drawn from its sampling distribution (``sd`` of the accept length implied by the
+  rule, cycles taken as independent) and the decay rule ``p_j = p1 r^(j-1)`` refitted; with one
+  depth the split between ``p1`` and ``r`` is unknown and ``r`` is drawn from
+  :data:`DECAY_PRIOR`.
+* **Beyond the deepest measured position**: ``p_j = p_D r^(j-D)``, ``r`` the decay fitted to that
+  hypothesis' measured positions (log-linear least squares, weights = reached), capped at 1,
+  times a factor about 1 within :data:`DECAY_BEYOND` (a draft may fall off past the depth it was
+  measured to), capped at 1 again: acceptance is never assumed to rise past what was measured. One measured
+  position: ``r`` from :data:`DECAY_PRIOR`.
+* **Verify cost below the lowest measured width**: the no-spec decode step ``b`` bounds the
+  verify forward at width ``bs`` from below but is a different forward (target-verify mode,
+  sampling, bookkeeping). Central form: with two or more measured widths, the measured slope
+  continued down, never below ``b``; with one, the chord to an anchor ``b (1 + f)`` at width
+  ``bs``, ``f ~ U`` :data:`VERIFY_MODE_OVERHEAD`, never above the measured value. Alternatives
+  bounding the envelope: that chord; when the measured width exceeds :data:`KNEE_MIN_TOKENS`, a
+  roofline ``max(b, y0 x / x0)`` (compute time proportional to the width) and a curve saturating
+  from the anchor (``t^(1/BEND)``: distinct MoE experts, padding); a flat curve from the measured
+  point (padding) within :data:`PAD_RATIO` of it. Narrower verifies are taken as memory-bound
+  and close to linear in the width between the decode step and the measured point. Without a baseline:
+  ``y0 (x / x0)^beta``, ``beta ~ U(0, 1)`` (flat to proportional).
+* **Between measured widths**: ``y0 + (y1 - y0) t^g``, ``t`` the position between them in the
+  width, or (MoE target) in the expected distinct experts ``E (1 - (1 - k/E)^n)`` (each
+  hypothesis takes one shape), ``log g ~ U(-log BEND, log BEND)``: saturating to steepening.
+  Between the anchor and the first measured width, unbent.
+* **Beyond the highest measured width**: a straight line whose slope is ``u`` times the last
+  secant (proportional growth ``y/x`` when there is one point); central ``u = 1``, extremes
+  :data:`BEYOND_SLOPE`: a flat curve from the nearest measured point (``u = 0``) to one that
+  steepens by half.
+* Draft-extend: the same, without an anchor. Draft step: measured per draft forward; unknown
+  (only 1-step runs) drawn as :data:`UNKNOWN_STEP` times the draft-extend at width ``bs``.
+  Other time (and host preparation and gaps): as measured, depth-independent.
+
+These ranges are assumptions, not fits to any benchmark. A world outside them can fall outside
+the intervals: a verify-mode overhead above 50% of the decode step with one measured width,
+acceptance that rises beyond the measured positions, a cost that grows faster than in
+proportion to the width below a measured point (an additive compute knee), or one that more
+than steepens by half past the measured widths. The advisor names the source that dominates
+each interval, so the run that would check it is clear.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+
+from . import costmodel as cm
+
+#: hypotheses per prediction
+N_SAMPLES = 2000
+#: verify forward at width bs, as a fraction above the no-spec decode step (low, high)
+VERIFY_MODE_OVERHEAD = (0.0, 0.5)
+#: decay factor r of conditional acceptance per position when the data cannot tell (low, high)
+DECAY_PRIOR = (0.6, 1.0)
+#: the decay beyond the measured positions, as a multiple of the fitted one (capped at 1), extremes
+#: (low, high) about a central 1: a draft may fall off sharply past the depth it was trained or
+#: measured to, and rarely improves. Central 1 because on the published SpecBundle table (5 models,
+#: 7 benchmarks) the decay fitted at 3 and 5 steps carries on to 7 (mean accept length within 3%)
+DECAY_BEYOND = (0.55, 1.1)
+#: slope beyond the highest measured width, as a multiple of the last secant (low, high)
+BEYOND_SLOPE = (0.0, 1.5)
+#: between two measured widths the curve is ``y0 + (y1 - y0) t^g`` (``t`` the position between
+#: them), ``log g ~ U(-log BEND, log BEND)``: from saturating (MoE experts, CUDA-graph padding) to
+#: steepening (past a compute knee)
+BEND = 3.0
+#: no compute knee is hypothesised below this many verified tokens: narrower forwards are
+#: memory-bound on current GPUs (ridge points of hundreds of FLOP per byte of 8-16-bit weights)
+KNEE_MIN_TOKENS = 32
+#: a flat curve from the lowest measured width (padding up to a CUDA-graph or GEMM tile size) is
+#: hypothesised only for widths within this ratio of it (SGLang's graph sizes are <= 4/3 apart past 8)
+PAD_RATIO = 4.0 / 3.0
+#: unknown draft-step cost as a multiple of the draft-extend at width bs (low, high)
+UNKNOWN_STEP = (0.25, 1.5)
+#: settled when the pick's 95th-percentile regret is at most this
+SETTLED_REGRET = 0.02
+#: central interval
+LEVELS = (2.5, 97.5)
+
+
+@dataclass
+class Ensemble:
+    """Per-hypothesis predictions at one batch size.
+
+    Attributes:
+        bs: batch size (requests).
+        steps: candidate depths, ascending; 0 = speculation off (exact, when a baseline is known).
+        tok_s: ``(N, len(steps))`` output tok/s of the batch per hypothesis.
+        accept_len: ``(N, len(steps))`` expected accept length (tokens per request per cycle).
+        phases: ``{"draft_ms", "verify_ms", "extend_ms", "other_ms", "total_ms"}`` -> ``(N, len(steps))`` ms.
+        depth: deepest measured acceptance position.
+        sources: per depth, the source that dominates its interval (None for steps 0).
+    """
+
+    bs: int
+    steps: list[int]
+    tok_s: np.ndarray
+    accept_len: np.ndarray
+    phases: dict[str, np.ndarray]
+    depth: int
+    sources: list[Optional[str]]
+
+    def interval(self, s: int) -> tuple[float, float]:
+        col = self.tok_s[:, self.steps.index(s)]
+        lo, hi = np.percentile(col, LEVELS)
+        return float(lo), float(hi)
+
+
+# ---------------------------------------------------------------------------------------------
+# acceptance hypotheses
+# ---------------------------------------------------------------------------------------------
+
+
+def _beyond_factor(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Per hypothesis, the decay beyond the measured positions as a multiple of the fitted one:
+    central 1, leaning (:func:`_toward`) to the extremes of :data:`DECAY_BEYOND`."""
+    up, mag = _toward(rng, n)
+    lo, hi = DECAY_BEYOND
+    return np.where(up, 1.0 + mag * (hi - 1.0), 1.0 - mag * (1.0 - lo))
+
+
+def _decay_fit(p: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Per row of ``p`` ``(N, D)``: ``r`` of the weighted least-squares line ``log p_j = a + (j-1) log r``."""
+    lp = np.log(np.clip(p, 1e-6, 1.0))
+    x = np.arange(p.shape[1], dtype=float)
+    sw = w / w.sum()
+    xm = float((sw * x).sum())
+    ym = (lp * sw).sum(axis=1)
+    cov = ((x - xm) * sw * (lp - ym[:, None])).sum(axis=1)
+    var = float((sw * (x - xm) ** 2).sum())
+    return np.exp(cov / var)
+
+
+def _solve_p1(mean: np.ndarray, r: np.ndarray, steps: int) -> np.ndarray:
+    """``p1`` per hypothesis with ``E[L(steps)] = mean`` under ``p_j = min(1, p1 r^(j-1))`` (bisection)."""
+    lo, hi = np.zeros_like(mean), np.ones_like(mean)
+    j = np.arange(steps)
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        p = np.clip(mid[:, None] * r[:, None] ** j, 0.0, 1.0)
+        e = 1.0 + np.cumprod(p, axis=1).sum(axis=1)
+        up = e < mean
+        lo, hi = np.where(up, mid, lo), np.where(up, hi, mid)
+    return 0.5 * (lo + hi)
+
+
+def sample_acceptance(acc: cm.AcceptanceModel, max_steps: int, n: int,
+                      rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """``(p, D)``: ``p`` of shape ``(n, max_steps)``, conditional acceptance per position per hypothesis.
+
+    ``D`` is the deepest measured position (module docstring for the hypotheses).
+    """
+    d = acc.observed_depth
+    depth = max(max_steps, d)
+    if acc.points:  # mean accept lengths only
+        pts = acc.points
+        depths = sorted({pt.steps for pt in pts})
+        means = []
+        for pt in pts:
+            m = np.full(n, float(pt.accept_len))
+            if pt.samples:
+                _, var = cm.accept_len_moments(acc.rule.probs(pt.steps))
+                m = m + rng.normal(0.0, math.sqrt(var / pt.samples), n)
+            means.append(np.clip(m, 1.0, pt.steps + 1.0))
+        if len(depths) == 1:
+            r = rng.uniform(*DECAY_PRIOR, n)
+            mean = np.average(np.stack(means), axis=0,
+                              weights=[pt.samples or 1 for pt in pts])
+            p1 = _solve_p1(mean, r, depths[0])
+        else:
+            p1g, rg = np.meshgrid(np.linspace(0.0, 1.0, 101), np.linspace(0.3, 1.2, 91), indexing="ij")
+            e = cm._expected_grid(p1g.ravel(), rg.ravel(), max(depths))      # (G, Smax)
+            w = np.array([float(pt.samples or 1) for pt in pts])
+            cols = e[:, [pt.steps - 1 for pt in pts]]                         # (G, P)
+            m = np.stack(means, axis=1)                                       # (n, P)
+            best = np.empty(n, dtype=int)
+            for a in range(0, n, 250):
+                err = (((cols[None, :, :] - m[a:a + 250, None, :]) ** 2) * w).sum(axis=2)
+                best[a:a + 250] = err.argmin(axis=1)
+            p1, r = p1g.ravel()[best], rg.ravel()[best]
+        j = np.arange(depth)
+        p = np.clip(p1[:, None] * r[:, None] ** j, 0.0, 1.0)
+        rb = np.minimum(r, 1.0) * _beyond_factor(rng, n)
+    else:
+        pos = acc.measured
+        a = np.array([q.accepted for q in pos], dtype=float)
+        reached = np.array([q.reached for q in pos], dtype=float)
+        pm = rng.beta(a + 0.5, reached - a + 0.5, size=(n, len(pos)))
+        if len(pos) >= 2:
+            rb = np.minimum(_decay_fit(pm, reached), 1.0) * _beyond_factor(rng, n)
+        else:
+            rb = rng.uniform(*DECAY_PRIOR, n)
+        p = np.empty((n, depth))
+        p[:, :len(pos)] = pm
+    rb = np.clip(rb, 0.0, 1.0)
+    for j in range(d, depth):
+        p[:, j] = np.clip(p[:, d - 1] * rb ** (j - d + 1), 0.0, 1.0)
+    return p[:, :max(max_steps, 1)], d
+
+
+# ---------------------------------------------------------------------------------------------
+# cost hypotheses
+# ---------------------------------------------------------------------------------------------
+
+
+def _points(obs: Sequence[cm.CycleObservation], attr: str) -> list[tuple[float, float]]:
+    curve = cm.MeasuredCurve.from_points([(o.verified_tokens, getattr(o, attr) or 0.0, o.weight) for o in obs])
+    return list(curve.points) if curve else []
+
+
+def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int, rng: np.random.Generator, *,
+                 anchor: Optional[tuple[float, float]] = None,
+                 shapes: Sequence = (cm.LINEAR,)) -> np.ndarray:
+    """``(n, len(xq))`` hypotheses of a cost curve ``y(x)`` (ms) through the measured ``pts``.
+
+    Args:
+        pts: measured ``(width, ms)``, ascending, at least one.
+        xq: widths to evaluate (tokens).
+        anchor: ``(width, ms)``: a lower bound below the lowest measured width (the no-spec decode
+            step for the verify); the curve passes through ``ms (1 + f)``, ``f`` drawn from
+            :data:`VERIFY_MODE_OVERHEAD`, capped at the lowest measured value.
+        shapes: interpolation shapes between nodes; each hypothesis draws one.
+    """
+    pts = sorted(pts)
+    x0, y0 = pts[0]
+    xs = np.array([x for x, _ in pts], dtype=float)
+    ys = np.array([y for _, y in pts], dtype=float)
+    use_anchor = anchor is not None and anchor[0] < x0
+    if use_anchor:
+        f = rng.uniform(*VERIFY_MODE_OVERHEAD, n)
+        ya = np.minimum(anchor[1] * (1.0 + f), y0)                     # (n,)
+        nx = np.concatenate([[anchor[0]], xs])
+        ny = np.concatenate([ya[:, None], np.broadcast_to(ys, (n, len(ys)))], axis=1)
+    else:
+        nx = xs
+        ny = np.broadcast_to(ys, (n, len(ys))).copy()
+    shape_idx = rng.integers(0, len(shapes), n)
+    gamma = np.exp(rng.uniform(-math.log(BEND), math.log(BEND), n))
+    beta = rng.uniform(0.0, 1.0, n)
+    up, umag = _toward(rng, n)
+    u = np.where(up, 1.0 + umag * (BEYOND_SLOPE[1] - 1.0), 1.0 - umag * (1.0 - BEYOND_SLOPE[0]))
+    if len(nx) >= 2:
+        sec = np.maximum(0.0, (ny[:, -1] - ny[:, -2]) / (nx[-1] - nx[-2]))
+    else:
+        sec = ny[:, -1] / nx[-1]
+    # below the lowest measured width (with an anchor): each hypothesis leans from the central
+    # curve towards the envelope of the curves that also fit (module docstring)
+    side, mag = _toward(rng, n)
+    meas = max(0.0, (ys[1] - ys[0]) / (xs[1] - xs[0])) if len(xs) >= 2 else None
+    out = np.empty((n, len(xq)))
+    for qi, x in enumerate(xq):
+        if use_anchor and x < x0:
+            chord = _between(x, nx, ny, 0, shapes, shape_idx, None, n)
+            alts = [chord]
+            if meas is not None:  # the measured slope continued down is the central curve
+                chord = np.maximum(min(anchor[1], y0), y0 - meas * (x0 - x))  # floored at the decode step
+                alts.append(chord)
+            lo, hi = chord.copy(), chord.copy()
+            if x0 > KNEE_MIN_TOKENS:
+                # roofline: max(memory-bound step, compute proportional to width)
+                alts.append(np.maximum(min(anchor[1], y0), y0 * max(x, KNEE_MIN_TOKENS) / x0))
+                # saturating from the anchor (distinct MoE experts, padding), as bent as between points
+                t = (x - anchor[0]) / (x0 - anchor[0])
+                alts.append(ya + (y0 - ya) * t ** (1.0 / BEND))
+            if x0 / x <= PAD_RATIO:
+                alts.append(np.full(n, y0))
+            for a in alts:
+                lo, hi = np.minimum(lo, a), np.maximum(hi, a)
+            out[:, qi] = np.where(side, chord + mag * (hi - chord), chord + mag * (lo - chord))
+        elif x > nx[-1]:
+            out[:, qi] = ny[:, -1] + u * sec * (x - nx[-1])
+        elif x < nx[0]:  # only without an anchor (the anchor is at width bs, the narrowest verify)
+            out[:, qi] = ny[:, 0] * (x / nx[0]) ** beta
+        else:
+            i = min(max(int(np.searchsorted(nx, x)) - 1, 0), len(nx) - 2)
+            # between two measured widths: bent either way; between the anchor and the first: the shapes
+            out[:, qi] = _between(x, nx, ny, i, shapes, shape_idx, None if (use_anchor and i == 0) else gamma, n)
+    return np.maximum(out, 0.0)
+
+
+def _toward(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per hypothesis: a side (True: up) and how far towards that side's extreme, ``U(0,1)^2``.
+
+    Half the hypotheses lean each way and most stay near the central curve, yet the 2.5th and
+    97.5th percentiles reach 90% of the way to either extreme (``P(U^2 > 0.9) / 2 = 2.6%``).
+    """
+    return rng.uniform(0.0, 1.0, n) < 0.5, rng.uniform(0.0, 1.0, n) ** 2
+
+
+def _between(x: float, nx: np.ndarray, ny: np.ndarray, i: int, shapes, shape_idx: np.ndarray,
+             gamma: Optional[np.ndarray], n: int) -> np.ndarray:
+    """Per hypothesis, ``y(x)`` between nodes ``i`` and ``i + 1`` in its shape, bent by ``t^gamma``."""
+    col = np.empty(n)
+    for si, shape in enumerate(shapes):
+        g, g0, g1 = shape(x), shape(nx[i]), shape(nx[i + 1])
+        t = (g - g0) / (g1 - g0) if g1 != g0 else 0.0
+        t = t if gamma is None else t ** gamma
+        col = np.where(shape_idx == si, ny[:, i] + (ny[:, i + 1] - ny[:, i]) * t, col)
+    return col
+
+
+def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.CycleObservation], bs: int,
+          steps: Sequence[int], n: int = N_SAMPLES, seed: int = 0) -> Ensemble:
+    """The ensemble at batch size ``bs`` for candidate depths ``steps`` (0 included when a baseline is known).
+
+    Raises:
+        ValueError: a hypothesis predicts a cycle time that is not positive.
+    """
+    rng = np.random.default_rng(seed)
+    steps = sorted(set(int(s) for s in steps))
+    spec = [s for s in steps if s > 0]
+    smax = max(spec) if spec else 1
+    p, depth = sample_acceptance(acc, smax, n, rng)
+    e_all = 1.0 + np.concatenate([np.zeros((n, 1)), np.cumsum(np.cumprod(p, axis=1), axis=1)], axis=1)  # E[L(S)], S=0..
+    base = cost.baseline_step_ms(bs)
+    widths = [bs * (s + 1) for s in spec]
+    m = len(steps)
+    ph = {k: np.zeros((n, m)) for k in ("draft_ms", "verify_ms", "extend_ms", "other_ms", "total_ms")}
+    tok = np.zeros((n, m))
+    acc_len = np.ones((n, m))
+    anchor = None
+    if base is not None:
+        anchor = (float(bs), base[0])
+    phased = [o for o in obs if o.has_phases]
+    cols = [steps.index(s) for s in spec]
+    if cost.mode == "phases" and phased:
+        shapes = (cm.LINEAR, cost.shape) if cost.shape.num_experts else (cm.LINEAR,)
+        v = sample_curve(_points(phased, "verify_ms"), widths, n, rng, anchor=anchor, shapes=shapes)
+        xpts = _points(phased, "extend_ms")
+        x = sample_curve(xpts, widths + [bs], n, rng)
+        x_bs = x[:, -1]
+        x = x[:, :-1]
+        step = cost.draft_step(bs)[0] if cost.draft_step else None
+        step_s = np.full(n, step) if step is not None else x_bs * rng.uniform(*UNKNOWN_STEP, n)
+        other = cost.other(bs)[0]
+        sv = np.array(spec, dtype=float)
+        d = np.maximum(sv - 1.0, 0.0)[None, :] * step_s[:, None]
+        total = d + v + x + other
+        ph["draft_ms"][:, cols], ph["verify_ms"][:, cols], ph["extend_ms"][:, cols] = d, v, x
+        ph["other_ms"][:, cols] = other
+    else:
+        tpts = _points(obs, "total_ms")
+        total = sample_curve(tpts, widths, n, rng, anchor=anchor)
+    if np.any(~np.isfinite(total)) or np.any(total <= 0):
+        raise ValueError(f"a hypothesis predicts a cycle time that is not positive at bs {bs}: the measured "
+                         "phase times cannot be extrapolated there")
+    ph["total_ms"][:, cols] = total
+    e = e_all[:, spec]
+    acc_len[:, cols] = e
+    tok[:, cols] = 1000.0 * bs * e / total
+    if 0 in steps:
+        if base is None:
+            raise ValueError("steps 0 (speculation off) needs a baseline throughput")
+        tok[:, steps.index(0)] = 1000.0 * bs / base[0]
+        ph["total_ms"][:, steps.index(0)] = base[0]
+    sources: list[Optional[str]] = [None] * m
+    if spec:
+        t_med = np.median(total, axis=0)
+        e_med = np.median(e, axis=0)
+        w_acc = np.ptp(np.percentile(e / t_med, LEVELS, axis=0), axis=0)
+        w_cost = np.ptp(np.percentile(e_med / total, LEVELS, axis=0), axis=0)
+        for i, s in enumerate(spec):
+            if w_acc[i] >= w_cost[i]:
+                if s > depth:
+                    src = f"acceptance beyond position {depth}"
+                elif acc.points and s not in {pt.steps for pt in acc.points}:
+                    src = "acceptance per position (mean accept lengths only)"
+                else:
+                    src = "acceptance sampling"
+            elif cost.mode != "phases" or not phased:
+                src = "cycle-time shape"
+            else:
+                spreads = {"verify shape": np.ptp(np.percentile(v[:, i], LEVELS)),
+                           "draft-extend shape": np.ptp(np.percentile(x[:, i], LEVELS)),
+                           "draft step cost": np.ptp(np.percentile(d[:, i], LEVELS))}
+                src = max(spreads, key=spreads.get)
+            sources[steps.index(s)] = src
+    return Ensemble(bs, steps, tok, acc_len, ph, depth, sources)
+
+
+# ---------------------------------------------------------------------------------------------
+# the decision
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The pick and whether the data settle it.
+
+    Attributes:
+        pick: the depth with the highest expected tok/s over the ensemble (0 = speculation off).
+        regret_95: 95th percentile over hypotheses of ``1 - tok_s(pick) / max_s tok_s(s)``.
+        settled: ``regret_95 <= SETTLED_REGRET``.
+        next_run: depth whose measurement most reduces that regret (None when settled or when
+            no unmeasured depth would reduce it).
+        regret_95_after: the 95th-percentile regret expected after measuring ``next_run``.
+    """
+
+    pick: int
+    regret_95: float
+    settled: bool
+    next_run: Optional[int]
+    regret_95_after: Optional[float]
+
+
+def _regret(tok: np.ndarray, pick_col: int) -> np.ndarray:
+    return 1.0 - tok[:, pick_col] / tok.max(axis=1)
+
+
+def decide(ens: Ensemble, measured: Sequence[int] = (), bins: int = 10) -> Decision:
+    """Pick, 95th-percentile regret, and the one run that would most reduce it.
+
+    ``next_run``: for each unmeasured depth ``c >= 1``, the hypotheses are split into ``bins``
+    equal-count groups by their tok/s at ``c`` (what a run at ``c`` would reveal); in each group
+    the pick is redone and the regret recomputed; the 95th percentile of the regret over all
+    groups is the regret expected after that run. The depth with the lowest wins (ties: nearest
+    to the pick). Measured depths (``measured``) are not proposed.
+    """
+    tok = ens.tok_s
+    mean = tok.mean(axis=0)
+    order = sorted(range(len(ens.steps)), key=lambda i: (-mean[i], ens.steps[i]))
+    pc = order[0]
+    r95 = float(np.percentile(_regret(tok, pc), 95))
+    if r95 <= SETTLED_REGRET:
+        return Decision(ens.steps[pc], r95, True, None, None)
+    best = None
+    for ci, c in enumerate(ens.steps):
+        if c <= 0 or c in measured:
+            continue
+        idx = np.argsort(tok[:, ci], kind="stable")
+        after = np.empty(len(idx))
+        for grp in np.array_split(idx, bins):
+            sub = tok[grp]
+            after[grp] = _regret(sub, int(np.argmax(sub.mean(axis=0))))
+        val = float(np.percentile(after, 95))
+        key = (round(val, 4), abs(c - ens.steps[pc]), c)
+        if best is None or key < best[0]:
+            best = (key, c, val)
+    if best is None:
+        return Decision(ens.steps[pc], r95, False, None, None)
+    return Decision(ens.steps[pc], r95, False, best[1], best[2])

@@ -1,0 +1,262 @@
+"""advise's intervals and decision state: the seed case, settling at once, the next run, stock and
+multi-depth inputs, one baseline per batch size (issue 13).
+
+The seed fixture is built from the figures of the Kimi-K2.5 deployment that motivated the project
+(the 5-step run's phase means, accept length 2.1 over 1000 cycles, the 88.8 tok/s no-spec
+baseline; its sweep found 2 steps best at 94 tok/s), so the tests run without ``../shared``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sglang_eagle_cycle import costmodel as cm
+from sglang_eagle_cycle import uncertainty as unc
+from sglang_eagle_cycle.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import advise_worlds as aw  # noqa: E402
+
+SEED_BASELINE = 88.8
+SEED_BEST_TOK_S = 94.0
+
+
+def _group(steps, phases, accept_len, tok_s, cycles=1000):
+    return {"bs": 1, "steps": steps, "topk": 1, "draft_tokens": steps + 1, "cycles": cycles,
+            "phases": {k: {"mean": v} for k, v in phases.items()}, "accept_len_mean": accept_len,
+            "accept_hist": None, "per_position_acceptance": None, "tok_s": tok_s}
+
+
+def _doc(*groups):
+    return {"schema": "eagle-cycle-inspect/1", "files": ["seed.log"], "skipped_lines": 0,
+            "groups": list(groups), "findings": []}
+
+
+SEED_5 = _group(5, {"draft_ms": 0.95, "verify_ms": 28.1, "verify_fwd_ms": 28.0, "extend_ms": 0.25,
+                    "other_ms": 0.15, "total_ms": 29.45}, 2.1, 71.3)
+# a 2-step run consistent with the seed's sweep: ~94 tok/s, verify forward ~21 ms, accept length 2.1
+SEED_2 = _group(2, {"draft_ms": 0.24, "verify_ms": 21.6, "verify_fwd_ms": 21.0, "extend_ms": 0.25,
+                    "other_ms": 0.25, "total_ms": 22.34}, 2.1, SEED_BEST_TOK_S)
+
+
+def advise(*args):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["advise", *map(str, args)])
+    return rc, out.getvalue(), err.getvalue()
+
+
+def advise_json(*args):
+    rc, out, err = advise(*args, "--json")
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def cand(doc, steps):
+    return next(c for c in doc["candidates"] if c["steps"] == steps)
+
+
+def _write(path: Path, doc) -> Path:
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_seed_one_run_is_not_settled_and_brackets_the_2_step_optimum(tmp_path):
+    doc = advise_json(_write(tmp_path / "seed5.json", _doc(SEED_5)), "--baseline-tok-s", SEED_BASELINE)
+    assert doc["settled"] is False and doc["regret_95"] > unc.SETTLED_REGRET
+    nxt = doc["next_run"]
+    assert nxt["steps"] in (1, 2, 3) and nxt["num_draft_tokens"] == nxt["steps"] + 1 and nxt["topk"] == 1
+    assert "regret" in nxt["why"]
+    two = cand(doc, 2)
+    lo, hi = two["tok_s_95"]
+    assert lo <= SEED_BEST_TOK_S <= hi
+    assert (hi - lo) / two["predicted_tok_s"] <= 0.25
+    assert two["interval_source"] == "verify shape"
+    # the same per batch size, and the measured depth is bracketed by its own noise only
+    assert doc["per_batch_size"][0]["next_run"] == nxt and doc["per_batch_size"][0]["settled"] is False
+    five = cand(doc, 5)
+    assert five["tok_s_95"][0] <= 71.3 <= five["tok_s_95"][1]
+
+
+def test_seed_with_a_2_step_run_pins_the_2_step_interval(tmp_path):
+    doc = advise_json(_write(tmp_path / "seed5.json", _doc(SEED_5)), _write(tmp_path / "seed2.json", _doc(SEED_2)),
+                      "--baseline-tok-s", SEED_BASELINE)
+    lo, hi = cand(doc, 2)["tok_s_95"]
+    assert lo <= SEED_BEST_TOK_S <= hi and (hi - lo) / cand(doc, 2)["predicted_tok_s"] <= 0.06
+    assert {r["steps"] for r in doc["inputs"]["runs"]} == {2, 5}
+
+
+def test_human_output_ends_with_the_run_to_do_next(tmp_path):
+    rc, out, _ = advise(_write(tmp_path / "seed5.json", _doc(SEED_5)), "--baseline-tok-s", SEED_BASELINE)
+    last = " ".join(out.strip().splitlines()[-3:])
+    assert rc == 0 and "not settled between" in last and "once and pass both logs" in last
+    assert "--speculative-num-steps" in last
+    assert "launch: --speculative-num-steps" in out and "(bs 1)" in out
+
+
+def test_a_run_that_decides_by_itself_settles_at_once(tmp_path):
+    # speculation that loses by far at every depth: a baseline well above any depth's interval
+    doc = advise_json(_write(tmp_path / "seed5.json", _doc(SEED_5)), "--baseline-tok-s", 400)
+    assert doc["settled"] is True and doc["next_run"] is None and doc["regret_95"] == 0
+    assert doc["recommended"]["steps"] == 0 and doc["recommended"]["speculation"] == "off"
+    assert "no run at another depth is expected to change that" in doc["recommended"]["reason"]
+    assert all(c["tok_s_95"][1] < 400 for c in doc["candidates"] if c["steps"] > 0)
+
+
+def test_speculation_off_says_which_run_could_change_it(tmp_path):
+    # near the baseline: off is the pick, but not settled, and the reason names the run that decides
+    doc = advise_json(_write(tmp_path / "seed5.json", _doc(SEED_5)), "--baseline-tok-s", 106)
+    assert doc["recommended"]["steps"] == 0 and doc["settled"] is False
+    assert f"a run at {doc['next_run']['steps']} step" in doc["recommended"]["reason"]
+
+
+# --- a stand-in sweep over steps 1-5, one log, 3 steps truly best -----------------------------------
+
+
+def _sweep_world():
+    return aw.World(kind="dense", bs=4, p=(0.85, 0.8, 0.75, 0.3, 0.25, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2),
+                    decode_ms=9.0, verify_overhead=0.1, fixed_ms=1.0, slope_ms=0.05, extend_fixed_ms=0.4,
+                    extend_slope_ms=0.01, draft_step_ms=0.6, other_ms=0.3, gap_ms=0.05, noise=0.03, name="sweep")
+
+
+def test_sweep_of_steps_1_to_5_in_one_log_recommends_the_measured_best(tmp_path):
+    w = _sweep_world()
+    truth = {s: w.true_tok_s(s) for s in range(0, 6)}
+    assert max(truth, key=truth.get) == 3 and truth[3] > 1.03 * max(truth[2], truth[4])
+    rng = random.Random(5)
+    log = tmp_path / "adaptive.log"   # one server, several depths (as --speculative-adaptive logs them)
+    log.write_text("\n".join(ln for s in range(1, 6) for ln in w.log_lines(s, 1500, rng)) + "\n")
+    doc = advise_json(log, "--baseline-tok-s", truth[0], "--steps-candidates", *range(0, 9))
+    assert sorted(r["steps"] for r in doc["inputs"]["runs"]) == [1, 2, 3, 4, 5]
+    assert doc["inputs"]["acceptance"]["observed_depth"] == 5
+    measured = {c["steps"]: c for c in doc["candidates"] if c.get("measured_tok_s")}
+    assert set(measured) >= {1, 2, 3, 4, 5}
+    pick = doc["recommended"]["steps"]
+    assert pick == 3 or (not doc["settled"] and pick in measured)
+    # never a measured depth whose measurement is more than its noise below another measured depth
+    top = max(measured.values(), key=lambda c: c["measured_tok_s"])
+    assert measured[pick]["tok_s_95"][1] >= top["tok_s_95"][0]
+    for s, c in measured.items():   # measurements win: each measured depth predicted within its interval
+        if s:
+            assert c["tok_s_95"][0] <= c["measured_tok_s"] * 1.01 and c["measured_tok_s"] * 0.99 <= c["tok_s_95"][1]
+
+
+# --- stock Decode batch logs at several depths ----------------------------------------------------
+
+
+def _stock_log(path: Path, steps: int, accept_len: float, tok_s: float, server_args: bool = True) -> Path:
+    rng = random.Random(steps)
+    lines = []
+    if server_args:
+        lines.append("[2026-12-01 10:00:00] server_args={'model_path': 'm', 'speculative_algorithm': 'EAGLE3', "
+                     f"'speculative_num_steps': {steps}, 'speculative_eagle_topk': 1, "
+                     f"'speculative_num_draft_tokens': {steps + 1}, 'tp_size': 8}}")
+    for i in range(60):
+        a = accept_len * rng.uniform(0.97, 1.03)
+        lines.append(f"[2026-12-01 10:01:{i % 60:02d} TP0] Decode batch, #running-req: 1, #token: {100 + 40 * i}, "
+                     f"token usage: 0.00, accept len: {a:.2f}, accept rate: {(a - 1) / steps:.2f}, cuda graph: True, "
+                     f"gen throughput (token/s): {tok_s * a / accept_len:.2f}, #queue-req: 0")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_stock_decode_batch_logs_at_two_depths_are_runs(tmp_path):
+    a = _stock_log(tmp_path / "s3.log", 3, 1.95, 90.0)
+    b = _stock_log(tmp_path / "s5.log", 5, 2.1, 71.3)
+    doc = advise_json(a, b, "--baseline-tok-s", SEED_BASELINE)
+    runs = {r["steps"]: r for r in doc["inputs"]["runs"]}
+    assert set(runs) == {3, 5} and runs[3]["accept_len"] == pytest.approx(1.95, abs=0.03)
+    assert runs[5]["tok_s"] == pytest.approx(71.3, rel=0.03)
+    assert any("two-point fit" in n for n in doc["inputs"]["cycle_model"]["notes"])
+    for s in (3, 5):
+        assert cand(doc, s)["tok_s_95"][0] <= runs[s]["tok_s"] * 1.01
+    # without the start-up line the depth is unknown: said, not guessed
+    c = _stock_log(tmp_path / "bare.log", 3, 1.95, 90.0, server_args=False)
+    rc, _, err = advise(c, "--baseline-tok-s", SEED_BASELINE)
+    assert rc == 2 and "no speculative run found" in err
+
+
+def test_server_args_line_in_both_shapes():
+    from sglang_eagle_cycle.decode_batch import speculative_server_args as parse
+
+    new = parse("x\n[t] server_args={'speculative_algorithm': 'EAGLE3', 'speculative_num_steps': 2, "
+                "'speculative_eagle_topk': 1, 'speculative_num_draft_tokens': 3}\n")
+    old = parse("[t] server_args=ServerArgs(model_path='m', speculative_algorithm='EAGLE3', "
+                "speculative_num_steps=5, speculative_eagle_topk=None, speculative_num_draft_tokens=6)")
+    assert new == {"algorithm": "EAGLE3", "num_steps": 2, "eagle_topk": 1, "num_draft_tokens": 3}
+    assert old == {"algorithm": "EAGLE3", "num_steps": 5, "eagle_topk": None, "num_draft_tokens": 6}
+    assert parse("no such line\n") is None
+
+
+# --- one baseline per batch size -------------------------------------------------------------------
+
+
+def test_one_baseline_value_needs_its_batch_size(tmp_path):
+    g1 = SEED_5
+    g8 = dict(SEED_5, bs=8, tok_s=400.0)
+    path = _write(tmp_path / "two_bs.json", _doc(g1, g8))
+    rc, _, err = advise(path, "--baseline-tok-s", SEED_BASELINE)
+    assert rc == 2 and "several batch sizes (1, 8)" in err and "--batch-sizes" in err
+    doc = advise_json(path, "--baseline-tok-s", SEED_BASELINE, "--batch-sizes", 1)
+    assert doc["inputs"]["baseline_tok_s"] == {"1": SEED_BASELINE}
+    assert cand(doc, 0)["predicted_tok_s"] == pytest.approx(SEED_BASELINE)
+    # a single run: the bare value is the one at --batch-sizes N, not at the run's batch size
+    doc = advise_json(_write(tmp_path / "one.json", _doc(SEED_5)), "--baseline-tok-s", 600, "--batch-sizes", 8)
+    assert doc["inputs"]["baseline_tok_s"] == {"8": 600.0} and doc["recommended"]["bs"] == 8
+
+
+def test_several_batch_sizes_with_different_picks_point_to_an_adaptive_config(tmp_path):
+    rc, out, _ = advise(_write(tmp_path / "one.json", _doc(SEED_5)), "--baseline-tok-s", "1:88.8", "8:600",
+                        "--batch-sizes", 1, 8)
+    assert rc == 0 and "differs by batch size" in out and "--adaptive-config" in out
+
+
+# --- the ensemble itself ---------------------------------------------------------------------------
+
+
+def test_curve_hypotheses_pass_through_every_measured_point_and_respect_the_decode_step():
+    rng = np.random.default_rng(0)
+    pts = [(12.0, 11.0), (28.0, 15.0)]
+    xq = [8.0, 12.0, 20.0, 28.0, 40.0]
+    y = unc.sample_curve(pts, xq, 4000, rng, anchor=(4.0, 9.0))
+    assert np.allclose(y[:, 1], 11.0) and np.allclose(y[:, 3], 15.0)
+    assert y[:, 0].min() >= 9.0 - 1e-9 and y[:, 0].max() <= 11.0 + 1e-9   # between decode step and measured
+    assert 11.0 <= y[:, 2].min() and y[:, 2].max() <= 15.0                   # between measured points
+    assert y[:, 4].min() >= 15.0 - 1e-9                                      # flat at the lowest beyond
+    assert y[:, 4].max() == pytest.approx(15.0 + 1.5 * 0.25 * 12, rel=0.02)  # steepening by half at most
+    central = np.median(y[:, 0])
+    assert central == pytest.approx(10.0, abs=0.15)   # the measured slope continued down
+
+
+def test_decide_settles_apart_and_asks_for_the_uncertain_depth():
+    steps = [0, 1, 2, 3]
+    rng = np.random.default_rng(1)
+    clear = np.column_stack([np.full(1000, 100.0), rng.normal(150, 1, 1000), rng.normal(120, 1, 1000),
+                             rng.normal(110, 1, 1000)])
+    ens = unc.Ensemble(1, steps, clear, np.ones_like(clear), {}, 3, [None] * 4)
+    d = unc.decide(ens, measured=[1])
+    assert d.settled and d.pick == 1 and d.next_run is None
+    # depth 2 unmeasured and uncertain around the measured depth 1: measure 2
+    vague = clear.copy()
+    vague[:, 2] = rng.uniform(120, 180, 1000)
+    d = unc.decide(unc.Ensemble(1, steps, vague, np.ones_like(vague), {}, 3, [None] * 4), measured=[1, 3])
+    assert not d.settled and d.next_run == 2 and d.regret_95_after < d.regret_95
+
+
+def test_acceptance_hypotheses_from_counts_keep_measured_positions_and_never_rise_beyond():
+    acc = cm.AcceptanceModel.from_counts([(800, 1000), (600, 800), (420, 600)])
+    p, depth = unc.sample_acceptance(acc, 6, 3000, np.random.default_rng(2))
+    assert depth == 3 and p.shape == (3000, 6)
+    assert np.mean(p[:, 0]) == pytest.approx(0.8, abs=0.01) and np.mean(p[:, 2]) == pytest.approx(0.7, abs=0.01)
+    assert np.all(p[:, 3:] <= p[:, 2:3] + 1e-12)          # beyond: never above the deepest measured position
+    lo, hi = np.percentile(p[:, 5], [2.5, 97.5])
+    assert hi - lo > 0.15                                   # and genuinely uncertain there
