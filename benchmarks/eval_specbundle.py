@@ -16,7 +16,7 @@ was tuned to these rows.
 
 Usage::
 
-    python benchmarks/eval_specbundle.py [--table ../shared/data/benchmarks/specbundle_subset.json] [--detail]
+    python benchmarks/eval_specbundle.py [--table data/benchmarks/specbundle_subset.json] [--detail]
 
 Prints a markdown table (advisor vs naive) and ends with one JSON line of the summary.
 """
@@ -31,7 +31,7 @@ from typing import Optional
 
 from sglang_eagle_cycle import advise as adv
 
-DEFAULT_TABLE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "benchmarks" / "specbundle_subset.json"
+DEFAULT_TABLE = Path(__file__).resolve().parents[1] / "data" / "benchmarks" / "specbundle_subset.json"
 FIT_INTERP = [(3, 1, 4), (7, 1, 8)]
 FIT_RECOMMEND = [(3, 1, 4), (5, 1, 6)]
 RECOMMEND_AMONG = [0, 3, 5, 7]
@@ -145,7 +145,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--table", type=Path, default=DEFAULT_TABLE)
     ap.add_argument("--detail", action="store_true", help="also print every case")
     args = ap.parse_args(argv)
-    records = evaluate(json.loads(args.table.read_text()))
+    try:
+        table = json.loads(args.table.read_text(encoding="utf-8"))
+        records = evaluate(table)
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        reason = (exc.strerror if isinstance(exc, OSError) and exc.strerror else
+                  f"not a SpecBundle-format table ({type(exc).__name__}: {exc})")
+        print(f"eval_specbundle.py: error: --table {args.table}: {reason}", file=sys.stderr)
+        return 2
     summary = summarise(records)
     print(markdown(summary, records if args.detail else None))
     print(json.dumps(summary))

@@ -1,23 +1,50 @@
-"""Shared fixtures: where the repo is, and the project's real input data (``../shared/data``)."""
+"""Shared fixtures: where the repo is, and the project's real input data (the repository's ``data/``)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+#: the public facts the tests use, kept in the repository (``data/README.md``)
+REPO_DATA = REPO_ROOT / "data"
 
 
-def _shared_data_dir() -> Path | None:
+def external_data_dir() -> Path | None:
+    """An extra data directory of the same layout, when there is one: ``$EAGLE_CYCLE_TEST_SHARED_DATA``
+    or ``../shared/data`` beside the checkout. Never the only source: its cases add to the repo's."""
     env = os.environ.get("EAGLE_CYCLE_TEST_SHARED_DATA")
     candidates = [Path(env)] if env else []
     candidates.append(REPO_ROOT.parent / "shared" / "data")
     for c in candidates:
-        if c.is_dir():
+        if c.is_dir() and c.resolve() != REPO_DATA.resolve():
             return c
     return None
+
+
+def config_cases() -> list[Path]:
+    """Every wiring case folder (with an ``expected.json``): the repo's, plus those only the extra
+    data directory has (by folder name), sorted by name."""
+    found = {p.name: p for p in (REPO_DATA / "configs").iterdir() if (p / "expected.json").is_file()}
+    ext = external_data_dir()
+    if ext is not None and (ext / "configs").is_dir():
+        for p in (ext / "configs").iterdir():
+            if (p / "expected.json").is_file():
+                found.setdefault(p.name, p)
+    return [found[k] for k in sorted(found)]
+
+
+def config_index() -> list[dict]:
+    """``configs/index.json`` entries of the repo's data and of the extra data (by case name)."""
+    entries = {e["case"]: e for e in json.loads((REPO_DATA / "configs" / "index.json").read_text())}
+    ext = external_data_dir()
+    if ext is not None and (ext / "configs" / "index.json").is_file():
+        for e in json.loads((ext / "configs" / "index.json").read_text()):
+            entries.setdefault(e["case"], e)
+    return [entries[k] for k in sorted(entries)]
 
 
 @pytest.fixture(scope="session")
@@ -27,11 +54,8 @@ def repo_root() -> Path:
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """``../shared/data`` beside the checkout (CI lays it there); set EAGLE_CYCLE_TEST_SHARED_DATA elsewhere."""
-    d = _shared_data_dir()
-    if d is None:
-        pytest.skip("shared/data not found beside the checkout (set EAGLE_CYCLE_TEST_SHARED_DATA)")
-    return d
+    """The project's data directory: the repository's ``data/`` (configs, logs, benchmarks)."""
+    return REPO_DATA
 
 
 @pytest.fixture(autouse=True)

@@ -73,3 +73,34 @@ def test_write_error_names_the_output_not_its_temporary_file(tmp_path, repo_root
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [f"eagle-cycle inspect: error: cannot write output: {out}: File too large"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mpl", "server.log"]   # no partial file, no temporary one
+
+
+def test_sweep_is_a_subcommand_with_the_benchmark_options(capsys, repo_root):
+    """`eagle-cycle sweep` is `benchmarks/bench_eagle_cycle.py` under the CLI (and so in the Docker image)."""
+    assert cli.main(["sweep", "--url", "notaurl"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("eagle-cycle sweep: error: --url 'notaurl'") and err.count("\n") == 1
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["sweep", "--help"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0 and out.startswith("usage: eagle-cycle sweep") and "--concurrency" in out
+    assert "sweep" in run(["--help"], repo_root).stdout
+    proc = subprocess.run([sys.executable, "benchmarks/bench_eagle_cycle.py", "--url", "notaurl"], cwd=repo_root,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("bench_eagle_cycle.py: error: --url 'notaurl'")
+
+
+def test_eval_specbundle_reads_the_repository_copy_and_refuses_a_bad_table(tmp_path, repo_root):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"a": 1}')
+    for table in (bad, tmp_path / "missing.json"):
+        proc = subprocess.run([sys.executable, "benchmarks/eval_specbundle.py", "--table", str(table)], cwd=repo_root,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("eval_specbundle", repo_root / "benchmarks" / "eval_specbundle.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.DEFAULT_TABLE == repo_root / "data" / "benchmarks" / "specbundle_subset.json"
+    assert mod.DEFAULT_TABLE.is_file()

@@ -158,11 +158,46 @@ def normalise_name(name: str) -> str:
 _POSITIVE_PHASES = ("verify_ms", "total_ms")
 
 
+#: longest plausible mean of one phase of a decode cycle (ms): a minute per cycle is a stalled
+#: server, not a measurement; larger values are refused (they printed 309-digit reasons)
+MAX_PHASE_MS = 60_000.0
+#: largest plausible output throughput of one server (tok/s); beyond it a figure is refused
+MAX_TOK_S = 1e8
+#: shortest plausible mean cycle (ms): below it the throughput is not a measurement (infinite tok/s)
+MIN_CYCLE_MS = 1e-3
+
+
 def _phase_mean(phases: Mapping, name: str, what: str) -> Optional[float]:
     v = phases.get(name)
     if isinstance(v, Mapping):
         v = v.get("mean")
-    return _num(v, f"{what}.{name}", positive=name in _POSITIVE_PHASES, nonneg=True)
+    out = _num(v, f"{what}.{name}", positive=name in _POSITIVE_PHASES, nonneg=True)
+    if out is not None and out > MAX_PHASE_MS:
+        raise UsageError(f"{what}.{name}: {out:.3g} ms is not a decode-cycle time (at most {MAX_PHASE_MS:g} ms)")
+    if out is not None and name == "total_ms" and out < MIN_CYCLE_MS:
+        raise UsageError(f"{what}.{name}: {out:.3g} ms is not a decode-cycle time (at least {MIN_CYCLE_MS:g} ms)")
+    return out
+
+
+def _tok(v: Any, what: str, positive: bool = False) -> Optional[float]:
+    """A throughput field (tok/s): finite, not negative (``positive``: above 0), at most :data:`MAX_TOK_S`."""
+    out = _num(v, what, positive=positive, nonneg=True)
+    if out is not None and out > MAX_TOK_S:
+        raise UsageError(f"{what}: {out:.3g} tok/s is not a throughput (at most {MAX_TOK_S:.0e})")
+    return out
+
+
+def _check_phase_sum(phases: Mapping[str, Optional[float]], what: str) -> None:
+    """The parts of a cycle may not add up to more than its total (beyond 1% + 0.05 ms of rounding).
+
+    Raises:
+        UsageError: they do.
+    """
+    total = phases.get("total_ms")
+    parts = sum(phases.get(k) or 0.0 for k in ("draft_ms", "verify_ms", "extend_ms", "other_ms"))
+    if total is not None and parts > total * 1.01 + 0.05:
+        raise UsageError(f"{what}.phases: draft + verify + extend + other = {parts:.3f} ms exceeds total_ms "
+                         f"{total:.3f} ms: not one cycle's breakdown")
 
 
 def counts_from_hist(hist: Any, steps: int, what: str) -> Optional[list[tuple[int, int]]]:
@@ -186,7 +221,7 @@ def counts_from_hist(hist: Any, steps: int, what: str) -> Optional[list[tuple[in
         except ValueError:
             raise UsageError(f"{what}.accept_hist: key {_short(k)} is not an accept length") from None
         if not 1 <= length <= steps + 1:
-            raise UsageError(f"{what}.accept_hist: accept length {length} impossible with {steps} steps "
+            raise UsageError(f"{what}.accept_hist: accept length {length} impossible with {_steps_text(steps)} "
                              f"(1..{steps + 1})")
         if length in clean:
             raise UsageError(f"{what}.accept_hist: accept length {length} given twice")
@@ -281,6 +316,7 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
             raise UsageError(f"{what}.phases: expected an object")
         phases = {k: _phase_mean(phases_doc, k, f"{what}.phases")
                   for k in ("draft_ms", "verify_ms", "extend_ms", "other_ms", "total_ms")}
+        _check_phase_sum(phases, what)
         spans = g.get("device_spans")
         if spans is not None and not isinstance(spans, bool):
             raise UsageError(f"{what}.device_spans: expected true or false, got {_short(spans)}")
@@ -296,7 +332,7 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
                 phases["total_ms"] += gap or 0.0
         accept = _num(g.get("accept_len_mean"), f"{what}.accept_len_mean")
         if accept is not None and not 1.0 <= accept <= steps + 1 + 1e-9:
-            raise UsageError(f"{what}: accept_len_mean {accept} impossible with {steps} steps")
+            raise UsageError(f"{what}: accept_len_mean {accept} impossible with {_steps_text(steps)}")
         counts = _counts_from_group(g, steps, what)  # validated whatever the topk
         ndt = _int(g.get("draft_tokens"), f"{what}.draft_tokens", allow_none=True)
         _check_chain_tokens(topk, steps, ndt, what)
@@ -306,7 +342,7 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
             cycles=_int(g.get("cycles"), f"{what}.cycles", maximum=MAX_COUNT, allow_none=True),
             accept_len=accept, counts=counts if topk == 1 else None,
             phases=phases if any(v is not None for v in phases.values()) else None,
-            tok_s=_num(g.get("tok_s"), f"{what}.tok_s", nonneg=True),
+            tok_s=_tok(g.get("tok_s"), f"{what}.tok_s"),
             device_spans=spans if spans is not None else (False if phases_doc else None), host_ms=host,
         ))
     base: dict[int, float] = {}
@@ -369,7 +405,7 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         if steps and draft and normalise_name(rec.get("draft") or "") != normalise_name(draft):
             continue  # baselines (steps 0) have no draft
         bs = _int(rec.get("concurrency"), f"{what}.concurrency", maximum=MAX_BS)
-        tok = _num(rec.get("output_tok_s"), f"{what}.output_tok_s", positive=True)
+        tok = _tok(rec.get("output_tok_s"), f"{what}.output_tok_s", positive=True)
         if steps == 0:
             base_runs.setdefault(bs, []).append(tok)
             continue
@@ -377,7 +413,7 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         topk = _int(rec.get("topk", 1), f"{what}.topk")
         accept = _num(rec.get("accept_len_mean"), f"{what}.accept_len_mean")
         if accept is not None and not 1.0 <= accept <= steps + 1 + 1e-9:
-            raise UsageError(f"{what}: accept_len_mean {accept} impossible with {steps} steps")
+            raise UsageError(f"{what}: accept_len_mean {accept} impossible with {_steps_text(steps)}")
         counts = counts_from_hist(rec.get("accept_hist"), steps, what)
         if topk != 1:
             counts = None
@@ -478,8 +514,9 @@ def runs_from_table(table: Any, model: str, benchmark: str, draft: Optional[str]
         for m in r["metrics"]:
             if not isinstance(m, Mapping) or not isinstance(m.get("Name"), str):
                 raise UsageError(f"{what}: metric without a Name")
-            row = (cfg, bs, m["Name"], _num(m.get("output_throughput"), f"{what}.output_throughput",
-                                            positive=True, allow_none=False),
+            if m.get("output_throughput") is None:
+                raise UsageError(f"{what}.output_throughput: expected a finite number, got None")
+            row = (cfg, bs, m["Name"], _tok(m.get("output_throughput"), f"{what}.output_throughput", positive=True),
                    _num(m.get("accept_length"), f"{what}.accept_length", allow_none=False))
             key = (cfg, bs, normalise_name(m["Name"]))
             if key in seen:
@@ -601,7 +638,7 @@ class BatchAdvice:
         nxt = None
         if dec.next_run is not None:
             nxt = {"steps": dec.next_run, "topk": 1, "num_draft_tokens": dec.next_run + 1,
-                   "why": (f"a run at {dec.next_run} steps is expected to cut the pick's 95th-percentile "
+                   "why": (f"a run at {_steps_text(dec.next_run)} is expected to cut the pick's 95th-percentile "
                            f"regret from {100 * dec.regret_95:.1f}% to {100 * dec.regret_95_after:.1f}%")}
         return {"settled": dec.settled, "regret_95": round(dec.regret_95, 4), "next_run": nxt}
 
@@ -916,7 +953,7 @@ def adaptive_config(advice: Advice, graph_bs: Optional[Sequence[int]] = None) ->
     for b in sorted(advice.per_bs, key=lambda b: b.bs):
         key = pad_to_graph_bs(b.bs, graph)
         if key in buckets and buckets[key] != b.adaptive_steps:
-            merged.append(f"bs {owner[key]} and {b.bs} both pad to {key}: using bs {b.bs}'s {b.adaptive_steps} steps")
+            merged.append(f"bs {owner[key]} and {b.bs} both pad to {key}: using bs {b.bs}'s {_steps_text(b.adaptive_steps)}")
         buckets[key], owner[key] = b.adaptive_steps, b.bs
         if b.recommendation.speculation_off:
             off.append(key)

@@ -6,6 +6,7 @@ Usage::
     eagle-cycle inspect LOG [LOG ...] [--json | --csv FILE | --plot out.png | --trace out.json]
     eagle-cycle advise INPUT [INPUT ...] [--baseline-tok-s 88.8] [--json]
     eagle-cycle make-tiny-pair OUT [--arch llama|deepseek_v3] [--seed N] [--json]
+    eagle-cycle sweep (--launch ... | --url URL) [--steps 1 2 3] [--concurrency 1 8] [-- SERVER ARGS]
 
 Exit codes: 0 success, 1 a check found an error-level problem, 2 unusable input
 (one line on stderr, never a traceback), 130 interrupted.
@@ -41,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"eagle-cycle {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
+    # the sweep keeps its own parser (arguments after a lone -- go to every launched server):
+    # main() hands it the argv; listed here for --help
+    sub.add_parser("sweep", help="speculation-depth sweep against the no-spec baseline "
+                   "(= python benchmarks/bench_eagle_cycle.py)", add_help=False)
     for name, (module, help_text) in SUBCOMMANDS.items():
         mod = importlib.import_module(f"{__package__}.commands.{module}")
         p = sub.add_parser(name, help=help_text, description=(mod.__doc__ or help_text).strip(),
@@ -51,6 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["sweep"]:
+        from .sweep.options import main as sweep_main
+
+        try:
+            return sweep_main(argv[1:], prog="eagle-cycle sweep")
+        except KeyboardInterrupt:  # outside the sweep loop (while loading or printing)
+            print("eagle-cycle sweep: interrupted", file=sys.stderr)
+            return 130
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

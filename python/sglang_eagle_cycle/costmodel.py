@@ -3,9 +3,9 @@
 Why: choosing ``--speculative-num-steps`` by restarting a large server for every depth is slow.
 A cost-benefit model ranks every depth from one or two measured runs: each extra draft step adds
 the probability that all drafts so far are accepted, and costs one more draft forward plus a
-wider target verify and draft-extend (DESIGN §4).
+wider target verify and draft-extend (README, "eagle-cycle advise").
 
-Conventions (DESIGN "Terms"):
+Conventions (README, "Terms"):
 
 * *accept length* counts the bonus token: accepted drafts + 1, per request per cycle;
 * *per-position acceptance* ``p_j`` = P(draft token ``j`` accepted | tokens ``< j`` accepted);
@@ -23,7 +23,7 @@ Formulas and their sources:
   Leviathan, Kalman, Matias, "Fast Inference from Transformers via Speculative Decoding",
   ICML 2023, eq. (1) ``(1 - a^(S+1)) / (1 - a)`` for a constant rate ``a``, generalised to
   per-position rates;
-* cycle time (DESIGN §4)::
+* cycle time (README, "eagle-cycle advise")::
 
       T(S) = (S - 1) t_step + T_verify(bs (S+1)) + T_extend(bs (S+1)) + T_other
 
@@ -152,7 +152,7 @@ def position_counts(hist: Mapping[int, int], steps: int) -> list[tuple[int, int]
     for length, count in hist.items():
         length, count = int(length), int(count)
         if not 1 <= length <= steps + 1:
-            raise ValueError(f"accept length {length} impossible with {steps} steps")
+            raise ValueError(f"accept length {length} impossible with {steps} step{'s' if steps != 1 else ''}")
         if count < 0:
             raise ValueError(f"negative count {count} for accept length {length}")
         tail[length] += count
@@ -235,7 +235,7 @@ def fit_decay_rule(points: Sequence[tuple[int, float]], weights: Optional[Sequen
     w = np.ones(len(points)) if weights is None else np.asarray(weights, dtype=float)
     for s, m in points:
         if s < 1 or not (1.0 - 1e-9 <= m <= s + 1 + 1e-9):
-            raise ValueError(f"mean accept length {m} impossible with {s} steps")
+            raise ValueError(f"mean accept length {m} impossible with {s} step{'s' if s != 1 else ''}")
     depths = sorted({int(s) for s, _ in points})
     if len(depths) == 1:
         mean = float(np.average([m for _, m in points], weights=w))
@@ -579,7 +579,7 @@ class CyclePrediction:
 
 @dataclass(frozen=True)
 class CycleCostModel:
-    """Cycle time ``T(bs, S)`` from measured phases (DESIGN §4), or from whole-cycle times.
+    """Cycle time ``T(bs, S)`` from measured phases (README, "eagle-cycle advise"), or from whole-cycle times.
 
     *phases* mode (any observation with phases): ``T = (S-1) t_step(bs) + V(bs(S+1)) +
     X(bs(S+1)) + O(bs)`` where ``V`` (verify) runs through the measured verify points and the

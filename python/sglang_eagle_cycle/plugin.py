@@ -4,7 +4,7 @@ SGLang's ``load_plugins()`` calls :func:`register` in every process it starts (m
 each scheduler rank, detokenizer, DP controller). Glue only: read the switches, check the SGLang
 version, hand the hook specs of each area to :mod:`sglang_eagle_cycle.hooks`.
 
-Switches (DESIGN §0):
+Switches (README, "Safety"):
 
 * ``SGLANG_EAGLE_CYCLE=0``: register nothing.
 * ``SGLANG_EAGLE_CYCLE_WIRING=0`` / ``SGLANG_EAGLE_CYCLE_TIMING=0``: leave one half out.

@@ -8,7 +8,7 @@ and says why the winner wins.
 INPUT is any of:
   * an ``eagle-cycle inspect --json`` document (optional parts may be missing or null);
     a file wrapping one as ``{"inputs": {"inspect_json": {...}, "baseline_no_spec_tok_s": X}}``
-    (``data/benchmarks/seed_kimi_k25.json``) is unwrapped and its baseline used;
+    (the repository's ``data/benchmarks/seed_kimi_k25.json``) is unwrapped and its baseline used;
   * server logs or our JSONL (anything ``eagle-cycle inspect`` reads; ``-`` for stdin);
     a log of a server without speculation supplies the baseline;
   * ``bench_eagle_cycle.py`` output (``eagle-cycle-bench/1`` JSONL; steps 0 records are baselines).
@@ -61,6 +61,10 @@ def _baseline_item(text: str) -> tuple[int, float]:
         raise argparse.ArgumentTypeError(f"expected a positive finite throughput (and batch size), got {text!r}")
     if key > MAX_BS:
         raise argparse.ArgumentTypeError(f"batch size {key} above {MAX_BS}, got {text!r}")
+    from ..advise import MAX_TOK_S
+
+    if value > MAX_TOK_S:
+        raise argparse.ArgumentTypeError(f"{value:.3g} tok/s is not a throughput (at most {MAX_TOK_S:.0e}), got {text!r}")
     return key, value
 
 
@@ -101,16 +105,60 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def _open_text(path: Path):
+    """``path`` as text, through gzip when its content is gzip (whatever its name)."""
+    import gzip
+
+    with path.open("rb") as fh:
+        magic = fh.read(2)
+    if magic == b"\x1f\x8b":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return path.open(encoding="utf-8")
+
+
+def _sniff(path: Path) -> str:
+    """What an INPUT is, by its content, not its name: ``"json"`` (one JSON document: an inspect
+    document, a seed file, a table), ``"bench"`` (eagle-cycle-bench/1 JSONL) or ``"log"`` (anything
+    inspect reads, our cycle JSONL included). Unreadable files are ``"log"``: inspect says why."""
+    import gzip
+
+    from ..advise import BENCH_SCHEMA
+
+    try:
+        with _open_text(path) as fh:
+            head = fh.read(1 << 16)
+    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile):
+        return "log"
+    body = head.lstrip("\ufeff \t\r\n")
+    if not body.startswith(("{", "[")):
+        return "log"
+    first = body.split("\n", 1)[0]
+    try:
+        obj = json.loads(first)
+    except RecursionError:
+        return "json"
+    except ValueError:
+        # a document over several lines (indented); a line starting "[" is a log line's prefix
+        # ("[2026-12-01 10:00:00 TP0] ...") unless it opens an array of arrays, objects or strings
+        return "json" if body.startswith("{") or body[1:].lstrip()[:1] in ("", "[", "{", '"', "]") else "log"
+    if isinstance(obj, dict) and obj.get("schema") == BENCH_SCHEMA:
+        return "bench"
+    if isinstance(obj, dict) and "cycle" in obj and "bs" in obj and "groups" not in obj:
+        return "log"           # one JSON object per line: our cycle JSONL, read by inspect
+    return "json"
+
+
 def _read_json(path: Path):
     from ..errors import UsageError
 
     try:
-        text = path.read_text(encoding="utf-8")
+        with _open_text(path) as fh:
+            text = fh.read()
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise UsageError(f"{path}: is a directory") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
         raise UsageError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     return _loads(text, str(path))
 
@@ -135,7 +183,7 @@ def _bench_records(path: Path):
     from ..errors import UsageError
 
     try:
-        with path.open(encoding="utf-8") as fh:
+        with _open_text(path) as fh:
             first = next((ln for ln in fh if ln.strip()), "")
             try:
                 head = json.loads(first)
@@ -232,7 +280,8 @@ def _collect_inputs(args, names: list[str], spool: Path):
         if name != "-" and Path(name).is_dir():
             raise UsageError(f"{name}: is a directory")
         path = _readable_again(name, spool)
-        if Path(name).suffix == ".json":
+        kind = "log" if name == "-" else _sniff(path)
+        if kind == "json":
             doc, seed_base = adv.unwrap_seed(_read_json(path), name)
             if isinstance(doc, dict) and "groups" in doc:
                 r, b, n = adv.runs_from_inspect(doc, name)
@@ -243,7 +292,7 @@ def _collect_inputs(args, names: list[str], spool: Path):
                 raise UsageError(f"{name}: looks like a published table: use --table {name} --model NAME --benchmark NAME")
             else:
                 raise UsageError(f"{name}: not an eagle-cycle inspect --json document")
-        elif name != "-" and (records := _bench_records(path)) is not None:
+        elif kind == "bench" and (records := _bench_records(path)) is not None:
             r, b, n = adv.runs_from_bench(records, name, args.model, args.draft)
             runs += r
             notes += n
@@ -437,9 +486,8 @@ def _print_unsettled(b, console) -> None:
 
 
 def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
-    from rich.table import Table
-
     from .. import uncertainty as unc
+    from ..tables import figure_table
 
     acc = advice.acceptance
     console.print(f"[bold]acceptance[/]: {acc.source}; measured to depth {acc.observed_depth}"
@@ -448,12 +496,7 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
     for note in list(advice.cost.notes) + advice.notes:
         console.print(f"  note: {note}")
     for b in advice.per_bs:
-        tab = Table(title=f"bs {b.bs}: predicted per depth (tok/s: the mean over {unc.N_SAMPLES} hypotheses that "
-                          "fit the measurements; 95%: their 2.5th-97.5th percentiles, what dominates each in notes)",
-                    title_justify="left")
-        for col in ("steps", "verify tok", "accept len", "cycle ms", "tok/s", "tok/s 95%", "speedup",
-                    "+accept", "+cycle ms", "measured", "notes"):
-            tab.add_column(col, justify="left" if col == "notes" else "right", no_wrap=col != "notes")
+        rows = []
         for c in b.candidates:
             d = advice.candidate_dict(c)
             flags = []
@@ -468,11 +511,17 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
             if d.get("fitted") is False:
                 flags.append("held out")
             band = "-" if c.steps == 0 or c.tok_s_low is None else f"{c.tok_s_low:.1f}-{c.tok_s_high:.1f}"
-            tab.add_row(
+            rows.append((
                 str(c.steps), str(c.bs * (c.steps + 1)) if c.steps else str(c.bs),
                 _fmt(c.accept_len, 2), _fmt(c.cycle.total_ms, 2), _fmt(c.tok_s, 1), band,
                 _fmt(c.speedup(), 2), _fmt(c.gain_tokens, 2, sign=True), _fmt(c.cost_ms, 2, sign=True),
-                _fmt(d.get("measured_tok_s"), 1), "; ".join(flags))
+                _fmt(d.get("measured_tok_s"), 1), "; ".join(flags)))
+        tab = figure_table(
+            f"bs {b.bs}: predicted per depth (tok/s: mean over {unc.N_SAMPLES} hypotheses that fit the "
+            "measurements; 95%: their 2.5th-97.5th percentiles; notes: what dominates each)",
+            [(h, "right") for h in ("steps", "verify\ntok", "accept\nlen", "cycle\nms", "tok/s", "tok/s\n95%",
+                                    "speed\nup", "+accept", "+cycle\nms", "meas-\nured")] + [("notes", "left")],
+            rows)
         console.print(tab)
         rec = b.recommendation
         what = ("turn speculation OFF" if rec.speculation_off else
@@ -504,7 +553,7 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
                       f"it pins its fastest depth {plan.buckets[k]} (steps 0 would still run draft-extend): "
                       "disable speculation for that load instead")
     console.print(f"launch with: --speculative-adaptive --speculative-adaptive-config {plan_path} "
-                  f"--speculative-num-steps {plan.launch_steps} --speculative-eagle-topk 1")
+                  f"--speculative-num-steps {plan.launch_steps} --speculative-eagle-topk 1", soft_wrap=True)
     _print_unsettled(advice.primary, console)
 
 
@@ -529,6 +578,9 @@ def _write_adaptive(path_text: str, plan, force: bool, inputs) -> Path:
     from ..logfiles import same_file
 
     path = Path(path_text)
+    if path.is_symlink() and not path.exists():
+        raise UsageError(f"--adaptive-config {path}: a symlink to a missing file ({os.readlink(path)}); "
+                         "not written through it")
     if path.is_dir():
         raise UsageError(f"--adaptive-config {path}: is a directory")
     for name, given in inputs:
@@ -589,5 +641,5 @@ def main(args: argparse.Namespace) -> int:
     else:
         from rich.console import Console
 
-        _render(advice, plan, plan_path, desc, shape_note, Console(file=sys.stdout, width=None if sys.stdout.isatty() else 150))
+        _render(advice, plan, plan_path, desc, shape_note, Console(file=sys.stdout, width=None if sys.stdout.isatty() else 100))
     return 0

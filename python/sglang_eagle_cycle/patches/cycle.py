@@ -1,6 +1,6 @@
 """Per-cycle timing of SGLang 0.5.23's EAGLE-3 decode cycle (``EAGLEWorkerV2``), as AROUND hooks.
 
-One decode cycle of the overlap worker (UPSTREAM §2), the calls that bound each field, and where
+One decode cycle of the overlap worker (SGLang 0.5.23, scheduler and worker), the calls that bound each field, and where
 the time points are marked (all on the cycle's stream, i.e. on the device's timeline)::
 
     EAGLEWorkerV2.forward_batch_generation (decode branch)            total0 ..................... total1
@@ -46,7 +46,7 @@ Scheduler-side cost: one HookRegistry wrapper for the branch, one for the read p
 or one pooled CUDA event record each); the formatting and I/O run on the sink thread. The gap
 reuses the previous cycle's ``total1`` event, which that cycle hands over instead of releasing.
 
-Rules kept here (DESIGN §2):
+Rules kept here (README, "Per-cycle timing"):
 
 * The forward mode is checked *before* the original runs (verify mutates it): only decode batches
   are timed, never prefill/extend, idle (DP) batches or anything while a CUDA graph is being
@@ -55,7 +55,7 @@ Rules kept here (DESIGN §2):
   to the sink at the read point, which runs after the scheduler's own ``copy_done`` sync of that
   result (in overlap mode after batch N+1 was launched); the sink reads them only once ``query()``
   says they completed.
-* Fault isolation (DESIGN §0): an exception in our code is logged once (type and message) and the
+* Fault isolation (README, "Safety"): an exception in our code is logged once (type and message) and the
   cycle runs on upstream's path, untimed; an exception from upstream propagates unchanged and the
   cycle is discarded, so the next one starts clean.
 

@@ -227,8 +227,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def main(argv: Optional[list[str]] = None) -> int:
-    """Run the benchmark; returns the exit code (see the epilog)."""
+def main(argv: Optional[list[str]] = None, prog: str = PROG) -> int:
+    """Run the benchmark; returns the exit code (see the epilog).
+
+    ``prog`` names the command in usage and messages (``eagle-cycle sweep`` from the CLI).
+    """
+    global PROG
+    PROG = prog
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         return _run(parse(argv))

@@ -54,19 +54,14 @@ def _f(x, fmt: str) -> str:
 def render_table(rows: list[dict], file: TextIO, title: str) -> None:
     """The summary table (rich) on ``file``."""
     from rich.console import Console
-    from rich.table import Table
+    from ..tables import figure_table
 
     sp = speedups(rows)
-    table = Table(title=title, title_justify="left",
-                  caption="tok/s: output tokens per second; TTFT / ITL in ms; accept len: "
-                          "completion_tokens / spec_verify_ct per request, mean; cycle ms and "
-                          "verify %: server log \\[eagle-cycle] lines", caption_justify="left")
-    for name, just in [("steps", "right"), ("topk", "right"), ("draft tok", "right"),
-                       ("conc", "right"), ("status", "left"), ("tok/s", "right"),
-                       ("speedup", "right"), ("accept len", "right"), ("TTFT p50", "right"),
-                       ("ITL p50", "right"), ("ITL p99", "right"), ("cycle ms", "right"),
-                       ("verify %", "right")]:
-        table.add_column(name, justify=just, no_wrap=True)
+    cols = [("steps", "right"), ("topk", "right"), ("draft\ntok", "right"), ("conc", "right"),
+            ("status", "left"), ("tok/s", "right"), ("speedup", "right"), ("accept\nlen", "right"),
+            ("TTFT\np50", "right"), ("ITL\np50", "right"), ("ITL\np99", "right"), ("cycle\nms", "right"),
+            ("verify\n%", "right")]
+    cells = []
     for r in rows:
         cyc = r.get("cycle") or {}
         phases = cyc.get("phases") or {}
@@ -74,7 +69,7 @@ def render_table(rows: list[dict], file: TextIO, title: str) -> None:
         vshare = (phases.get("verify_ms") or {}).get("share")
         status = r.get("status", "?")
         s = sp.get(id(r))
-        table.add_row(
+        cells.append((
             "baseline" if r.get("steps") == 0 else str(r.get("steps")),
             _f(r.get("topk"), "d"), _f(r.get("num_draft_tokens"), "d"), str(r.get("concurrency")),
             status if status == "ok" else f"[red]{status}[/red]",
@@ -85,9 +80,13 @@ def render_table(rows: list[dict], file: TextIO, title: str) -> None:
             _f((r.get("itl_ms") or {}).get("p50"), ".2f"),
             _f((r.get("itl_ms") or {}).get("p99"), ".2f"),
             _f(total, ".2f"), "-" if vshare is None else f"{100 * vshare:.0f}",
-        )
+        ))
+    table = figure_table(title, cols, cells,
+                         caption="tok/s: output tokens per second; TTFT / ITL in ms; accept len: "
+                                 "completion_tokens / spec_verify_ct per request, mean; cycle ms and "
+                                 "verify %: server log \\[eagle-cycle] lines")
     probe = Console(file=file)
-    console = Console(file=file, width=None if probe.is_terminal else 150, highlight=False)
+    console = Console(file=file, width=None if probe.is_terminal else 100, highlight=False)
     console.print(table)
     for r in rows:
         if r.get("status") != "ok" and isinstance(r.get("error"), dict):

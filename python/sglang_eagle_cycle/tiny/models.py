@@ -5,7 +5,7 @@ parameter names equal to the Hugging Face checkpoint layout that SGLang 0.5.23 l
 ``state_dict()`` is the checkpoint. The tests check each forward against ``transformers`` and
 against SGLang's own model classes (``test/test_tiny_pair_sglang.py``).
 
-Residual-stream positions (DESIGN §1): ``states[j]`` is the residual stream *entering* decoder
+Residual-stream positions (README, "Aux-layer wiring"): ``states[j]`` is the residual stream *entering* decoder
 layer ``j`` (position 0 = the embedding output) and ``states[N]`` the last layer's output before
 the final norm. An EAGLE-3 layer id ``i`` in the layer-output convention is position ``i + 1``.
 
