@@ -53,12 +53,12 @@ def codes(report) -> tuple[set[str], set[str]]:
     return {p.code for p in report.errors}, {p.code for p in report.warnings}
 
 
-def run(target=LLAMA_8B, draft_over=None, draft_del=(), header=FC_OK, env=None):
+def run(target=LLAMA_8B, draft_over=None, draft_del=(), header=FC_OK, env=None, **kwargs):
     draft = copy.deepcopy(DRAFT)
     for key in draft_del:
         draft.pop(key, None)
     draft.update(draft_over or {})
-    return check_pair(target, draft, header=header, env=env or {})
+    return check_pair(target, draft, header=header, env=env or {}, **kwargs)
 
 
 def ids_cfg(ids):
@@ -95,6 +95,25 @@ CODE_CASES = {
     "ids_conflict": (dict(draft_over={"eagle_aux_hidden_state_layer_ids": [2, 15, 28]}),
                      dict(draft_over={"eagle_aux_hidden_state_layer_ids": [1, 15, 28]})),
     "unsorted_ids": (dict(draft_over=ids_cfg([15, 1, 28])), dict(draft_over=ids_cfg([1, 15, 28]))),
+    "algorithm_not_eagle3": (dict(algorithm="EAGLE"), dict(algorithm="EAGLE3")),
+    "aux_capture_off_fc_mismatch": (
+        dict(draft_over={"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28],
+                                          "use_aux_hidden_state": False}}),
+        dict(draft_over={"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28],
+                                          "use_aux_hidden_state": True}})),
+    "aux_capture_off": (
+        dict(draft_over={"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28],
+                                          "use_aux_hidden_state": False}}, header={"fc.weight": [4096, 4096]}),
+        dict(draft_over={"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]}},
+             header={"fc.weight": [4096, 4096]})),
+    "ids_key_misspelt": (dict(draft_over={"eagle_config": {"eagle_aux_hidden_states_layer_ids": [1, 15, 28]}}),
+                         dict(draft_over={"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]}})),
+    "draft_flag_ignored": (dict(draft_over={"architectures": ["Eagle3DeepseekV2ForCausalLM"], "norm_before_fc": True}),
+                           dict(draft_over={"architectures": ["LlamaForCausalLMEagle3"], "norm_before_fc": True})),
+    "draft_context_shorter": (dict(target={**LLAMA_8B, "max_position_embeddings": 131072},
+                                   draft_over={"max_position_embeddings": 2048}),
+                              dict(target={**LLAMA_8B, "max_position_embeddings": 131072},
+                                   draft_over={"max_position_embeddings": 131072})),
     "stock_differs": (dict(target={**LLAMA_8B, "architectures": ["DeepseekV3ForCausalLM"]},
                            draft_over=ids_cfg([2, 15, 28])),
                       dict(target={**LLAMA_8B, "architectures": ["DeepseekV3ForCausalLM"]},
@@ -108,7 +127,9 @@ def test_code_table_covers_design():
     assert errors == {"non_integer_ids", "duplicate_ids", "id_out_of_range", "embedding_capture",
                       "final_layer_capture_unsupported", "fc_width_mismatch", "draft_fc_built_mismatch",
                       "not_eagle3_architecture", "target_hidden_mismatch", "vocab_mismatch",
-                      "lm_head_shape_mismatch", "d2t_missing"}
+                      "lm_head_shape_mismatch", "d2t_missing", "algorithm_not_eagle3",
+                      "aux_capture_off_fc_mismatch"}
+    assert {c for c, level in CHECK_LEVELS.items() if level == "info"} == {"draft_context_shorter"}
 
 
 @pytest.mark.parametrize("code", sorted(CODE_CASES))
@@ -392,14 +413,12 @@ def test_layer_output_ids_always_have_a_stock_fix(module, n, data):
 
 # --------------------------------------------------------------------------- real data
 
-def _case_dirs(shared_data: Path) -> list[Path]:
-    return sorted(p for p in (shared_data / "configs").iterdir() if (p / "expected.json").is_file())
+def test_every_case_through_the_resolver():
+    from conftest import config_cases, config_index
 
-
-def test_every_case_through_the_resolver(shared_data):
-    index = json.loads((shared_data / "configs" / "index.json").read_text())
-    cases = _case_dirs(shared_data)
-    assert [c.name for c in cases] == sorted(e["case"] for e in index)
+    index = config_index()
+    cases = config_cases()
+    assert len(cases) >= 15 and [c.name for c in cases] == sorted(e["case"] for e in index)
     mismatches = []
     for case in cases:
         ours = json.loads((case / "expected.json").read_text())["ours"]
@@ -546,3 +565,153 @@ def test_locate_config_in_hf_cache_without_network(tmp_path):
     assert locate_config("org/draft-eagle3", env={"HF_HOME": str(tmp_path)}) == found
     with pytest.raises(UsageError, match="local cache"):
         locate_config("org/not-downloaded", env=env)
+
+
+# --------------------------------------------------------------------------- issue 14, items 5-9
+
+KIMI_MLA_DRAFT = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "hidden_size": 7168, "vocab_size": 163840,
+                  "num_hidden_layers": 1, **ids_cfg([2, 30, 58])}
+
+
+@pytest.mark.parametrize("algorithm", ["EAGLE", "NEXTN", "nextn"])
+def test_eagle3_head_under_eagle_or_nextn_is_an_error(algorithm):
+    r = check_pair(KIMI_TARGET, KIMI_DRAFT, header={"fc.weight": [7168, 21504]}, env={}, algorithm=algorithm)
+    errors, warnings = codes(r)
+    assert errors == {"algorithm_not_eagle3"} and not r.ok
+    assert "stock_differs" not in warnings  # nothing is captured, by stock or by us
+    msg = r.errors[0].message
+    assert "--speculative-algorithm EAGLE3" in msg and "accept length 1.0" in msg and "#21272" in msg
+    assert ("rewrites NEXTN to EAGLE" in msg) == (algorithm.upper() == "NEXTN")
+    for arch in ("Eagle3DeepseekV2ForCausalLM", "MyEagle3Head"):  # any *Eagle3* class
+        other = check_pair(KIMI_TARGET, {**KIMI_DRAFT, "architectures": [arch]}, env={}, algorithm=algorithm)
+        assert "algorithm_not_eagle3" in codes(other)[0]
+
+
+def test_eagle_head_under_eagle_is_fine_and_bad_algorithm_is_usage_error():
+    eagle2 = run(algorithm="EAGLE", draft_over={"architectures": ["LlamaForCausalLMEagle"]})
+    assert codes(eagle2)[0] == set()  # an EAGLE(-2) head under EAGLE: not this check's business
+    assert codes(run(algorithm="EAGLE3"))[0] == set()
+    with pytest.raises(UsageError, match="EAGLE3, EAGLE, NEXTN"):
+        run(algorithm="MEDUSA")
+
+
+def test_use_aux_hidden_state_false_error_or_warning():
+    off = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28], "use_aux_hidden_state": False}}
+    r = run(draft_over=off)  # fc.weight [4096, 12288]: trained on three 4096-wide states
+    assert codes(r)[0] == {"aux_capture_off_fc_mismatch"}
+    assert "12288" in r.errors[0].message and "4096" in r.errors[0].message
+    assert codes(run(draft_over=off, header=None))[0] == {"aux_capture_off_fc_mismatch"}  # fc as SGLang builds it
+    warn = run(draft_over=off, header={"fc.weight": [4096, 4096]})
+    assert codes(warn) == (set(), {"aux_capture_off"})
+    # under EAGLE the algorithm error says it all; a true or absent flag is the normal path
+    assert codes(run(draft_over=off, algorithm="EAGLE"))[0] == {"algorithm_not_eagle3"}
+    on = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28], "use_aux_hidden_state": True}}
+    assert run(draft_over=on).problems == []
+
+
+@pytest.mark.parametrize("where,key", [
+    ("top", "eagle_aux_hidden_states_layer_ids"),
+    ("nested", "eagle_aux_hidden_states_layer_ids"),
+    ("nested", "eagle_aux_hidden_state_layers_ids"),
+    ("nested", "Eagle_Aux_Hidden_State_Layer_Ids"),
+    ("top", "eagle_configs"),
+])
+def test_misspelt_ids_key_is_named(where, key):
+    value = {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]} if key == "eagle_configs" else [1, 15, 28]
+    draft = {k: v for k, v in DRAFT.items() if k != "eagle_config"}
+    draft.update({key: value} if where == "top" else {"eagle_config": {key: value}})
+    r = check_pair(LLAMA_8B, draft, header=FC_OK, env={})
+    errors, warnings = codes(r)
+    assert "ids_key_misspelt" in warnings and "ids_missing_default_used" in warnings and not errors
+    (msg,) = [p.message for p in r.problems if p.code == "ids_key_misspelt"]
+    found = key if where == "top" else f"eagle_config.{key}"
+    meant = "eagle_config" if key == "eagle_configs" else "eagle_config.eagle_aux_hidden_state_layer_ids"
+    assert f"'{found}'" in msg and f"did you mean '{meant}'" in msg
+
+
+def test_keys_that_are_not_misspellings_are_quiet():
+    draft = {**DRAFT, "num_aux_hidden_states": 3, "target_hidden_size": 4096, "eagle_aux_hidden_state_layer_ids":
+             [1, 15, 28], "dflash_target_layer_ids": [1, 2], "eagle_config": {
+                 "eagle_aux_hidden_state_layer_ids": [1, 15, 28], "use_aux_hidden_state": True,
+                 "norm_before_fc": False}}
+    assert "ids_key_misspelt" not in {p.code for p in check_pair(LLAMA_8B, draft, header=FC_OK, env={}).problems}
+
+
+def test_draft_context_shorter_is_an_info_note():
+    target = {**LLAMA_8B, "max_position_embeddings": 131072}
+    r = run(target=target, draft_over={"max_position_embeddings": 2048})
+    assert [(p.level, p.code) for p in r.problems] == [("info", "draft_context_shorter")]
+    assert r.ok and r.warnings == [] and r.errors == []
+    msg = r.infos[0].message
+    assert "2048" in msg and "131072" in msg and "max_position_embeddings" in msg
+    assert r.to_dict()["problems"] == [{"level": "info", "code": "draft_context_shorter", "message": msg}]
+    for draft_max in (131072, 262144):
+        assert run(target=target, draft_over={"max_position_embeddings": draft_max}).problems == []
+    # the server's --context-length, when set, is the context served
+    assert run(target=target, draft_over={"max_position_embeddings": 2048}, context_length=2048).problems == []
+    short = run(target=target, draft_over={"max_position_embeddings": 4096}, context_length=8192)
+    assert "8192" in short.infos[0].message and "--context-length" in short.infos[0].message
+    # a wrapped target's text_config is read; an unknown number says nothing
+    assert codes(check_pair(KIMI_TARGET | {"text_config": {**KIMI_TARGET["text_config"],
+                                                            "max_position_embeddings": 262144}},
+                            {**KIMI_DRAFT, "max_position_embeddings": 2048}, env={}))[1] == {"stock_differs"}
+    assert run(draft_over={"max_position_embeddings": 2048}).problems == []
+    with pytest.raises(UsageError, match="positive integer"):
+        run(context_length=0)
+
+
+def test_eagle31_head_keeps_the_verdict_and_names_the_variant():
+    header = {"fc.weight": [7168, 21504]}
+    for base in (KIMI_DRAFT, KIMI_MLA_DRAFT):
+        plain = check_pair(KIMI_TARGET, base, header=header, env={})
+        v31 = check_pair(KIMI_TARGET, {**base, "fc_norm": True, "norm_output": True},
+                         header={**header, "fc_norm.0.weight": [7168]}, env={})
+        assert v31.to_dict() == plain.to_dict()
+        assert "fc_norm" not in plain.variant and "EAGLE 3.1" in v31.variant and "norm_output" in v31.variant
+        assert v31.variant.startswith(base["architectures"][0])
+        legacy = check_pair(KIMI_TARGET, {**base, "use_aux_norm": True}, header=header, env={})
+        assert "fc_norm" in legacy.variant and legacy.to_dict() == plain.to_dict()
+
+
+def test_flags_the_chosen_class_ignores_are_warnings():
+    ids = [1, 15, 28]
+    # LlamaForCausalLMEagle3 reads norm_before_fc in eagle_config first, then at top level
+    nested = run(draft_over={"eagle_config": {"eagle_aux_hidden_state_layer_ids": ids, "norm_before_fc": True}},
+                 header={**FC_OK, "input_norm.weight": [12288]})
+    assert nested.problems == [] and "norm_before_fc" in nested.variant
+    top = run(draft_over={"norm_before_fc": True})  # a header without input_norm.weight is no problem
+    assert top.problems == [] and "input_norm" in top.variant
+    overridden = run(draft_over={"norm_before_fc": True, "eagle_config": {"eagle_aux_hidden_state_layer_ids": ids,
+                                                                          "norm_before_fc": False}},
+                     header={**FC_OK, "input_norm.weight": [12288]})
+    assert codes(overridden) == (set(), {"draft_flag_ignored"})
+    assert "input_norm.weight" in overridden.warnings[0].message
+    no_flag = run(header={**FC_OK, "fc_norm.0.weight": [4096]})
+    assert codes(no_flag) == (set(), {"draft_flag_ignored"}) and "fc_norm" in no_flag.warnings[0].message
+    # 0.5.23's Kimi MLA head has no input_norm: norm_before_fc (either place) or the tensor is dropped
+    mla = {"architectures": ["Eagle3DeepseekV2ForCausalLM"]}
+    for over, header in (({"norm_before_fc": True}, FC_OK),
+                         ({"eagle_config": {"eagle_aux_hidden_state_layer_ids": ids, "norm_before_fc": True}}, FC_OK),
+                         ({}, {**FC_OK, "input_norm.weight": [12288]})):
+        r = run(draft_over={**mla, **over}, header=header)
+        assert codes(r) == (set(), {"draft_flag_ignored"}), over
+        assert "Eagle3DeepseekV2ForCausalLM" in r.warnings[0].message
+    assert run(draft_over={**mla, "fc_norm": True, "norm_output": True}).problems == []
+
+
+def test_stock_differs_does_not_ask_for_a_convention_already_set():
+    draft = ids_cfg([2, 16, 29])  # llama: stock captures [3, 17, 30]
+    plain = run(target={**LLAMA_8B, "architectures": ["DeepseekV3ForCausalLM"]}, draft_over=draft)
+    (msg,) = [p.message for p in plain.problems if p.code == "stock_differs"]
+    assert "set SGLANG_EAGLE_CYCLE_AUX_CONVENTION=input" in msg
+    as_input = run(draft_over=draft, env={"SGLANG_EAGLE_CYCLE_AUX_CONVENTION": "input"})
+    (msg,) = [p.message for p in as_input.problems if p.code == "stock_differs"]
+    assert "set SGLANG_EAGLE_CYCLE_AUX_CONVENTION=" not in msg
+    assert "SGLANG_EAGLE_CYCLE_AUX_CONVENTION=input is set" in msg
+
+
+def test_header_reader_finds_the_norm_tensors(tmp_path):
+    write_header_only(tmp_path / "model.safetensors", {"fc.weight": [2880, 8640], "model.input_norm.weight": [8640],
+                                                       "fc_norm.0.weight": [2880], "layers.0.x": [1]})
+    assert read_draft_shapes(tmp_path) == {"fc.weight": [2880, 8640], "input_norm.weight": [8640],
+                                           "fc_norm.0.weight": [2880]}

@@ -51,8 +51,10 @@ def test_every_shared_case_matches_its_ours_block(shared_data, tmp_path, capsys,
     for var in ("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", "SGLANG_EAGLE_CYCLE_AUX_CONVENTION",
                 "SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING"):
         monkeypatch.delenv(var, raising=False)
-    cases = sorted(p for p in (shared_data / "configs").iterdir() if (p / "expected.json").is_file())
-    assert len(cases) == len(json.loads((shared_data / "configs" / "index.json").read_text()))
+    from conftest import config_cases, config_index
+
+    cases = config_cases()
+    assert len(cases) >= 15 and [c.name for c in cases] == [e["case"] for e in config_index()]
     mismatches = []
     for case in cases:
         target, draft = _materialise(case, tmp_path / case.name)
@@ -348,3 +350,100 @@ def test_misspelt_variable_is_named_and_the_check_runs(tmp_path, capsys, monkeyp
     assert code == 0 and json.loads(out)["positions"] == [2, 16, 29]
     assert err == ("eagle-cycle wiring: warning: SGLANG_EAGLE_CYCLE_AUX_LAYERS_IDS is set but nothing reads it; "
                    "did you mean SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS?\n")
+
+
+# --------------------------------------------------------------------------- issue 14, items 5-9
+
+KIMI_CASE = "01-kimi-k25-ids-2-30-58-layer-output"
+
+
+@pytest.mark.parametrize("algorithm", ["EAGLE", "NEXTN", "eagle"])
+def test_eagle3_head_under_algorithm_eagle_exits_1(shared_data, tmp_path, capsys, algorithm):
+    target, draft = _materialise(shared_data / "configs" / KIMI_CASE, tmp_path)
+    code, out, err = run_cli(capsys, str(target), str(draft), "--algorithm", algorithm, "--json")
+    doc = json.loads(out)
+    assert code == 1 and err == ""
+    assert [(p["level"], p["code"]) for p in doc["problems"]] == [("error", "algorithm_not_eagle3")]
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--algorithm", algorithm)
+    assert code == 1 and "error    algorithm_not_eagle3:" in out and "--speculative-algorithm EAGLE3" in out
+    assert f"algorithm: {algorithm.upper()}" in out
+    # the default is EAGLE3: the issue example is unchanged
+    assert run_cli(capsys, str(target), str(draft), "--algorithm", "EAGLE3", "--json")[0] == 0
+
+
+@pytest.mark.parametrize("argv,words", [
+    (("--algorithm", "MEDUSA"), "invalid choice"),
+    (("--context-length", "0"), "expected an integer >= 1"),
+    (("--context-length", "lots"), "expected an integer >= 1"),
+])
+def test_bad_algorithm_or_context_length_is_one_line_exit_2(tmp_path, argv, words):
+    target, draft = _pair(tmp_path)
+    proc = run_subprocess(str(target), str(draft), *argv)
+    assert proc.returncode == 2 and proc.stdout == "" and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and words in proc.stderr
+
+
+def test_use_aux_hidden_state_false_through_the_cli(tmp_path, capsys):
+    draft = {**LLAMA_DRAFT, "eagle_config": {**LLAMA_DRAFT["eagle_config"], "use_aux_hidden_state": False}}
+    target, d = _pair(tmp_path, draft=draft)
+    _header_only(d / "model.safetensors", {"fc.weight": [4096, 12288]})
+    code, out, _ = run_cli(capsys, str(target), str(d), "--json")
+    assert code == 1 and [p["code"] for p in json.loads(out)["problems"]] == ["aux_capture_off_fc_mismatch"]
+
+
+def test_misspelt_ids_key_through_the_cli(tmp_path, capsys):
+    draft = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 4096, "vocab_size": 128256,
+             "eagle_aux_hidden_states_layer_ids": [1, 15, 28]}
+    target, d = _pair(tmp_path, draft=draft)
+    code, out, _ = run_cli(capsys, str(target), str(d), "--json")
+    problems = {p["code"]: p for p in json.loads(out)["problems"]}
+    assert code == 0 and problems["ids_key_misspelt"]["level"] == "warning"
+    assert "'eagle_aux_hidden_states_layer_ids'" in problems["ids_key_misspelt"]["message"]
+    assert "'eagle_config.eagle_aux_hidden_state_layer_ids'" in problems["ids_key_misspelt"]["message"]
+
+
+def test_short_context_draft_is_a_note_not_a_warning(tmp_path, capsys):
+    target, draft = _pair(tmp_path, target={**LLAMA_TARGET, "max_position_embeddings": 131072},
+                          draft={**LLAMA_DRAFT, "max_position_embeddings": 2048})
+    code, out, err = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 0 and err == ""
+    (note,) = json.loads(out)["problems"]
+    assert (note["level"], note["code"]) == ("info", "draft_context_shorter")
+    assert "2048" in note["message"] and "131072" in note["message"]
+    code, out, _ = run_cli(capsys, str(target), str(draft))
+    assert code == 0 and "  info     draft_context_shorter: " in out and "0 errors, 0 warnings, 1 note" in out
+    # the server's --context-length decides when given
+    assert json.loads(run_cli(capsys, str(target), str(draft), "--context-length", "2048", "--json")[1])[
+        "problems"] == []
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--context-length", "1000000", "--json")
+    assert "1000000" in json.loads(out)["problems"][0]["message"]
+    # a draft with at least the target's context: nothing
+    _pair(tmp_path, target={**LLAMA_TARGET, "max_position_embeddings": 131072},
+          draft={**LLAMA_DRAFT, "max_position_embeddings": 131072})
+    code, out, _ = run_cli(capsys, str(target), str(draft))
+    assert code == 0 and "draft_context_shorter" not in out and out.count("0 errors, 0 warnings\n") == 1
+
+
+def test_eagle31_head_for_kimi_same_verdict_plus_variant(shared_data, tmp_path, capsys):
+    target, draft = _materialise(shared_data / "configs" / KIMI_CASE, tmp_path)
+    plain_code, plain_json, _ = run_cli(capsys, str(target), str(draft), "--json")
+    _, plain_text, _ = run_cli(capsys, str(target), str(draft))
+    cfg = json.loads((draft / "config.json").read_text())
+    (draft / "config.json").write_text(json.dumps({**cfg, "fc_norm": True, "norm_output": True}))
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert (code, json.loads(out)) == (plain_code, json.loads(plain_json))
+    _, text, _ = run_cli(capsys, str(target), str(draft))
+    variant = [line for line in text.splitlines() if line.strip().startswith("variant:")]
+    assert variant == ["        variant: LlamaForCausalLMEagle3 (fc_norm: per-state RMSNorm before fc, EAGLE 3.1; "
+                       "norm_output: post-norm hidden states out, EAGLE 3.1)"]
+    assert [line for line in text.splitlines() if "variant:" not in line] == \
+        [line for line in plain_text.splitlines() if "variant:" not in line]
+
+
+def test_convention_set_is_not_asked_for_again(tmp_path, capsys, monkeypatch):
+    target, draft = _pair(tmp_path, draft={**LLAMA_DRAFT, "eagle_config": {
+        "eagle_aux_hidden_state_layer_ids": [2, 16, 29]}})
+    monkeypatch.setenv("SGLANG_EAGLE_CYCLE_AUX_CONVENTION", "input")
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    (msg,) = [p["message"] for p in json.loads(out)["problems"] if p["code"] == "stock_differs"]
+    assert "SGLANG_EAGLE_CYCLE_AUX_CONVENTION=input is set" in msg and "set SGLANG_EAGLE_CYCLE_AUX_CONVENTION" not in msg

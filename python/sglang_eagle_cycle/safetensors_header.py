@@ -8,12 +8,15 @@ first ``8 + n`` bytes is enough to know every shape, so header-only files
 (as the tests write) and multi-gigabyte checkpoints cost the same, and no
 weights are ever loaded.
 
-The wiring check needs three EAGLE-3 draft tensors, found under their plain
+The wiring check needs these EAGLE-3 draft tensors, found under their plain
 names or with the ``model.`` prefix SGLang adds on load:
 
 - ``fc.weight``: ``[hidden_size, n_aux * target_hidden_size]``
 - ``lm_head.weight``: ``[draft_vocab_size or vocab_size, hidden_size]``
 - ``d2t``: ``[draft_vocab_size]`` (draft -> target token-id offsets)
+- ``input_norm.weight``: ``[n_aux * target_hidden_size]``, present in heads trained with
+  ``norm_before_fc`` (the gpt-oss head layout)
+- ``fc_norm.0.weight``: ``[target_hidden_size]``, present in EAGLE 3.1 heads (``fc_norm``)
 
 Usage::
 
@@ -34,6 +37,8 @@ DRAFT_TENSORS: dict[str, tuple[str, ...]] = {
     "fc.weight": ("fc.weight", "model.fc.weight"),
     "lm_head.weight": ("lm_head.weight", "model.lm_head.weight"),
     "d2t": ("d2t", "model.d2t"),
+    "input_norm.weight": ("input_norm.weight", "model.input_norm.weight"),
+    "fc_norm.0.weight": ("fc_norm.0.weight", "model.fc_norm.0.weight"),
 }
 
 #: a header larger than this is not a real header (safetensors itself caps it at 100 MB)
@@ -127,7 +132,8 @@ def _from_index(index_path: Path) -> dict[str, list[int]]:
 
 
 def read_draft_shapes(location: str | Path) -> dict[str, list[int]]:
-    """Shapes of ``fc.weight``, ``lm_head.weight`` and ``d2t`` in a draft checkpoint.
+    """Shapes of the :data:`DRAFT_TENSORS` (``fc.weight``, ``lm_head.weight``, ``d2t``, ``input_norm.weight``,
+    ``fc_norm.0.weight``) in a draft checkpoint.
 
     ``location`` is the draft's model directory (a ``config.json`` path means its
     folder, a ``.safetensors`` path means that file).  Looks for

@@ -1,7 +1,7 @@
 """EAGLE-3 aux hidden-state wiring: read, resolve and validate a draft's aux layer ids.
 
 Pure standard-library code (no torch, no SGLang import), shared by the server hook
-and ``eagle-cycle wiring``.  DESIGN §1 is the contract:
+and ``eagle-cycle wiring``.  the README section "Aux-layer wiring" is the contract:
 
 * capture position ``j`` = the residual stream entering 0-based decoder layer ``j``
   (HF ``hidden_states[j]``): position 0 is the embedding output, position ``N`` the
@@ -29,10 +29,16 @@ Environment (the server reads the same variables):
 * ``SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING=1`` accepts position 0 (id -1);
 * ``SGLANG_EAGLE_CYCLE_WIRING_STRICT=0`` (server only): wiring errors are logged instead of stopping
   the launch.
+
+Besides the ids, the check covers the speculative algorithm (an EAGLE-3 head needs ``EAGLE3``;
+``EAGLE``/``NEXTN`` capture nothing), ``eagle_config.use_aux_hidden_state: false``, misspelt id keys,
+a draft trained on a shorter context than it will serve (an ``info`` note, never a warning) and the
+EAGLE 3.1 / gpt-oss head flags (:func:`draft_variant`).
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -57,9 +63,14 @@ MAX_NUM_LAYERS = 10000
 #: draft architectures SGLang 0.5.23 can load as an EAGLE-3 head
 EAGLE3_DRAFT_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM")
 
-ERROR, WARNING = "error", "warning"
+#: ``--speculative-algorithm`` values the check knows; NEXTN is SGLang's alias of EAGLE
+ALGORITHMS = ("EAGLE3", "EAGLE", "NEXTN")
 
-#: code -> level, DESIGN §1's table (the CLI and the startup path share it)
+ERROR, WARNING, INFO = "error", "warning", "info"
+#: report order of the levels (errors first); ``info`` is shown but never counted as a warning
+_LEVEL_ORDER = {ERROR: 0, WARNING: 1, INFO: 2}
+
+#: code -> level, the README wiring section's level table (the CLI and the startup path share it)
 CHECK_LEVELS: dict[str, str] = {
     "non_integer_ids": ERROR,
     "duplicate_ids": ERROR,
@@ -73,11 +84,17 @@ CHECK_LEVELS: dict[str, str] = {
     "vocab_mismatch": ERROR,
     "lm_head_shape_mismatch": ERROR,
     "d2t_missing": ERROR,
+    "algorithm_not_eagle3": ERROR,
+    "aux_capture_off_fc_mismatch": ERROR,
+    "aux_capture_off": WARNING,
+    "ids_key_misspelt": WARNING,
+    "draft_flag_ignored": WARNING,
     "ids_missing_default_used": WARNING,
     "ids_top_level": WARNING,
     "ids_conflict": WARNING,
     "unsorted_ids": WARNING,
     "stock_differs": WARNING,
+    "draft_context_shorter": INFO,
 }
 
 
@@ -442,6 +459,10 @@ class WiringReport:
         stock_ids_valid: False when stock SGLang would be handed ids that are not a
             list of integers; its capture is then not predicted and ``stock_positions``
             is None (not in the JSON).
+        algorithm: the ``--speculative-algorithm`` checked (``EAGLE3``, ``EAGLE`` or
+            ``NEXTN``; not in the JSON).
+        variant: the draft class SGLang 0.5.23 builds and its optional norms, one
+            line (:func:`draft_variant`); None without a draft config (not in the JSON).
     """
 
     num_layers: int
@@ -456,6 +477,8 @@ class WiringReport:
     problems: list[Problem] = field(default_factory=list)
     convention: str = "output"
     stock_ids_valid: bool = True
+    algorithm: str = "EAGLE3"
+    variant: str | None = None
 
     @property
     def errors(self) -> list[Problem]:
@@ -464,6 +487,11 @@ class WiringReport:
     @property
     def warnings(self) -> list[Problem]:
         return [p for p in self.problems if p.level == WARNING]
+
+    @property
+    def infos(self) -> list[Problem]:
+        """Notes (level ``info``): shown and logged, never counted as warnings, never a failure."""
+        return [p for p in self.problems if p.level == INFO]
 
     @property
     def ok(self) -> bool:
@@ -475,7 +503,7 @@ class WiringReport:
         return d
 
     def startup_line(self) -> str:
-        """The one-line summary the server logs at start-up (DESIGN §1), e.g.
+        """The one-line summary the server logs at start-up (README, "Aux-layer wiring"), e.g.
 
         ``EAGLE-3 aux wiring: ids [2, 30, 58] (layer outputs, draft eagle_config) ->
         capture positions [3, 31, 59] of 61; stock SGLang 0.5.23 would capture [2, 30, 58]``
@@ -621,6 +649,9 @@ class _Inputs:
     target_vocab_size: int | None
     header: Mapping | None
     env: Mapping
+    algorithm: str = "EAGLE3"
+    context_length: int | None = None  # the server's --context-length, when set
+    target_max_positions: int | None = None  # the target's max_position_embeddings
 
 
 def _resolve(inp: _Inputs) -> WiringReport:
@@ -731,6 +762,12 @@ def _resolve(inp: _Inputs) -> WiringReport:
     draft_cfg = inp.draft_cfg if isinstance(inp.draft_cfg, Mapping) else None
     # number of aux hidden states captured (None: not a list, non_integer_ids says so)
     n_aux = 3 if ids is None else (len(ids) if isinstance(ids, list) else None)
+    capture = capture_problems(draft_cfg, inp.algorithm, inp.target_hidden_size, inp.header) \
+        if draft_cfg is not None else []
+    problems.extend(capture)
+    capture_off = any(p.code in _CAPTURE_OFF_CODES for p in capture)
+    if capture_off:  # nothing is captured: the ids-count fc checks compare against nothing
+        n_aux = None
     if draft_cfg is not None:
         _draft_checks(draft_cfg, inp, n_aux, add)
     header = inp.header or {}
@@ -743,24 +780,39 @@ def _resolve(inp: _Inputs) -> WiringReport:
     if draft_cfg is not None:
         _header_checks(draft_cfg, header, add)
 
-    if positions is not None and rule is not None and not _same_capture(positions, stock or []):
+    if draft_cfg is not None:
+        problems.extend(misspelt_key_problems(draft_cfg))
+        problems.extend(variant_problems(draft_cfg, header))
+        note = context_note(draft_cfg, inp.context_length, inp.target_max_positions)
+        if note is not None:
+            problems.append(note)
+
+    if positions is not None and rule is not None and not _same_capture(positions, stock or []) \
+            and not capture_off:
         if not stock_ids_valid:
             stock_words = f"is handed non-integer ids {_fmt(inp.stock_ids)} (its capture is not predicted)"
         elif stock is None:
             stock_words = f"would fail at start-up (IndexError) with ids {_fmt(inp.stock_ids)}"
         else:
             stock_words = f"would capture {_fmt(stock)}"
+        if convention == "output":
+            advice = (f"If the draft was trained on layer inputs, set {ENV_CONVENTION}=input; to keep SGLang's "
+                      f"per-family rule, set {ENV_CONVENTION}=stock")
+        else:  # the user already chose a convention: say what it does, do not tell them to set it
+            reads = "capture positions" if convention == "input" else f"{default_rule.module}'s stock rule"
+            advice = (f"{ENV_CONVENTION}={env.get(ENV_CONVENTION, '').strip()} is set, so the ids are read as "
+                      f"{reads}")
         add("stock_differs",
             f"stock SGLang {STOCK_VERSION}, {rule.describe()}, {stock_words}; this plugin captures {positions}. "
-            f"If the draft was trained on layer inputs, set {ENV_CONVENTION}=input; to keep SGLang's per-family "
-            f"rule, set {ENV_CONVENTION}=stock")
+            + advice)
 
     hint = _stock_hint(rule, positions, n, ids) if positions is not None else None
-    problems.sort(key=lambda p: p.level != ERROR)
+    problems.sort(key=lambda p: _LEVEL_ORDER[p.level])
     return WiringReport(
         num_layers=n, ids=ids, ids_source=source, reading=reading, positions=positions,
         stock_positions=stock, stock_family=rule.module if rule else None, stock_ids_hint=hint,
         fc_in_features=fc_in, problems=problems, convention=convention, stock_ids_valid=stock_ids_valid,
+        algorithm=inp.algorithm, variant=draft_variant(draft_cfg, header)[0] if draft_cfg is not None else None,
     )
 
 
@@ -777,7 +829,7 @@ def _draft_target_hidden(draft_cfg: Mapping | None) -> int | None:
 def _draft_checks(draft: Mapping, inp: _Inputs, n_aux: int | None, add) -> None:
     archs = draft.get("architectures")
     archs = archs if isinstance(archs, list) else []
-    if not any(a in EAGLE3_DRAFT_ARCHITECTURES for a in archs):
+    if inp.algorithm == "EAGLE3" and not any(a in EAGLE3_DRAFT_ARCHITECTURES for a in archs):
         add("not_eagle3_architecture",
             f"draft architectures {_fmt(archs)} name no EAGLE-3 class; SGLang {STOCK_VERSION} loads "
             f"{' or '.join(EAGLE3_DRAFT_ARCHITECTURES)}")
@@ -819,6 +871,252 @@ def _header_checks(draft: Mapping, header: Mapping, add) -> None:
     if _is_int(dvocab) and _is_int(vocab) and dvocab < vocab and "d2t" not in header:
         add("d2t_missing", f"draft_vocab_size {dvocab} < vocab_size {vocab} but the checkpoint has no d2t "
                            f"tensor to map draft tokens to target tokens")
+
+
+def _problem(code: str, message: str) -> Problem:
+    return Problem(CHECK_LEVELS[code], code, message)
+
+
+def normalize_algorithm(value) -> str:
+    """``--speculative-algorithm`` as one of :data:`ALGORITHMS` (any case); None or ``""`` means ``EAGLE3``.
+
+    Raises:
+        UsageError: any other value (one line naming the accepted ones).
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return "EAGLE3"
+    name = value.strip().upper() if isinstance(value, str) else None
+    if name not in ALGORITHMS:
+        raise UsageError(f"speculative algorithm {_short(value)}: expected one of {', '.join(ALGORITHMS)}")
+    return name
+
+
+def is_eagle3_head(draft_cfg: Mapping | None) -> bool:
+    """True when the draft's ``architectures`` name an EAGLE-3 class (``*Eagle3*``, any case)."""
+    archs = draft_cfg.get("architectures") if isinstance(draft_cfg, Mapping) else None
+    return isinstance(archs, list) and any(isinstance(a, str) and "eagle3" in a.lower() for a in archs)
+
+
+def _eagle3_arch(draft_cfg: Mapping) -> str:
+    archs = draft_cfg.get("architectures") or []
+    return next((a for a in archs if isinstance(a, str) and "eagle3" in a.lower()), "?")
+
+
+def _eagle_config(draft_cfg: Mapping) -> Mapping:
+    ec = draft_cfg.get("eagle_config")
+    return ec if isinstance(ec, Mapping) else {}
+
+
+def aux_capture_enabled(draft_cfg: Mapping) -> bool:
+    """What SGLang 0.5.23 makes of ``eagle_config.use_aux_hidden_state`` under EAGLE3.
+
+    It reads ``eagle_config.get("use_aux_hidden_state", True)`` when ``eagle_config`` is an object
+    and keeps True otherwise; a false value (``false``, ``0``, ``null``) turns capture off.
+    """
+    ec = draft_cfg.get("eagle_config")
+    return bool(ec.get("use_aux_hidden_state", True)) if isinstance(ec, Mapping) else True
+
+
+def _built_fc_in(draft_cfg: Mapping) -> int | None:
+    """``fc`` in-width SGLang builds for the draft: per-state width x number of aux states."""
+    width = _draft_target_hidden(draft_cfg)
+    if width is None:
+        return None
+    if "Eagle3DeepseekV2ForCausalLM" not in (draft_cfg.get("architectures") or []) \
+            and _is_int(draft_cfg.get("num_aux_hidden_states")):
+        return width * draft_cfg["num_aux_hidden_states"]
+    ids = _nested_ids(draft_cfg)
+    if ids is None and "Eagle3DeepseekV2ForCausalLM" in (draft_cfg.get("architectures") or []):
+        ids = draft_cfg.get(IDS_KEY)
+    return width * (len(ids) if isinstance(ids, list) and ids else 3)
+
+
+_CAPTURE_OFF_CODES = ("algorithm_not_eagle3", "aux_capture_off", "aux_capture_off_fc_mismatch")
+
+
+def capture_problems(draft_cfg: Mapping, algorithm: str = "EAGLE3", target_hidden_size: int | None = None,
+                     header: Mapping | None = None) -> list[Problem]:
+    """Problems that leave an EAGLE-3 head without aux hidden states (no ids involved).
+
+    * ``algorithm_not_eagle3`` (error): an EAGLE-3 head under ``EAGLE`` or ``NEXTN`` (SGLang rewrites
+      NEXTN to EAGLE): nothing is captured, the draft's ``fc`` is skipped, the target's ``lm_head``
+      replaces the draft's, ``d2t`` is ignored; accept length stays 1.0 without any error.
+    * ``aux_capture_off_fc_mismatch`` (error) / ``aux_capture_off`` (warning): under EAGLE3 with
+      ``eagle_config.use_aux_hidden_state`` false, when ``fc``'s input width (from ``header``'s
+      ``fc.weight`` [out, in], else as SGLang builds it) is / is not different from the target's
+      hidden size (``target_hidden_size``, else the draft's ``target_hidden_size``/``hidden_size``).
+
+    Args:
+        draft_cfg: the draft's ``config.json``.
+        algorithm: one of :data:`ALGORITHMS` (normalised by the caller).
+        target_hidden_size: the target's hidden size in elements, or None when unknown.
+        header: tensor name -> shape from the draft's safetensors header, or None.
+
+    Returns:
+        Zero or one :class:`Problem`.
+    """
+    if not isinstance(draft_cfg, Mapping) or not is_eagle3_head(draft_cfg):
+        return []
+    arch = _eagle3_arch(draft_cfg)
+    if algorithm in ("EAGLE", "NEXTN"):
+        alias = " (SGLang rewrites NEXTN to EAGLE)" if algorithm == "NEXTN" else ""
+        return [_problem("algorithm_not_eagle3",
+                         f"the draft is an EAGLE-3 head ({arch}) but the algorithm is {algorithm}{alias}: SGLang "
+                         f"{STOCK_VERSION} then captures no aux hidden states, skips the draft's fc, uses the "
+                         f"target's lm_head instead of the draft's and ignores d2t, so every cycle accepts only "
+                         f"the bonus token (accept length 1.0, no error; SGLang PR #21272). Fix: launch with "
+                         f"--speculative-algorithm EAGLE3")]
+    if algorithm != "EAGLE3" or aux_capture_enabled(draft_cfg):
+        return []
+    fc_shape = (header or {}).get("fc.weight")
+    if isinstance(fc_shape, list) and len(fc_shape) == 2:
+        fc_in, where = fc_shape[1], f"fc.weight {list(fc_shape)}"
+    else:
+        fc_in, where = _built_fc_in(draft_cfg), "as SGLang builds fc"
+    width = target_hidden_size or _draft_target_hidden(draft_cfg)
+    head = (f"eagle_config.use_aux_hidden_state is {json.dumps(_eagle_config(draft_cfg).get('use_aux_hidden_state'))}: "
+            f"SGLang {STOCK_VERSION} captures no aux hidden states and hands the draft the target's last hidden "
+            f"state")
+    if fc_in is not None and width is not None and fc_in != width:
+        return [_problem("aux_capture_off_fc_mismatch",
+                         f"{head} ({width} wide), but the draft's fc takes {fc_in} inputs ({where}): the draft was "
+                         f"trained on {fc_in // width if fc_in % width == 0 else 'several'} concatenated states it "
+                         f"will never see and its fc is skipped. Fix: remove use_aux_hidden_state from eagle_config "
+                         f"(or set it to true)")]
+    return [_problem("aux_capture_off",
+                     f"{head}; the draft's fc is skipped. Remove use_aux_hidden_state from eagle_config (or set it "
+                     f"to true) unless the draft was trained on the last hidden state alone")]
+
+
+#: keys SGLang 0.5.23 reads for the layer ids: (where, key); top-level only by Eagle3DeepseekV2ForCausalLM
+_ID_KEYS_MEANT = f"eagle_config.{IDS_KEY}"
+#: how close (difflib ratio, lower case) a key must be to count as a misspelling
+MISSPELT_CUTOFF = 0.85
+
+
+def _close(key: str, meant: str) -> bool:
+    return key != meant and difflib.SequenceMatcher(None, key.lower(), meant.lower()).ratio() >= MISSPELT_CUTOFF
+
+
+def misspelt_key_problems(draft_cfg: Mapping) -> list[Problem]:
+    """``ids_key_misspelt`` warnings: draft keys close to the layer-ids key (or to ``eagle_config``).
+
+    Looks at the top level and inside ``eagle_config``; a key counts when its lower-case difflib
+    ratio to ``eagle_aux_hidden_state_layer_ids`` (or ``eagle_config``, for an object value) is at
+    least :data:`MISSPELT_CUTOFF` and it is not the exact key. SGLang reads only the exact key, so the
+    ids under a misspelt one are ignored and the family default is used.
+    """
+    found: list[tuple[str, str, object]] = []
+    for key, value in draft_cfg.items():
+        if not isinstance(key, str):
+            continue
+        if _close(key, IDS_KEY):
+            found.append((key, _ID_KEYS_MEANT, value))
+        elif isinstance(value, Mapping) and _close(key, "eagle_config"):
+            found.append((key, "eagle_config", value))
+    for key, value in _eagle_config(draft_cfg).items():
+        if isinstance(key, str) and _close(key, IDS_KEY):
+            found.append((f"eagle_config.{key}", _ID_KEYS_MEANT, value))
+    out = []
+    for key, meant, value in found:
+        what = f"ids {_fmt(value)}" if isinstance(value, list) else "its contents"
+        out.append(_problem("ids_key_misspelt",
+                            f"draft key {key!r} is not one SGLang {STOCK_VERSION} reads: did you mean {meant!r}? "
+                            f"{what.capitalize()} are ignored (the family default is used unless ids are "
+                            f"declared elsewhere)"))
+    return out
+
+
+#: the draft classes whose flags are known, and what each reads (SGLang 0.5.23)
+_LLAMA_HEAD, _MLA_HEAD = "LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM"
+
+
+def _norm_before_fc(draft_cfg: Mapping) -> bool:
+    """``norm_before_fc`` as LlamaForCausalLMEagle3 reads it: eagle_config first, then top level."""
+    ec = _eagle_config(draft_cfg)
+    return bool(ec.get("norm_before_fc", draft_cfg.get("norm_before_fc", False)))
+
+
+def _tensor_dropped(tensor: str, why: str, arch: str, module: str, flag: str) -> "Problem":
+    """``draft_flag_ignored``: the checkpoint holds ``tensor`` but the config does not turn on the
+    module that would load it, so SGLang drops the tensor silently."""
+    return _problem("draft_flag_ignored",
+                    f"the checkpoint has {tensor} but {why}: SGLang {STOCK_VERSION}'s {arch} builds no {module} "
+                    f"and drops the tensor; set \"{flag}\": true")
+
+
+def draft_variant(draft_cfg: Mapping | None, header: Mapping | None = None) -> tuple[str | None, list[Problem]]:
+    """The EAGLE-3 head variant SGLang 0.5.23 builds, and the flags its class ignores.
+
+    Flags, read where each class reads them: ``fc_norm`` / ``use_aux_norm`` (per-state RMSNorm before
+    ``fc``, EAGLE 3.1) and ``norm_output`` (post-norm hidden states out) at top level, by both classes;
+    ``norm_before_fc`` (one RMSNorm over the concatenated states, ``input_norm``: the gpt-oss head
+    layout) in ``eagle_config`` first, then top level, by ``LlamaForCausalLMEagle3`` only. Tensors
+    ``input_norm.weight`` and ``fc_norm.0.weight`` in ``header`` show what the checkpoint was trained with.
+
+    Returns:
+        ``(line, problems)``: one line such as ``"LlamaForCausalLMEagle3 (EAGLE 3.1: fc_norm,
+        norm_output)"`` (None when the draft names no EAGLE-3 class) and ``draft_flag_ignored``
+        warnings for a flag or tensor the chosen class drops.
+    """
+    if not isinstance(draft_cfg, Mapping) or not is_eagle3_head(draft_cfg):
+        return None, []
+    header = header or {}
+    arch = _eagle3_arch(draft_cfg)
+    fc_norm = bool(draft_cfg.get("fc_norm") or draft_cfg.get("use_aux_norm", False))
+    norm_output = bool(draft_cfg.get("norm_output", False))
+    before_fc = _norm_before_fc(draft_cfg)
+    problems: list[Problem] = []
+    parts: list[str] = []
+    if arch == _MLA_HEAD:
+        if before_fc or "input_norm.weight" in header:
+            why = ("norm_before_fc is set" if before_fc else "") + \
+                  (" and " if before_fc and "input_norm.weight" in header else "") + \
+                  ("the checkpoint has input_norm.weight" if "input_norm.weight" in header else "")
+            problems.append(_problem("draft_flag_ignored",
+                                     f"{why}, but SGLang {STOCK_VERSION}'s {arch} has no input_norm: it ignores "
+                                     f"norm_before_fc and drops the tensor, so the draft runs without the norm "
+                                     f"before fc it was trained with"))
+    elif arch == _LLAMA_HEAD:
+        if before_fc:
+            parts.append("norm_before_fc: input_norm over the concatenated states before fc, gpt-oss head layout")
+        elif "input_norm.weight" in header:
+            problems.append(_tensor_dropped("input_norm.weight", "norm_before_fc is not set (looked at eagle_config, "
+                                            "then top level)", arch, "input_norm", "norm_before_fc"))
+    if arch in (_LLAMA_HEAD, _MLA_HEAD):
+        if fc_norm:
+            parts.append("fc_norm: per-state RMSNorm before fc, EAGLE 3.1")
+        elif "fc_norm.0.weight" in header:
+            problems.append(_tensor_dropped("fc_norm.0.weight", "neither fc_norm nor use_aux_norm is true at top "
+                                            "level", arch, "fc_norm", "fc_norm"))
+        if norm_output:
+            parts.append("norm_output: post-norm hidden states out, EAGLE 3.1")
+        line = f"{arch} ({'; '.join(parts)})" if parts else f"{arch} (plain EAGLE-3: no optional norms)"
+    else:
+        line = f"{arch} (not a class SGLang {STOCK_VERSION} builds as an EAGLE-3 head; flags not checked)"
+    return line, problems
+
+
+def variant_problems(draft_cfg: Mapping, header: Mapping | None) -> list[Problem]:
+    """The ``draft_flag_ignored`` warnings of :func:`draft_variant`."""
+    return draft_variant(draft_cfg, header)[1]
+
+
+def context_note(draft_cfg: Mapping, context_length: int | None, target_max_positions: int | None) -> Problem | None:
+    """``draft_context_shorter`` (level info) when the draft's ``max_position_embeddings`` (tokens)
+    is below the context it will serve: ``context_length`` (the server's ``--context-length``) when
+    given, else ``target_max_positions`` (the target's ``max_position_embeddings``). None otherwise,
+    or when either number is unknown."""
+    draft_max = draft_cfg.get("max_position_embeddings")
+    if context_length is not None:
+        serve, where = context_length, "--context-length"
+    else:
+        serve, where = target_max_positions, "the target's max_position_embeddings"
+    if not _is_int(draft_max) or not _is_int(serve) or draft_max >= serve:
+        return None
+    return _problem("draft_context_shorter",
+                    f"the draft's max_position_embeddings is {draft_max} but it will serve contexts up to {serve} "
+                    f"tokens ({where}): past {draft_max} tokens its acceptance may fall (SGLang issue #6783)")
 
 
 def _stock_hint(rule: FamilyRule | None, positions: list[int], n: int, ids) -> list[int] | None:
@@ -883,7 +1181,8 @@ def stock_fix_text(report: WiringReport) -> str:
 # --------------------------------------------------------------------------- entry points
 
 def check_pair(target_cfg: Mapping, draft_cfg: Mapping, header: Mapping | None = None,
-               env: Mapping = os.environ) -> WiringReport:
+               env: Mapping = os.environ, algorithm: str | None = "EAGLE3",
+               context_length: int | None = None) -> WiringReport:
     """Check a target/draft config pair as ``eagle-cycle wiring`` does.
 
     Args:
@@ -892,14 +1191,23 @@ def check_pair(target_cfg: Mapping, draft_cfg: Mapping, header: Mapping | None =
         header: tensor name -> shape from the draft's safetensors header
             (:func:`sglang_eagle_cycle.safetensors_header.read_draft_shapes`), or None.
         env: environment overrides (``SGLANG_EAGLE_CYCLE_AUX_*``).
+        algorithm: the server's ``--speculative-algorithm``: ``EAGLE3`` (default), ``EAGLE``
+            or ``NEXTN``, any case.
+        context_length: the server's ``--context-length`` in tokens, or None to use the
+            target's ``max_position_embeddings`` (for ``draft_context_shorter``).
 
     Raises:
         UsageError: the target has no layer count; its ``num_hidden_layers`` is not
             an integer in [1, 10000], or its ``hidden_size`` / ``vocab_size`` is present
-            but not a positive integer; an env value is malformed.
+            but not a positive integer; an env value is malformed; an unknown
+            ``algorithm``; a ``context_length`` that is not a positive integer.
     """
     if not isinstance(target_cfg, Mapping) or not isinstance(draft_cfg, Mapping):
         raise UsageError("target and draft configs must be JSON objects")
+    algorithm = normalize_algorithm(algorithm)
+    if context_length is not None and (not _is_int(context_length) or context_length < 1):
+        raise UsageError(f"context length {_short(context_length)}: expected a positive integer (tokens)")
+    max_pos = find_field(target_cfg, "max_position_embeddings")
     if _checked_target_field(target_cfg, "num_hidden_layers", MAX_NUM_LAYERS) is None:
         find_num_layers(target_cfg)  # raises its "no integer num_hidden_layers" message
     return _resolve(_Inputs(
@@ -907,12 +1215,15 @@ def check_pair(target_cfg: Mapping, draft_cfg: Mapping, header: Mapping | None =
         stock_ids=_nested_ids(draft_cfg), nested=_nested_ids(draft_cfg), top_level=draft_cfg.get(IDS_KEY),
         draft_cfg=draft_cfg, target_hidden_size=_checked_target_field(target_cfg, "hidden_size"),
         target_vocab_size=_checked_target_field(target_cfg, "vocab_size"), header=header, env=env,
+        algorithm=algorithm, context_length=context_length, target_max_positions=max_pos[0] if max_pos else None,
     ))
 
 
 def resolve_at_setter(*, family: str, num_layers: int, passed_ids, draft_cfg: Mapping | None,
                       env: Mapping = os.environ, target_hidden_size: int | None = None,
-                      target_vocab_size: int | None = None, header: Mapping | None = None) -> WiringReport:
+                      target_vocab_size: int | None = None, header: Mapping | None = None,
+                      context_length: int | None = None, target_max_positions: int | None = None,
+                      algorithm: str | None = "EAGLE3") -> WiringReport:
     """Resolve the wiring inside a target's ``set_eagle3_layers_to_capture`` (server hook).
 
     Args:
@@ -925,6 +1236,9 @@ def resolve_at_setter(*, family: str, num_layers: int, passed_ids, draft_cfg: Ma
             to ``passed_ids`` as if they were the draft's eagle_config ids.
         target_hidden_size, target_vocab_size, header: enable the width, vocab and
             safetensors checks when known.
+        context_length, target_max_positions: the server's ``--context-length`` and the
+            target's ``max_position_embeddings`` (tokens), for ``draft_context_shorter``.
+        algorithm: the speculative algorithm (``EAGLE3`` when the setter runs).
 
     Returns the report; ``positions`` is what the family's capture state must
     equal (None when an error-level problem leaves no valid positions).
@@ -940,7 +1254,9 @@ def resolve_at_setter(*, family: str, num_layers: int, passed_ids, draft_cfg: Ma
     return _resolve(_Inputs(
         rule=rule, num_layers=num_layers, stock_ids=passed_ids, nested=nested, top_level=top,
         draft_cfg=draft_cfg, target_hidden_size=target_hidden_size, target_vocab_size=target_vocab_size,
-        header=header, env=env,
+        header=header, env=env, algorithm=normalize_algorithm(algorithm),
+        context_length=context_length if _is_int(context_length) and context_length > 0 else None,
+        target_max_positions=target_max_positions if _is_int(target_max_positions) else None,
     ))
 
 

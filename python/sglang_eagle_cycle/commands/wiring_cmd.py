@@ -14,6 +14,13 @@ Example::
 --target-revision / --draft-revision apply to cached repo ids only; given with a
 local path they are ignored with a one-line warning on stderr.
 
+--algorithm EAGLE|EAGLE3|NEXTN (any case; default EAGLE3) is the server's
+--speculative-algorithm: an EAGLE-3 head under EAGLE or NEXTN is the error
+algorithm_not_eagle3.  --context-length TOKENS is the server's --context-length
+(default: the target's max_position_embeddings); a draft trained on a shorter
+context gets the note draft_context_shorter (level info: shown, never counted as
+a warning, never a reason for a non-zero exit).
+
 Exit codes: 0 no error-level problem, 1 an error-level problem, 2 unusable input
 (including malformed SGLANG_EAGLE_CYCLE_* values and a target whose
 num_hidden_layers, hidden_size or vocab_size is not a usable positive integer).
@@ -27,6 +34,8 @@ import os
 import sys
 from pathlib import Path
 
+from ..argtypes import int_in
+
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="TARGET", help="target model directory, config.json, or cached HF repo id")
@@ -34,6 +43,10 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     parser.add_argument("--target-revision", default=None, help="HF cache revision (branch, tag, commit) of TARGET")
     parser.add_argument("--draft-revision", default=None, help="HF cache revision (branch, tag, commit) of DRAFT")
+    parser.add_argument("--algorithm", default="EAGLE3", type=str.upper, choices=("EAGLE3", "EAGLE", "NEXTN"),
+                        help="the server's --speculative-algorithm (default EAGLE3; NEXTN is SGLang's alias of EAGLE)")
+    parser.add_argument("--context-length", default=None, type=int_in(1), metavar="TOKENS",
+                        help="the server's --context-length (default: the target's max_position_embeddings)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -53,7 +66,10 @@ def main(args: argparse.Namespace) -> int:
     target_cfg = load_config(target_path)
     draft_cfg = load_config(draft_path)
     header = read_draft_shapes(draft_path.parent) or None
-    report = check_pair(target_cfg, draft_cfg, header=header, env=os.environ)
+    # callers that build their own Namespace (examples/demo.py) may leave the newer options out
+    report = check_pair(target_cfg, draft_cfg, header=header, env=os.environ,
+                        algorithm=getattr(args, "algorithm", "EAGLE3"),
+                        context_length=getattr(args, "context_length", None))
 
     if args.json:
         print(json.dumps(report.to_dict()))
@@ -90,12 +106,17 @@ def _render(report, target_path: Path, target_cfg: dict, draft_path: Path, draft
     lines.append(f"draft   {draft_path}")
     tensors = ", ".join(f"{k} {v}" for k, v in (header or {}).items()) or "no safetensors header found"
     lines.append(f"        {_arch(draft_cfg)}; {tensors}")
+    if report.variant:
+        lines.append(f"        variant: {report.variant}")
+    if report.algorithm != "EAGLE3":
+        lines.append(f"        algorithm: {report.algorithm}")
     lines += ["", report.startup_line(), ""]
     for p in report.problems:
         lines.append(f"  {p.level:<7}  {p.code}: {p.message}")
     if report.problems:
         lines.append("")
-    n_err, n_warn = len(report.errors), len(report.warnings)
-    lines.append(f"{n_err} error{'s' * (n_err != 1)}, {n_warn} warning{'s' * (n_warn != 1)}")
+    n_err, n_warn, n_info = len(report.errors), len(report.warnings), len(report.infos)
+    notes = f", {n_info} note{'s' * (n_info != 1)}" if n_info else ""
+    lines.append(f"{n_err} error{'s' * (n_err != 1)}, {n_warn} warning{'s' * (n_warn != 1)}{notes}")
     lines.append(stock_fix_text(report))
     return "\n".join(lines)

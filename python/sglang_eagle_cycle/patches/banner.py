@@ -4,6 +4,13 @@
 ``register()`` time at INFO is lost. The banner is written right after ``Scheduler.__init__``
 returns: logging is configured by then, the model and the draft worker exist, and every hook
 whose module the scheduler imports has been applied (or has failed).
+
+Before ``Scheduler.__init__`` runs (the runtime context is published, logging is configured, no
+weights are loaded yet) the same hook runs the wiring area's capture-mode check
+(:func:`sglang_eagle_cycle.patches.wiring.precheck_capture_mode`): an EAGLE-3 head under
+``--speculative-algorithm EAGLE``/``NEXTN`` stops the launch there with
+:class:`~sglang_eagle_cycle.patches.wiring.EagleWiringError`, unless
+``SGLANG_EAGLE_CYCLE_WIRING_STRICT=0``.
 """
 
 from __future__ import annotations
@@ -60,7 +67,27 @@ def _worker_note(worker) -> str:
     return worker_support(worker)[1]
 
 
+def _precheck():
+    """The wiring area's capture-mode message that stops the launch, or None (faults: logged once)."""
+    from ..hooks import guard
+    from ..plugin import enabled_areas
+
+    def check():
+        if "wiring" not in enabled_areas():
+            return None
+        from .wiring import precheck_capture_mode
+
+        return precheck_capture_mode()
+
+    return guard("wiring precheck", check, lambda: None)
+
+
 def _after_scheduler_init(original, self, *args, **kwargs):
+    message = _precheck()
+    if message:
+        from .wiring import EagleWiringError
+
+        raise EagleWiringError(message)
     result = original(self, *args, **kwargs)
     global _done
     if not _done:

@@ -2,7 +2,7 @@
 
 SGLang 0.5.23 calls the target's setter once at start-up (``init_all_attention_backends`` ->
 ``configure_aux_hidden_state_capture``) with the draft's nested ``eagle_aux_hidden_state_layer_ids``
-(or ``None``), and each family reads those ids its own way (DESIGN §1). The hook
+(or ``None``), and each family reads those ids its own way (README, "Aux-layer wiring"). The hook
 
 1. resolves the ids with :func:`sglang_eagle_cycle.wiring.resolve_at_setter` from the draft's own
    ``config.json`` (``get_spec().speculative_draft_model_path``; the ids SGLang passed when no draft
@@ -18,6 +18,12 @@ SGLang 0.5.23 calls the target's setter once at start-up (``init_all_attention_b
 Only setters that decide the positions themselves are hooked. Delegating setters (Kimi-K2.5,
 Gemma-3 / Llama-4 multimodal, MindSpore) reach a hooked one through their language model; inner
 setters (``Qwen2MoeModel`` and friends) receive already-shifted positions.
+
+SGLang calls the setter only under ``--speculative-algorithm EAGLE3`` with
+``eagle_config.use_aux_hidden_state`` true (``spec_aux_hidden_state.py``). The other two ways an
+EAGLE-3 head runs without aux states (``EAGLE``/``NEXTN``, or ``use_aux_hidden_state: false``) are
+checked by :func:`precheck_capture_mode`, which the ``Scheduler.__init__`` hook
+(:mod:`.banner`) runs before SGLang loads any weights.
 """
 
 from __future__ import annotations
@@ -76,7 +82,7 @@ def _is_hooked_class(cls) -> bool:
 
 
 class EagleWiringError(RuntimeError):
-    """A draft wired so that it cannot work: the launch stops (DESIGN §0), unless STRICT=0."""
+    """A draft wired so that it cannot work: the launch stops (README, "Safety"), unless STRICT=0."""
 
 
 def hook_specs() -> list[HookSpec]:
@@ -194,29 +200,113 @@ def _resolve(family: str, model, layer_ids):
     draft_cfg, header = _read_draft()
     return resolve_at_setter(family=family, num_layers=num_layers_of(model), passed_ids=layer_ids,
                              draft_cfg=draft_cfg, header=header, target_hidden_size=field("hidden_size"),
-                             target_vocab_size=field("vocab_size"))
+                             target_vocab_size=field("vocab_size"), context_length=_published_context_length(),
+                             target_max_positions=field("max_position_embeddings"))
 
 
-def _log_report(report) -> None:
+def _published_context_length():
+    """The server's ``--context-length`` from SGLang's runtime context (``get_model()``), or None."""
+    try:
+        from sglang.srt.runtime_context import get_model
+
+        value = get_model().context_length
+    except Exception:
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _published_algorithm():
+    """``get_spec().speculative_algorithm`` (a string such as ``EAGLE3``), or None when unpublished."""
+    try:
+        from sglang.srt.runtime_context import get_spec
+
+        value = get_spec().speculative_algorithm
+    except Exception:
+        return None
+    return str(value).upper() if value else None
+
+
+def _published_target_hidden():
+    """The target's ``hidden_size`` read from its config (``get_model().model_path``), or None."""
+    try:
+        from sglang.srt.runtime_context import get_model
+
+        from ..wiring import find_field, load_config, locate_config
+
+        bag = get_model()
+        cfg = load_config(locate_config(str(bag.model_path), getattr(bag, "revision", None) or None))
+        found = find_field(cfg, "hidden_size")
+        return found[0] if found else None
+    except Exception:  # a repo id not yet downloaded, a dummy path: the draft's own width is used
+        return None
+
+
+def precheck_capture_mode():
+    """Check, before SGLang builds any model, that an EAGLE-3 draft will get aux hidden states.
+
+    Reads ``get_spec().speculative_algorithm`` and the published draft's ``config.json`` and
+    safetensors header; for an EAGLE-3 head under ``EAGLE``/``NEXTN``, or under ``EAGLE3`` with
+    ``eagle_config.use_aux_hidden_state`` false, logs the problems (scheduler rank 0) and returns
+    the message that stops the launch (None when nothing stops it: no problem, only warnings, or
+    ``SGLANG_EAGLE_CYCLE_WIRING_STRICT=0``). Any other algorithm, or no draft path, is left alone.
+    Faults in this function are the caller's to guard.
+    """
+    from ..wiring import ALGORITHMS, ERROR, capture_problems
+
+    algorithm = _published_algorithm()
+    if algorithm not in ALGORITHMS:
+        return None
+    draft_cfg, header = _read_draft()
+    if draft_cfg is None:
+        return None
+    problems = capture_problems(draft_cfg, algorithm, _published_target_hidden(), header)
+    if not problems:
+        return None
+    _log_problems(problems)
+    if any(p.level == ERROR for p in problems) and _strict():
+        return _error_message(problems)
+    return None
+
+
+def _logging_rank() -> bool:
     from ..runtime import env_flag, ranks
 
     r = ranks()
-    if not (r.tp_rank == 0 and r.dp_rank == 0) and not env_flag("SGLANG_EAGLE_CYCLE_ALL_RANKS", False):
+    return (r.tp_rank == 0 and r.dp_rank == 0) or env_flag("SGLANG_EAGLE_CYCLE_ALL_RANKS", False)
+
+
+def _log_report(report) -> None:
+    if not _logging_rank():
         return
     logger.info(report.startup_line())
-    for p in report.problems:
+    if report.variant:
+        logger.info("EAGLE-3 draft variant: %s", report.variant)
+    _log_problems(report.problems, check_rank=False)
+
+
+def _log_problems(problems, check_rank: bool = True) -> None:
+    """One log record per problem: WARNING, INFO for notes, ERROR for errors when not strict."""
+    if check_rank and not _logging_rank():
+        return
+    for p in problems:
         if p.level == "warning":
             logger.warning("EAGLE-3 aux wiring warning [%s]: %s", p.code, p.message)
+        elif p.level == "info":
+            logger.info("EAGLE-3 aux wiring note [%s]: %s", p.code, p.message)
         elif not _strict():
             logger.error("EAGLE-3 aux wiring error [%s] (serving anyway, SGLANG_EAGLE_CYCLE_WIRING_STRICT=0): %s",
                          p.code, p.message)
 
 
-def _error_message(report) -> str:
-    errs = "; ".join(f"[{p.code}] {p.message}" for p in report.problems if p.level == "error")
-    msg = (f"EAGLE-3 aux wiring error: {errs}. The draft cannot work with this target as declared: fix the "
-           f"draft's eagle_config.eagle_aux_hidden_state_layer_ids (check offline with `eagle-cycle wiring "
-           f"TARGET DRAFT`), or set SGLANG_EAGLE_CYCLE_WIRING_STRICT=0 to serve anyway.")
+def _error_message(report_or_problems) -> str:
+    problems = getattr(report_or_problems, "problems", report_or_problems)
+    errs = "; ".join(f"[{p.code}] {p.message}" for p in problems if p.level == "error")
+    ids_only = not any(p.code in ("algorithm_not_eagle3", "aux_capture_off_fc_mismatch") for p in problems)
+    fix = ("fix the draft's eagle_config.eagle_aux_hidden_state_layer_ids" if ids_only
+           else "apply the fix named above")
+    msg = (f"EAGLE-3 aux wiring error: {errs}. The draft cannot work with this target as declared: {fix} "
+           f"(check offline with `eagle-cycle wiring TARGET DRAFT`), or set SGLANG_EAGLE_CYCLE_WIRING_STRICT=0 "
+           f"to serve anyway.")
     logger.error(msg)
     return msg
 

@@ -1,0 +1,172 @@
+"""Issue 14 on the server path: SGLang's own ``load_plugins()``, the real ``Scheduler`` class and the real
+family setters, in a fresh interpreter (HookRegistry cannot un-patch; test/sglang_fork.py).
+
+Run as a script, this file is its own probe: ``python test_wiring_server.py ARGS_JSON`` prints one JSON
+line. ``Scheduler.__init__`` is entered for real: our hook runs first; SGLang's own body is stopped at
+its first step (``init_startup_timing_begin``, replaced by a stand-in that raises ``ReachedSGLang``),
+so "the launch went on" is observable without a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+KIMI_TARGET = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "num_hidden_layers": 61,
+               "hidden_size": 7168, "vocab_size": 163840, "max_position_embeddings": 131072}
+EAGLE3_DRAFT = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 7168, "vocab_size": 163840,
+                "num_hidden_layers": 1, "max_position_embeddings": 2048,
+                "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57]}}
+
+
+# --------------------------------------------------------------------------- the probe (child side)
+
+class ReachedSGLang(Exception):
+    """Raised by the stand-in for SGLang's first ``Scheduler.__init__`` step."""
+
+
+def _probe(args: dict) -> dict:
+    import io
+    import logging
+    from types import SimpleNamespace
+
+    log = io.StringIO()
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s", stream=log)
+    from sglang.srt.plugins import load_plugins
+
+    load_plugins()
+    from sglang.srt.managers.scheduler import Scheduler
+    from sglang.test.test_utils import published_topology
+
+    def first_step(self, *a, **k):
+        raise ReachedSGLang()
+
+    Scheduler.init_startup_timing_begin = first_step  # below the hooked __init__: the hook still runs
+    out: dict = {}
+
+    def launch(name, env=None, **fields):
+        for key, value in (env or {}).items():
+            os.environ[key] = value
+        mark = log.tell()
+        try:
+            with published_topology(**fields) as server_args:
+                Scheduler(server_args, SimpleNamespace(nccl_port=0))
+            result = {"error": None}
+        except ReachedSGLang:
+            result = {"error": "ReachedSGLang"}
+        except Exception as exc:
+            result = {"error": type(exc).__name__, "message": str(exc)}
+        for key in env or {}:
+            del os.environ[key]
+        result["log"] = log.getvalue()[mark:]
+        out[name] = result
+
+    drafts = args["drafts"]
+    launch("eagle", speculative_algorithm="EAGLE", speculative_draft_model_path=drafts["eagle3"])
+    launch("nextn", speculative_algorithm="NEXTN", speculative_draft_model_path=drafts["eagle3"])
+    launch("eagle_not_strict", env={"SGLANG_EAGLE_CYCLE_WIRING_STRICT": "0"}, speculative_algorithm="EAGLE",
+           speculative_draft_model_path=drafts["eagle3"])
+    launch("eagle3", speculative_algorithm="EAGLE3", speculative_draft_model_path=drafts["eagle3"])
+    launch("aux_off", speculative_algorithm="EAGLE3", speculative_draft_model_path=drafts["aux_off"])
+    launch("wiring_off", env={"SGLANG_EAGLE_CYCLE_WIRING": "0"}, speculative_algorithm="EAGLE",
+           speculative_draft_model_path=drafts["eagle3"])
+
+    # the real DeepSeek-V3 setter under EAGLE3: the note and the variant are logged once at start-up
+    sys.path.insert(0, str(HERE))
+    from plugin_probe import call_setters
+
+    with published_topology(speculative_algorithm="EAGLE3", speculative_draft_model_path=drafts["small"],
+                            context_length=131072):
+        mark = log.tell()
+        out["setter"] = call_setters([["deepseek_v2", "DeepseekV3ForCausalLM", 61, [1, 29, 57]]])
+        out["setter_log"] = log.getvalue()[mark:]
+
+    # an internal fault in the precheck: logged once, SGLang's path continues (twice: still one log)
+    import sglang_eagle_cycle.wiring as w
+
+    def boom(*a, **k):
+        raise KeyError("injected")
+
+    w.capture_problems = boom
+    launch("fault1", speculative_algorithm="EAGLE", speculative_draft_model_path=drafts["eagle3"])
+    launch("fault2", speculative_algorithm="EAGLE", speculative_draft_model_path=drafts["eagle3"])
+    return out
+
+
+# --------------------------------------------------------------------------- the tests
+
+if __name__ != "__main__":
+    import pytest
+
+    pytest.importorskip("sglang")
+
+    @pytest.fixture(scope="module")
+    def server(tmp_path_factory):
+        from sglang_fork import run_python
+
+        root = tmp_path_factory.mktemp("wiring_server")
+        drafts = {}
+        for name, cfg, fc in (
+            ("eagle3", EAGLE3_DRAFT, [7168, 21504]),
+            ("aux_off", {**EAGLE3_DRAFT, "eagle_config": {**EAGLE3_DRAFT["eagle_config"],
+                                                          "use_aux_hidden_state": False}}, [7168, 21504]),
+            # for plugin_probe's stand-in target (hidden 64, no vocab)
+            ("small", {**EAGLE3_DRAFT, "hidden_size": 64, "vocab_size": None}, [64, 192]),
+        ):
+            d = root / name
+            d.mkdir()
+            (d / "config.json").write_text(json.dumps(cfg))
+            from sglang_eagle_cycle.safetensors_header import write_header_only
+
+            write_header_only(d / "model.safetensors", {"fc.weight": fc})
+            drafts[name] = str(d)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_EAGLE_CYCLE")}
+        env.update({"SGLANG_PLUGINS": "eagle_cycle"})
+        proc = run_python([Path(__file__), json.dumps({"drafts": drafts})], env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    @pytest.mark.parametrize("name", ["eagle", "nextn"])
+    def test_eagle3_head_under_eagle_stops_the_launch(server, name):
+        got = server[name]
+        assert got["error"] == "EagleWiringError", got  # before SGLang's own __init__ body ran
+        msg = got["message"]
+        assert msg.startswith("EAGLE-3 aux wiring error: [algorithm_not_eagle3]")
+        assert "--speculative-algorithm EAGLE3" in msg and "SGLANG_EAGLE_CYCLE_WIRING_STRICT=0" in msg
+        assert msg in got["log"]  # logged once as an ERROR too
+        assert got["log"].count("algorithm_not_eagle3") == 1
+
+    def test_not_strict_logs_and_the_launch_goes_on(server):
+        got = server["eagle_not_strict"]
+        assert got["error"] == "ReachedSGLang"
+        assert got["log"].count("EAGLE-3 aux wiring error [algorithm_not_eagle3] (serving anyway, "
+                                "SGLANG_EAGLE_CYCLE_WIRING_STRICT=0)") == 1
+
+    def test_eagle3_and_wiring_off_are_left_alone(server):
+        for name in ("eagle3", "wiring_off"):
+            assert server[name] == {"error": "ReachedSGLang", "log": ""}, name
+
+    def test_use_aux_hidden_state_false_stops_the_launch(server):
+        got = server["aux_off"]
+        assert got["error"] == "EagleWiringError" and "[aux_capture_off_fc_mismatch]" in got["message"]
+        assert "21504" in got["message"]
+
+    def test_setter_logs_the_note_and_the_variant_once(server):
+        assert server["setter"][0].get("layers_to_capture") == [2, 30, 58], server["setter"]
+        log = server["setter_log"]
+        assert log.count("INFO sglang_eagle_cycle EAGLE-3 aux wiring note [draft_context_shorter]: ") == 1
+        assert "2048" in log and "131072" in log and "WARNING sglang_eagle_cycle" not in log
+        assert log.count("EAGLE-3 draft variant: LlamaForCausalLMEagle3 (plain EAGLE-3") == 1
+
+    def test_fault_in_the_precheck_is_logged_once_and_sglang_goes_on(server):
+        assert server["fault1"]["error"] == server["fault2"]["error"] == "ReachedSGLang"
+        both = server["fault1"]["log"] + server["fault2"]["log"]
+        assert both.count("internal error in wiring precheck (KeyError") == 1
+
+
+if __name__ == "__main__":
+    print(json.dumps(_probe(json.loads(sys.argv[1]))))
