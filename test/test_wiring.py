@@ -715,3 +715,27 @@ def test_header_reader_finds_the_norm_tensors(tmp_path):
                                                        "fc_norm.0.weight": [2880], "layers.0.x": [1]})
     assert read_draft_shapes(tmp_path) == {"fc.weight": [2880, 8640], "input_norm.weight": [8640],
                                            "fc_norm.0.weight": [2880]}
+
+
+def test_wiring_cases_come_from_the_repository_and_an_extra_data_directory(tmp_path, monkeypatch):
+    """A clone without ../shared has every case; an extra data directory adds its own cases, never replaces."""
+    import shutil
+
+    from conftest import REPO_DATA, config_cases, config_index
+
+    monkeypatch.setenv("EAGLE_CYCLE_TEST_SHARED_DATA", str(tmp_path / "none"))
+    monkeypatch.setattr("conftest.REPO_ROOT", tmp_path / "clone")   # no ../shared beside this "clone"
+    own = [c.name for c in config_cases()]
+    assert len(own) == len(json.loads((REPO_DATA / "configs" / "index.json").read_text())) >= 15
+    assert all(c.parent == REPO_DATA / "configs" for c in config_cases())
+    extra = tmp_path / "extra"
+    case = extra / "configs" / "99-held-back"
+    shutil.copytree(REPO_DATA / "configs" / own[0], case)
+    shutil.copytree(REPO_DATA / "configs" / own[1], extra / "configs" / own[1])   # same name: the repo's wins
+    entry = dict(json.loads((case / "expected.json").read_text()), case="99-held-back")
+    (extra / "configs" / "index.json").write_text(json.dumps([entry]))
+    monkeypatch.setenv("EAGLE_CYCLE_TEST_SHARED_DATA", str(extra))
+    names = [c.name for c in config_cases()]
+    assert names == sorted(own + ["99-held-back"])
+    assert next(c for c in config_cases() if c.name == own[1]).parent == REPO_DATA / "configs"
+    assert [e["case"] for e in config_index()] == names
