@@ -59,11 +59,13 @@ def write_log(path: Path, lines: int, seed: int = 0, spans: bool = True) -> None
                 length += 1
             draft = round(0.8 + rng.random() * 0.2, 2)
             verify = round(20.0 + rng.random() * 3.0, 2)
+            extend = round(0.45 + rng.random() * 0.1, 2)
+            prep = round(0.05 + rng.random() * 0.05, 2) if spans else 0.0
+            # the parts add up to the total (other_ms, at least 0.05 ms, is the rest), as the plugin writes them
             phases = {"draft_ms": draft, "verify_ms": verify, "verify_fwd_ms": round(verify - 0.4, 2),
-                      "extend_ms": round(0.45 + rng.random() * 0.1, 2),
-                      "total_ms": round(draft + verify + 0.6 + rng.random() * 0.4, 2)}
+                      "extend_ms": extend, "total_ms": round(draft + verify + extend + prep + 0.05 + rng.random() * 0.3, 2)}
             if spans:
-                phases["draft_prep_ms"] = round(0.05 + rng.random() * 0.05, 2)
+                phases["draft_prep_ms"] = prep
                 phases["gap_ms"] = round(0.02 + rng.random() * 0.03, 2) if i else None
             rec = make_record(cycle=i, config=(1, 3, 1, 4), accepts=[length], graph=True, phases_ms=phases)
             buf.append(prefix + format_line(rec) + "\n")

@@ -184,14 +184,17 @@ def test_aggregated_lines_give_the_same_means(generated, tmp_path):
         assert a["tok_s"] == pytest.approx(c["tok_s"], rel=1e-3)
 
 
-def test_ranks_are_separate_measurements_of_one_group(tmp_path):
+def test_ranks_are_one_cycle_with_separate_times(tmp_path):
     rng = random.Random(5)
     tp0 = generate(rng, bs=1, steps=2, cycles=50, p=[0.7, 0.5], rank="tp0")
     tp1 = generate(rng, bs=1, steps=2, cycles=50, p=[0.7, 0.5], rank="tp1")
     lines = [ln for pair in zip(log_lines(tp0.records), log_lines(tp1.records, "[x TP1] ")) for ln in pair]
     doc = inspect_paths([_write(tmp_path / "ranks.log", lines)])
     (g,) = doc["groups"]
-    assert g["cycles"] == 100
+    # the same 50 cycle ids on two tp ranks are 50 cycles (was 100, with doubled acceptance); the first
+    # line of each cycle (tp0's here) gives its acceptance, every rank's line its times
+    assert (g["cycles"], g["cycle_lines"]) == (50, 100)
+    assert g["accept_hist"] == {str(k): v for k, v in sorted(Counter(tp0.accepts()).items())}
     assert g["ranks"] == ["tp0", "tp1"]
     both = tp0.values("total_ms") + tp1.values("total_ms")
     assert g["phases"]["total_ms"]["mean"] == pytest.approx(statistics.fmean(both), abs=1e-6)
@@ -386,7 +389,10 @@ def test_array_reader_counts_like_the_token_reader(spans, log_prefix):
                             first_cycle=len(records)).records
     rng.shuffle(records)   # configurations interleaved line by line
     records[3].cycle = 123456789012                    # values past one 8-byte word
-    records[5].total_ms, records[6].verify_ms = 123456.78, 1234.56   # 9 bytes; 7 bytes (no room for the index)
+    # 9 bytes; 7 bytes (no room for the index); the parts still add up to the total (else the line is damaged)
+    records[5].total_ms, records[5].other_ms = round(records[5].total_ms + 123456.78, 2), round(records[5].other_ms + 123456.78, 2)
+    records[6].total_ms = round(records[6].total_ms + 1234.56 - records[6].verify_ms, 2)
+    records[6].verify_ms = 1234.56
     records[7].verify_fwd_ms = 1000000.0
     text = "\n".join(log_lines(records, log_prefix)) + "\n"
     fast, tokens = _two_readers(text)
@@ -529,7 +535,8 @@ def test_stock_lines_stuck_at_1(tmp_path):
 def test_bad_inputs_raise_usage_error_only_when_nothing_readable(tmp_path, generated):
     _, good = generated
     garbage = tmp_path / "garbage.bin"
-    garbage.write_bytes(bytes(random.Random(1).randrange(256) for _ in range(4096)) + b"\x00")
+    rng = random.Random(1)   # (Random(1) per byte gave 4096 x "D" and a NUL: a text file with one bad byte)
+    garbage.write_bytes(bytes(rng.randrange(256) for _ in range(4096)) + b"\x00")
     empty = tmp_path / "empty.log"
     empty.write_text("")
     bad_gz = tmp_path / "bad.log.gz"

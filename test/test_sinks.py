@@ -70,12 +70,12 @@ def test_log_every_aggregates_lines_but_jsonl_stays_per_cycle(tmp_path, caplog, 
     sink = CycleSink(SinkConfig(log_every=3, jsonl_path=str(path), background=False), log=log)
     with caplog.at_level(logging.INFO):
         for i in range(1, 8):
-            sink.submit(Pending(rec(i, total=10.0 + i)))
+            sink.submit(Pending(rec(i, total=18.0 + i)))   # parts 17.5 ms: a total below it is a damaged line
         sink.submit(Pending(rec(8, bs=4)))  # batch size changed: flush the pending aggregate early
         sink.close()
     agg = [parse_line(x) for x in lines(caplog)]
     assert [(a.n, a.cycle, a.bs) for a in agg] == [(3, 3, 2), (3, 6, 2), (1, 7, 2), (1, 8, 4)]
-    assert agg[0].total_ms == pytest.approx(12.0) and agg[0].total_max_ms == pytest.approx(13.0)
+    assert agg[0].total_ms == pytest.approx(20.0) and agg[0].total_max_ms == pytest.approx(21.0)
     assert agg[0].accept_hist == {2: 2, 3: 2, 4: 2}
     recs = [from_json(x) for x in path.read_text().splitlines()]
     assert [r.cycle for r in recs] == list(range(1, 9)) and all(r.n is None for r in recs)

@@ -74,6 +74,11 @@ _LAST_RE = {k: re.compile(f"{re.escape(k)}={_VALUE[k]}") for k in ("graph", SPAN
 #: Columns counted per configuration (``{token: lines}``) and checked by :func:`_tally`, per layout.
 _COUNTED = {False: ("accept_len", "tok_s", "accepts") + PHASES,
             True: ("accept_len", "tok_s", "accepts") + ALL_PHASES}
+#: The parts of a cycle that must add up to ``total_ms`` (``cycle.plausible``), in the order it adds them.
+_SUM_PARTS = {False: ("draft_ms", "verify_ms", "extend_ms", "other_ms"),
+              True: ("draft_prep_ms", "draft_ms", "verify_ms", "extend_ms", "other_ms")}
+#: :data:`cycle.SUM_TOLERANCE_MS` in hundredths of a millisecond (the line's unit).
+_SUM_TOLERANCE_CS = round(cycle.SUM_TOLERANCE_MS * 100)
 
 
 @dataclass(slots=True)
@@ -114,7 +119,7 @@ def _tally(config_tokens: tuple[str, ...], cycles: int, counts: dict[str, dict[s
     """
     config = tuple(int(t.partition("=")[2]) for t in config_tokens)
     bs, steps, topk, draft_tokens = config
-    if min(bs, topk, draft_tokens) < 1 or steps > cycle.MAX_LINE_STEPS:
+    if min(bs, topk, draft_tokens) < 1 or steps > cycle.MAX_LINE_STEPS or bs > cycle.MAX_LINE_BS:
         return None                                      # what cycle.plausible refuses
     top = cycle.max_accept_len(steps, draft_tokens)
     for key in ("accept_len", "tok_s"):                  # few distinct values: check each once
@@ -133,6 +138,8 @@ def _tally(config_tokens: tuple[str, ...], cycles: int, counts: dict[str, dict[s
         phases[key] = {float(tok[start:]): c for tok, c in column.items() if tok[start:] != "-"}
         if phases[key] and max(phases[key]) > cycle.MAX_LINE_MS:     # inf included
             return None
+    if 0.0 in phases["total_ms"]:                        # no cycle takes no time
+        return None
     hist: Counter = Counter()
     for tok, c in counts["accepts"].items():
         kind, _, text = tok.partition("=")
@@ -142,6 +149,8 @@ def _tally(config_tokens: tuple[str, ...], cycles: int, counts: dict[str, dict[s
             one = (Counter(int(a) for a in text.split(",")) if kind == "accepts" else cycle._parse_hist(text))
         except ValueError:
             return None
+        if kind == "accepts" and sum(one.values()) != bs:
+            return None   # a per-cycle line lists one accept length per request
         for length, requests in one.items():
             if not 1 <= length <= top or not 0 <= requests <= cycle.MAX_LINE_COUNT:
                 return None
@@ -172,9 +181,53 @@ def scan_chunk(text: str) -> Optional[list[ConfigTally]]:
     return tallies if tallies is not None else _scan_tokens(text, n)
 
 
+def scan_chunk_dropping(text: str) -> Optional[tuple[list[ConfigTally], int]]:
+    """:func:`scan_chunk`, except that lines whose parts do not add up to their ``total_ms``
+    (``cycle.plausible``; damaged whatever else they hold) are left out rather than refusing the
+    chunk, when the array reader can tell them (values written with two decimals).
+
+    Returns:
+        ``(tallies of the other lines, lines left out)``, or None as :func:`scan_chunk`.
+    """
+    if not _READY or not text:
+        return None
+    if not text.endswith("\n"):
+        text += "\n"
+    n = text.count("\n")
+    if text.count(PREFIX) != n:
+        return None
+    got = _scan_array(text, n, drop=True)
+    if got is not None:
+        return got
+    tallies = _scan_tokens(text, n)
+    return None if tallies is None else (tallies, 0)
+
+
 # ---------------------------------------------------------------------------------------------
 # The token reader: str.split and Counter (any chunk)
 # ---------------------------------------------------------------------------------------------
+
+
+def _sums_ok(cols: dict[str, list[str]], spans: bool) -> bool:
+    """Every line's parts add up to its ``total_ms`` as ``cycle.plausible`` requires, in the same
+    float arithmetic (``cols``: per key, the line's ``key=value`` tokens, values already checked)."""
+    def floats(key: str, dash):
+        start = len(key) + 1
+        values = {tok: dash if tok[start:] == "-" else float(tok[start:]) for tok in set(cols[key])}
+        return list(map(values.__getitem__, cols[key]))
+
+    tol = cycle.SUM_TOLERANCE_MS + 1e-6
+    parts = [floats(key, 0.0) for key in _SUM_PARTS[spans]]   # "-": not run (adding 0.0 changes nothing)
+    for total, *ps in zip(floats("total_ms", None), *parts):
+        if total is None:
+            continue
+        spent = 0.0
+        for x in ps:
+            spent += x
+        if spent - total > tol or (spans and total - spent > tol):
+            return False
+    return True
+
 
 
 def _valid_line_ends(col: list[str], p: int, last: str) -> Optional[Counter]:
@@ -233,7 +286,7 @@ def _scan_tokens(text: str, n: int) -> Optional[list[ConfigTally]]:
     if single:   # the last field's values were counted while checking the line ends
         counts = {key: heads if key == keys[-1] else Counter(cols[key]) for key in counted}
         tally = _tally(tuple(c[0] for c in config_cols), n, counts, spans)
-        return None if tally is None else [tally]
+        return None if tally is None or not _sums_ok(cols, spans) else [tally]
     if spans:   # the last column holds "gap_ms=v\n<next line's first word>": keep the value per line
         cols[keys[-1]] = [t.partition("\n")[0] for t in last_col]
     configs = list(zip(*config_cols))
@@ -249,7 +302,7 @@ def _scan_tokens(text: str, n: int) -> Optional[list[ConfigTally]]:
         if tally is None:
             return None
         out.append(tally)
-    return out
+    return out if _sums_ok(cols, spans) else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -403,6 +456,93 @@ def _digits(grid: _Grid, start: np.ndarray, end: np.ndarray) -> bool:
     return True
 
 
+_ASCII_ZEROS = np.uint64(0x3030303030303030)
+_DIGIT_PAIRS = np.uint64(0x000000FF000000FF)
+_MUL_HIGH = np.uint64(100 + (1000000 << 32))
+_MUL_LOW = np.uint64(1 + (10000 << 32))
+
+
+def _hundredths(grid: _Grid, start: np.ndarray, end: np.ndarray) -> Optional[np.ndarray]:
+    """The values ``start .. end - 1`` (each ``-`` or ASCII digits, checked by the caller) in
+    hundredths, int64 shape ``(n,)``, ``-1`` for ``-``; None when a number is not written with
+    exactly two decimals (``cycle.format_line``'s form), so that the float arithmetic of the
+    token reader must decide.
+
+    Eight-digit SWAR: the value, right-aligned in its 64-bit word, loses its dot and is read as
+    an integer in three multiplications per line; the rare value past 8 bytes is read in Python.
+    """
+    length = (end - start).astype(np.int64)
+    if length.min() < 1:
+        return None
+    short = np.minimum(length, 8)
+    word = grid.words[start] & _LOW_BYTES[short]
+    dash = word == 45                                          # "-" (a digit-only value never is)
+    numeric = ~dash
+    shift = (8 * np.maximum(short - 3, 0)).astype(np.uint64)
+    dot = ((word >> shift) & np.uint64(0xFF)) == 46
+    if not (dash | ((short >= 4) & dot) | (length > 8)).all():
+        return None
+    aligned = word << (8 * (8 - short)).astype(np.uint64)     # the value's last byte is the word's top byte
+    digits = ((aligned & np.uint64(0x000000FFFFFFFFFF)) << np.uint64(8)) | (aligned & np.uint64(0xFFFF000000000000))
+    digits |= _ASCII_ZEROS & _LOW_BYTES[9 - short]             # leading zeros in the emptied low bytes
+    x = digits - _ASCII_ZEROS
+    x = x * np.uint64(10) + (x >> np.uint64(8))
+    x = (((x & _DIGIT_PAIRS) * _MUL_HIGH) + (((x >> np.uint64(16)) & _DIGIT_PAIRS) * _MUL_LOW)) >> np.uint64(32)
+    out = np.where(numeric, x.astype(np.int64), -1)
+    for row in np.flatnonzero(length > 8).tolist():            # values of 9 bytes or more: rare
+        text = grid.raw[int(start[row]):int(end[row])]
+        if text[-3:-2] != b".":
+            return None
+        out[row] = int(text[:-3] + text[-2:])
+    return out
+
+
+#: ``_ZERO_FILL[k]``: ASCII zeros in the low ``9 - k`` bytes (below the ``k - 1`` digits of a
+#: right-aligned ``k``-byte value without its dot).
+_ZERO_FILL = np.array([0] + [0x3030303030303030 & ((1 << 8 * (9 - k)) - 1) for k in range(1, 9)], dtype=np.uint64)
+
+
+def _hundredths_short(keys: np.ndarray, length: np.ndarray) -> Optional[np.ndarray]:
+    """:func:`_hundredths` for values of at most 8 bytes given as :meth:`_Grid.values` keys (the
+    value's bytes as a little-endian number), ``length`` their byte counts: fewer array passes."""
+    aligned = keys << ((8 - length) << 3).astype(np.uint64)   # the value's last byte is the word's top byte
+    dash = keys == 45
+    if not ((((aligned >> np.uint64(40)) & np.uint64(0xFF)) == 46) | dash).all():
+        return None                                           # not two decimals
+    digits = ((aligned & np.uint64(0x000000FFFFFFFFFF)) << np.uint64(8)) | (aligned & np.uint64(0xFFFF000000000000))
+    x = (digits | _ZERO_FILL[length]) - _ASCII_ZEROS
+    x = x * np.uint64(10) + (x >> np.uint64(8))
+    x = (((x & _DIGIT_PAIRS) * _MUL_HIGH) + (((x >> np.uint64(16)) & _DIGIT_PAIRS) * _MUL_LOW)) >> np.uint64(32)
+    return np.where(dash, -1, x.view(np.int64))
+
+
+def _bad_sums(grid: _Grid, columns: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, int]],
+              spans: bool) -> Optional[np.ndarray]:
+    """Lines whose parts do not add up to their ``total_ms`` (``cycle.plausible``), decided in
+    hundredths: bool shape ``(n,)``; None when a value is not in the two-decimal form.
+
+    Args:
+        columns: per key, ``(token start, token end, value keys, key length + 1)``.
+    """
+    cents = {}
+    for key in _SUM_PARTS[spans] + ("total_ms",):
+        start, end, keys, head = columns[key]
+        if keys.dtype == np.uint64:
+            value = _hundredths_short(keys, end - start - head)
+        else:
+            value = _hundredths(grid, start + head, end)
+        if value is None:
+            return None
+        cents[key] = value
+    total = cents.pop("total_ms")
+    spent = sum(np.maximum(v, 0) for v in cents.values())
+    over = spent - total
+    bad = over > _SUM_TOLERANCE_CS
+    if spans:
+        bad |= -over > _SUM_TOLERANCE_CS
+    return bad & (total >= 0)
+
+
 def _config_groups(raw: bytes, config_columns: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
                    ) -> list[tuple[tuple[str, ...], Optional[np.ndarray]]]:
     """The chunk's configurations as ``(config tokens, lines)``, sorted by the tokens as the token
@@ -427,7 +567,7 @@ def _config_groups(raw: bytes, config_columns: list[tuple[np.ndarray, np.ndarray
     return sorted(((tokens_at(int(rows[0])), rows) for rows in runs), key=itemgetter(0))
 
 
-def _scan_array(text: str, n: int) -> Optional[list[ConfigTally]]:
+def _scan_array(text: str, n: int, drop: bool = False):
     """:func:`scan_chunk` with numpy on the chunk's bytes (``text``: ``n`` lines, each ending with a
     newline, and our prefix ``n`` times).
 
@@ -436,6 +576,11 @@ def _scan_array(text: str, n: int) -> Optional[list[ConfigTally]]:
     each column's key, ``cycle`` values of ASCII digits, ``graph`` 0 or 1, and :func:`_tally` on
     the other columns' distinct tokens. None whenever the token reader is needed to decide; a chunk
     it returns tallies for is one the token reader counts alike.
+
+    With ``drop``, lines whose only fault may be parts that do not add up to their total (every
+    other value checked as on any line; such a line is damaged whatever else it holds) are left
+    out instead of refusing the chunk: returns ``(tallies, lines left out)``. Without it, returns
+    the tallies (a list).
     """
     grid = _Grid.of(text)
     if grid is None or grid.n != n:
@@ -453,6 +598,7 @@ def _scan_array(text: str, n: int) -> Optional[list[ConfigTally]]:
     if not ((end - start == len(_PREFIX_BYTES)).all() and grid.starts_with(start, _PREFIX_BYTES)):
         return None
     columns = {}   # key -> (token start, token end, value keys), each shape (n,)
+    summed = {}    # key -> (start, end, value keys, head length): the parts of the cycle and its total
     for t, key in enumerate(keys, start=p + 1):
         start, end = grid.token(t)
         if key == "accepts":   # accepts= or accept_hist= in the whole chunk, else keyed by the token
@@ -471,10 +617,22 @@ def _scan_array(text: str, n: int) -> Optional[list[ConfigTally]]:
                 return None
             continue
         columns[key] = (start, end, values)
+        if key in _SUM_PARTS[spans] or key == "total_ms":
+            summed[key] = (start, end, values, len(head))
     groups = _config_groups(raw, [columns[k] for k in CONFIG_FIELDS])
     for key, col in zip(CONFIG_FIELDS, zip(*(config for config, _ in groups))):
         if not _valid_column(key, col):
             return None
+    bad = _bad_sums(grid, summed, spans)
+    if bad is None:                  # a value in another form: the token reader decides
+        return None
+    dropped = int(np.count_nonzero(bad))
+    if dropped and not drop:
+        return None
+    if dropped:                      # count the other lines; these are damaged whatever else they hold
+        keep = ~bad
+        groups = [(config, kept) for config, rows in groups
+                  for kept in [np.flatnonzero(keep) if rows is None else rows[keep[rows]]] if len(kept)]
     out = []
     for config, rows in groups:
         counts = {key: grid.counts(*columns[key], rows) for key in _COUNTED[spans]}
@@ -482,4 +640,4 @@ def _scan_array(text: str, n: int) -> Optional[list[ConfigTally]]:
         if tally is None:
             return None
         out.append(tally)
-    return out
+    return (out, dropped) if drop else out

@@ -1,7 +1,7 @@
 """One EAGLE-3 decode cycle as a record, and the one format/parse pair for its log line and JSONL.
 
 A *cycle* is one draft + verify + draft-extend round of SGLang's ``EAGLEWorkerV2`` decode branch.
-The server log gets one line per cycle (DESIGN §3), a public interface that readers such as
+The server log gets one line per cycle (README, "Per-cycle timing"), a public interface that readers such as
 ``eagle-cycle inspect`` depend on::
 
     [eagle-cycle] cycle=1234 bs=1 steps=2 topk=1 draft_tokens=3 draft_ms=0.52 verify_ms=21.40 \
@@ -54,6 +54,8 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Optional
 
+from .argtypes import MAX_BS
+
 PREFIX = "[eagle-cycle]"
 
 #: Batches up to this size list per-request accept lengths; larger ones write a histogram.
@@ -77,6 +79,11 @@ MAX_LINE_STEPS = 1024
 MAX_LINE_MS = 1e6
 #: Largest ``tok_s``, ``n`` or histogram count a line may claim.
 MAX_LINE_COUNT = 10 ** 12
+#: Largest batch (``bs``) a line may claim: the largest batch size ``eagle-cycle`` reads anywhere.
+MAX_LINE_BS = MAX_BS
+#: How far (ms) a per-cycle line's parts may miss its ``total_ms``: six numbers rounded to 2 decimals
+#: (five parts and the total) are each off by at most 0.005 ms.
+SUM_TOLERANCE_MS = 0.03
 
 
 @dataclass(slots=True)
@@ -235,7 +242,7 @@ def _hist_text(hist: dict[int, int]) -> str:
 
 
 def format_line(rec: CycleRecord) -> str:
-    """The ``[eagle-cycle]`` line for ``rec`` (DESIGN §3), without a trailing newline.
+    """The ``[eagle-cycle]`` line for ``rec`` (README, "Per-cycle timing"), without a trailing newline.
 
     Per-cycle records write ``accepts=`` when they hold a list, aggregates (``n`` set) and
     records holding only a histogram write ``accept_hist=``.
@@ -304,33 +311,79 @@ def _time_ok(x: Optional[float]) -> bool:
     return x is None or 0.0 <= x <= MAX_LINE_MS        # False for NaN and inf ("1e999", 400 digits) too
 
 
+def _sum_reason(rec: CycleRecord) -> Optional[str]:
+    """Why the parts of a per-cycle record do not add up to its total, or None when they do."""
+    total = rec.total_ms
+    if total is None:
+        return None
+    parts = (rec.draft_prep_ms, rec.draft_ms, rec.verify_ms, rec.extend_ms, rec.other_ms) if rec.device_spans \
+        else (rec.draft_ms, rec.verify_ms, rec.extend_ms, rec.other_ms)
+    spent = 0.0
+    for x in parts:          # in line order: the bulk reader decides the same lines in hundredths
+        if x is not None:
+            spent += x
+    over = spent - total
+    if over > SUM_TOLERANCE_MS + 1e-6:
+        return f"the parts add up to {spent:.2f} ms, more than total_ms={total:.2f}"
+    if rec.device_spans and -over > SUM_TOLERANCE_MS + 1e-6:
+        return f"the parts add up to {spent:.2f} ms, less than total_ms={total:.2f}"
+    return None
+
+
+def implausible(rec: CycleRecord) -> Optional[str]:
+    """Why ``rec`` is not a record the profiler can write (one short phrase), or None when it is.
+
+    See :func:`plausible` for the checks.
+    """
+    if rec.bs < 1 or rec.topk < 1 or rec.draft_tokens < 1:
+        return "bs, topk and draft_tokens must be at least 1"
+    if rec.bs > MAX_LINE_BS:
+        return f"bs={rec.bs} is beyond any batch (at most {MAX_LINE_BS})"
+    if not 0 <= rec.steps <= MAX_LINE_STEPS:
+        return f"steps={rec.steps} is beyond any draft (at most {MAX_LINE_STEPS})"
+    if not all(_time_ok(getattr(rec, k)) for k in ALL_PHASES):
+        return f"a phase time is negative, not finite or above {MAX_LINE_MS:g} ms"
+    if rec.total_ms is not None and rec.total_ms <= 0.0:
+        return "total_ms=0: no cycle takes no time"
+    if not _time_ok(rec.total_max_ms):
+        return f"total_max_ms is negative, not finite or above {MAX_LINE_MS:g} ms"
+    if not (rec.tok_s is None or 0.0 <= rec.tok_s <= MAX_LINE_COUNT):
+        return "tok_s is negative or not finite"
+    if rec.draft_step_ms is not None and not all(_time_ok(x) for x in rec.draft_step_ms):
+        return "a draft_step_ms value is negative, not finite or too large"
+    if rec.n is not None and not 1 <= rec.n <= MAX_LINE_COUNT:
+        return f"n={rec.n} is not a count of cycles"
+    top = max_accept_len(rec.steps, rec.draft_tokens)
+    if rec.accept_len is not None and not 1.0 <= rec.accept_len <= top:
+        return f"accept_len={rec.accept_len:g} is outside 1..{top}"
+    if rec.accepts is not None:
+        if len(rec.accepts) != rec.bs:
+            return f"accepts lists {len(rec.accepts)} requests for bs={rec.bs}"
+        if not all(1 <= a <= top for a in rec.accepts):
+            return f"an accept length is outside 1..{top}"
+    if rec.accept_hist is not None and not all(1 <= k <= top and 0 <= c <= MAX_LINE_COUNT
+                                               for k, c in rec.accept_hist.items()):
+        return f"an accept_hist length is outside 1..{top} or a count is negative"
+    if rec.n is None:
+        return _sum_reason(rec)
+    return None
+
+
 def plausible(rec: CycleRecord) -> bool:
     """Whether ``rec`` is a record the profiler can write; the parsers drop any other as damaged.
 
-    Checks: ``bs``, ``topk``, ``draft_tokens`` >= 1 and ``steps`` <= :data:`MAX_LINE_STEPS`;
-    phase times, ``total_max_ms`` and ``draft_step_ms`` in ``0..MAX_LINE_MS`` ms; ``tok_s``, ``n``
-    (>= 1) and histogram counts at most :data:`MAX_LINE_COUNT`; every accept length in
-    ``1..max_accept_len(steps, draft_tokens)`` (``accept_len`` too, as a mean).
+    Checks: ``bs``, ``topk``, ``draft_tokens`` >= 1, ``bs`` <= :data:`MAX_LINE_BS` and ``steps`` <=
+    :data:`MAX_LINE_STEPS`; phase times, ``total_max_ms`` and ``draft_step_ms`` in ``0..MAX_LINE_MS``
+    ms and ``total_ms`` above 0; ``tok_s``, ``n`` (>= 1) and histogram counts at most
+    :data:`MAX_LINE_COUNT`; every accept length in ``1..max_accept_len(steps, draft_tokens)``
+    (``accept_len`` too, as a mean); an ``accepts`` list of exactly ``bs`` requests (so never
+    empty). Per-cycle records (no ``n``) must also add up, to within :data:`SUM_TOLERANCE_MS`
+    (the line's 2-decimal rounding of six numbers): device-span records
+    ``draft_prep + draft + verify + extend + other = total``, older records
+    ``draft + verify + extend + other <= total``. Aggregated records are means over cycles whose
+    parts may have run in some cycles only, so they are not held to the sum.
     """
-    if rec.bs < 1 or rec.topk < 1 or rec.draft_tokens < 1 or not 0 <= rec.steps <= MAX_LINE_STEPS:
-        return False
-    if not all(_time_ok(getattr(rec, k)) for k in ALL_PHASES):
-        return False
-    if not (_time_ok(rec.total_max_ms) and (rec.tok_s is None or 0.0 <= rec.tok_s <= MAX_LINE_COUNT)):
-        return False
-    if rec.draft_step_ms is not None and not all(_time_ok(x) for x in rec.draft_step_ms):
-        return False
-    if rec.n is not None and not 1 <= rec.n <= MAX_LINE_COUNT:
-        return False
-    top = max_accept_len(rec.steps, rec.draft_tokens)
-    if rec.accept_len is not None and not 1.0 <= rec.accept_len <= top:
-        return False
-    if rec.accepts is not None and not all(1 <= a <= top for a in rec.accepts):
-        return False
-    if rec.accept_hist is not None and not all(1 <= k <= top and 0 <= c <= MAX_LINE_COUNT
-                                               for k, c in rec.accept_hist.items()):
-        return False
-    return True
+    return implausible(rec) is None
 
 
 def is_ours(line: str) -> bool:
@@ -343,8 +396,8 @@ def parse_line(line: str) -> Optional[CycleRecord]:
 
     Returns:
         The :class:`CycleRecord`, or ``None`` when the line is not ours or is damaged
-        (truncated, garbage values, or values the profiler cannot write: see :func:`plausible`).
-        Never raises on any ``str`` input.
+        (truncated, garbage values, or values the profiler cannot write: see :func:`plausible`;
+        :func:`line_rejection` says why). Never raises on any ``str`` input.
     """
     i = line.find(PREFIX)
     if i < 0:
@@ -352,6 +405,30 @@ def parse_line(line: str) -> Optional[CycleRecord]:
     m = _LINE_RE.match(line, i)
     if m is None:
         return None
+    rec = _record_of(m)
+    return rec if rec is not None and plausible(rec) else None
+
+
+def line_rejection(line: str) -> Optional[str]:
+    """Why :func:`parse_line` refuses ``line`` (one short phrase), or None when it parses.
+
+    Slower than :func:`parse_line`: meant for the few lines a user asks to see. Never raises.
+    """
+    i = line.find(PREFIX)
+    if i < 0:
+        return f"no {PREFIX} prefix"
+    m = _LINE_RE.match(line, i)
+    if m is None:
+        return "not the [eagle-cycle] layout: a field missing, cut, malformed or out of order, or text after it"
+    rec = _record_of(m)
+    if rec is None:
+        return "a value is not a number"
+    return implausible(rec)
+
+
+def _record_of(m: "re.Match[str]") -> Optional[CycleRecord]:
+    """The record of a :data:`_LINE_RE` match, None when a value does not convert (not yet checked
+    with :func:`plausible`)."""
     c, bs, st, tk, dt, d, v, vf, e, o, t, al, kind, acc, ts, g, tail = m.groups()
     try:
         rec = CycleRecord(
@@ -384,7 +461,7 @@ def parse_line(line: str) -> Optional[CycleRecord]:
                 # unknown keys: fields appended by a newer version; ignore them
     except (ValueError, OverflowError):
         return None
-    return rec if plausible(rec) else None
+    return rec
 
 
 # ---------------------------------------------------------------------------------------------
@@ -483,20 +560,37 @@ def _num(v: Any, kind=float):
 def from_json(obj: Any) -> Optional[CycleRecord]:
     """Parse one JSONL record (a ``str`` line or an already-decoded ``dict``).
 
-    Returns ``None`` for anything that is not one of our records (or not :func:`plausible`);
-    never raises.
+    Returns ``None`` for anything that is not one of our records (or not :func:`plausible`; an
+    empty ``accepts`` list is not); never raises. :func:`json_rejection` says why.
     """
+    rec = _json_record(obj)
+    return rec if isinstance(rec, CycleRecord) and plausible(rec) else None
+
+
+def json_rejection(obj: Any) -> Optional[str]:
+    """Why :func:`from_json` refuses ``obj`` (one short phrase), or None when it parses. Never raises."""
+    rec = _json_record(obj)
+    return rec if isinstance(rec, str) else implausible(rec)
+
+
+def _json_record(obj: Any) -> "CycleRecord | str":
+    """The record of a JSONL record (not yet checked with :func:`plausible`), or why there is none."""
     try:
         if isinstance(obj, (str, bytes)):
             obj = json.loads(obj)
+    except (ValueError, TypeError, RecursionError):
+        return "not valid JSON (cut or damaged)"
+    try:
         if not isinstance(obj, dict) or "cycle" not in obj or "total_ms" not in obj:
-            return None
+            return "not an eagle-cycle JSONL record (no cycle or total_ms)"
         rec = CycleRecord(
             cycle=_num(obj["cycle"], int), bs=_num(obj["bs"], int), steps=_num(obj["steps"], int),
             topk=_num(obj["topk"], int), draft_tokens=_num(obj["draft_tokens"], int),
             accept_len=_num(obj.get("accept_len")), tok_s=_num(obj.get("tok_s")),
             graph=bool(obj.get("graph", 0)),
         )
+        if None in (rec.cycle, rec.bs, rec.steps, rec.topk, rec.draft_tokens):
+            return "cycle, bs, steps, topk or draft_tokens is null"
         for k in PHASES:
             setattr(rec, k, _num(obj.get(k)))
         if "draft_prep_ms" in obj:
@@ -515,9 +609,9 @@ def from_json(obj: Any) -> Optional[CycleRecord]:
             rec.rank = str(obj["rank"])
         if obj.get("ts") is not None:
             rec.ts = _num(obj["ts"])
-        return rec if plausible(rec) else None
+        return rec
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):
-        return None
+        return "a field is missing or not a number of the right kind"
 
 
 # ---------------------------------------------------------------------------------------------

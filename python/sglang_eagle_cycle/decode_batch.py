@@ -18,7 +18,7 @@ Units and definitions (SGLang 0.5.23, ``metrics_reporter.py``): accept len = com
 (bonus included) / requests summed over the interval; accept rate = accepted drafts /
 (requests x (num_draft_tokens - 1)); gen throughput in tokens/s of the whole server.
 
-Several tensor-parallel ranks can print the same interval (DESIGN §3): :class:`DecodeBatchStats`
+Several tensor-parallel ranks can print the same interval (README, "Per-cycle timing"): :class:`DecodeBatchStats`
 counts it once. Usage::
 
     stats = DecodeBatchStats()

@@ -1,9 +1,12 @@
 """Open a server log for streaming: a plain or gzip file, or ``-`` for stdin, as text chunks.
 
 Logs are read in chunks of whole lines (never the whole file), decoded as UTF-8 with
-undecodable bytes replaced, and gzip is recognised by its magic bytes (whatever the name).
-Anything that cannot be a text log raises :class:`LogUnreadable` with a short reason, so the
-caller can skip it and go on with the other inputs::
+undecodable bytes replaced, ANSI escape sequences (terminal colours) removed wherever they are in
+a line, and gzip is recognised by its magic bytes (whatever the name). An input is refused as
+binary only when most of its first :data:`SNIFF_WINDOW` bytes are not text: a damaged line (a NUL
+from a crash mid-write) costs that line only. Anything that cannot be a text log raises
+:class:`LogUnreadable` with a short reason, so the caller can skip it and go on with the other
+inputs::
 
     try:
         for chunk in iter_chunks("server.log.gz"):
@@ -18,15 +21,25 @@ import codecs
 import gzip
 import io
 import os
+import re
 import sys
 import zlib
 from pathlib import Path
-from typing import BinaryIO, Iterator, Union
+from typing import BinaryIO, Iterator, Optional, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-#: Bytes looked at to recognise gzip, emptiness and binary data.
+#: Bytes looked at to recognise gzip and a leading run of NULs.
 SNIFF_BYTES = 8192
+#: Bytes read (after a leading run of NULs) to decide whether an input is text: several read blocks.
+SNIFF_WINDOW = 1 << 18
+#: An input whose first :data:`SNIFF_WINDOW` bytes hold a smaller share of text bytes is binary.
+MIN_TEXT_SHARE = 0.5
+#: Characters that are not text: C0 controls other than tab, line feed, vertical tab, form feed,
+#: carriage return and escape (colour codes), DEL, C1 controls, and U+FFFD (an undecodable byte).
+_NOT_TEXT_RE = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f-\x9f\ufffd]+")
+#: ANSI escape sequences: CSI (colours, ``ESC [ 0 m``), OSC (``ESC ] ... BEL``), two-byte escapes.
+ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 #: Characters per chunk handed to the parser (whole lines are completed after it).
 CHUNK_CHARS = 1 << 22
 #: A "line" longer than this (no newline in sight) is cut, so memory stays bounded.
@@ -92,9 +105,26 @@ def _peek(stream, n: int) -> bytes:
     return b""
 
 
-def _sniffed(raw: BinaryIO, label: str) -> BinaryIO:
-    """Wrap ``raw`` in gzip when it starts with the gzip magic; skip a leading run of NULs (a log
-    truncated by ``copytruncate``); refuse empty and binary inputs."""
+def text_share(data: bytes) -> float:
+    """Share (0..1) of the characters of ``data`` (decoded as UTF-8) that are text: neither an
+    undecodable byte nor a control character (C0 other than whitespace and escape, DEL, C1).
+    1.0 for no data; random bytes give about 0.45."""
+    if not data:
+        return 1.0
+    text = data.decode("utf-8", errors="replace")
+    return len(_NOT_TEXT_RE.sub("", text)) / len(text)
+
+
+def _sniffed(raw: BinaryIO, label: str) -> tuple[BinaryIO, bytes, Optional[BaseException]]:
+    """``(stream, head, error)``: ``raw``, wrapped in gzip when it starts with the gzip magic, with
+    a leading run of NULs skipped (a log truncated by ``copytruncate``); ``head``, its first
+    :data:`SNIFF_WINDOW` bytes, already read; ``error``, what stopped that read part-way (None
+    when it did not).
+
+    Raises:
+        LogUnreadable: empty; binary (less than :data:`MIN_TEXT_SHARE` of ``head`` is text, the
+            share given in the reason); a gzip that yields nothing.
+    """
     if not hasattr(raw, "peek"):
         raw = io.BufferedReader(raw)  # pragma: no cover - stdin is buffered in CPython
     try:
@@ -109,12 +139,33 @@ def _sniffed(raw: BinaryIO, label: str) -> BinaryIO:
             reason = "truncated gzip: the data ends before anything could be decoded"
         raise LogUnreadable(label, reason) from None
     if head[:1] == b"\x00":
-        head = _skip_nul_run(stream, label)
+        _skip_nul_run(stream, label)
+    blocks: list[bytes] = []
+    got = 0
+    error: Optional[BaseException] = None
+    while got < SNIFF_WINDOW:
+        try:
+            block = _read_block(stream, min(READ_BYTES, SNIFF_WINDOW - got))
+        except (OSError, EOFError, zlib.error) as exc:
+            if not got:
+                reason = _read_error(exc)
+                if isinstance(exc, EOFError):
+                    reason = "truncated gzip: the data ends before anything could be decoded"
+                raise LogUnreadable(label, reason) from None
+            error = exc
+            break
+        if not block:
+            break
+        blocks.append(block)
+        got += len(block)
+    head = b"".join(blocks)
     if not head:
         raise LogUnreadable(label, "empty file")
-    if b"\x00" in head:
-        raise LogUnreadable(label, "binary data, not a text log")
-    return stream
+    share = text_share(head)
+    if share < MIN_TEXT_SHARE:
+        raise LogUnreadable(label, f"binary data, not a text log (only {share:.0%} of the first "
+                                   f"{len(head):,} bytes is text)")
+    return stream, head, error
 
 
 def _skip_nul_run(stream: BinaryIO, label: str) -> bytes:
@@ -135,7 +186,10 @@ def _skip_nul_run(stream: BinaryIO, label: str) -> bytes:
 
 
 def _crlf(text: str) -> str:
-    return text.replace("\r\n", "\n") if "\r" in text else text
+    """``\r\n`` line ends as ``\n``, ANSI escape sequences removed."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    return ANSI_RE.sub("", text) if "\x1b" in text else text
 
 
 def _read_block(stream: BinaryIO, size: int) -> bytes:
@@ -146,26 +200,34 @@ def _read_block(stream: BinaryIO, size: int) -> bytes:
 def iter_chunks(path: PathLike, chunk_chars: int = CHUNK_CHARS) -> Iterator[str]:
     """Yield the log as text chunks of whole lines (the last may lack its newline).
 
-    ``\r\n`` line ends become ``\n``; undecodable bytes become U+FFFD.
+    ``\r\n`` line ends become ``\n``; undecodable bytes become U+FFFD; ANSI escape sequences
+    (terminal colours, anywhere in a line) are removed.
 
     Args:
         path: a file path (plain or gzip), or ``-`` for stdin (plain or gzip).
         chunk_chars: about how many characters a chunk holds (more when one line is longer).
 
     Raises:
-        LogUnreadable: before the first chunk, when the input cannot be read as a text log.
+        LogUnreadable: before the first chunk, when the input cannot be read as a text log
+            (missing, a directory, empty, a bad gzip, or binary: less than :data:`MIN_TEXT_SHARE`
+            of the first :data:`SNIFF_WINDOW` bytes is text).
         LogReadStopped: after the last good chunk, when reading fails part-way (e.g. a truncated
             gzip); everything decoded before the failure has been yielded.
     """
     label = label_of(path)
     raw, close_it = _open_binary(path, label)
     try:
-        stream = _sniffed(raw, label)
+        stream, head, error = _sniffed(raw, label)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         pending = ""
         while True:
             try:
-                data = _read_block(stream, READ_BYTES)
+                if head:
+                    data, head = head, b""
+                elif error is not None:
+                    raise error
+                else:
+                    data = _read_block(stream, READ_BYTES)
             except (OSError, EOFError, zlib.error) as exc:
                 if pending:
                     yield _crlf(pending)

@@ -1,7 +1,7 @@
 """Server logs -> per-configuration timing report: the engine behind ``eagle-cycle inspect``.
 
 Reads, in one streamed pass per input, our ``[eagle-cycle]`` lines (per-cycle and aggregated,
-DESIGN §3), our JSONL records, and stock SGLang "Decode batch" lines (:mod:`.decode_batch`), from
+README "Per-cycle timing"), our JSONL records, and stock SGLang "Decode batch" lines (:mod:`.decode_batch`), from
 plain or gzip files or stdin (``-``). Memory grows with the number of cycles as numbers (one
 ``value -> cycles`` count per distinct phase time), never with the text.
 
@@ -10,7 +10,7 @@ exact p50/p90/p99 (linear interpolation between order statistics, numpy's defaul
 the cycle (phase mean / total mean); the accept-length histogram and mean; per-position
 acceptance; and effective tok/s. Findings name what looks wrong, each with its evidence.
 
-Definitions (DESIGN Terms):
+Definitions (README, "Terms"):
 
 * accept length L = accepted draft tokens + 1 bonus token, per request per cycle;
 * per-position acceptance p_j = P(draft token j accepted | drafts 1..j-1 accepted), from the
@@ -19,8 +19,12 @@ Definitions (DESIGN Terms):
 * effective tok/s = committed tokens (sum of accept lengths) / summed cycle time (``total_ms``).
   It counts GPU cycle time only: scheduling gaps between cycles are not in it;
 * aggregated lines (``n=``) count as ``n`` cycles at their mean; percentiles of a group that
-  holds aggregated lines are null (per-cycle values were not logged). Lines from several ranks
-  (``rank=``) are separate measurements of the same group.
+  holds aggregated lines are null (per-cycle values were not logged);
+* lines from several ranks (``rank=``, e.g. ``SGLANG_EAGLE_CYCLE_ALL_RANKS=1``) that carry the
+  same cycle id of one replica (the tp/pp ranks of one dp replica or attention-DP rank; the rank
+  label without its ``tp``/``pp`` parts) are one cycle: its acceptance and committed tokens count
+  once, while every rank's times are kept (phase distributions over all ranks' lines, the spread
+  of the per-rank means in ``rank_spread``).
 
 Usage::
 
@@ -45,7 +49,7 @@ from .cycle import ALL_PHASES, PREFIX, CycleRecord, max_accept_len
 from .decode_batch import MARKER as DECODE_MARKER
 from .decode_batch import DecodeBatchStats, parse_decode_batch
 from .errors import UsageError
-from .bulkscan import scan_chunk
+from .bulkscan import scan_chunk, scan_chunk_dropping
 from .logfiles import CHUNK_CHARS, LogReadStopped, LogUnreadable, iter_chunks, label_of
 
 SCHEMA = "eagle-cycle-inspect/1"
@@ -188,10 +192,20 @@ class Group:
     accept_len_weight: int = 0
     tokens: float = 0.0           # committed tokens (sum of accept lengths)
     ranks: set = field(default_factory=set)
+    lines: int = 0                # cycle lines behind the times (every rank's), weighted by n
+    rank_phases: dict = field(default_factory=dict)   # rank -> phase -> [summed ms, cycles]
 
-    def add_record(self, rec: CycleRecord) -> None:
+    def add_record(self, rec: CycleRecord, new_cycle: bool = True) -> None:
+        """Add one record's times; its cycles, acceptance and tokens only when ``new_cycle`` (False
+        for another rank's line of a cycle already counted)."""
         w = rec.weight
-        self.cycles += w
+        self.lines += w
+        per_rank = None
+        if rec.rank:
+            self.ranks.add(rec.rank)
+            per_rank = self.rank_phases.get(rec.rank)
+            if per_rank is None:
+                per_rank = self.rank_phases[rec.rank] = {}
         for name in ALL_PHASES:
             value = getattr(rec, name)
             if value is not None:
@@ -199,6 +213,15 @@ class Group:
                     self.phases[name].add(value)
                 else:
                     self.phases[name].add_mean(value, w)
+                if per_rank is not None:
+                    acc = per_rank.get(name)
+                    if acc is None:
+                        acc = per_rank[name] = [0.0, 0]
+                    acc[0] += value * w
+                    acc[1] += w
+        if not new_cycle:
+            return
+        self.cycles += w
         hist = rec.histogram()
         if hist:
             self.add_hist(hist)
@@ -206,8 +229,6 @@ class Group:
             self.accept_len_sum += rec.accept_len * w
             self.accept_len_weight += w
             self.tokens += rec.accept_len * rec.bs * w
-        if rec.rank:
-            self.ranks.add(rec.rank)
 
     def add_hist(self, hist: dict[int, int], times: int = 1) -> None:
         for length, requests in hist.items():
@@ -224,10 +245,31 @@ class Group:
     @property
     def period_ms_total(self) -> float:
         """Summed cycle periods (ms): ``total_ms`` plus, for device-span lines, the mean ``gap_ms``
-        per cycle (cycles after another batch have no gap of their own)."""
+        per cycle (cycles after another batch have no gap of their own); with several ranks'
+        lines of each cycle, scaled to one line per cycle (ranks run a cycle side by side)."""
         total_ms = self.phases["total_ms"].total
         gap = self.phases["gap_ms"].mean if self.device_spans else None
-        return total_ms + (gap or 0.0) * self.phases["total_ms"].weight
+        period = total_ms + (gap or 0.0) * self.phases["total_ms"].weight
+        if self.lines > self.cycles > 0:
+            period *= self.cycles / self.lines
+        return period
+
+    def rank_spread(self) -> Optional[dict[str, dict[str, Any]]]:
+        """Per phase measured on two ranks or more: ``{"min", "max", "spread"}`` of the per-rank
+        mean times (ms; ``spread = max - min``) and ``by_rank`` ``{rank: mean ms}``; None with
+        fewer than two ranks."""
+        if len(self.rank_phases) < 2:
+            return None
+        out = {}
+        for name in ALL_PHASES:
+            means = {rank: acc[name][0] / acc[name][1] for rank, acc in sorted(self.rank_phases.items())
+                     if name in acc and acc[name][1]}
+            if len(means) < 2:
+                continue
+            lo, hi = min(means.values()), max(means.values())
+            out[name] = {"min": _round(lo), "max": _round(hi), "spread": _round(hi - lo),
+                         "by_rank": {rank: _round(m) for rank, m in means.items()}}
+        return out or None
 
     @property
     def tok_s(self) -> Optional[float]:
@@ -265,6 +307,8 @@ class Group:
             "per_position_acceptance": pos,
             "tok_s": _round(self.tok_s),
             "ranks": sorted(self.ranks),
+            "cycle_lines": self.lines,
+            "rank_spread": self.rank_spread(),
         }
 
 
@@ -296,20 +340,48 @@ class FileResult:
         return self.cycles > 0 or self.decode.intervals > 0
 
 
+#: Cycle ids remembered per replica to merge other ranks' lines of one cycle (the oldest are
+#: forgotten beyond this; ranks print a cycle within moments of each other).
+RANK_WINDOW = 1 << 16
+#: Longest text of a rejected line handed to ``on_rejected`` (characters).
+REJECTED_TEXT_CHARS = 300
+
+
+def replica_of(rank: str) -> tuple[str, str]:
+    """``(replica, member)`` of a ``rank=`` label: the tp/pp parts name the rank inside its replica
+    (``tp1``, ``tp0.pp1``), every other part the replica (``dp1``, ``adp1``; ``""`` for none).
+
+    ``tp0.pp0.dp1`` -> ``("dp1", "tp0.pp0")``; ``tp4.adp1`` -> ``("adp1", "tp4")``; ``tp3`` -> ``("", "tp3")``.
+    """
+    parts = rank.split(".")
+    member = [p for p in parts if p[:2] in ("tp", "pp")]
+    replica = [p for p in parts if p[:2] not in ("tp", "pp")]
+    return ".".join(replica), ".".join(member)
+
+
 class LogReader:
     """Streams logs into :class:`Group` accumulators and per-file :class:`FileResult`.
 
     Args:
         on_record: called as ``on_record(file_label, record)`` for every cycle record in file
-            order (used by ``--trace``); it turns the bulk path off.
+            order, every rank's (used by ``--trace``); it turns the bulk path off.
         chunk_chars: characters per read chunk.
+        on_rejected: called as ``on_rejected({"file", "line", "reason", "text"})`` for each of the
+            first ``max_rejected`` damaged lines (``line``: 1-based line number in the input,
+            ``text`` cut to :data:`REJECTED_TEXT_CHARS` characters).
+        max_rejected: how many damaged lines to hand to ``on_rejected``.
     """
 
-    def __init__(self, on_record: Optional[RecordHook] = None, chunk_chars: int = CHUNK_CHARS):
+    def __init__(self, on_record: Optional[RecordHook] = None, chunk_chars: int = CHUNK_CHARS,
+                 on_rejected: Optional[Callable[[dict[str, Any]], None]] = None, max_rejected: int = 0):
         self.on_record = on_record
         self.chunk_chars = chunk_chars
+        self.on_rejected = on_rejected
+        self.max_rejected = max_rejected if on_rejected is not None else 0
+        self.rejected = 0          # damaged lines handed to on_rejected so far
         self.groups: dict[tuple, Group] = {}
         self.files: list[FileResult] = []
+        self._seen: dict[tuple[str, str], dict[int, set]] = {}   # (file, replica) -> cycle id -> ranks
 
     def _group(self, label: str, config: tuple[int, int, int, int], spans: bool = False) -> Group:
         key = (label, config, spans)
@@ -318,13 +390,20 @@ class LogReader:
             g = self.groups[key] = Group(label, *config, device_spans=spans)
         return g
 
+    def _tracking(self) -> bool:
+        return self.rejected < self.max_rejected
+
     def read(self, path) -> FileResult:
         """Read one input (path or ``-``); failures are recorded on the result, never raised."""
         res = FileResult(label_of(path))
         self.files.append(res)
+        base = 0   # lines before the chunk (counted while damaged lines are wanted with their numbers)
         try:
             for chunk in iter_chunks(path, self.chunk_chars):
-                self._chunk(chunk, res)
+                tracking = self._tracking()
+                self._chunk(chunk, res, base if tracking else None)
+                if tracking:
+                    base += chunk.count("\n")
         except LogUnreadable as exc:
             res.error = exc.reason
         except LogReadStopped as exc:
@@ -333,13 +412,20 @@ class LogReader:
 
     # -- one chunk ------------------------------------------------------------------------------
 
-    def _chunk(self, text: str, res: FileResult) -> None:
+    def _chunk(self, text: str, res: FileResult, base: Optional[int] = None) -> None:
         if PREFIX not in text:
-            self._other_lines(_lines(text), res)
+            self._other_lines(_lines(text), res, base)
             return
         if self.on_record is None and self._bulk(text, res):
             return  # every line a plain per-cycle line: counted at once
         lines = _lines(text)
+        if base is not None:   # damaged lines are wanted with their line numbers: in file order
+            for i, ln in enumerate(lines, start=base + 1):
+                if PREFIX in ln:
+                    self._our_line(ln, res, i)
+                else:
+                    self._other_line(ln, res, i)
+            return
         ours = [ln for ln in lines if PREFIX in ln]
         if len(ours) < len(lines):
             self._other_lines([ln for ln in lines if PREFIX not in ln], res)
@@ -348,46 +434,91 @@ class LogReader:
         for ln in ours:
             self._our_line(ln, res)
 
-    def _our_line(self, line: str, res: FileResult) -> None:
+    def _reject(self, res: FileResult, lineno: Optional[int], line: str, why: Callable[[], Optional[str]]) -> None:
+        """Count one damaged line; hand it to ``on_rejected`` while fewer than ``max_rejected`` were."""
+        res.unparsed_lines += 1
+        if lineno is not None and self._tracking():
+            self.rejected += 1
+            self.on_rejected({"file": res.label, "line": lineno, "reason": why() or "damaged",
+                              "text": line[:REJECTED_TEXT_CHARS]})
+
+    def _our_line(self, line: str, res: FileResult, lineno: Optional[int] = None) -> None:
         rec = cycle.parse_line(line)
         if rec is None:
-            res.unparsed_lines += 1
+            self._reject(res, lineno, line, lambda: cycle.line_rejection(line))
         else:
             self._add(rec, res)
 
+    def _new_cycle(self, label: str, rec: CycleRecord) -> bool:
+        """False when ``rec`` is another rank's line of a cycle of its replica already counted.
+
+        A rank printing a cycle id it printed before (a restart) starts that cycle anew."""
+        replica, member = replica_of(rec.rank)
+        seen = self._seen.get((label, replica))
+        if seen is None:
+            seen = self._seen[(label, replica)] = {}
+        ranks = seen.get(rec.cycle)
+        if ranks is not None and member not in ranks:
+            ranks.add(member)
+            return False
+        if ranks is not None:
+            del seen[rec.cycle]   # keep insertion order: oldest first
+        seen[rec.cycle] = {member}
+        if len(seen) > RANK_WINDOW:
+            del seen[next(iter(seen))]
+        return True
+
     def _add(self, rec: CycleRecord, res: FileResult) -> None:
-        self._group(res.label, rec.config, rec.device_spans).add_record(rec)
-        res.cycles += rec.weight
+        new = True if not rec.rank else self._new_cycle(res.label, rec)
+        self._group(res.label, rec.config, rec.device_spans).add_record(rec, new)
+        if new:
+            res.cycles += rec.weight
         if self.on_record is not None:
             self.on_record(res.label, rec)
 
-    def _other_lines(self, lines: list[str], res: FileResult) -> None:
-        for line in lines:
-            if DECODE_MARKER in line:
-                d = parse_decode_batch(line)
-                if d is None:
-                    res.unparsed_lines += 1
-                else:
-                    res.decode.add(d)
-            elif line.lstrip().startswith("{"):
-                rec = cycle.from_json(line)
-                if rec is not None:
-                    self._add(rec, res)
-                elif line.lstrip().startswith('{"cycle":') or ('"cycle"' in line and '"total_ms"' in line):
-                    res.unparsed_lines += 1   # one of our JSONL records (ours start {"cycle":), damaged or cut
-                else:
-                    res.other_lines += 1
+    def _other_lines(self, lines: list[str], res: FileResult, base: Optional[int] = None) -> None:
+        for i, line in enumerate(lines, start=1):
+            self._other_line(line, res, None if base is None else base + i)
+
+    def _other_line(self, line: str, res: FileResult, lineno: Optional[int] = None) -> None:
+        if DECODE_MARKER in line:
+            d = parse_decode_batch(line)
+            if d is None:
+                self._reject(res, lineno, line, lambda: "a Decode batch line with a damaged or impossible value")
+            else:
+                res.decode.add(d)
+        elif line.lstrip().startswith("{"):
+            rec = cycle.from_json(line)
+            if rec is not None:
+                self._add(rec, res)
+            elif line.lstrip().startswith('{"cycle":') or ('"cycle"' in line and '"total_ms"' in line):
+                # one of our JSONL records (ours start {"cycle":), damaged or cut
+                self._reject(res, lineno, line, lambda: "JSONL record: " + (cycle.json_rejection(line) or "damaged"))
             else:
                 res.other_lines += 1
+        else:
+            res.other_lines += 1
 
     def _bulk(self, text: str, res: FileResult) -> bool:
-        """Count a chunk of our lines at once (:mod:`.bulkscan`); False when it needs the per-line path."""
-        tallies = scan_chunk(text)
+        """Count a chunk of our lines at once (:mod:`.bulkscan`); False when it needs the per-line path.
+
+        Lines the bulk reader can tell are damaged (parts that do not add up to the total) are
+        counted as damaged there, unless damaged lines are wanted with their line numbers."""
+        if self._tracking():
+            tallies = scan_chunk(text)
+            dropped = 0
+        else:
+            got = scan_chunk_dropping(text)
+            if got is None:
+                return False
+            tallies, dropped = got
         if tallies is None:
             return False
+        res.unparsed_lines += dropped
         for t in tallies:
             g = self._group(res.label, t.config, t.device_spans)
             g.cycles += t.cycles
+            g.lines += t.cycles
             for name, counts in t.phases.items():
                 dist = g.phases[name]
                 for value, count in counts.items():
@@ -636,7 +767,8 @@ def _distinct_inputs(paths: list, baseline: Baseline, warn: Callable[[str], None
 
 def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: Baseline = None,
                   warn: Optional[Callable[[str], None]] = None, on_record: Optional[RecordHook] = None,
-                  chunk_chars: int = CHUNK_CHARS) -> dict[str, Any]:
+                  chunk_chars: int = CHUNK_CHARS, on_rejected: Optional[Callable[[dict[str, Any]], None]] = None,
+                  max_rejected: int = 0) -> dict[str, Any]:
     """Read logs and return the ``eagle-cycle inspect --json`` document (schema ``eagle-cycle-inspect/1``).
 
     Args:
@@ -644,8 +776,12 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
         baseline: no-speculation tok/s (number), or the path of a no-spec server log whose
             Decode batch gen throughput per batch size is the baseline; enables ``slower_than_baseline``.
         warn: called with one line per input that was skipped or cut short (default: logging WARNING).
-        on_record: called with ``(file_label, CycleRecord)`` per cycle record in file order.
+        on_record: called with ``(file_label, CycleRecord)`` per cycle record in file order
+            (every rank's line, including those merged into a cycle another rank printed).
         chunk_chars: characters per read chunk.
+        on_rejected: called with ``{"file", "line", "reason", "text"}`` for each of the first
+            ``max_rejected`` damaged lines (``line`` 1-based; see :class:`LogReader`).
+        max_rejected: how many damaged lines to hand to ``on_rejected`` (0: none).
 
     Returns:
         ``{"schema", "files", "unparsed_lines", "other_lines", "groups": [...], "decode_batch": {...}
@@ -662,7 +798,8 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
     warn = warn or _log.warning
     paths = _distinct_inputs(list(paths), baseline, warn)
     base = load_baseline(baseline)
-    reader = LogReader(on_record=on_record, chunk_chars=chunk_chars)
+    reader = LogReader(on_record=on_record, chunk_chars=chunk_chars, on_rejected=on_rejected,
+                       max_rejected=max_rejected)
     for path in paths:
         reader.read(path)
     files = reader.files

@@ -32,7 +32,9 @@ def _config(g: dict[str, Any]) -> str:
 
 
 def render_table(doc: dict[str, Any], console=None) -> None:
-    """Print the report: one phase table per group, Decode batch summary, findings."""
+    """Print the report: one phase table per group (with a ``rank spread ms`` column, max - min of
+    the per-rank mean times, when two ranks or more printed the group's cycles), Decode batch
+    summary, findings."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -44,17 +46,26 @@ def render_table(doc: dict[str, Any], console=None) -> None:
                  f"{_f(g.get('accept_len_mean'))}, {_f(g.get('tok_s'), '.1f')} tok/s")
         if g.get("ranks"):
             title += f", ranks {escape(', '.join(g['ranks']))}"
+            lines = g.get("cycle_lines")
+            if lines and lines != g["cycles"]:
+                title += f" ({lines} lines: acceptance once per cycle, times of every rank)"
+        spread = g.get("rank_spread") or {}
         title += ("\ndevice spans of the launches; tok/s over total + gap" if g.get("device_spans") else
                   "\nolder lines: draft from the cycle's start, no gap (kept apart from device-span lines)")
         table = Table(title=title, title_justify="left")
         table.add_column("phase")
         for head in ("mean ms", *(k + " ms" for k, _ in PERCENTILES), "share"):
             table.add_column(head, justify="right")
+        if spread:   # max - min of the per-rank mean times
+            table.add_column("rank\nspread ms", justify="right")
         for name in _SPAN_ROWS if g.get("device_spans") else PHASES:
             ph = (g.get("phases") or {}).get(name) or {}
             share = ph.get("share")
-            table.add_row(_PHASE_NAMES[name], _f(ph.get("mean")), *(_f(ph.get(k)) for k, _ in PERCENTILES),
-                          "-" if share is None else f"{share:.1%}")
+            cells = [_PHASE_NAMES[name], _f(ph.get("mean")), *(_f(ph.get(k)) for k, _ in PERCENTILES),
+                     "-" if share is None else f"{share:.1%}"]
+            if spread:
+                cells.append(_f((spread.get(name) or {}).get("spread")))
+            table.add_row(*cells)
         con.print(table)
         hist = g.get("accept_hist") or {}
         if hist:

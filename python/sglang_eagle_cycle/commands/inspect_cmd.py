@@ -13,6 +13,7 @@ Examples:
     eagle-cycle inspect steps5.log.gz steps2.log.gz --baseline 88.8 --plot cmp.png
     eagle-cycle inspect server.log --json > report.json
     eagle-cycle inspect cycles.jsonl --trace cycles.trace.json   # open in ui.perfetto.dev
+    eagle-cycle inspect server.log --show-rejected 20             # why lines were counted as damaged
 
 Exit codes: 0 report written, 1 a requested plot/trace had no cycles to show,
 2 unusable input (nothing readable, an output file exists without --force).
@@ -28,6 +29,8 @@ import sys
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
+    from ..argtypes import int_in
+
     parser.formatter_class = argparse.RawDescriptionHelpFormatter   # keep the examples' lines
     parser.add_argument("logs", nargs="+", metavar="LOG", help="server log, .gz log, JSONL, or - for stdin")
     parser.add_argument("--json", action="store_true", help="print the eagle-cycle-inspect/1 JSON document")
@@ -42,6 +45,9 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                         help="no-speculation throughput in tok/s (one batch size in the logs), BS:TOK_S "
                         "(repeat per batch size), or a no-speculation server log (its Decode batch gen "
                         "throughput per batch size)")
+    parser.add_argument("--show-rejected", type=int_in(0), default=0, metavar="N",
+                        help="print the first N damaged lines to stderr, with file, line number and why "
+                        "each was rejected (default 0)")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files (a symlink "
                         "is kept: its target is overwritten)")
     # argparse reads "-inf" / "-1e3" as an option string, so `--baseline -inf` failed with "expected one
@@ -55,6 +61,16 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 
 def _warn(message: str) -> None:
     print(f"eagle-cycle inspect: warning: {message}", file=sys.stderr)
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters (NUL, escape, ...) written as escapes, on one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _show_rejected(item: dict) -> None:
+    print(f"eagle-cycle inspect: rejected: {item['file']}:{item['line']}: {item['reason']}: "
+          f"{_printable(item['text'])}", file=sys.stderr)
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -214,7 +230,8 @@ def main(args: argparse.Namespace) -> int:
         writer = TraceWriter(trace_out.fh, max_cycles_per_track=args.trace_max_cycles or None)
     try:
         doc = inspect_paths(args.logs, baseline=_baseline(args.baseline), warn=_warn,
-                            on_record=_guarded(writer.add, trace_out) if writer else None)
+                            on_record=_guarded(writer.add, trace_out) if writer else None,
+                            on_rejected=_show_rejected, max_rejected=args.show_rejected)
         if writer is not None:
             with trace_out.guard():
                 writer.close()
