@@ -289,10 +289,13 @@ def test_per_position_legend_covers_no_point(tmp_path, p):
     fig = render(inspect_paths([log]))
     fig.canvas.draw()
     ax_pos = fig.axes[2]
-    box = ax_pos.get_legend().get_window_extent()
+    assert ax_pos.get_legend() is None and fig.axes[1].get_legend() is None
+    box = fig.legends[0].get_window_extent()
     points = [ax_pos.transData.transform(xy) for line in ax_pos.lines for xy in line.get_xydata()]
     assert len(points) == 8
     assert not [xy for xy in points if box.contains(*xy)]
+    for ax in fig.axes:   # the group legend sits outside every panel
+        assert not box.overlaps(ax.get_window_extent())
     lo, _ = ax_pos.get_ylim()
     assert lo < 0 <= min(y for line in ax_pos.lines for y in line.get_ydata())
 
@@ -508,3 +511,21 @@ def test_log_after_copytruncate_nul_padding_is_read(capsys, tmp_path, runs):
     only.write_bytes(b"\x00" * 20000)
     rc, _, err = run_cli(capsys, only)
     assert rc == 2 and "empty file" in err
+
+
+def test_twelve_groups_get_twelve_colours(tmp_path):
+    from matplotlib.colors import to_hex
+
+    from sglang_eagle_cycle.plots import MAX_GROUPS, group_colours, render
+
+    assert MAX_GROUPS >= 12
+    for n in (1, 10, 12, 20, 25):
+        assert len({to_hex(c) for c in group_colours(n)}) == n
+    rng = random.Random(9)
+    lines = []
+    for bs in range(1, 13):
+        lines += log_lines(generate(rng, bs=bs, steps=2, cycles=20, p=[0.6, 0.5]).records)
+    log = tmp_path / "twelve.log"
+    log.write_text("\n".join(lines) + "\n")
+    fig = render(inspect_paths([log]))
+    assert len({to_hex(line.get_color()) for line in fig.axes[2].lines}) == 12

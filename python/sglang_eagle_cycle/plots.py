@@ -45,6 +45,18 @@ def group_label(group: dict[str, Any], with_file: bool) -> str:
     return text
 
 
+def group_colours(n: int) -> list:
+    """``n`` distinct colours: matplotlib's ``tab10`` up to 10 groups, ``tab20`` up to 20, else
+    evenly spaced along ``turbo`` (no colour repeats, so no two groups look alike)."""
+    from matplotlib import colormaps
+
+    if n <= 10:
+        return [colormaps["tab10"](i) for i in range(n)]
+    if n <= 20:
+        return [colormaps["tab20"](i) for i in range(n)]
+    return [colormaps["turbo"](i / (n - 1)) for i in range(n)]
+
+
 def render(doc: dict[str, Any], path=None, fmt: Optional[str] = None):
     """Draw the three panels for ``doc["groups"]`` and save to ``path`` (a file name or binary file).
 
@@ -58,6 +70,7 @@ def render(doc: dict[str, Any], path=None, fmt: Optional[str] = None):
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
 
     groups = sorted(doc.get("groups") or [], key=lambda g: -(g.get("cycles") or 0))[:MAX_GROUPS]
     if not groups:
@@ -65,7 +78,7 @@ def render(doc: dict[str, Any], path=None, fmt: Optional[str] = None):
     total_groups = len(doc.get("groups") or [])
     with_file = len({g.get("file") for g in groups}) > 1
     labels = [group_label(g, with_file) for g in groups]
-    colours = [f"C{i % 10}" for i in range(len(groups))]
+    colours = group_colours(len(groups))
 
     fig = Figure(figsize=(max(15.0, 9.5 + 1.4 * len(groups)), 5.4), layout="constrained")
     FigureCanvasAgg(fig)
@@ -110,8 +123,7 @@ def render(doc: dict[str, Any], path=None, fmt: Optional[str] = None):
     ax_hist.set_ylabel("requests (%)")
     ax_hist.set_title("Accept length")
     if ax_hist.patches:
-        ax_hist.set_ylim(0, max_pct * (1.15 + 0.08 * len(groups)))   # room for the legend
-        ax_hist.legend(fontsize=7, loc="upper right")
+        ax_hist.set_ylim(0, max_pct * 1.1)
 
     # 3. per-position acceptance
     for i, g in enumerate(groups):
@@ -125,7 +137,11 @@ def render(doc: dict[str, Any], path=None, fmt: Optional[str] = None):
     ax_pos.set_title("Per-position acceptance")
     if ax_pos.lines:
         ax_pos.xaxis.get_major_locator().set_params(integer=True)
-        ax_pos.legend(fontsize=7, loc="best")   # low acceptance sits where "lower left" would be
+    # one legend of the groups for both group panels, below the axes: it covers no bar and no curve
+    handles = [Patch(color=colours[i], label=labels[i].replace("\n", " ")) for i in range(len(groups))]
+    if ax_hist.patches or ax_pos.lines:
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(groups), 4), fontsize=7,
+                   title="groups (histogram bars, acceptance curves)", title_fontsize=7)
     if path is not None:
         fig.savefig(path, dpi=110, format=fmt)
     return fig
