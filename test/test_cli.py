@@ -22,7 +22,7 @@ def test_version_and_subcommands(capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["--version"])
     assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"eagle-cycle {__version__}"
-    assert set(cli.SUBCOMMANDS) == {"wiring", "inspect", "advise", "make-tiny-pair"}
+    assert set(cli.SUBCOMMANDS) == {"wiring", "inspect", "advise", "make-tiny-pair", "probe"}
 
 
 @pytest.mark.parametrize("argv", [[], ["nosuch"], ["wiring"], ["inspect", "--no-such-flag", "x"]])

@@ -6,6 +6,7 @@ Usage::
     eagle-cycle inspect LOG [LOG ...] [--json | --csv FILE | --plot out.png | --trace out.json]
     eagle-cycle advise INPUT [INPUT ...] [--baseline-tok-s 88.8] [--json]
     eagle-cycle make-tiny-pair OUT [--arch llama|deepseek_v3] [--seed N] [--json]
+    eagle-cycle probe TARGET DRAFT [--prompts FILE] [--tokens N] [--device cpu|cuda] [--json]
     eagle-cycle sweep (--launch ... | --url URL) [--steps 1 2 3] [--concurrency 1 8] [-- SERVER ARGS]
 
 Exit codes: 0 success, 1 a check found an error-level problem, 2 unusable input
@@ -27,6 +28,7 @@ SUBCOMMANDS = {
     "inspect": ("inspect_cmd", "timing report from server logs / JSONL: tables, plots, traces"),
     "advise": ("advise_cmd", "pick the speculation depth from measured acceptance and phase costs"),
     "make-tiny-pair": ("make_tiny_pair_cmd", "train a tiny target + EAGLE-3 draft pair that SGLang loads (CPU)"),
+    "probe": ("probe_cmd", "ask an EAGLE-3 draft's weights which target layers it was trained on (transformers)"),
 }
 
 

@@ -804,7 +804,8 @@ def _resolve(inp: _Inputs) -> WiringReport:
                       f"{reads}")
         add("stock_differs",
             f"stock SGLang {STOCK_VERSION}, {rule.describe()}, {stock_words}; this plugin captures {positions}. "
-            + advice)
+            + advice + ". Which reading the draft was trained on, its weights can tell: "
+            "`eagle-cycle probe TARGET DRAFT`")
 
     hint = _stock_hint(rule, positions, n, ids) if positions is not None else None
     problems.sort(key=lambda p: _LEVEL_ORDER[p.level])

@@ -1,0 +1,599 @@
+"""Ask an EAGLE-3 draft's own weights which target residual-stream positions it was trained on.
+
+The target runs under Hugging Face ``transformers`` over a few prompts: its greedy continuation
+and its residual stream at every position (README, "Aux-layer wiring": position ``j < N`` is the
+input of decoder layer ``j``, i.e. ``hidden_states[j]``; position ``N`` is the last decoder layer's
+output *before* the final norm, taken with a forward hook as SGLang captures it). The draft
+(:class:`~.tiny.models.Eagle3Head`) is then teacher-forced with each candidate set of positions,
+with agreement defined as in :mod:`.tiny.agreement`, and the candidates are compared pairwise on
+the same scored tokens (exact McNemar test).
+
+    from sglang_eagle_cycle.probe import probe
+    result = probe("pair/target", "pair/draft")     # dict, as ``eagle-cycle probe --json`` prints
+
+Raises :class:`~.errors.UsageError` for unusable input (missing files, unreadable safetensors,
+a draft without ``fc``, shapes that cannot be fed, an unsupported head variant).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import UsageError
+
+#: significance level of every comparison the verdict rests on
+ALPHA = 0.05
+DEFAULT_TOKENS = 32
+#: most prompts (of one length) run through the target at once
+BATCH = 8
+BUNDLED_PROMPTS = Path(__file__).resolve().parent / "data" / "prompts.jsonl"
+ENV_CONVENTION = "SGLANG_EAGLE_CYCLE_AUX_CONVENTION"
+ENV_ALLOW_EMBEDDING = "SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING"
+
+
+# ----------------------------------------------------------------------------- prompts
+@dataclass
+class Prompts:
+    """Prompt token ids (one list per prompt), the continuation length and where they came from."""
+
+    ids: list[list[int]]
+    tokens: int
+    source: str
+
+
+def _tokenizer(target_dir: Path):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(target_dir))
+    except Exception as exc:  # noqa: BLE001 - any loader failure is unusable input
+        msg = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"{target_dir}: cannot load the target's tokenizer ({msg})") from None
+
+
+def read_prompt_texts(path: Path) -> list[str]:
+    """The ``prompt`` strings of a JSONL file, one ``{"prompt": ...}`` object a line."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such prompts file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    texts = []
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise UsageError(f"{path}:{no}: invalid JSON ({str(exc).splitlines()[0][:100]})") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"]:
+            raise UsageError(f'{path}:{no}: expected an object with a non-empty string "prompt"')
+        texts.append(obj["prompt"])
+    if not texts:
+        raise UsageError(f"{path}: no prompts")
+    return texts
+
+
+def load_prompts(target_dir: Path, prompts_file: Path | None, tokens: int | None) -> Prompts:
+    """``--prompts FILE``; else the tiny pair's held-out prompts (``eval_prompts.json`` beside the
+    target folder); else the bundled ``data/prompts.jsonl``. ``tokens`` None: the pair's
+    ``gen_tokens``, else :data:`DEFAULT_TOKENS`."""
+    eval_file = Path(target_dir).parent / "eval_prompts.json"
+    if prompts_file is None and eval_file.is_file():
+        try:
+            data = json.loads(eval_file.read_text())
+            ids = [[int(t) for t in p] for p in data["held_out_prompts"]]
+            gen = int(data.get("gen_tokens", DEFAULT_TOKENS))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"{eval_file}: not a tiny pair's prompt file ({exc})") from None
+        if not ids or not all(ids):
+            raise UsageError(f"{eval_file}: no prompts")
+        return Prompts(ids, gen if tokens is None else tokens, str(eval_file))
+    path = Path(prompts_file) if prompts_file is not None else BUNDLED_PROMPTS
+    texts = read_prompt_texts(path)
+    tok = _tokenizer(target_dir)
+    ids = [list(tok(t)["input_ids"]) for t in texts]
+    if not all(ids):
+        raise UsageError(f"{path}: a prompt tokenizes to no tokens")
+    return Prompts(ids, DEFAULT_TOKENS if tokens is None else tokens, str(path))
+
+
+# ----------------------------------------------------------------------------- target
+def _short_exc(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0][:200] if text else type(exc).__name__)
+
+
+def load_target(target_dir: Path, device: str = "cpu", dtype: str = "float32", max_memory: str | None = None):
+    """``AutoModelForCausalLM`` from ``target_dir``, eval mode: one copy, on ``device``, or with
+    accelerate's CPU/disk offloading when ``max_memory`` is given (CPU only)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # the probe's own bar is the one on stderr
+    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
+    kwargs: dict = {"dtype": torch_dtype}
+    if max_memory is not None:
+        if device != "cpu":
+            raise UsageError("--max-memory offloads to CPU memory and disk: use it with --device cpu")
+        try:
+            import accelerate  # noqa: F401
+        except ImportError:
+            raise UsageError("--max-memory needs the 'accelerate' package (pip install accelerate)") from None
+        kwargs.update(device_map="auto", max_memory={"cpu": max_memory},
+                      offload_folder=tempfile.mkdtemp(prefix="eagle-cycle-probe-offload-"))
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(target_dir), **kwargs)
+    except Exception as exc:  # noqa: BLE001 - any loader failure is unusable input
+        raise UsageError(f"{target_dir}: cannot load the target with transformers ({_short_exc(exc)})") from None
+    if max_memory is None:
+        model = model.to(device)
+    return model.eval()
+
+
+def decoder_layers(model):
+    """The target's decoder layer list (``model.model.layers`` for the usual layout)."""
+    for getter in (lambda m: m.get_decoder().layers, lambda m: m.model.layers):
+        try:
+            layers = getter(model)
+        except AttributeError:
+            continue
+        if len(layers):
+            return layers
+    raise UsageError(f"{type(model).__name__}: cannot find the decoder layers")
+
+
+def _dev(model):
+    """Where the target's inputs go: the embedding's device (CPU under offloading)."""
+    dev = model.get_input_embeddings().weight.device
+    return "cpu" if dev.type == "meta" else dev
+
+
+def target_forward(model, ids, keep: list[int] | None = None):
+    """One forward over ``ids`` ``[B, L]``: ``(states, logits)``.
+
+    ``states`` is ``[N + 1, B, L, h]`` float32 on the CPU (only the rows in ``keep`` filled when
+    given, the others zero): row ``j < N`` is ``hidden_states[j]``, row ``N`` the last decoder
+    layer's output before the final norm (forward hook). ``logits`` ``[B, L, vocab]`` float32.
+    """
+    import torch
+
+    layers = decoder_layers(model)
+    n = len(layers)
+    caught = {}
+
+    def hook(_module, _inputs, output):
+        caught["last"] = output[0] if isinstance(output, (tuple, list)) else output
+
+    handle = layers[-1].register_forward_hook(hook)
+    try:
+        with torch.no_grad():
+            out = model(input_ids=ids.to(_dev(model)), output_hidden_states=True, use_cache=False)
+    finally:
+        handle.remove()
+    hs = out.hidden_states
+    if hs is None or len(hs) != n + 1 or "last" not in caught:
+        raise UsageError(f"{type(model).__name__}: returned {None if hs is None else len(hs)} hidden states "
+                         f"for {n} decoder layers (expected {n + 1})")
+    rows = range(n + 1) if keep is None else sorted(set(keep))
+    states = torch.zeros(n + 1, *ids.shape, hs[0].shape[-1], dtype=torch.float32)
+    for j in rows:
+        states[j] = (caught["last"] if j == n else hs[j]).detach().float().cpu()
+    return states, out.logits.detach().float().cpu()
+
+
+def greedy_continue(model, prompts, n: int):
+    """``[B, P]`` prompts + ``n`` greedy tokens each -> ``[B, P + n]`` on the CPU (KV cache;
+    end-of-sequence tokens do not stop it)."""
+    import torch
+
+    dev = _dev(model)
+    seq = prompts.cpu()
+    with torch.no_grad():
+        out = model(input_ids=seq.to(dev), use_cache=True)
+        for k in range(n):
+            nxt = out.logits[:, -1].argmax(-1, keepdim=True).cpu()
+            seq = torch.cat([seq, nxt], dim=1)
+            if k + 1 < n:
+                out = model(input_ids=nxt.to(dev), past_key_values=out.past_key_values, use_cache=True)
+    return seq
+
+
+# ----------------------------------------------------------------------------- draft
+_UNSUPPORTED_FLAGS = ("norm_before_fc", "fc_norm", "use_aux_norm", "norm_output")
+
+
+def _read_draft_tensors(draft_dir: Path) -> dict:
+    from safetensors.torch import load_file
+
+    files = sorted(Path(draft_dir).glob("*.safetensors"))
+    if not files:
+        raise UsageError(f"{draft_dir}: no *.safetensors checkpoint")
+    tensors = {}
+    for f in files:
+        try:
+            part = load_file(str(f))
+        except Exception as exc:  # noqa: BLE001 - a damaged file is unusable input
+            raise UsageError(f"{f}: unreadable safetensors ({_short_exc(exc)})") from None
+        tensors.update(part)
+    out = {}
+    for name, t in tensors.items():
+        if name.startswith("model."):
+            name = name[len("model."):]
+        if name.startswith("midlayer."):  # SpecForge / EAGLE repos name the one decoder layer so
+            name = "layers.0." + name[len("midlayer."):]
+        out[name] = t
+    return out
+
+
+def _unsupported_variant(cfg: dict, tensors: dict) -> str | None:
+    nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    for key in _UNSUPPORTED_FLAGS:
+        for where, src in (("eagle_config.", nested), ("", cfg)):
+            if src.get(key):
+                return f"{where}{key}"
+    for name in tensors:
+        if name == "input_norm.weight" or name.startswith("fc_norm."):
+            return f"tensor {name}"
+    return None
+
+
+@dataclass
+class Draft:
+    head: object            # Eagle3Head
+    embed: object | None    # nn.Embedding from the draft checkpoint, or None (use the target's)
+    num_aux: int
+    notes: list[str] = field(default_factory=list)
+
+
+def load_draft(draft_dir: Path, draft_cfg: dict, target_hidden: int, target_vocab: int) -> Draft:
+    """The draft as an :class:`~.tiny.models.Eagle3Head` (float32, CPU), shapes read from its files."""
+    import torch
+
+    from .tiny.models import Eagle3Head, Eagle3Shape
+    from .wiring import is_eagle3_head
+
+    if not is_eagle3_head(draft_cfg):
+        raise UsageError(f"{draft_dir}: not an EAGLE-3 head (architectures {draft_cfg.get('architectures')})")
+    tensors = _read_draft_tensors(draft_dir)
+    bad = _unsupported_variant(draft_cfg, tensors)
+    if bad:
+        raise UsageError(f"{draft_dir}: head variant with {bad} is not supported by this version of the probe "
+                         f"(plain EAGLE-3 heads only)")
+    for name in ("fc.weight", "lm_head.weight"):
+        if name not in tensors:
+            raise UsageError(f"{draft_dir}: the checkpoint has no {name}")
+    fc, lm = tensors["fc.weight"], tensors["lm_head.weight"]
+    if fc.dim() != 2 or lm.dim() != 2:
+        raise UsageError(f"{draft_dir}: fc.weight {list(fc.shape)} / lm_head.weight {list(lm.shape)} are not matrices")
+
+    def num(key, default=None):
+        v = draft_cfg.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            raise UsageError(f"{draft_dir}/config.json: {key} must be a positive number, got {v!r}")
+        return v
+
+    hidden = int(num("hidden_size", lm.shape[1]))
+    heads = int(num("num_attention_heads"))
+    head_dim = int(num("head_dim")) if draft_cfg.get("head_dim") is not None else \
+        (hidden // heads if hidden % heads == 0 else 0)
+    if not head_dim:
+        raise UsageError(f"{draft_dir}/config.json: hidden_size {hidden} is not a multiple of "
+                         f"num_attention_heads {heads} and head_dim is not given")
+    kv_heads = int(num("num_key_value_heads", heads))
+    declared_th = draft_cfg.get("target_hidden_size")
+    th = int(declared_th) if declared_th is not None else target_hidden
+    if th != target_hidden:
+        raise UsageError(f"{draft_dir}: target_hidden_size {th} differs from the target's hidden size "
+                         f"{target_hidden}: its states cannot be fed to this draft")
+    if fc.shape[1] % th or fc.shape[1] == 0:
+        raise UsageError(f"{draft_dir}: fc.weight input width {fc.shape[1]} is not a multiple of the target's "
+                         f"hidden size {th}: its states cannot be fed to this draft")
+    if fc.shape[0] != hidden or lm.shape[1] != hidden:
+        raise UsageError(f"{draft_dir}: fc.weight {list(fc.shape)} / lm_head.weight {list(lm.shape)} do not match "
+                         f"hidden_size {hidden}")
+    num_aux = fc.shape[1] // th
+    draft_vocab = lm.shape[0]
+    if "d2t" in tensors:
+        d2t = tensors.pop("d2t").long()
+        if d2t.shape != (draft_vocab,):
+            raise UsageError(f"{draft_dir}: d2t {list(d2t.shape)} does not match lm_head rows {draft_vocab}")
+        ids = d2t + torch.arange(draft_vocab)
+    elif draft_vocab == target_vocab:
+        ids = torch.arange(draft_vocab)
+    else:
+        raise UsageError(f"{draft_dir}: no d2t and lm_head has {draft_vocab} rows, not the target's "
+                         f"{target_vocab}")
+    if ids.min() < 0 or ids.max() >= target_vocab:
+        raise UsageError(f"{draft_dir}: d2t maps draft ids outside the target's vocabulary of {target_vocab}")
+    tensors.pop("t2d", None)
+    embed_w = tensors.pop("embed_tokens.weight", None)
+    rope = draft_cfg.get("rope_parameters") if isinstance(draft_cfg.get("rope_parameters"), dict) else {}
+    theta = draft_cfg.get("rope_theta", rope.get("rope_theta", 10000.0))
+    notes = []
+    scaling = draft_cfg.get("rope_scaling")
+    if isinstance(scaling, dict) and scaling.get("rope_type", scaling.get("type")) not in (None, "default"):
+        notes.append(f"rope_scaling {scaling.get('rope_type', scaling.get('type'))!r} ignored (plain RoPE used)")
+    shape = Eagle3Shape(vocab=target_vocab, draft_vocab=draft_vocab, hidden=hidden, target_hidden=th,
+                        inner=int(num("intermediate_size")), heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                        num_aux=num_aux, eps=float(num("rms_norm_eps", 1e-6)), theta=float(theta),
+                        max_pos=int(num("max_position_embeddings", 4096)))
+    head = Eagle3Head(shape, ids)
+    head_keys = set(head.state_dict())
+    extra = sorted(set(tensors) - head_keys)
+    missing = sorted(head_keys - set(tensors))
+    if missing or extra:
+        what = (f"missing {', '.join(missing[:4])}" if missing else "") + \
+               ("; " if missing and extra else "") + (f"unexpected {', '.join(extra[:4])}" if extra else "")
+        raise UsageError(f"{draft_dir}: not a plain EAGLE-3 head checkpoint ({what})")
+    for k, v in head.state_dict().items():
+        if tensors[k].shape != v.shape:
+            raise UsageError(f"{draft_dir}: {k} has shape {list(tensors[k].shape)}, expected {list(v.shape)} "
+                             f"from config.json")
+    head.load_state_dict({k: v.float() for k, v in tensors.items()}, strict=True)
+    embed = None
+    if embed_w is not None:
+        if embed_w.dim() != 2 or embed_w.shape[1] != hidden or embed_w.shape[0] < target_vocab:
+            raise UsageError(f"{draft_dir}: embed_tokens.weight {list(embed_w.shape)} cannot embed the target's "
+                             f"{target_vocab} tokens at width {hidden}")
+        embed = torch.nn.Embedding.from_pretrained(embed_w.float(), freeze=True)
+    return Draft(head.eval(), embed, num_aux, notes)
+
+
+# ----------------------------------------------------------------------------- candidates, statistics
+def candidate_sets(ids: list[int], plugin: list[int] | None, stock: list | None, n: int,
+                   num_aux: int) -> list[tuple[list[str], list[int]]]:
+    """Distinct valid position sets with all their names, in a fixed order."""
+    out1 = [i + 1 for i in ids]
+    named = [
+        ("plugin", plugin),
+        ("stock", stock if isinstance(stock, list) and all(isinstance(p, int) for p in stock) else None),
+        ("ids+1 (layer outputs)", out1),
+        ("ids (positions)", list(ids)),
+        ("ids+2", [i + 2 for i in ids]),
+        ("ids-1", [i - 1 for i in ids]),
+        ("embedding for deepest", [0] + sorted(out1)[:-1] if out1 else None),
+        ("family default", [2, n // 2, n - 3]),
+    ]
+    found: dict[tuple, list[str]] = {}
+    for name, pos in named:
+        if not pos or len(pos) != num_aux or len(set(pos)) != len(pos) or not all(0 <= p <= n for p in pos):
+            continue
+        found.setdefault(tuple(sorted(pos)), []).append(name)
+    return [(names, list(key)) for key, names in found.items()]
+
+
+def mcnemar_p(a, b) -> float:
+    """Exact two-sided McNemar p-value of paired hit vectors ``a`` and ``b`` (bool tensors)."""
+    from scipy.stats import binomtest
+
+    only_a = int((a & ~b).sum())
+    only_b = int((~a & b).sum())
+    if only_a + only_b == 0:
+        return 1.0
+    return float(binomtest(only_a, only_a + only_b, 0.5).pvalue)
+
+
+# ----------------------------------------------------------------------------- the probe
+def _fix(best: list[int], plugin: list[int] | None, target_cfg, draft_cfg, header, env) -> dict | None:
+    """Settings that make the plugin capture ``best``: eagle_config ids and/or the convention env value."""
+    from .wiring import check_pair
+
+    ids = [p - 1 for p in best]
+    fixed_cfg = json.loads(json.dumps(draft_cfg))
+    fixed_cfg.setdefault("eagle_config", {})
+    if not isinstance(fixed_cfg["eagle_config"], dict):
+        fixed_cfg["eagle_config"] = {}
+    fixed_cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = ids
+    clean_env = {k: v for k, v in env.items() if k not in ("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", ENV_CONVENTION)}
+    if 0 in best:
+        clean_env[ENV_ALLOW_EMBEDDING] = "1"
+    out: dict = {"eagle_aux_hidden_state_layer_ids": None, "aux_convention": None,
+                 "allow_embedding": 0 in best}
+    try:
+        rep = check_pair(target_cfg, fixed_cfg, header=header, env=clean_env)
+        if rep.positions is not None and sorted(rep.positions) == best:
+            out["eagle_aux_hidden_state_layer_ids"] = ids
+    except UsageError:
+        pass
+    for value in ("input", "stock"):
+        try:
+            rep = check_pair(target_cfg, draft_cfg, header=header, env={**clean_env, ENV_CONVENTION: value})
+        except UsageError:
+            continue
+        if rep.positions is not None and sorted(rep.positions) == best:
+            out["aux_convention"] = value
+            break
+    if out["eagle_aux_hidden_state_layer_ids"] is None and out["aux_convention"] is None:
+        return None
+    return out
+
+
+def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None = None, tokens: int | None = None,
+          device: str = "cpu", dtype: str = "float32", max_memory: str | None = None,
+          env=None, progress: bool | None = None) -> dict:
+    """Run the probe; the ``--json`` object (see module docstring and README)."""
+    import torch
+
+    from .costmodel import wilson_interval
+    from .safetensors_header import read_draft_shapes
+    from .wiring import check_pair, find_hidden_size, find_num_layers, find_vocab_size, load_config, locate_config
+
+    t0 = time.perf_counter()
+    env = dict(os.environ if env is None else env)
+    target_dir, draft_dir = Path(target), Path(draft)
+    for what, d in (("target", target_dir), ("draft", draft_dir)):
+        if not d.is_dir():
+            raise UsageError(f"{d}: no such {what} folder")
+    target_cfg = load_config(locate_config(str(target_dir)))
+    draft_cfg = load_config(locate_config(str(draft_dir)))
+    if device not in ("cpu", "cuda"):
+        raise UsageError(f"--device {device!r}: expected cpu or cuda")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: no CUDA device available")
+    try:
+        header = read_draft_shapes(draft_dir) or None
+    except UsageError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise UsageError(f"{draft_dir}: unreadable safetensors header ({_short_exc(exc)})") from None
+    report = check_pair(target_cfg, draft_cfg, header=header, env=env)
+    n = find_num_layers(target_cfg)
+    hidden, vocab = find_hidden_size(target_cfg), find_vocab_size(target_cfg)
+    dr = load_draft(draft_dir, draft_cfg, hidden, vocab)
+    if isinstance(report.ids, list) and report.ids and all(isinstance(i, int) and not isinstance(i, bool)
+                                                          for i in report.ids):
+        ids = list(report.ids)
+    elif report.positions is not None:
+        ids = [p - 1 for p in report.positions]
+    else:
+        ids = []
+    cands = candidate_sets(ids, report.positions, report.stock_positions, n, dr.num_aux)
+    if not cands:
+        raise UsageError(f"no candidate position set has the draft's {dr.num_aux} aux states "
+                         f"(fc.weight input width {dr.head.fc.in_features}) within 0..{n}")
+    keep = sorted({p for _, pos in cands for p in pos})
+    prompts = load_prompts(target_dir, Path(prompts_file) if prompts_file else None, tokens)
+    if prompts.tokens < 1:
+        raise UsageError(f"--tokens {prompts.tokens}: expected at least 1")
+
+    model = load_target(target_dir, device, dtype, max_memory)
+    if len(decoder_layers(model)) != n:
+        raise UsageError(f"{target_dir}: {len(decoder_layers(model))} decoder layers loaded, config says {n}")
+    embed = dr.embed if dr.embed is not None else model.get_input_embeddings()
+    head_dev = torch.device(device if max_memory is None else "cpu")
+    from tqdm import tqdm
+
+    seqs, states_list, masks, labels, embeds = [], [], [], [], []
+    groups: dict[int, list[list[int]]] = {}
+    for p in prompts.ids:  # prompts of one length run as one batch (at most BATCH)
+        groups.setdefault(len(p), []).append(p)
+    batches = [g[i:i + BATCH] for g in groups.values() for i in range(0, len(g), BATCH)]
+    quiet = None if progress is None else not progress  # None: tqdm shows the bar on a terminal only
+    bar = tqdm(total=len(prompts.ids), desc="target", unit="prompt", file=sys.stderr, disable=quiet, leave=False)
+    for batch in batches:
+        seq = greedy_continue(model, torch.tensor(batch), prompts.tokens)
+        states, logits = target_forward(model, seq, keep)
+        greedy = logits.argmax(-1)
+        L, P = seq.shape[1], len(batch[0])
+        pos = torch.arange(L - 1)
+        with torch.no_grad():
+            emb = embed(seq.to(_emb_device(embed))).detach().float().cpu()
+        for b in range(len(batch)):
+            masks.append((pos + 2 >= P) & (pos + 2 < L))
+            labels.append(greedy[b, 1:])
+            embeds.append(emb[b])
+            seqs.append(seq[b])
+            states_list.append(states[:, b])
+        bar.update(len(batch))
+    bar.close()
+    del model
+    head = dr.head.to(head_dev)
+    # teacher-forced with SGLang's shift as tiny.agreement.draft_top1: position t reads embed(token t+1)
+    # and the aux states at t; the embeddings were taken while the target was loaded
+    scored = int(sum(int(m.sum()) for m in masks))
+    if scored == 0:
+        raise UsageError("no scored tokens (nothing generated)")
+
+    def hits_for(positions):
+        out = []
+        for seq, states, mask, lab, emb in zip(seqs, states_list, masks, labels, embeds):
+            if positions is None:
+                aux = torch.zeros(1, len(seq), head.fc.in_features)
+            else:
+                aux = torch.cat([states[p] for p in sorted(positions)], dim=-1).unsqueeze(0)
+            with torch.no_grad():
+                logits = head(emb[1:].unsqueeze(0).to(head_dev), aux[:, :-1].to(head_dev))
+            top = head.draft_to_target[logits.argmax(-1)][0].cpu()
+            out.append((top == lab)[mask])
+        return torch.cat(out)
+
+    hits = {}
+    for names, pos in tqdm(cands, desc="draft", unit="set", file=sys.stderr, disable=quiet, leave=False):
+        hits[tuple(pos)] = hits_for(pos)
+    ablated = hits_for(None)
+
+    rows = []
+    for names, pos in cands:
+        h = hits[tuple(pos)]
+        k = int(h.sum())
+        lo, hi = wilson_interval(k, scored)
+        rows.append({"names": names, "positions": pos, "agreement": k / scored, "ci": [lo, hi],
+                     "_hits": h})
+    plugin_key = tuple(sorted(report.positions)) if report.positions is not None else None
+    best = max(rows, key=lambda r: (r["agreement"], tuple(r["positions"]) == plugin_key))
+    for r in rows:
+        r["margin_vs_best"] = r["agreement"] - best["agreement"]
+        r["p_vs_best"] = 1.0 if r is best else mcnemar_p(best["_hits"], r["_hits"])
+        r["margin_vs_ablated"] = r["agreement"] - int(ablated.sum()) / scored
+        r["p_vs_ablated"] = mcnemar_p(r["_hits"], ablated)
+    rows.sort(key=lambda r: -r["agreement"])
+    plugin_row = next((r for r in rows if tuple(r["positions"]) == plugin_key), None)
+    trained = any(r["margin_vs_ablated"] > 0 and r["p_vs_ablated"] <= ALPHA for r in rows)
+    if not trained:
+        verdict = "not_trained_on_target"
+    elif plugin_row is not None and (plugin_row is best or plugin_row["p_vs_best"] > ALPHA):
+        verdict = "plugin_best"
+    else:
+        verdict = "other_best"
+    fix = _fix(best["positions"], report.positions, target_cfg, draft_cfg, header, env) \
+        if verdict == "other_best" else None
+    for r in rows:
+        del r["_hits"]
+    best_out = {k: v for k, v in best.items() if k != "_hits"}
+    return {
+        "target": str(target_dir), "draft": str(draft_dir),
+        "num_layers": n, "ids": report.ids, "ids_source": report.ids_source,
+        "candidates": rows, "best": best_out,
+        "aux_ablated_agreement": int(ablated.sum()) / scored,
+        "plugin_positions": report.positions, "stock_positions": report.stock_positions,
+        "wiring_errors": [p.code for p in report.errors],
+        "verdict": verdict, "fix": fix, "scored_tokens": scored,
+        "prompts": len(prompts.ids), "tokens": prompts.tokens, "prompts_source": prompts.source,
+        "notes": dr.notes, "seconds": round(time.perf_counter() - t0, 2),
+    }
+
+
+def _emb_device(embed):
+    w = getattr(embed, "weight", None)
+    if w is None or str(w.device) == "meta":
+        return "cpu"
+    return w.device
+
+
+def exit_code(result: dict) -> int:
+    """0: plugin_best and no error-level wiring problem; 1 otherwise."""
+    return 0 if result["verdict"] == "plugin_best" and not result["wiring_errors"] else 1
+
+
+def fix_text(result: dict) -> str:
+    fix = result["fix"]
+    v = result["verdict"]
+    if v == "plugin_best":
+        plugin = next((c for c in result["candidates"] if "plugin" in c["names"]), None)
+        if plugin is None or plugin["positions"] == result["best"]["positions"]:
+            return "fix: none needed: the plugin captures the positions the draft agrees best on"
+        return (f"fix: none needed: the plugin's positions {plugin['positions']} are not significantly worse "
+                f"than the best {result['best']['positions']} (McNemar p={plugin['p_vs_best']:.2g} > {ALPHA})")
+    if v == "not_trained_on_target":
+        return ("fix: none: no candidate beats the draft with its aux states zeroed; the draft was not "
+                "trained on this target's states (or not at any of these positions)")
+    if fix is None:
+        return f"fix: no setting makes the plugin capture {result['best']['positions']}"
+    parts = []
+    if fix["eagle_aux_hidden_state_layer_ids"] is not None:
+        parts.append('set "eagle_config": {"eagle_aux_hidden_state_layer_ids": '
+                     f'{fix["eagle_aux_hidden_state_layer_ids"]}}} in the draft\'s config.json')
+    if fix["aux_convention"] is not None:
+        parts.append(f"{ENV_CONVENTION}={fix['aux_convention']}")
+    extra = f" (with {ENV_ALLOW_EMBEDDING}=1)" if fix.get("allow_embedding") else ""
+    return f"fix: {' or '.join(parts)}{extra}: the plugin then captures {result['best']['positions']}"

@@ -1,0 +1,279 @@
+"""eagle-cycle probe on the suite's tiny pairs (CPU): states, verdicts, fixes and unusable input.
+
+The pairs come from ``test/tiny_pairs.py`` (trained once per trainer version and cached, like
+every other test on them), so these tests run, and can fail, on a clean machine too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import tiny_pairs
+from sglang_eagle_cycle.commands import probe_cmd
+from sglang_eagle_cycle.errors import UsageError
+
+
+def cached(arch: str, declared: bool = False) -> Path:
+    """The suite's pair folder: ``llama``, ``deepseek_v3``, or the DeepSeek-V3 copy declaring ids 2,4,6."""
+    name = "deepseek_v3_ids246" if declared else arch
+    return tiny_pairs.pair(name)[0]
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    """probe_cmd.main as the CLI calls it: UsageError -> one line, exit 2."""
+    parser = argparse.ArgumentParser(prog="eagle-cycle probe")
+    probe_cmd.add_cli_args(parser)
+    args = parser.parse_args(argv)
+    try:
+        code = probe_cmd.main(args)
+    except UsageError as exc:
+        print(f"eagle-cycle probe: error: {exc}", file=sys.stderr)
+        code = 2
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    for k in list(os.environ):
+        if k.startswith("SGLANG_EAGLE_CYCLE_"):
+            monkeypatch.delenv(k)
+
+
+def copy_pair(src: Path, dest: Path, draft_cfg_edit=None) -> Path:
+    """A pair folder copy (target files linked, draft copied), optionally editing the draft config."""
+    dest.mkdir()
+    (dest / "target").mkdir()
+    for f in (src / "target").iterdir():
+        (dest / "target" / f.name).symlink_to(f)
+    shutil.copy(src / "eval_prompts.json", dest / "eval_prompts.json")
+    shutil.copytree(src / "draft", dest / "draft")
+    if draft_cfg_edit is not None:
+        p = dest / "draft" / "config.json"
+        cfg = json.loads(p.read_text())
+        draft_cfg_edit(cfg)
+        p.write_text(json.dumps(cfg))
+    return dest
+
+
+def set_ids(ids):
+    def edit(cfg):
+        cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = ids
+    return edit
+
+
+# ----------------------------------------------------------------------------- target states
+@pytest.mark.parametrize("arch", ["llama", "deepseek_v3"])
+def test_states_equal_tiny_model(arch):
+    from sglang_eagle_cycle.probe import greedy_continue, load_target, target_forward
+    from sglang_eagle_cycle.tiny.agreement import greedy_generate
+    from sglang_eagle_cycle.tiny.load import load_target as tiny_target
+
+    d = cached(arch)
+    prompts = torch.tensor(json.loads((d / "eval_prompts.json").read_text())["held_out_prompts"][:4])
+    hf, tiny = load_target(d / "target"), tiny_target(d / "target")
+    seqs = greedy_continue(hf, prompts, 16)
+    assert torch.equal(seqs, greedy_generate(tiny, prompts, 16))
+    states, logits = target_forward(hf, seqs)
+    ref = torch.stack(tiny.states(seqs))
+    assert states.shape == ref.shape == (9, 4, 32, 256)
+    assert (states - ref).abs().max().item() < 1e-4
+    # position N is before the final norm: HF's hidden_states[-1] (after the norm) would differ
+    assert (tiny.model.norm(ref[-1]) - ref[-1]).abs().max().item() > 0.1
+    assert torch.allclose(logits, tiny.logits_from_last(ref[-1]), atol=1e-3)
+
+
+# ----------------------------------------------------------------------------- verdicts
+def test_llama_pair_plugin_best(capsys):
+    d = cached("llama")
+    code, out, err = run([str(d / "target"), str(d / "draft"), "--json"], capsys)
+    assert code == 0, err
+    r = json.loads(out)
+    assert r["verdict"] == "plugin_best" and r["fix"] is None
+    assert r["best"]["positions"] == [2, 4, 6] == r["plugin_positions"] == r["stock_positions"]
+    assert set(r["best"]["names"]) >= {"plugin", "stock"}
+    assert r["scored_tokens"] == 1024
+    runner_up = r["candidates"][1]
+    assert runner_up["positions"] != [2, 4, 6]
+    assert runner_up["margin_vs_best"] < 0 and runner_up["p_vs_best"] <= 0.05
+    assert all(c["p_vs_best"] <= 0.05 for c in r["candidates"][1:])
+    assert r["aux_ablated_agreement"] < r["best"]["ci"][0]
+    lo, hi = r["best"]["ci"]
+    assert lo < r["best"]["agreement"] < hi
+
+
+def test_llama_declared_as_positions_other_best_and_fix(tmp_path, capsys):
+    """Draft trained on positions [2, 4, 6], config declaring ids 2,4,6: the plugin reads [3, 5, 7]."""
+    src = cached("llama")
+    bad = copy_pair(src, tmp_path / "bad", set_ids([2, 4, 6]))
+    code, out, err = run([str(bad / "target"), str(bad / "draft"), "--json"], capsys)
+    r = json.loads(out)
+    assert (code, r["verdict"]) == (1, "other_best"), err
+    assert r["plugin_positions"] == [3, 5, 7] and r["best"]["positions"] == [2, 4, 6]
+    assert r["fix"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5]
+    assert r["fix"]["aux_convention"] == "input"
+    plugin = next(c for c in r["candidates"] if "plugin" in c["names"])
+    assert plugin["p_vs_best"] <= 0.05
+    fixed = copy_pair(src, tmp_path / "fixed", set_ids(r["fix"]["eagle_aux_hidden_state_layer_ids"]))
+    code, out, err = run([str(fixed / "target"), str(fixed / "draft")], capsys)
+    assert code == 0, out + err
+    assert "verdict: plugin_best" in out and "fix: none needed" in out
+
+
+def test_deepseek_declared_ids246_positions(capsys):
+    """Stock captures [2, 4, 6] and the plugin [3, 5, 7]; this draft cannot tell them apart."""
+    d = cached("deepseek_v3", declared=True)
+    code, out, err = run([str(d / "target"), str(d / "draft"), "--json"], capsys)
+    r = json.loads(out)
+    assert r["plugin_positions"] == [3, 5, 7] and r["stock_positions"] == [2, 4, 6]
+    assert r["best"]["positions"] == [2, 4, 6]
+    plugin = next(c for c in r["candidates"] if "plugin" in c["names"])
+    assert plugin["margin_vs_best"] < 0
+    # a 0.3-point margin on 1024 tokens is not significant: the verdict stays plugin_best
+    assert (plugin["p_vs_best"] > 0.05) == (r["verdict"] == "plugin_best")
+    assert code == (0 if r["verdict"] == "plugin_best" else 1)
+
+
+def test_random_draft_not_trained_on_target(tmp_path, capsys):
+    """fc, the decoder layer and lm_head re-initialised (seeded): no candidate beats aux zeroed.
+
+    With lm_head kept, a random fc/layer still beats aux zeroed by about 1.3 points at p ~ 0.001
+    (1.4% vs 0.1% agreement), which the McNemar criterion alone counts as trained.
+    """
+    from safetensors.torch import load_file, save_file
+
+    src = cached("llama")
+    d = copy_pair(src, tmp_path / "rand")
+    w = load_file(str(d / "draft" / "model.safetensors"))
+    g = torch.Generator().manual_seed(0)
+    for k, v in w.items():
+        if (k in ("fc.weight", "lm_head.weight") or k.startswith("layers.")) and v.dim() == 2:
+            w[k] = torch.randn(v.shape, generator=g) * 0.02
+    save_file(w, str(d / "draft" / "model.safetensors"))
+    code, out, err = run([str(d / "target"), str(d / "draft"), "--json"], capsys)
+    r = json.loads(out)
+    assert (code, r["verdict"], r["fix"]) == (1, "not_trained_on_target", None), r
+
+
+def test_plugin_best_with_wiring_error_exits_1(tmp_path, capsys):
+    """use_aux_hidden_state false with fc 3 x hidden wide: a static wiring error, so exit 1."""
+    def edit(cfg):
+        cfg["eagle_config"]["use_aux_hidden_state"] = False
+    d = copy_pair(cached("llama"), tmp_path / "p", edit)
+    code, out, err = run([str(d / "target"), str(d / "draft")], capsys)
+    assert code == 1, err
+    assert "verdict: plugin_best" in out and "wiring errors: aux_capture_off_fc_mismatch" in out
+
+
+def test_offloaded_target_states(tmp_path):
+    """--max-memory: accelerate offloads most of the target to disk; the states do not change."""
+    from sglang_eagle_cycle.probe import greedy_continue, load_target, target_forward
+    from sglang_eagle_cycle.tiny.load import load_target as tiny_target
+
+    d = cached("llama")
+    hf = load_target(d / "target", max_memory="4MB")
+    assert "disk" in {str(v) for v in hf.hf_device_map.values()}
+    prompts = torch.tensor(json.loads((d / "eval_prompts.json").read_text())["held_out_prompts"][:2])
+    seqs = greedy_continue(hf, prompts, 4)
+    states, _ = target_forward(hf, seqs)
+    assert (states - torch.stack(tiny_target(d / "target").states(seqs))).abs().max().item() < 1e-4
+
+
+# ----------------------------------------------------------------------------- unusable input
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA message")
+def test_cuda_unavailable(capsys):
+    d = cached("llama")
+    code, out, err = run([str(d / "target"), str(d / "draft"), "--device", "cuda"], capsys)
+    assert code == 2 and err == "eagle-cycle probe: error: --device cuda: no CUDA device available\n"
+
+
+def test_bad_convention_env(monkeypatch, capsys):
+    monkeypatch.setenv("SGLANG_EAGLE_CYCLE_AUX_CONVENTION", "sideways")
+    d = cached("llama")
+    code, out, err = run([str(d / "target"), str(d / "draft")], capsys)
+    assert code == 2 and err.count("\n") == 1 and "SGLANG_EAGLE_CYCLE_AUX_CONVENTION" in err
+
+
+def _write_bytes(p: Path, data: bytes):
+    p.unlink()
+    p.write_bytes(data)
+
+
+def _drop_tensor(name):
+    def edit(d: Path):
+        from safetensors.torch import load_file, save_file
+        w = load_file(str(d / "model.safetensors"))
+        del w[name]
+        save_file(w, str(d / "model.safetensors"))
+    return edit
+
+
+UNUSABLE = {
+    "missing_target": (lambda d: shutil.rmtree(d / "target"), "no such target folder"),
+    "missing_draft_weights": (lambda d: (d / "draft" / "model.safetensors").unlink(), "no *.safetensors"),
+    "unreadable_safetensors": (lambda d: _write_bytes(d / "draft" / "model.safetensors", b"\x00garbage"),
+                               "safetensors"),
+    "draft_without_fc": (lambda d: _drop_tensor("fc.weight")(d / "draft"), "fc.weight"),
+    "target_hidden_mismatch": (lambda d: _edit_cfg(d, target_hidden_size=128), "cannot be fed"),
+    "norm_before_fc": (lambda d: _edit_cfg(d, norm_before_fc=True), "not supported"),
+    "fc_norm": (lambda d: _edit_cfg(d, fc_norm=True), "not supported"),
+    "not_eagle3": (lambda d: _edit_cfg(d, architectures=["LlamaForCausalLM"]), "not an EAGLE-3 head"),
+    "bad_eval_prompts": (lambda d: (d / "eval_prompts.json").write_text("{"), "prompt file"),
+}
+
+
+def _edit_cfg(d: Path, **kv):
+    p = d / "draft" / "config.json"
+    cfg = json.loads(p.read_text())
+    cfg.update(kv)
+    p.write_text(json.dumps(cfg))
+
+
+@pytest.mark.parametrize("case", sorted(UNUSABLE))
+def test_unusable_input_one_line_exit_2(case, tmp_path, capsys):
+    d = copy_pair(cached("llama"), tmp_path / "p")
+    edit, words = UNUSABLE[case]
+    edit(d)
+    code, out, err = run([str(d / "target"), str(d / "draft")], capsys)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("eagle-cycle probe: error: ") and words in err, err
+
+
+def test_prompts_file_problems(tmp_path, capsys):
+    d = cached("llama")
+    missing = tmp_path / "none.jsonl"
+    code, _, err = run([str(d / "target"), str(d / "draft"), "--prompts", str(missing)], capsys)
+    assert code == 2 and "no such prompts file" in err and err.count("\n") == 1
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "x"}\n')
+    code, _, err = run([str(d / "target"), str(d / "draft"), "--prompts", str(bad)], capsys)
+    assert code == 2 and '"prompt"' in err and err.count("\n") == 1
+
+
+def test_other_pairs_draft_not_trained_on_target(capsys):
+    """The llama target with the DeepSeek-V3 pair's draft (same widths, so it can be fed)."""
+    code, out, err = run([str(cached("llama") / "target"), str(cached("deepseek_v3") / "draft"), "--json"], capsys)
+    r = json.loads(out)
+    assert (code, r["verdict"]) == (1, "not_trained_on_target"), err
+
+
+def test_other_pairs_draft_width_mismatch(tmp_path, capsys):
+    """The llama target with the DeepSeek-V3 pair's draft, its fc made for another width: exit 2."""
+    from safetensors.torch import load_file, save_file
+
+    ds = cached("deepseek_v3")
+    draft = tmp_path / "draft"
+    shutil.copytree(ds / "draft", draft)
+    w = load_file(str(draft / "model.safetensors"))
+    w["fc.weight"] = w["fc.weight"][:, :700].contiguous()
+    save_file(w, str(draft / "model.safetensors"))
+    code, out, err = run([str(cached("llama") / "target"), str(draft)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "cannot be fed" in err, err
