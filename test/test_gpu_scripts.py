@@ -183,7 +183,8 @@ def test_no_cycle_lines_fails():
 
 def test_accept_length_one_fails():
     lines = [ln for ln in good_log() if "[eagle-cycle]" not in ln]
-    lines += [_cycle(i, accepts=(1,), total=10.0) for i in range(1, 9)]   # 1 token per 10 ms cycle: ITL 10
+    # 1 token per 10 ms cycle: ITL 10 (parts within the total, or the line is damaged)
+    lines += [_cycle(i, accepts=(1,), total=10.0, verify=7.0, fwd=6.5, draft=1.0, extend=1.0) for i in range(1, 9)]
     failed = _failed(lines)
     assert failed == {"accept_len_gt_1"}
 
