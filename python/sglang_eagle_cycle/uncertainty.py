@@ -186,16 +186,22 @@ def sample_acceptance(acc: cm.AcceptanceModel, max_steps: int, n: int,
                               weights=[pt.samples or 1 for pt in pts])
             p1 = _solve_p1(mean, r, depths[0])
         else:
-            p1g, rg = np.meshgrid(np.linspace(0.0, 1.0, 101), np.linspace(0.3, 1.2, 91), indexing="ij")
+            p1g, rg = np.meshgrid(np.linspace(0.0, 1.0, 51), np.linspace(0.3, 1.2, 46), indexing="ij")
             e = cm._expected_grid(p1g.ravel(), rg.ravel(), max(depths))      # (G, Smax)
             w = np.array([float(pt.samples or 1) for pt in pts])
             cols = e[:, [pt.steps - 1 for pt in pts]]                         # (G, P)
             m = np.stack(means, axis=1)                                       # (n, P)
-            best = np.empty(n, dtype=int)
-            for a in range(0, n, 250):
-                err = (((cols[None, :, :] - m[a:a + 250, None, :]) ** 2) * w).sum(axis=2)
-                best[a:a + 250] = err.argmin(axis=1)
+            # coarse: argmin_g sum_i w_i (E_gi - m_ki)^2 = argmin_g [sum_i w_i E_gi^2 - 2 sum_i w_i m_ki E_gi]
+            best = ((cols ** 2) @ w - 2.0 * (m * w) @ cols.T).argmin(axis=1)
             p1, r = p1g.ravel()[best], rg.ravel()[best]
+            # fine: a 9 x 9 grid of steps 0.005 around each hypothesis' coarse best
+            step = np.linspace(-0.02, 0.02, 9)
+            fp = np.clip(p1[:, None, None] + step[None, :, None], 0.0, 1.0) + 0.0 * step[None, None, :]
+            fr = np.clip(r[:, None, None] + step[None, None, :], 0.3, 1.2) + 0.0 * step[None, :, None]
+            ef = cm._expected_grid(fp.reshape(n, -1), fr.reshape(n, -1), max(depths))  # (n, 81, Smax)
+            err = (((ef[:, :, [pt.steps - 1 for pt in pts]] - m[:, None, :]) ** 2) * w).sum(axis=2)
+            k = err.argmin(axis=1)
+            p1, r = fp.reshape(n, -1)[np.arange(n), k], fr.reshape(n, -1)[np.arange(n), k]
         j = np.arange(depth)
         p = np.clip(p1[:, None] * r[:, None] ** j, 0.0, 1.0)
         rb = np.minimum(r, 1.0) * _beyond_factor(rng, n)
