@@ -34,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import advise_worlds as aw  # noqa: E402
+from sglang_eagle_cycle.argtypes import int_in  # noqa: E402
 
 #: Targets the summary is printed against: (figure, comparison, value).
 TARGETS = (
@@ -52,19 +53,9 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1: {v}")
-    return v
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(description="Score eagle-cycle advise on simulated worlds.")
-    p.add_argument("--worlds", type=_positive, default=24, help="worlds to simulate (default 24)")
+    p.add_argument("--worlds", type=int_in(1), default=24, help="worlds to simulate (default 24)")
     p.add_argument("--seed", type=int, default=0, help="world and log seed (default 0)")
     p.add_argument("--first-steps", choices=("3", "5", "alternate"), default="alternate",
                    help="depth of the first run (default: 3 for even worlds, 5 for odd)")

@@ -221,7 +221,7 @@ def counts_from_hist(hist: Any, steps: int, what: str) -> Optional[list[tuple[in
         except ValueError:
             raise UsageError(f"{what}.accept_hist: key {_short(k)} is not an accept length") from None
         if not 1 <= length <= steps + 1:
-            raise UsageError(f"{what}.accept_hist: accept length {length} impossible with {_steps_text(steps)} "
+            raise UsageError(f"{what}.accept_hist: accept length {length} impossible with {cm.steps_text(steps)} "
                              f"(1..{steps + 1})")
         if length in clean:
             raise UsageError(f"{what}.accept_hist: accept length {length} given twice")
@@ -332,7 +332,7 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
                 phases["total_ms"] += gap or 0.0
         accept = _num(g.get("accept_len_mean"), f"{what}.accept_len_mean")
         if accept is not None and not 1.0 <= accept <= steps + 1 + 1e-9:
-            raise UsageError(f"{what}: accept_len_mean {accept} impossible with {_steps_text(steps)}")
+            raise UsageError(f"{what}: accept_len_mean {accept} impossible with {cm.steps_text(steps)}")
         counts = _counts_from_group(g, steps, what)  # validated whatever the topk
         ndt = _int(g.get("draft_tokens"), f"{what}.draft_tokens", allow_none=True)
         _check_chain_tokens(topk, steps, ndt, what)
@@ -413,7 +413,7 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         topk = _int(rec.get("topk", 1), f"{what}.topk")
         accept = _num(rec.get("accept_len_mean"), f"{what}.accept_len_mean")
         if accept is not None and not 1.0 <= accept <= steps + 1 + 1e-9:
-            raise UsageError(f"{what}: accept_len_mean {accept} impossible with {_steps_text(steps)}")
+            raise UsageError(f"{what}: accept_len_mean {accept} impossible with {cm.steps_text(steps)}")
         counts = counts_from_hist(rec.get("accept_hist"), steps, what)
         if topk != 1:
             counts = None
@@ -638,7 +638,7 @@ class BatchAdvice:
         nxt = None
         if dec.next_run is not None:
             nxt = {"steps": dec.next_run, "topk": 1, "num_draft_tokens": dec.next_run + 1,
-                   "why": (f"a run at {_steps_text(dec.next_run)} is expected to cut the pick's 95th-percentile "
+                   "why": (f"a run at {cm.steps_text(dec.next_run)} is expected to cut the pick's 95th-percentile "
                            f"regret from {100 * dec.regret_95:.1f}% to {100 * dec.regret_95_after:.1f}%")}
         return {"settled": dec.settled, "regret_95": round(dec.regret_95, 4), "next_run": nxt}
 
@@ -850,13 +850,9 @@ def _fit_notes(cands: Sequence[cm.Candidate], runs: Sequence[Run]) -> list[str]:
             continue
         if not c.tok_s_low <= r.tok_s <= c.tok_s_high:
             off = 100.0 * (c.tok_s - r.tok_s) / r.tok_s
-            out.append(f"the model fits poorly at {_steps_text(r.steps)} (bs {r.bs}): measured {r.tok_s:.1f} tok/s, "
+            out.append(f"the model fits poorly at {cm.steps_text(r.steps)} (bs {r.bs}): measured {r.tok_s:.1f} tok/s, "
                        f"predicted {c.tok_s:.1f} (95%: {c.tok_s_low:.1f}-{c.tok_s_high:.1f}), {off:+.1f}% ({r.source})")
     return out
-
-
-def _steps_text(s: int) -> str:
-    return f"{s} step{'s' if s != 1 else ''}"
 
 
 def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemble) -> cm.Recommendation:
@@ -873,14 +869,14 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
         best = cm.best_speculative(cands)
         reason = (f"turn speculation off (restart without --speculative-algorithm; adaptive steps 0 still runs "
                   f"draft-extend): no depth is expected to beat the no-spec {base_tok:.1f} tok/s, the best being "
-                  f"{_steps_text(best.steps)} at {best.tok_s:.1f} tok/s (95%: {best.tok_s_low:.1f}-"
+                  f"{cm.steps_text(best.steps)} at {best.tok_s:.1f} tok/s (95%: {best.tok_s_low:.1f}-"
                   f"{best.tok_s_high:.1f}); {state}")
         if dec.settled:
             reason += "; no run at another depth is expected to change that"
         elif dec.next_run is not None:
-            reason += f"; a run at {_steps_text(dec.next_run)} could change it"
+            reason += f"; a run at {cm.steps_text(dec.next_run)} could change it"
         return cm.Recommendation(0, pick, reason, base_tok)
-    head = (f"{_steps_text(dec.pick)} gives {pick.tok_s:.1f} tok/s (95%: {pick.tok_s_low:.1f}-"
+    head = (f"{cm.steps_text(dec.pick)} gives {pick.tok_s:.1f} tok/s (95%: {pick.tok_s_low:.1f}-"
             f"{pick.tok_s_high:.1f}{', mostly ' + pick.interval_source if pick.interval_source else ''})")
     if base_tok:
         head += f", {pick.speedup():.2f}x the no-spec {base_tok:.1f}"
@@ -953,7 +949,7 @@ def adaptive_config(advice: Advice, graph_bs: Optional[Sequence[int]] = None) ->
     for b in sorted(advice.per_bs, key=lambda b: b.bs):
         key = pad_to_graph_bs(b.bs, graph)
         if key in buckets and buckets[key] != b.adaptive_steps:
-            merged.append(f"bs {owner[key]} and {b.bs} both pad to {key}: using bs {b.bs}'s {_steps_text(b.adaptive_steps)}")
+            merged.append(f"bs {owner[key]} and {b.bs} both pad to {key}: using bs {b.bs}'s {cm.steps_text(b.adaptive_steps)}")
         buckets[key], owner[key] = b.adaptive_steps, b.bs
         if b.recommendation.speculation_off:
             off.append(key)

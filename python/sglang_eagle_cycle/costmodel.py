@@ -76,6 +76,11 @@ _R_BOUNDS = (0.05, 2.0)
 # ---------------------------------------------------------------------------------------------
 
 
+def steps_text(s: int) -> str:
+    """``"1 step"``, ``"2 steps"``: a depth in words."""
+    return f"{s} step{'s' if s != 1 else ''}"
+
+
 def expected_accept_len(p: Sequence[float]) -> float:
     """``E[L(S)] = 1 + sum_j prod_{i<=j} p_i`` for ``S = len(p)`` (tokens per request per cycle).
 
@@ -152,7 +157,7 @@ def position_counts(hist: Mapping[int, int], steps: int) -> list[tuple[int, int]
     for length, count in hist.items():
         length, count = int(length), int(count)
         if not 1 <= length <= steps + 1:
-            raise ValueError(f"accept length {length} impossible with {steps} step{'s' if steps != 1 else ''}")
+            raise ValueError(f"accept length {length} impossible with {steps_text(steps)}")
         if count < 0:
             raise ValueError(f"negative count {count} for accept length {length}")
         tail[length] += count
@@ -235,7 +240,7 @@ def fit_decay_rule(points: Sequence[tuple[int, float]], weights: Optional[Sequen
     w = np.ones(len(points)) if weights is None else np.asarray(weights, dtype=float)
     for s, m in points:
         if s < 1 or not (1.0 - 1e-9 <= m <= s + 1 + 1e-9):
-            raise ValueError(f"mean accept length {m} impossible with {s} step{'s' if s != 1 else ''}")
+            raise ValueError(f"mean accept length {m} impossible with {steps_text(s)}")
     depths = sorted({int(s) for s, _ in points})
     if len(depths) == 1:
         mean = float(np.average([m for _, m in points], weights=w))
@@ -865,7 +870,7 @@ def recommend(candidates: Sequence[Candidate], acc: AcceptanceModel, cost: Cycle
         return Recommendation(0, off, reason, base_tok)
     nxt = _candidate(acc, cost, bs, best.steps + 1, cost.baseline_step_ms(bs))
     gain, dt = nxt.accept_len - best.accept_len, nxt.cycle.total_ms - best.cycle.total_ms
-    head = f"{best.steps} step{'s' if best.steps > 1 else ''} gives {best.tok_s:.1f} tok/s"
+    head = f"{steps_text(best.steps)} gives {best.tok_s:.1f} tok/s"
     if base_tok:
         head += f" ({best.speedup():.2f}x the no-spec {base_tok:.1f})"
     if gain / best.accept_len > dt / best.cycle.total_ms:

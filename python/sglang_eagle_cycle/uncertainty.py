@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -117,11 +117,6 @@ class Ensemble:
     phases: dict[str, np.ndarray]
     depth: int
     sources: list[Optional[str]]
-
-    def interval(self, s: int) -> tuple[float, float]:
-        col = self.tok_s[:, self.steps.index(s)]
-        lo, hi = np.percentile(col, LEVELS)
-        return float(lo), float(hi)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -486,6 +486,7 @@ def _print_unsettled(b, console) -> None:
 
 
 def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
+    from .. import costmodel as cm
     from .. import uncertainty as unc
     from ..tables import figure_table
 
@@ -525,7 +526,7 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
         console.print(tab)
         rec = b.recommendation
         what = ("turn speculation OFF" if rec.speculation_off else
-                f"{rec.steps} step{'s' if rec.steps > 1 else ''} (topk 1, {rec.steps + 1} draft tokens)")
+                f"{cm.steps_text(rec.steps)} (topk 1, {rec.steps + 1} draft tokens)")
         console.print(f"[bold green]recommended at bs {b.bs}[/]: {what}")
         console.print(f"  why: {rec.reason}")
         if b is not advice.primary:
