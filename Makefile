@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml setup.py
 	touch $@
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest test
+	$(VENV)/bin/python -m pytest -n auto --maxprocesses 4 test
 
 demo: $(STAMP)
 	$(VENV)/bin/python examples/demo.py

@@ -8,6 +8,13 @@ from pathlib import Path
 
 import pytest
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Several workers share the cores: torch's default (one OpenMP thread per core, spinning while
+    # idle) makes two workers slow each other tenfold. One thread each, and idle threads sleep.
+    # The tiny-pair trainer sets its own two threads (byte-identical pairs), so it is unaffected.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: the public facts the tests use, kept in the repository (``data/README.md``)
 REPO_DATA = REPO_ROOT / "data"
@@ -64,3 +71,39 @@ def _no_plugin_variables_from_the_caller(monkeypatch):
     for name in list(os.environ):
         if name.startswith("SGLANG_EAGLE_CYCLE"):
             monkeypatch.delenv(name)
+
+
+#: Modules that need the trained tiny pairs (``tiny_pairs.pair``). They run last; on a clean
+#: clone a child process starts training the pairs at collection, so the training overlaps the
+#: rest of the suite (under ``pytest -n`` the first worker starts it).
+TINY_PAIR_MODULES = ("test_probe.py", "test_tiny_pair.py", "test_tiny_pair_sglang.py", "test_tiny_pair_gpu.py")
+_trainer = None
+
+
+def pytest_collection_modifyitems(config, items):
+    global _trainer
+    items.sort(key=lambda it: it.path.name in TINY_PAIR_MODULES)   # stable: tiny-pair modules last
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker in (None, "gw0") and any(it.path.name in TINY_PAIR_MODULES for it in items):
+        import tiny_pairs
+
+        _trainer = tiny_pairs.start_background_training()
+    if worker is not None:
+        # The training is the longest chain: workers yield the cores to it (the trainer was
+        # started above, before this worker lowered its own priority).
+        try:
+            os.nice(5)
+        except OSError:
+            pass
+
+
+def pytest_unconfigure(config):
+    """Stop the background trainer if the suite ends first (it keeps nothing half-written)."""
+    if _trainer is not None and _trainer.poll() is None:
+        import signal
+
+        _trainer.send_signal(signal.SIGINT)
+        try:
+            _trainer.wait(30)
+        except Exception:
+            _trainer.kill()

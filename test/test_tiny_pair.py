@@ -213,3 +213,42 @@ def test_cached_pair_is_not_reused_by_another_trainer(tmp_path, monkeypatch):
     d2, again = cache.cached_pair(spec, root=tmp_path)
     assert d2 == d and len(made) == 2 and again["trainer"] == cache.trainer_digest()
     assert not list(tmp_path.glob(".making-*"))
+
+
+def _train_once_in_child(root: str, marks: str) -> None:
+    """Child of the lock test: a slow fake trainer that leaves one line per training in ``marks``."""
+    import time
+
+    from sglang_eagle_cycle.tiny import cache
+    from sglang_eagle_cycle.tiny.pair import PairSpec
+
+    def slow_make_pair(out, spec, log=None, target_from=None):
+        with open(marks, "a") as fh:
+            fh.write(f"{os.getpid()}\n")
+        time.sleep(0.5)
+        (out / "target").mkdir(parents=True)
+        summary = {"trainer": cache.trainer_digest(), "target_key": "k", "seed": spec.seed}
+        (out / "pair.json").write_text(json.dumps(summary))
+        return summary
+
+    cache.make_pair = slow_make_pair
+    d, summary = cache.cached_pair(PairSpec(arch="llama", seed=4), root=Path(root))
+    assert summary["target"] == str(d / "target")
+
+
+def test_processes_asking_at_once_train_the_pair_once(tmp_path):
+    """Two processes (``pytest -n``) asking for one missing pair: one trains, the other waits and reads."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    marks = tmp_path / "marks"
+    procs = [ctx.Process(target=_train_once_in_child, args=(str(tmp_path / "cache"), str(marks)))
+             for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert len(marks.read_text().splitlines()) == 1
+    (pair_dir,) = [d for d in (tmp_path / "cache").iterdir() if d.is_dir()]
+    assert json.loads((pair_dir / "pair.json").read_text())["target"] == str(pair_dir / "target")

@@ -11,7 +11,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from sglang_eagle_cycle.tiny.cache import cached_pair
+from filelock import FileLock
+
+from sglang_eagle_cycle.tiny.cache import cache_root, cached_pair, cached_summary, pair_dir_name
 from sglang_eagle_cycle.tiny.pair import PairSpec
 
 #: The trained pairs: make-tiny-pair's defaults per arch (ids 1,3,5), the acceptance runs of issue 11.
@@ -47,6 +49,12 @@ def declared_ids_pair():
     """
     src, summary = pair("deepseek_v3")
     dest = src.parent / (src.name + "-declared-ids246")
+    with FileLock(str(src.parent / ".declared.lock")):     # pytest -n: one worker writes it
+        _write_declared(src, summary, dest)
+    return dest, json.loads((dest / "pair.json").read_text())
+
+
+def _write_declared(src: Path, summary: dict, dest: Path) -> None:
     if not (dest / "pair.json").is_file() or json.loads((dest / "pair.json").read_text()).get("from") != str(src):
         tmp = dest.with_name(dest.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -61,4 +69,38 @@ def declared_ids_pair():
         (tmp / "pair.json").write_text(json.dumps(declared, indent=2, sort_keys=True) + "\n")
         shutil.rmtree(dest, ignore_errors=True)
         tmp.rename(dest)
-    return dest, json.loads((dest / "pair.json").read_text())
+
+
+def missing() -> list[str]:
+    """The trained pairs (:data:`SPECS`) not in the cache for the current trainer."""
+    out = []
+    for name, spec in SPECS.items():
+        try:
+            ok = cached_summary(cache_root() / pair_dir_name(spec)) is not None
+        except (OSError, ValueError):
+            ok = False
+        if not ok:
+            out.append(name)
+    return out
+
+
+def start_background_training():
+    """Train the missing pairs in a child process while the suite runs; None when none is missing.
+
+    The child's output goes to ``training.log`` in the cache folder.
+
+    Tests that need a pair wait on the cache's lock (``cached_pair``), so a test reaching a pair
+    the child is still training waits for it instead of training it twice.
+    """
+    names = missing()
+    if not names:
+        return None
+    import os
+    import subprocess
+
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    cache_root().mkdir(parents=True, exist_ok=True)
+    log = open(cache_root() / "training.log", "w")
+    code = "import sys, tiny_pairs\nfor n in sys.argv[1:]:\n    tiny_pairs.pair(n)\n"
+    return subprocess.Popen([sys.executable, "-c", code, *names], cwd=str(Path(__file__).parent),
+                            env=env, stdout=log, stderr=subprocess.STDOUT)

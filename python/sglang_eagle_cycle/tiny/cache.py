@@ -6,6 +6,9 @@ versions): a changed trainer never validates files an older one made. ``ROOT`` i
 ``$EAGLE_CYCLE_TINY_CACHE``, else ``$XDG_CACHE_HOME/sglang-eagle-cycle/tiny-pairs``, else
 ``~/.cache/sglang-eagle-cycle/tiny-pairs``. Pairs that differ only in their draft (ids,
 convention, draft steps) share one trained target.
+
+Several processes may ask for the same pair at once (``pytest -n``): one trains it under a lock
+file beside the pair (``filelock``, a torch dependency); the others wait and then read it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import Mapping
+
+from filelock import FileLock
 
 from .pair import PairSpec, make_pair, spec_dict, target_key, trainer_digest
 
@@ -47,25 +52,47 @@ def _same_target(root: Path, spec: PairSpec) -> Path | None:
     return None
 
 
-def cached_pair(spec: PairSpec, root: Path | None = None, log=None) -> tuple[Path, dict]:
-    """(pair folder, summary): the cached pair for ``spec``, trained first when absent."""
-    root = Path(root) if root is not None else cache_root()
-    d = root / pair_dir_name(spec)
+def cached_summary(d: Path) -> dict | None:
+    """The summary of the pair in folder ``d`` when it was made by the current trainer, else None."""
     summary_path = d / "pair.json"
     if summary_path.is_file():
         summary = json.loads(summary_path.read_text())
         if summary.get("trainer") == trainer_digest():
-            return d, summary
+            return summary
+    return None
+
+
+def cached_pair(spec: PairSpec, root: Path | None = None, log=None) -> tuple[Path, dict]:
+    """(pair folder, summary): the cached pair for ``spec``, trained first when absent.
+
+    Training holds ``ROOT/.train.lock`` (one trainer at a time: pairs of one arch share a target,
+    and two trainings on the same cores only slow each other); a process that waited on the lock
+    finds the pair made and reads it.
+    """
+    root = Path(root) if root is not None else cache_root()
+    d = root / pair_dir_name(spec)
+    summary = cached_summary(d)
+    if summary is not None:
+        return d, summary
     root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root / ".train.lock")):
+        summary = cached_summary(d)
+        if summary is not None:
+            return d, summary
+        return _train_into(spec, root, d, log)
+
+
+def _train_into(spec: PairSpec, root: Path, d: Path, log) -> tuple[Path, dict]:
     tmp = Path(tempfile.mkdtemp(prefix=".making-", dir=root))
     try:
         summary = make_pair(tmp / "pair", spec, log=log, target_from=_same_target(root, spec))
+        # make_pair recorded the temporary folder; point the summary at the cached one before
+        # the rename, so a reader never sees a pair.json naming a folder that is gone.
+        summary["target"], summary["draft"] = str(d / "target"), str(d / "draft")
+        (tmp / "pair" / "pair.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
         if d.exists():
             shutil.rmtree(d)
         os.replace(tmp / "pair", d)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    # make_pair recorded the temporary folder; point the summary at the cached one.
-    summary["target"], summary["draft"] = str(d / "target"), str(d / "draft")
-    summary_path.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return d, summary

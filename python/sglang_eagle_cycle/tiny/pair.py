@@ -114,14 +114,18 @@ def _ids(ids) -> str:
     return ",".join(str(i) for i in ids)
 
 
+#: The modules whose source decides a pair's files and summary (cache.py, which only stores pairs, does not).
+TRAINER_SOURCES = ("agreement.py", "corpus.py", "load.py", "models.py", "pair.py", "train.py")
+
+
 def trainer_digest() -> str:
-    """Hash of the trainer's own source, torch and Python versions: a changed trainer never
-    validates files an older one made."""
+    """Hash of the trainer's own source (:data:`TRAINER_SOURCES`), torch and Python versions: a
+    changed trainer never validates files an older one made."""
     import torch
 
     h = hashlib.sha256()
     here = Path(__file__).resolve().parent
-    for name in sorted(p.name for p in here.glob("*.py")):
+    for name in TRAINER_SOURCES:
         h.update(name.encode())
         h.update((here / name).read_bytes())
     h.update(torch.__version__.encode())
