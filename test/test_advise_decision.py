@@ -260,3 +260,36 @@ def test_acceptance_hypotheses_from_counts_keep_measured_positions_and_never_ris
     assert np.all(p[:, 3:] <= p[:, 2:3] + 1e-12)          # beyond: never above the deepest measured position
     lo, hi = np.percentile(p[:, 5], [2.5, 97.5])
     assert hi - lo > 0.15                                   # and genuinely uncertain there
+
+
+def test_measurement_noise_follows_the_measured_widths():
+    """Errors of the measured means: sd se_i at a measured width, mixed in proportion between two,
+    the nearest one's outside them; two runs at one width pool by inverse variance."""
+    import numpy as np
+
+    from sglang_eagle_cycle import costmodel as cm
+    from sglang_eagle_cycle import uncertainty as unc
+
+    obs = [cm.CycleObservation(bs=1, steps=1, total_ms=10.0, total_se_ms=0.2),
+           cm.CycleObservation(bs=1, steps=3, total_ms=12.0, total_se_ms=0.4),
+           cm.CycleObservation(bs=1, steps=3, total_ms=12.0, total_se_ms=0.4)]
+    err = unc.measurement_noise(obs, [1, 2, 3, 4, 8], 200_000, np.random.default_rng(0))
+    sd = err.std(axis=0)
+    pooled = 0.4 / np.sqrt(2)
+    mid = np.sqrt(0.5 ** 2 * 0.2 ** 2 + 0.5 ** 2 * pooled ** 2)
+    assert np.allclose(sd, [0.2, 0.2, mid, pooled, pooled], rtol=0.01)
+
+
+def test_two_widths_keep_their_bend_below_the_lowest():
+    """A measured slope steeper than every chord from the decode step (a knee) rules out a curve
+    that saturates below the lowest measured width; a flat measured slope keeps it."""
+    import numpy as np
+
+    from sglang_eagle_cycle import uncertainty as unc
+
+    anchor = (16.0, 20.0)          # decode step at bs 16 (ms)
+    knee = unc.sample_curve([(64.0, 40.0), (112.0, 64.0)], [32.0], 4000, np.random.default_rng(1), anchor=anchor)
+    flat = unc.sample_curve([(64.0, 40.0), (112.0, 42.0)], [32.0], 4000, np.random.default_rng(1), anchor=anchor)
+    # the highest chord from the anchor: b (1 + 0.5) = 30 ms at width 16, 40 ms at 64 -> 33.3 ms at 32
+    assert knee.max() <= 30.0 + 10.0 / 3.0 + 1e-9
+    assert flat.max() > 34.0       # the saturating alternative (t^(1/3) from the anchor) is kept

@@ -601,7 +601,7 @@ def test_document_is_strict_json_and_optional_parts_are_null(tmp_path):
     json.dumps(doc, allow_nan=False)
     assert set(doc) == {"schema", "files", "unparsed_lines", "other_lines", "groups", "decode_batch", "findings"}
     (g,) = doc["groups"]
-    assert g["phases"]["draft_ms"] == {"mean": None, "p50": None, "p90": None, "p99": None, "share": None}
+    assert g["phases"]["draft_ms"] == {"mean": None, "p50": None, "p90": None, "p99": None, "sd": None, "share": None}
     assert doc["decode_batch"] is None
 
 
@@ -709,3 +709,19 @@ def test_device_span_lines_in_every_shape_read_alike(tmp_path, shape):
                                                                  abs=exact)
     gaps = [x for x in run.values("gap_ms") if x is not None]
     assert g["phases"]["gap_ms"]["mean"] == (pytest.approx(statistics.fmean(gaps), abs=exact) if gaps else None)
+
+
+def test_phase_sd_is_the_spread_over_cycles_and_null_when_aggregated():
+    """``sd`` (the advisor's measurement noise) equals numpy's population std of the per-cycle times."""
+    import numpy as np
+
+    from sglang_eagle_cycle.report import PhaseDist
+
+    values = [20.5, 21.0, 21.0, 22.75, 35.0, 20.25]
+    d = PhaseDist()
+    for v in values:
+        d.add(v)
+    assert abs(d.sd - float(np.std(values))) < 1e-12
+    d.add_mean(21.0, 10)                      # an aggregated line hides its cycles' spread
+    assert d.sd is None
+    assert PhaseDist().sd is None

@@ -64,6 +64,7 @@ class Run:
             remainder plus ``host_ms``, and ``total_ms`` the period (``total + gap``).
         host_ms: ``draft_prep_ms + gap_ms`` (device-span runs): host preparation and idle time
             per cycle, a cost of its own that does not grow with the depth.
+        total_sd: standard deviation of the per-cycle time over the cycles (ms), None when unknown.
     """
 
     source: str
@@ -79,6 +80,7 @@ class Run:
     fitted: bool = True
     device_spans: Optional[bool] = None
     host_ms: Optional[float] = None
+    total_sd: Optional[float] = None
 
     def total_ms(self) -> Optional[float]:
         """Mean cycle time: measured, else ``1000 bs accept_len / tok_s``."""
@@ -97,6 +99,9 @@ class Run:
             bs=self.bs, steps=self.steps, total_ms=total, draft_ms=ph.get("draft_ms"),
             verify_ms=ph.get("verify_ms"), extend_ms=ph.get("extend_ms"), other_ms=ph.get("other_ms"),
             weight=float(self.cycles or 1),
+            total_se_ms=(self.total_sd / math.sqrt(self.cycles)
+                         if self.total_sd is not None and self.cycles and self.phases
+                         and self.phases.get("total_ms") else None),
         )
 
 
@@ -336,6 +341,11 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
         counts = _counts_from_group(g, steps, what)  # validated whatever the topk
         ndt = _int(g.get("draft_tokens"), f"{what}.draft_tokens", allow_none=True)
         _check_chain_tokens(topk, steps, ndt, what)
+        total_doc = phases_doc.get("total_ms")
+        total_sd = _num(total_doc.get("sd"), f"{what}.phases.total_ms.sd", nonneg=True) \
+            if isinstance(total_doc, Mapping) else None
+        if total_sd is not None and total_sd > MAX_PHASE_MS:
+            raise UsageError(f"{what}.phases.total_ms.sd: {total_sd:.3g} ms is not a decode-cycle spread")
         runs.append(Run(
             source=f"{source}#{i}", bs=bs, steps=steps, topk=topk,
             num_draft_tokens=ndt,
@@ -344,6 +354,7 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
             phases=phases if any(v is not None for v in phases.values()) else None,
             tok_s=_tok(g.get("tok_s"), f"{what}.tok_s"),
             device_spans=spans if spans is not None else (False if phases_doc else None), host_ms=host,
+            total_sd=total_sd,
         ))
     base: dict[int, float] = {}
     db = doc.get("decode_batch")

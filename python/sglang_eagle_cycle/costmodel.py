@@ -545,6 +545,7 @@ class CycleObservation:
 
     ``total_ms`` is required; the phases are optional (a published table gives only totals,
     derived as ``1000 bs accept_len / tok_s``). ``weight`` = cycles behind the means.
+    ``total_se_ms``: standard error of ``total_ms`` (ms; per-cycle sd / sqrt(cycles)), None when unknown.
     """
 
     bs: int
@@ -555,6 +556,7 @@ class CycleObservation:
     extend_ms: Optional[float] = None
     other_ms: Optional[float] = None
     weight: float = 1.0
+    total_se_ms: Optional[float] = None
 
     @property
     def has_phases(self) -> bool:

@@ -6,7 +6,8 @@ plain or gzip files or stdin (``-``). Memory grows with the number of cycles as 
 ``value -> cycles`` count per distinct phase time), never with the text.
 
 Per group of ``(file, bs, steps, topk, draft_tokens)`` it reports, for each phase, the mean,
-exact p50/p90/p99 (linear interpolation between order statistics, numpy's default) and share of
+exact p50/p90/p99 (linear interpolation between order statistics, numpy's default), the
+standard deviation over cycles (``sd``, ms; the advisor's measurement noise) and share of
 the cycle (phase mean / total mean); the accept-length histogram and mean; per-position
 acceptance; and effective tok/s. Findings name what looks wrong, each with its evidence.
 
@@ -116,6 +117,16 @@ class PhaseDist:
     @property
     def mean(self) -> Optional[float]:
         return self.total / self.weight if self.weight else None
+
+    @property
+    def sd(self) -> Optional[float]:
+        """Population standard deviation of the per-cycle times (ms); None when aggregated lines
+        hide them or no cycle was measured."""
+        if self.agg_weight or not self.counts or not self.weight:
+            return None
+        mean = self.total / self.weight
+        var = sum(c * (v - mean) ** 2 for v, c in self.counts.items()) / self.weight
+        return math.sqrt(max(var, 0.0))
 
     def percentiles(self) -> Optional[list[float]]:
         """Exact p50/p90/p99 (ms), or None when aggregated lines hide the per-cycle values."""
@@ -288,6 +299,7 @@ class Group:
             entry = {"mean": _round(dist.mean)}
             for (key, _), value in zip(PERCENTILES, pct or [None] * len(PERCENTILES)):
                 entry[key] = _round(value)
+            entry["sd"] = _round(dist.sd)
             entry["share"] = _round(self.share(name))
             phases[name] = entry
         # a tree verifying fewer tokens than steps + 1 can accept at most draft_tokens - 1 drafts

@@ -33,7 +33,10 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   roofline ``max(b, y0 x / x0)`` (compute time proportional to the width) and a curve saturating
   from the anchor (``t^(1/BEND)``: distinct MoE experts, padding); a flat curve from the measured
   point (padding) within :data:`PAD_RATIO` of it. Narrower verifies are taken as memory-bound
-  and close to linear in the width between the decode step and the measured point. Without a baseline:
+  and close to linear in the width between the decode step and the measured point. With two
+  measured widths the curve keeps the bend they show against the anchor: a measured slope
+  steeper than any chord from the anchor drops the saturating alternative (a knee), one flatter
+  than any chord drops the roofline (saturation). Without a baseline:
   ``y0 (x / x0)^beta``, ``beta ~ U(0, 1)`` (flat to proportional).
 * **Between measured widths**: ``y0 + (y1 - y0) t^g``, ``t`` the position between them in the
   width, or (MoE target) in the expected distinct experts ``E (1 - (1 - k/E)^n)`` (each
@@ -46,6 +49,9 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
 * Draft-extend: the same, without an anchor. Draft step: measured per draft forward; unknown
   (only 1-step runs) drawn as :data:`UNKNOWN_STEP` times the draft-extend at width ``bs``.
   Other time (and host preparation and gaps): as measured, depth-independent.
+* **Measurement noise of the cycle times**: the measured mean cycle time at each width is off by
+  its standard error (per-cycle sd / sqrt(cycles), from ``inspect``'s ``sd``), carried to the
+  other widths by :func:`measurement_noise`.
 
 These ranges are assumptions, not fits to any benchmark. A world outside them can fall outside
 the intervals: a verify-mode overhead above 50% of the decode step with one measured width,
@@ -266,6 +272,15 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
     # curve towards the envelope of the curves that also fit (module docstring)
     side, mag = _toward(rng, n)
     meas = max(0.0, (ys[1] - ys[0]) / (xs[1] - xs[0])) if len(xs) >= 2 else None
+    # With two measured widths, the curve's bend below them is taken to be the one they show
+    # against the anchor: a measured slope steeper than the steepest chord from the anchor
+    # (``b`` to ``y0``) is a compute knee (convex), one flatter than the flattest chord
+    # (``b (1 + max f)`` to ``y0``) a saturating curve (concave). The curve is not assumed to
+    # change its bend between the anchor and the measured widths.
+    convex = concave = False
+    if use_anchor and meas is not None:
+        convex = meas > (y0 - anchor[1]) / (x0 - anchor[0])
+        concave = meas < max(0.0, y0 - anchor[1] * (1.0 + VERIFY_MODE_OVERHEAD[1])) / (x0 - anchor[0])
     out = np.empty((n, len(xq)))
     for qi, x in enumerate(xq):
         if use_anchor and x < x0:
@@ -276,11 +291,15 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
                 alts.append(chord)
             lo, hi = chord.copy(), chord.copy()
             if x0 > KNEE_MIN_TOKENS:
-                # roofline: max(memory-bound step, compute proportional to width)
-                alts.append(np.maximum(min(anchor[1], y0), y0 * max(x, KNEE_MIN_TOKENS) / x0))
-                # saturating from the anchor (distinct MoE experts, padding), as bent as between points
-                t = (x - anchor[0]) / (x0 - anchor[0])
-                alts.append(ya + (y0 - ya) * t ** (1.0 / BEND))
+                # roofline: max(memory-bound step, compute proportional to width); not when the
+                # measured slope is below every chord to the anchor (the curve bends the other way)
+                if not concave:
+                    alts.append(np.maximum(min(anchor[1], y0), y0 * max(x, KNEE_MIN_TOKENS) / x0))
+                # saturating from the anchor (distinct MoE experts, padding), as bent as between
+                # points; not when the measured slope is above every chord to the anchor (a knee)
+                if not convex:
+                    t = (x - anchor[0]) / (x0 - anchor[0])
+                    alts.append(ya + (y0 - ya) * t ** (1.0 / BEND))
             if x0 / x <= PAD_RATIO:
                 alts.append(np.full(n, y0))
             for a in alts:
@@ -316,6 +335,38 @@ def _between(x: float, nx: np.ndarray, ny: np.ndarray, i: int, shapes, shape_idx
         t = t if gamma is None else t ** gamma
         col = np.where(shape_idx == si, ny[:, i] + (ny[:, i + 1] - ny[:, i]) * t, col)
     return col
+
+
+def measurement_noise(obs: Sequence[cm.CycleObservation], xq: Sequence[float], n: int,
+                      rng: np.random.Generator) -> np.ndarray:
+    """``(n, len(xq))`` errors of the measured mean cycle times, carried to the widths ``xq`` (ms).
+
+    Each measured width ``x_i`` has a mean cycle time off the true one by ``z_i se_i``
+    (``z_i ~ N(0, 1)``, ``se_i`` the standard error of that mean, runs at one width pooled by
+    inverse variance). Every curve passes through the measured means, so a prediction between
+    two measured widths inherits their errors in proportion to its position between them, and
+    one outside them the error of the nearest. With heavy-tailed stalls in a run, this is the
+    part of a prediction's uncertainty that no shape hypothesis covers.
+    """
+    inv: dict[float, float] = {}
+    for o in obs:
+        inv[float(o.verified_tokens)] = inv.get(float(o.verified_tokens), 0.0) + 1.0 / o.total_se_ms ** 2
+    xs = np.array(sorted(inv))
+    se = np.array([1.0 / math.sqrt(inv[x]) for x in xs])
+    err = rng.standard_normal((n, len(xs))) * se                      # (n, k)
+    out = np.empty((n, len(xq)))
+    for qi, x in enumerate(xq):
+        w = np.zeros(len(xs))
+        if x <= xs[0]:
+            w[0] = 1.0
+        elif x >= xs[-1]:
+            w[-1] = 1.0
+        else:
+            i = int(np.searchsorted(xs, x)) - 1
+            t = (x - xs[i]) / (xs[i + 1] - xs[i])
+            w[i], w[i + 1] = 1.0 - t, t
+        out[:, qi] = err @ w
+    return out
 
 
 def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.CycleObservation], bs: int,
@@ -360,6 +411,9 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
     else:
         tpts = _points(obs, "total_ms")
         total = sample_curve(tpts, widths, n, rng, anchor=anchor)
+    noisy = [o for o in obs if o.bs == bs and o.total_se_ms]
+    if noisy and spec:
+        total = total + measurement_noise(noisy, widths, n, rng)
     if np.any(~np.isfinite(total)) or np.any(total <= 0):
         raise ValueError(f"a hypothesis predicts a cycle time that is not positive at bs {bs}: the measured "
                          "phase times cannot be extrapolated there")
