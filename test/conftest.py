@@ -88,13 +88,6 @@ def pytest_collection_modifyitems(config, items):
         import tiny_pairs
 
         _trainer = tiny_pairs.start_background_training()
-    if worker is not None:
-        # The training is the longest chain: workers yield the cores to it (the trainer was
-        # started above, before this worker lowered its own priority).
-        try:
-            os.nice(5)
-        except OSError:
-            pass
 
 
 def pytest_unconfigure(config):
