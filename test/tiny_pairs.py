@@ -7,7 +7,9 @@ until the trainer's source changes. ``EAGLE_CYCLE_TINY_CACHE`` moves the cache.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -95,12 +97,9 @@ def start_background_training():
     names = missing()
     if not names:
         return None
-    import os
-    import subprocess
-
     env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
     cache_root().mkdir(parents=True, exist_ok=True)
-    log = open(cache_root() / "training.log", "w")
     code = "import sys, tiny_pairs\nfor n in sys.argv[1:]:\n    tiny_pairs.pair(n)\n"
-    return subprocess.Popen([sys.executable, "-c", code, *names], cwd=str(Path(__file__).parent),
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    with open(cache_root() / "training.log", "w") as log:   # the child keeps its own descriptor
+        return subprocess.Popen([sys.executable, "-c", code, *names], cwd=str(Path(__file__).parent),
+                                env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -7,8 +7,8 @@ versions): a changed trainer never validates files an older one made. ``ROOT`` i
 ``~/.cache/sglang-eagle-cycle/tiny-pairs``. Pairs that differ only in their draft (ids,
 convention, draft steps) share one trained target.
 
-Several processes may ask for the same pair at once (``pytest -n``): one trains it under a lock
-file beside the pair (``filelock``, a torch dependency); the others wait and then read it.
+Several processes may ask for the same pair at once (``pytest -n``): one trains it under the
+lock file ``ROOT/.train.lock`` (``filelock``, a torch dependency); the others wait and then read it.
 """
 
 from __future__ import annotations
