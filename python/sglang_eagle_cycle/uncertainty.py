@@ -354,19 +354,9 @@ def measurement_noise(obs: Sequence[cm.CycleObservation], xq: Sequence[float], n
     xs = np.array(sorted(inv))
     se = np.array([1.0 / math.sqrt(inv[x]) for x in xs])
     err = rng.standard_normal((n, len(xs))) * se                      # (n, k)
-    out = np.empty((n, len(xq)))
-    for qi, x in enumerate(xq):
-        w = np.zeros(len(xs))
-        if x <= xs[0]:
-            w[0] = 1.0
-        elif x >= xs[-1]:
-            w[-1] = 1.0
-        else:
-            i = int(np.searchsorted(xs, x)) - 1
-            t = (x - xs[i]) / (xs[i + 1] - xs[i])
-            w[i], w[i + 1] = 1.0 - t, t
-        out[:, qi] = err @ w
-    return out
+    # row i: the weight of width i's error at each query width (linear between, nearest outside)
+    weights = np.stack([np.interp(np.asarray(xq, dtype=float), xs, unit) for unit in np.eye(len(xs))])
+    return err @ weights
 
 
 def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.CycleObservation], bs: int,
