@@ -207,6 +207,15 @@ def _write_bytes(p: Path, data: bytes):
     p.write_bytes(data)
 
 
+def _add_tensor(name, shape):
+    def edit(d: Path):
+        from safetensors.torch import load_file, save_file
+        w = load_file(str(d / "model.safetensors"))
+        w[name] = torch.ones(shape)
+        save_file(w, str(d / "model.safetensors"))
+    return edit
+
+
 def _drop_tensor(name):
     def edit(d: Path):
         from safetensors.torch import load_file, save_file
@@ -223,8 +232,13 @@ UNUSABLE = {
                                "safetensors"),
     "draft_without_fc": (lambda d: _drop_tensor("fc.weight")(d / "draft"), "fc.weight"),
     "target_hidden_mismatch": (lambda d: _edit_cfg(d, target_hidden_size=128), "cannot be fed"),
-    "norm_before_fc": (lambda d: _edit_cfg(d, norm_before_fc=True), "not supported"),
-    "fc_norm": (lambda d: _edit_cfg(d, fc_norm=True), "not supported"),
+    "norm_before_fc_weight_shape": (lambda d: (_edit_cfg(d, norm_before_fc=True),
+                                               _add_tensor("input_norm.weight", (5,))(d / "draft")),
+                                    "input_norm.weight has shape [5]"),
+    "fc_norm_weight_shape": (lambda d: (_edit_cfg(d, fc_norm=True), _add_tensor("fc_norm.1.weight", (7,))(d / "draft")),
+                             "fc_norm.1.weight has shape [7]"),
+    "two_decoder_layers": (lambda d: _add_tensor("layers.1.mlp.down_proj.weight", (4, 4))(d / "draft"),
+                           "not a plain EAGLE-3 head"),
     "not_eagle3": (lambda d: _edit_cfg(d, architectures=["LlamaForCausalLM"]), "not an EAGLE-3 head"),
     "bad_eval_prompts": (lambda d: (d / "eval_prompts.json").write_text("{"), "prompt file"),
 }
@@ -277,3 +291,54 @@ def test_other_pairs_draft_width_mismatch(tmp_path, capsys):
     save_file(w, str(draft / "model.safetensors"))
     code, out, err = run([str(cached("llama") / "target"), str(draft)], capsys)
     assert code == 2 and err.count("\n") == 1 and "cannot be fed" in err, err
+
+
+# ----------------------------------------------------------------------------- eagle-cycle wiring --probe
+def wiring_cli(argv: list[str], capsys) -> tuple[int, str, str]:
+    from sglang_eagle_cycle import cli
+
+    code = cli.main(["wiring", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_wiring_probe_runs_the_probe_after_the_static_report(capsys):
+    d = cached("llama")
+    code, out, err = wiring_cli([str(d / "target"), str(d / "draft"), "--probe"], capsys)
+    assert code == 0, err
+    assert "captures" in out and "1024 scored tokens" in out and "verdict: plugin_best" in out
+    assert out.index("1024 scored tokens") > out.index("captures")  # the static report comes first
+    assert "fix: none needed" in out
+
+
+def test_wiring_probe_json_other_best_exits_1(tmp_path, capsys):
+    bad = copy_pair(cached("llama"), tmp_path / "bad", set_ids([2, 4, 6]))
+    code, out, err = wiring_cli([str(bad / "target"), str(bad / "draft"), "--probe", "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 1, err
+    assert doc["positions"] == [3, 5, 7]                      # the static object, unchanged
+    assert doc["probe"]["verdict"] == "other_best"
+    assert doc["probe"]["best"]["positions"] == [2, 4, 6]
+    assert doc["probe"]["fix"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5]
+
+
+def test_wiring_probe_static_error_exits_1_even_when_the_probe_agrees(capsys):
+    d = cached("llama")
+    code, out, err = wiring_cli([str(d / "target"), str(d / "draft"), "--probe", "--algorithm", "EAGLE"], capsys)
+    assert code == 1, err
+    assert "algorithm_not_eagle3" in out and "verdict: plugin_best" in out
+
+
+def test_wiring_probe_unusable_draft_one_line_exit_2(tmp_path, capsys):
+    d = copy_pair(cached("llama"), tmp_path / "p")
+    (d / "draft" / "model.safetensors").unlink()
+    code, out, err = wiring_cli([str(d / "target"), str(d / "draft"), "--probe"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "no *.safetensors" in err, err
+
+
+def test_wiring_without_probe_loads_no_weights(tmp_path, capsys):
+    """Without --probe the check stays static: a draft folder without weights is still checked."""
+    d = copy_pair(cached("llama"), tmp_path / "p")
+    (d / "draft" / "model.safetensors").unlink()
+    code, out, err = wiring_cli([str(d / "target"), str(d / "draft"), "--json"], capsys)
+    assert code == 0 and "probe" not in json.loads(out), err

@@ -2,7 +2,7 @@
 
 Usage::
 
-    eagle-cycle wiring TARGET DRAFT [--json]
+    eagle-cycle wiring TARGET DRAFT [--json] [--probe [--prompts FILE] [--tokens N] ...]
     eagle-cycle inspect LOG [LOG ...] [--json | --csv FILE | --plot out.png | --trace out.json]
     eagle-cycle advise INPUT [INPUT ...] [--baseline-tok-s 88.8] [--json]
     eagle-cycle make-tiny-pair OUT [--arch llama|deepseek_v3] [--seed N] [--json]

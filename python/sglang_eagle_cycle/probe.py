@@ -12,7 +12,9 @@ the same scored tokens (exact McNemar test).
     result = probe("pair/target", "pair/draft")     # dict, as ``eagle-cycle probe --json`` prints
 
 Raises :class:`~.errors.UsageError` for unusable input (missing files, unreadable safetensors,
-a draft without ``fc``, shapes that cannot be fed, an unsupported head variant).
+a draft without ``fc``, shapes that cannot be fed, a head with more than one decoder layer).
+The head variants SGLang 0.5.23 reads (``norm_before_fc``, ``fc_norm``/``use_aux_norm``,
+``norm_output``, ``d2t``) are honoured as it honours them (:class:`HeadVariant`).
 """
 
 from __future__ import annotations
@@ -209,7 +211,10 @@ def greedy_continue(model, prompts, n: int):
 
 
 # ----------------------------------------------------------------------------- draft
-_UNSUPPORTED_FLAGS = ("norm_before_fc", "fc_norm", "use_aux_norm", "norm_output")
+#: legacy checkpoint names SGLang 0.5.23's ``LlamaForCausalLMEagle3.load_weights`` renames
+#: (substring replacement, in this order)
+_LEGACY_NAMES = (("midlayer", "layers.0"), ("aux_norm_low", "fc_norm.0"), ("aux_norm_mid", "fc_norm.1"),
+                 ("aux_norm_high", "fc_norm.2"))
 
 
 def _read_draft_tensors(draft_dir: Path) -> dict:
@@ -227,24 +232,113 @@ def _read_draft_tensors(draft_dir: Path) -> dict:
         tensors.update(part)
     out = {}
     for name, t in tensors.items():
+        for old, new in _LEGACY_NAMES:
+            name = name.replace(old, new)
         if name.startswith("model."):
             name = name[len("model."):]
-        if name.startswith("midlayer."):  # SpecForge / EAGLE repos name the one decoder layer so
-            name = "layers.0." + name[len("midlayer."):]
         out[name] = t
     return out
 
 
-def _unsupported_variant(cfg: dict, tensors: dict) -> str | None:
-    nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
-    for key in _UNSUPPORTED_FLAGS:
-        for where, src in (("eagle_config.", nested), ("", cfg)):
-            if src.get(key):
-                return f"{where}{key}"
-    for name in tensors:
-        if name == "input_norm.weight" or name.startswith("fc_norm."):
-            return f"tensor {name}"
-    return None
+@dataclass(frozen=True)
+class HeadVariant:
+    """The head options SGLang 0.5.23's ``LlamaForCausalLMEagle3`` reads from the draft's config.
+
+    Attributes:
+        norm_before_fc: one RMSNorm over the concatenated aux states ``[num_aux * target_hidden]``
+            before ``fc`` (weight ``input_norm.weight``); read from ``eagle_config.norm_before_fc``,
+            else the top-level ``norm_before_fc``.
+        fc_norm: one RMSNorm per aux state ``[target_hidden]`` before ``fc`` (weights
+            ``fc_norm.{i}.weight``, legacy names ``aux_norm_low/mid/high``), applied after
+            ``norm_before_fc`` when both are set; read from the top-level ``fc_norm`` or the legacy
+            ``use_aux_norm`` (SGLang does not look in ``eagle_config`` for it).
+        norm_output: the state handed to the *next* draft step is the normed one; it does not change
+            the first draft token's logits, which are all the probe scores.
+    """
+
+    norm_before_fc: bool = False
+    fc_norm: bool = False
+    norm_output: bool = False
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "HeadVariant":
+        nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+        return cls(norm_before_fc=bool(nested.get("norm_before_fc", cfg.get("norm_before_fc", False))),
+                   fc_norm=bool(cfg.get("fc_norm") or cfg.get("use_aux_norm", False)),
+                   norm_output=bool(cfg.get("norm_output", False)))
+
+    def names(self) -> list[str]:
+        return [k for k in ("norm_before_fc", "fc_norm", "norm_output") if getattr(self, k)]
+
+
+class AuxNorms:
+    """The pre-``fc`` normalisation of a :class:`HeadVariant` (identity for a plain head).
+
+    ``__call__(aux)``: ``aux`` ``[..., num_aux * target_hidden]`` (float) -> same shape, RMS-normed
+    as a whole (``norm_before_fc``) and then per aux state (``fc_norm``), each
+    ``x / sqrt(mean(x^2) + eps) * weight`` in float32 as SGLang's ``RMSNorm`` on CPU.
+    """
+
+    def __init__(self, eps: float, num_aux: int, whole=None, per_aux=None):
+        self.eps, self.num_aux, self.whole, self.per_aux = eps, num_aux, whole, per_aux
+
+    def _rms(self, x, w):
+        import torch
+
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * w
+
+    def __call__(self, aux):
+        import torch
+
+        if self.whole is not None:
+            aux = self._rms(aux, self.whole.to(aux.device))
+        if self.per_aux is not None:
+            chunks = aux.chunk(self.num_aux, dim=-1)
+            aux = torch.cat([self._rms(c, w.to(aux.device)) for c, w in zip(chunks, self.per_aux)], dim=-1)
+        return aux
+
+    @property
+    def identity(self) -> bool:
+        return self.whole is None and self.per_aux is None
+
+
+def _variant_norms(draft_dir: Path, variant: HeadVariant, tensors: dict, num_aux: int, th: int, eps: float,
+                   notes: list[str]) -> AuxNorms:
+    """Pops the pre-``fc`` norm weights from ``tensors``; a weight SGLang would not read is dropped
+    with a note, a weight it would read but the checkpoint lacks stays at SGLang's initial ones."""
+    import torch
+
+    whole = tensors.pop("input_norm.weight", None)
+    per = {k: tensors.pop(k) for k in sorted(tensors) if k.startswith("fc_norm.")}
+    if whole is not None and not variant.norm_before_fc:
+        notes.append("input_norm.weight ignored: norm_before_fc is not set (SGLang 0.5.23 does not load it)")
+        whole = None
+    elif variant.norm_before_fc:
+        if whole is None:
+            notes.append("norm_before_fc set but the checkpoint has no input_norm.weight: ones, as SGLang leaves it")
+            whole = torch.ones(num_aux * th)
+        if tuple(whole.shape) != (num_aux * th,):
+            raise UsageError(f"{draft_dir}: input_norm.weight has shape {list(whole.shape)}, expected "
+                             f"[{num_aux * th}] (num_aux {num_aux} x target hidden {th})")
+    per_aux = None
+    if per and not variant.fc_norm:
+        notes.append(f"{', '.join(per)} ignored: fc_norm / use_aux_norm is not set (SGLang 0.5.23 does not load them)")
+    elif variant.fc_norm:
+        per_aux = []
+        for i in range(num_aux):
+            w = per.pop(f"fc_norm.{i}.weight", None)
+            if w is None:
+                notes.append(f"fc_norm set but the checkpoint has no fc_norm.{i}.weight: ones, as SGLang leaves it")
+                w = torch.ones(th)
+            if tuple(w.shape) != (th,):
+                raise UsageError(f"{draft_dir}: fc_norm.{i}.weight has shape {list(w.shape)}, expected [{th}]")
+            per_aux.append(w.float())
+        if per:
+            raise UsageError(f"{draft_dir}: unexpected {', '.join(per)} for a draft with {num_aux} aux states")
+    if variant.norm_output:
+        notes.append("norm_output changes only the state handed to the next draft step, not the first "
+                     "draft token scored here")
+    return AuxNorms(eps, num_aux, None if whole is None else whole.float(), per_aux)
 
 
 @dataclass
@@ -253,6 +347,16 @@ class Draft:
     embed: object | None    # nn.Embedding from the draft checkpoint, or None (use the target's)
     num_aux: int
     notes: list[str] = field(default_factory=list)
+    norms: AuxNorms | None = None
+    variant: HeadVariant = field(default_factory=HeadVariant)
+
+    def logits(self, embeds, aux):
+        """Draft logits ``[B, L, draft_vocab]`` from token embeddings ``[B, L, hidden]`` and aux states
+        ``[B, L, num_aux * target_hidden]`` (row ``t``: the embedding of token ``t + 1`` and the states
+        at ``t``), through the variant's pre-``fc`` norms, as SGLang's draft forward computes them."""
+        if self.norms is not None and not self.norms.identity:
+            aux = self.norms(aux)
+        return self.head(embeds, aux)
 
 
 def load_draft(draft_dir: Path, draft_cfg: dict, target_hidden: int, target_vocab: int) -> Draft:
@@ -265,10 +369,7 @@ def load_draft(draft_dir: Path, draft_cfg: dict, target_hidden: int, target_voca
     if not is_eagle3_head(draft_cfg):
         raise UsageError(f"{draft_dir}: not an EAGLE-3 head (architectures {draft_cfg.get('architectures')})")
     tensors = _read_draft_tensors(draft_dir)
-    bad = _unsupported_variant(draft_cfg, tensors)
-    if bad:
-        raise UsageError(f"{draft_dir}: head variant with {bad} is not supported by this version of the probe "
-                         f"(plain EAGLE-3 heads only)")
+    variant = HeadVariant.from_config(draft_cfg)
     for name in ("fc.weight", "lm_head.weight"):
         if name not in tensors:
             raise UsageError(f"{draft_dir}: the checkpoint has no {name}")
@@ -320,6 +421,7 @@ def load_draft(draft_dir: Path, draft_cfg: dict, target_hidden: int, target_voca
     rope = draft_cfg.get("rope_parameters") if isinstance(draft_cfg.get("rope_parameters"), dict) else {}
     theta = draft_cfg.get("rope_theta", rope.get("rope_theta", 10000.0))
     notes = []
+    norms = _variant_norms(draft_dir, variant, tensors, num_aux, th, float(num("rms_norm_eps", 1e-6)), notes)
     scaling = draft_cfg.get("rope_scaling")
     if isinstance(scaling, dict) and scaling.get("rope_type", scaling.get("type")) not in (None, "default"):
         notes.append(f"rope_scaling {scaling.get('rope_type', scaling.get('type'))!r} ignored (plain RoPE used)")
@@ -346,7 +448,7 @@ def load_draft(draft_dir: Path, draft_cfg: dict, target_hidden: int, target_voca
             raise UsageError(f"{draft_dir}: embed_tokens.weight {list(embed_w.shape)} cannot embed the target's "
                              f"{target_vocab} tokens at width {hidden}")
         embed = torch.nn.Embedding.from_pretrained(embed_w.float(), freeze=True)
-    return Draft(head.eval(), embed, num_aux, notes)
+    return Draft(head.eval(), embed, num_aux, notes, norms, variant)
 
 
 # ----------------------------------------------------------------------------- candidates, statistics
@@ -512,7 +614,7 @@ def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None
             else:
                 aux = torch.cat([states[p] for p in sorted(positions)], dim=-1).unsqueeze(0)
             with torch.no_grad():
-                logits = head(emb[1:].unsqueeze(0).to(head_dev), aux[:, :-1].to(head_dev))
+                logits = dr.logits(emb[1:].unsqueeze(0).to(head_dev), aux[:, :-1].to(head_dev))
             top = head.draft_to_target[logits.argmax(-1)][0].cpu()
             out.append((top == lab)[mask])
         return torch.cat(out)

@@ -20,8 +20,12 @@ Example::
 
 Exit codes: 0 plugin_best and no error-level wiring problem; 1 other_best,
 not_trained_on_target or a wiring error; 2 unusable input (missing files,
-unreadable safetensors, a draft without fc, shapes that cannot be fed, an
-unsupported head variant).
+unreadable safetensors, a draft without fc, shapes that cannot be fed, a head
+with more than one decoder layer).  Head variants are read as SGLang 0.5.23
+reads them: norm_before_fc, fc_norm / use_aux_norm, norm_output, d2t.
+
+`eagle-cycle wiring TARGET DRAFT --probe` runs the same probe after the static
+checks, with the same options and exit codes.
 """
 
 from __future__ import annotations
@@ -36,6 +40,12 @@ from ..argtypes import int_in
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", metavar="TARGET", help="target model directory (Hugging Face layout)")
     parser.add_argument("draft", metavar="DRAFT", help="EAGLE-3 draft directory (config.json + safetensors)")
+    add_probe_options(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+
+
+def add_probe_options(parser: argparse.ArgumentParser) -> None:
+    """The options that steer a probe run (shared with ``eagle-cycle wiring --probe``)."""
     parser.add_argument("--prompts", default=None, metavar="FILE",
                         help='JSONL prompts, one {"prompt": ...} a line (default: the pair\'s held-out prompts '
                              "or the bundled ones)")
@@ -45,7 +55,6 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="target weights dtype")
     parser.add_argument("--max-memory", default=None, metavar="SIZE",
                         help="CPU memory cap for the target (e.g. 20GiB): accelerate offloads the rest to disk")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
 
 
 def _pct(x: float) -> str:
@@ -87,11 +96,18 @@ def render(result: dict) -> str:
     return "\n".join(lines)
 
 
-def main(args: argparse.Namespace) -> int:
-    from ..probe import exit_code, probe
+def run_probe(args: argparse.Namespace, target=None, draft=None) -> dict:
+    """The probe's result dict for the parsed options (``target``/``draft`` override the positionals)."""
+    from ..probe import probe
 
-    result = probe(args.target, args.draft, prompts_file=args.prompts, tokens=args.tokens, device=args.device,
-                   dtype=args.dtype, max_memory=args.max_memory)
+    return probe(target or args.target, draft or args.draft, prompts_file=args.prompts, tokens=args.tokens,
+                 device=args.device, dtype=args.dtype, max_memory=args.max_memory)
+
+
+def main(args: argparse.Namespace) -> int:
+    from ..probe import exit_code
+
+    result = run_probe(args)
     if args.json:
         print(json.dumps(result))
     else:

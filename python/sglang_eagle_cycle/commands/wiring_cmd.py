@@ -24,6 +24,13 @@ a warning, never a reason for a non-zero exit).
 Exit codes: 0 no error-level problem, 1 an error-level problem, 2 unusable input
 (including malformed SGLANG_EAGLE_CYCLE_* values and a target whose
 num_hidden_layers, hidden_size or vocab_size is not a usable positive integer).
+
+--probe then runs `eagle-cycle probe` on the two folders (it loads the weights:
+see that command's help for --prompts, --tokens, --device, --dtype,
+--max-memory); --json then prints the wiring object with the probe's result
+under "probe".  Exit codes with --probe are the probe's table: 0 plugin_best and
+no static error, 1 other_best, not_trained_on_target or a static error, 2
+unusable input.
 """
 
 from __future__ import annotations
@@ -47,6 +54,12 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                         help="the server's --speculative-algorithm (default EAGLE3; NEXTN is SGLang's alias of EAGLE)")
     parser.add_argument("--context-length", default=None, type=int_in(1), metavar="TOKENS",
                         help="the server's --context-length (default: the target's max_position_embeddings)")
+    parser.add_argument("--probe", action="store_true",
+                        help="after the static checks, run `eagle-cycle probe` on the two folders (loads the "
+                             "weights; the options below steer it)")
+    from .probe_cmd import add_probe_options
+
+    add_probe_options(parser.add_argument_group("probe options (with --probe)"))
 
 
 def main(args: argparse.Namespace) -> int:
@@ -71,11 +84,27 @@ def main(args: argparse.Namespace) -> int:
                         algorithm=getattr(args, "algorithm", "EAGLE3"),
                         context_length=getattr(args, "context_length", None))
 
-    if args.json:
-        print(json.dumps(report.to_dict()))
-    else:
+    if not getattr(args, "probe", False):
+        if args.json:
+            print(json.dumps(report.to_dict()))
+        else:
+            print(_render(report, target_path, target_cfg, draft_path, draft_cfg, header, find_field))
+        return 1 if report.errors else 0
+
+    from ..probe import exit_code
+    from .probe_cmd import render as render_probe
+    from .probe_cmd import run_probe
+
+    if not args.json:  # the static report first: it stands even when the probe cannot run
         print(_render(report, target_path, target_cfg, draft_path, draft_cfg, header, find_field))
-    return 1 if report.errors else 0
+        print()
+        sys.stdout.flush()
+    result = run_probe(args, target_path.parent, draft_path.parent)
+    if args.json:
+        print(json.dumps({**report.to_dict(), "probe": result}))
+    else:
+        print(render_probe(result))
+    return 1 if report.errors else exit_code(result)
 
 
 def _is_local(arg: str) -> bool:
