@@ -8,7 +8,7 @@ is skipped or applied twice shows), a reduced draft vocabulary with ``d2t`` unle
 otherwise, and the draft's own ``embed_tokens.weight`` so that no target is needed. SGLang builds
 its class from that folder (every parameter NaN first, then its own ``load_weights``) and runs one
 EXTEND forward over a random sequence with random aux states; the probe loads the same folder
-(:func:`sglang_eagle_cycle.probe.load_draft`) and computes :meth:`Draft.logits` on the same inputs.
+(:func:`sglang_eagle_cycle.wiring.probe.load_draft`) and computes :meth:`Draft.logits` on the same inputs.
 Trained tiny-pair drafts given as further arguments are compared the same way, with the target's
 embedding from the pair's ``target`` folder.
 
@@ -95,7 +95,7 @@ def compare(sc, draft_dir: Path, target_hidden: int, vocab: int, embed=None, see
     """SGLang's logits and the probe's on one random sequence of ``T`` tokens."""
     import torch
 
-    from sglang_eagle_cycle import probe
+    from sglang_eagle_cycle.wiring import probe
 
     cfg_obj = sc.read_config(str(draft_dir))
     model = sc._build(sc._class_for(sc.DRAFTS, cfg_obj), cfg_obj)

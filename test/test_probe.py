@@ -73,7 +73,7 @@ def set_ids(ids):
 # ----------------------------------------------------------------------------- target states
 @pytest.mark.parametrize("arch", ["llama", "deepseek_v3"])
 def test_states_equal_tiny_model(arch):
-    from sglang_eagle_cycle.probe import greedy_continue, load_target, target_forward
+    from sglang_eagle_cycle.wiring.probe import greedy_continue, load_target, target_forward
     from sglang_eagle_cycle.tiny.agreement import greedy_generate
     from sglang_eagle_cycle.tiny.load import load_target as tiny_target
 
@@ -175,7 +175,7 @@ def test_plugin_best_with_wiring_error_exits_1(tmp_path, capsys):
 
 def test_offloaded_target_states(tmp_path):
     """--max-memory: accelerate offloads most of the target to disk; the states do not change."""
-    from sglang_eagle_cycle.probe import greedy_continue, load_target, target_forward
+    from sglang_eagle_cycle.wiring.probe import greedy_continue, load_target, target_forward
     from sglang_eagle_cycle.tiny.load import load_target as tiny_target
 
     d = cached("llama")

@@ -1,5 +1,5 @@
 """The probe's draft forward is SGLang's: logits of SGLang 0.5.23's ``LlamaForCausalLMEagle3``
-against :meth:`sglang_eagle_cycle.probe.Draft.logits` (issue 15, item 2), fp32 on CPU.
+against :meth:`sglang_eagle_cycle.wiring.probe.Draft.logits` (issue 15, item 2), fp32 on CPU.
 
 test/draft_forward_equality.py runs in its own interpreter (SGLang's CPU setup): random-weight
 heads of every variant SGLang reads (``norm_before_fc`` in ``eagle_config`` or top level,

@@ -67,7 +67,7 @@ def render(result: dict) -> str:
     from rich.console import Console
     from rich.table import Table
 
-    from ..probe import fix_text
+    from ..wiring.probe import fix_text
 
     table = Table(title=f"{result['scored_tokens']} scored tokens, {result['prompts']} prompts x "
                         f"{result['tokens']} tokens, {result['num_layers']} layers")
@@ -98,14 +98,14 @@ def render(result: dict) -> str:
 
 def run_probe(args: argparse.Namespace, target=None, draft=None) -> dict:
     """The probe's result dict for the parsed options (``target``/``draft`` override the positionals)."""
-    from ..probe import probe
+    from ..wiring.probe import probe
 
     return probe(target or args.target, draft or args.draft, prompts_file=args.prompts, tokens=args.tokens,
                  device=args.device, dtype=args.dtype, max_memory=args.max_memory)
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..probe import exit_code
+    from ..wiring.probe import exit_code
 
     result = run_probe(args)
     if args.json:

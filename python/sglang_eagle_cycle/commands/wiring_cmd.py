@@ -65,7 +65,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ..runtime import unknown_env
     from ..safetensors_header import read_draft_shapes
-    from ..wiring import check_pair, find_field, load_config, locate_config
+    from ..wiring import check_pair, load_config, locate_config, render_report
 
     target_path = locate_config(args.target, args.target_revision)
     draft_path = locate_config(args.draft, args.draft_revision)
@@ -88,15 +88,15 @@ def main(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(report.to_dict()))
         else:
-            print(_render(report, target_path, target_cfg, draft_path, draft_cfg, header, find_field))
+            print(render_report(report, target_path, target_cfg, draft_path, draft_cfg, header))
         return 1 if report.errors else 0
 
-    from ..probe import exit_code
+    from ..wiring.probe import exit_code
     from .probe_cmd import render as render_probe
     from .probe_cmd import run_probe
 
     if not args.json:  # the static report first: it stands even when the probe cannot run
-        print(_render(report, target_path, target_cfg, draft_path, draft_cfg, header, find_field))
+        print(render_report(report, target_path, target_cfg, draft_path, draft_cfg, header))
         print()
         sys.stdout.flush()
     result = run_probe(args, target_path.parent, draft_path.parent)
@@ -111,41 +111,3 @@ def _is_local(arg: str) -> bool:
     """True when ``arg`` names an existing local path (so it is not read as a repo id)."""
     path = Path(arg).expanduser()
     return path.is_dir() or path.is_file()
-
-
-def _arch(cfg: dict) -> str:
-    archs = cfg.get("architectures")
-    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else "(no architectures)"
-
-
-def _render(report, target_path: Path, target_cfg: dict, draft_path: Path, draft_cfg: dict, header, find_field) -> str:
-    from ..wiring import RULES_BY_MODULE, stock_fix_text
-
-    def field(key: str) -> str:
-        found = find_field(target_cfg, key)
-        return f"{found[0]} ({found[1]})" if found else "unknown"
-
-    lines = [f"target  {target_path}",
-             f"        {_arch(target_cfg)}: layers {field('num_hidden_layers')}, hidden {field('hidden_size')}, "
-             f"vocab {field('vocab_size')}"]
-    if report.stock_family:
-        lines.append(f"        stock SGLang: {RULES_BY_MODULE[report.stock_family].describe()}")
-    else:
-        lines.append("        stock SGLang: no known rule for this architecture")
-    lines.append(f"draft   {draft_path}")
-    tensors = ", ".join(f"{k} {v}" for k, v in (header or {}).items()) or "no safetensors header found"
-    lines.append(f"        {_arch(draft_cfg)}; {tensors}")
-    if report.variant:
-        lines.append(f"        variant: {report.variant}")
-    if report.algorithm != "EAGLE3":
-        lines.append(f"        algorithm: {report.algorithm}")
-    lines += ["", report.startup_line(), ""]
-    for p in report.problems:
-        lines.append(f"  {p.level:<7}  {p.code}: {p.message}")
-    if report.problems:
-        lines.append("")
-    n_err, n_warn, n_info = len(report.errors), len(report.warnings), len(report.infos)
-    notes = f", {n_info} note{'s' * (n_info != 1)}" if n_info else ""
-    lines.append(f"{n_err} error{'s' * (n_err != 1)}, {n_warn} warning{'s' * (n_warn != 1)}{notes}")
-    lines.append(stock_fix_text(report))
-    return "\n".join(lines)

@@ -8,7 +8,7 @@ output *before* the final norm, taken with a forward hook as SGLang captures it)
 with agreement defined as in :mod:`.tiny.agreement`, and the candidates are compared pairwise on
 the same scored tokens (exact McNemar test).
 
-    from sglang_eagle_cycle.probe import probe
+    from sglang_eagle_cycle.wiring.probe import probe
     result = probe("pair/target", "pair/draft")     # dict, as ``eagle-cycle probe --json`` prints
 
 Raises :class:`~.errors.UsageError` for unusable input (missing files, unreadable safetensors,
@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import UsageError
+from ..errors import UsageError
 
 #: significance level of every comparison the verdict rests on
 ALPHA = 0.05
@@ -363,8 +363,8 @@ def load_draft(draft_dir: Path, draft_cfg: dict, target_hidden: int, target_voca
     """The draft as an :class:`~.tiny.models.Eagle3Head` (float32, CPU), shapes read from its files."""
     import torch
 
-    from .tiny.models import Eagle3Head, Eagle3Shape
-    from .wiring import is_eagle3_head
+    from ..tiny.models import Eagle3Head, Eagle3Shape
+    from . import is_eagle3_head
 
     if not is_eagle3_head(draft_cfg):
         raise UsageError(f"{draft_dir}: not an EAGLE-3 head (architectures {draft_cfg.get('architectures')})")
@@ -488,7 +488,7 @@ def mcnemar_p(a, b) -> float:
 # ----------------------------------------------------------------------------- the probe
 def _fix(best: list[int], plugin: list[int] | None, target_cfg, draft_cfg, header, env) -> dict | None:
     """Settings that make the plugin capture ``best``: eagle_config ids and/or the convention env value."""
-    from .wiring import check_pair
+    from . import check_pair
 
     ids = [p - 1 for p in best]
     fixed_cfg = json.loads(json.dumps(draft_cfg))
@@ -526,9 +526,9 @@ def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None
     """Run the probe; the ``--json`` object (see module docstring and README)."""
     import torch
 
-    from .costmodel import wilson_interval
-    from .safetensors_header import read_draft_shapes
-    from .wiring import check_pair, find_hidden_size, find_num_layers, find_vocab_size, load_config, locate_config
+    from ..costmodel import wilson_interval
+    from ..safetensors_header import read_draft_shapes
+    from . import check_pair, find_hidden_size, find_num_layers, find_vocab_size, load_config, locate_config
 
     t0 = time.perf_counter()
     env = dict(os.environ if env is None else env)

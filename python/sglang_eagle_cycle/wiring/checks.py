@@ -1,0 +1,345 @@
+"""The individual checks of a draft against its target and the server's settings: the EAGLE-3
+architecture and algorithm, ``use_aux_hidden_state``, ``fc`` / ``lm_head`` / ``d2t`` shapes from the
+safetensors header, misspelt id keys, head-variant flags SGLang drops, and the context-length note.
+Each returns or adds :class:`~.report.Problem` objects; :mod:`.resolve` runs them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..errors import UsageError
+from .config import IDS_KEY, _is_int, _nested_ids, _short
+from .report import Problem, _fmt, _problem
+from .stock import FamilyRule, STOCK_VERSION
+
+
+#: draft architectures SGLang 0.5.23 can load as an EAGLE-3 head
+EAGLE3_DRAFT_ARCHITECTURES = ("LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM")
+
+
+#: ``--speculative-algorithm`` values the check knows; NEXTN is SGLang's alias of EAGLE
+ALGORITHMS = ("EAGLE3", "EAGLE", "NEXTN")
+
+
+@dataclass
+class _Inputs:
+    """Everything the checks need, from the CLI or from the server hook."""
+
+    rule: FamilyRule | None
+    num_layers: int
+    stock_ids: object  # what stock SGLang passes to the setter
+    nested: object
+    top_level: object
+    draft_cfg: Mapping | None
+    target_hidden_size: int | None
+    target_vocab_size: int | None
+    header: Mapping | None
+    env: Mapping
+    algorithm: str = "EAGLE3"
+    context_length: int | None = None  # the server's --context-length, when set
+    target_max_positions: int | None = None  # the target's max_position_embeddings
+
+
+def _draft_target_hidden(draft_cfg: Mapping | None) -> int | None:
+    """Per-state fc input width the draft expects: ``target_hidden_size``, else its ``hidden_size``."""
+    if draft_cfg is None:
+        return None
+    for key in ("target_hidden_size", "hidden_size"):
+        if _is_int(draft_cfg.get(key)):
+            return draft_cfg[key]
+    return None
+
+
+def _draft_checks(draft: Mapping, inp: _Inputs, n_aux: int | None, add) -> None:
+    archs = draft.get("architectures")
+    archs = archs if isinstance(archs, list) else []
+    if inp.algorithm == "EAGLE3" and not any(a in EAGLE3_DRAFT_ARCHITECTURES for a in archs):
+        add("not_eagle3_architecture",
+            f"draft architectures {_fmt(archs)} name no EAGLE-3 class; SGLang {STOCK_VERSION} loads "
+            f"{' or '.join(EAGLE3_DRAFT_ARCHITECTURES)}")
+    # how many aux states stock SGLang builds the draft's fc for
+    nested = _nested_ids(draft)
+    if "Eagle3DeepseekV2ForCausalLM" in archs:
+        ids_for_fc = nested if nested is not None else draft.get(IDS_KEY)
+        built = len(ids_for_fc) if isinstance(ids_for_fc, (list, str)) else 3
+        how = "eagle_config ids, else top-level ids, else 3"
+    elif _is_int(draft.get("num_aux_hidden_states")):
+        built, how = draft["num_aux_hidden_states"], "num_aux_hidden_states"
+    else:
+        built = len(nested) if isinstance(nested, (list, str)) and nested else 3
+        how = "eagle_config ids, else 3"
+    if n_aux is not None and built != n_aux:
+        add("draft_fc_built_mismatch",
+            f"{n_aux} aux hidden states resolved, but stock SGLang {STOCK_VERSION} builds the draft fc for "
+            f"{built} ({how}); the fc weights will not load")
+    if inp.target_hidden_size is not None:
+        th = _draft_target_hidden(draft)
+        if th is not None and th != inp.target_hidden_size:
+            key = "target_hidden_size" if _is_int(draft.get("target_hidden_size")) else "hidden_size (no target_hidden_size)"
+            add("target_hidden_mismatch", f"draft {key} {th} != target hidden_size {inp.target_hidden_size}")
+    vocab = draft.get("vocab_size")
+    if inp.target_vocab_size is not None and _is_int(vocab) and vocab != inp.target_vocab_size:
+        add("vocab_mismatch", f"draft vocab_size {vocab} != target vocab_size {inp.target_vocab_size}: "
+                              f"the draft was trained for another tokenizer")
+
+
+def _header_checks(draft: Mapping, header: Mapping, add) -> None:
+    lm_head = header.get("lm_head.weight")
+    if not isinstance(lm_head, list):
+        return
+    vocab, dvocab, hidden = draft.get("vocab_size"), draft.get("draft_vocab_size"), draft.get("hidden_size")
+    rows = dvocab if _is_int(dvocab) else vocab
+    if _is_int(rows) and _is_int(hidden) and list(lm_head) != [rows, hidden]:
+        add("lm_head_shape_mismatch", f"lm_head.weight {list(lm_head)} != [{rows}, {hidden}] "
+                                      f"([draft_vocab_size or vocab_size, hidden_size])")
+    if _is_int(dvocab) and _is_int(vocab) and dvocab < vocab and "d2t" not in header:
+        add("d2t_missing", f"draft_vocab_size {dvocab} < vocab_size {vocab} but the checkpoint has no d2t "
+                           f"tensor to map draft tokens to target tokens")
+
+
+def normalize_algorithm(value) -> str:
+    """``--speculative-algorithm`` as one of :data:`ALGORITHMS` (any case); None or ``""`` means ``EAGLE3``.
+
+    Raises:
+        UsageError: any other value (one line naming the accepted ones).
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return "EAGLE3"
+    name = value.strip().upper() if isinstance(value, str) else None
+    if name not in ALGORITHMS:
+        raise UsageError(f"speculative algorithm {_short(value)}: expected one of {', '.join(ALGORITHMS)}")
+    return name
+
+
+def is_eagle3_head(draft_cfg: Mapping | None) -> bool:
+    """True when the draft's ``architectures`` name an EAGLE-3 class (``*Eagle3*``, any case)."""
+    archs = draft_cfg.get("architectures") if isinstance(draft_cfg, Mapping) else None
+    return isinstance(archs, list) and any(isinstance(a, str) and "eagle3" in a.lower() for a in archs)
+
+
+def _eagle3_arch(draft_cfg: Mapping) -> str:
+    archs = draft_cfg.get("architectures") or []
+    return next((a for a in archs if isinstance(a, str) and "eagle3" in a.lower()), "?")
+
+
+def _eagle_config(draft_cfg: Mapping) -> Mapping:
+    ec = draft_cfg.get("eagle_config")
+    return ec if isinstance(ec, Mapping) else {}
+
+
+def aux_capture_enabled(draft_cfg: Mapping) -> bool:
+    """What SGLang 0.5.23 makes of ``eagle_config.use_aux_hidden_state`` under EAGLE3.
+
+    It reads ``eagle_config.get("use_aux_hidden_state", True)`` when ``eagle_config`` is an object
+    and keeps True otherwise; a false value (``false``, ``0``, ``null``) turns capture off.
+    """
+    ec = draft_cfg.get("eagle_config")
+    return bool(ec.get("use_aux_hidden_state", True)) if isinstance(ec, Mapping) else True
+
+
+def _built_fc_in(draft_cfg: Mapping) -> int | None:
+    """``fc`` in-width SGLang builds for the draft: per-state width x number of aux states."""
+    width = _draft_target_hidden(draft_cfg)
+    if width is None:
+        return None
+    if "Eagle3DeepseekV2ForCausalLM" not in (draft_cfg.get("architectures") or []) \
+            and _is_int(draft_cfg.get("num_aux_hidden_states")):
+        return width * draft_cfg["num_aux_hidden_states"]
+    ids = _nested_ids(draft_cfg)
+    if ids is None and "Eagle3DeepseekV2ForCausalLM" in (draft_cfg.get("architectures") or []):
+        ids = draft_cfg.get(IDS_KEY)
+    return width * (len(ids) if isinstance(ids, list) and ids else 3)
+
+
+_CAPTURE_OFF_CODES = ("algorithm_not_eagle3", "aux_capture_off", "aux_capture_off_fc_mismatch")
+
+
+def capture_problems(draft_cfg: Mapping, algorithm: str = "EAGLE3", target_hidden_size: int | None = None,
+                     header: Mapping | None = None) -> list[Problem]:
+    """Problems that leave an EAGLE-3 head without aux hidden states (no ids involved).
+
+    * ``algorithm_not_eagle3`` (error): an EAGLE-3 head under ``EAGLE`` or ``NEXTN`` (SGLang rewrites
+      NEXTN to EAGLE): nothing is captured, the draft's ``fc`` is skipped, the target's ``lm_head``
+      replaces the draft's, ``d2t`` is ignored; accept length stays 1.0 without any error.
+    * ``aux_capture_off_fc_mismatch`` (error) / ``aux_capture_off`` (warning): under EAGLE3 with
+      ``eagle_config.use_aux_hidden_state`` false, when ``fc``'s input width (from ``header``'s
+      ``fc.weight`` [out, in], else as SGLang builds it) is / is not different from the target's
+      hidden size (``target_hidden_size``, else the draft's ``target_hidden_size``/``hidden_size``).
+
+    Args:
+        draft_cfg: the draft's ``config.json``.
+        algorithm: one of :data:`ALGORITHMS` (normalised by the caller).
+        target_hidden_size: the target's hidden size in elements, or None when unknown.
+        header: tensor name -> shape from the draft's safetensors header, or None.
+
+    Returns:
+        Zero or one :class:`Problem`.
+    """
+    if not isinstance(draft_cfg, Mapping) or not is_eagle3_head(draft_cfg):
+        return []
+    arch = _eagle3_arch(draft_cfg)
+    if algorithm in ("EAGLE", "NEXTN"):
+        alias = " (SGLang rewrites NEXTN to EAGLE)" if algorithm == "NEXTN" else ""
+        return [_problem("algorithm_not_eagle3",
+                         f"the draft is an EAGLE-3 head ({arch}) but the algorithm is {algorithm}{alias}: SGLang "
+                         f"{STOCK_VERSION} then captures no aux hidden states, skips the draft's fc, uses the "
+                         f"target's lm_head instead of the draft's and ignores d2t, so every cycle accepts only "
+                         f"the bonus token (accept length 1.0, no error; SGLang PR #21272). Fix: launch with "
+                         f"--speculative-algorithm EAGLE3")]
+    if algorithm != "EAGLE3" or aux_capture_enabled(draft_cfg):
+        return []
+    fc_shape = (header or {}).get("fc.weight")
+    if isinstance(fc_shape, list) and len(fc_shape) == 2:
+        fc_in, where = fc_shape[1], f"fc.weight {list(fc_shape)}"
+    else:
+        fc_in, where = _built_fc_in(draft_cfg), "as SGLang builds fc"
+    width = target_hidden_size or _draft_target_hidden(draft_cfg)
+    head = (f"eagle_config.use_aux_hidden_state is {json.dumps(_eagle_config(draft_cfg).get('use_aux_hidden_state'))}: "
+            f"SGLang {STOCK_VERSION} captures no aux hidden states and hands the draft the target's last hidden "
+            f"state")
+    if fc_in is not None and width is not None and fc_in != width:
+        return [_problem("aux_capture_off_fc_mismatch",
+                         f"{head} ({width} wide), but the draft's fc takes {fc_in} inputs ({where}): the draft was "
+                         f"trained on {fc_in // width if fc_in % width == 0 else 'several'} concatenated states it "
+                         f"will never see and its fc is skipped. Fix: remove use_aux_hidden_state from eagle_config "
+                         f"(or set it to true)")]
+    return [_problem("aux_capture_off",
+                     f"{head}; the draft's fc is skipped. Remove use_aux_hidden_state from eagle_config (or set it "
+                     f"to true) unless the draft was trained on the last hidden state alone")]
+
+
+#: keys SGLang 0.5.23 reads for the layer ids: (where, key); top-level only by Eagle3DeepseekV2ForCausalLM
+_ID_KEYS_MEANT = f"eagle_config.{IDS_KEY}"
+
+
+#: how close (difflib ratio, lower case) a key must be to count as a misspelling
+MISSPELT_CUTOFF = 0.85
+
+
+def _close(key: str, meant: str) -> bool:
+    return key != meant and difflib.SequenceMatcher(None, key.lower(), meant.lower()).ratio() >= MISSPELT_CUTOFF
+
+
+def misspelt_key_problems(draft_cfg: Mapping) -> list[Problem]:
+    """``ids_key_misspelt`` warnings: draft keys close to the layer-ids key (or to ``eagle_config``).
+
+    Looks at the top level and inside ``eagle_config``; a key counts when its lower-case difflib
+    ratio to ``eagle_aux_hidden_state_layer_ids`` (or ``eagle_config``, for an object value) is at
+    least :data:`MISSPELT_CUTOFF` and it is not the exact key. SGLang reads only the exact key, so the
+    ids under a misspelt one are ignored and the family default is used.
+    """
+    found: list[tuple[str, str, object]] = []
+    for key, value in draft_cfg.items():
+        if not isinstance(key, str):
+            continue
+        if _close(key, IDS_KEY):
+            found.append((key, _ID_KEYS_MEANT, value))
+        elif isinstance(value, Mapping) and _close(key, "eagle_config"):
+            found.append((key, "eagle_config", value))
+    for key, value in _eagle_config(draft_cfg).items():
+        if isinstance(key, str) and _close(key, IDS_KEY):
+            found.append((f"eagle_config.{key}", _ID_KEYS_MEANT, value))
+    out = []
+    for key, meant, value in found:
+        what = f"ids {_fmt(value)}" if isinstance(value, list) else "its contents"
+        out.append(_problem("ids_key_misspelt",
+                            f"draft key {key!r} is not one SGLang {STOCK_VERSION} reads: did you mean {meant!r}? "
+                            f"{what.capitalize()} are ignored (the family default is used unless ids are "
+                            f"declared elsewhere)"))
+    return out
+
+
+#: the draft classes whose flags are known, and what each reads (SGLang 0.5.23)
+_LLAMA_HEAD, _MLA_HEAD = "LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM"
+
+
+def _norm_before_fc(draft_cfg: Mapping) -> bool:
+    """``norm_before_fc`` as LlamaForCausalLMEagle3 reads it: eagle_config first, then top level."""
+    ec = _eagle_config(draft_cfg)
+    return bool(ec.get("norm_before_fc", draft_cfg.get("norm_before_fc", False)))
+
+
+def _tensor_dropped(tensor: str, why: str, arch: str, module: str, flag: str) -> "Problem":
+    """``draft_flag_ignored``: the checkpoint holds ``tensor`` but the config does not turn on the
+    module that would load it, so SGLang drops the tensor silently."""
+    return _problem("draft_flag_ignored",
+                    f"the checkpoint has {tensor} but {why}: SGLang {STOCK_VERSION}'s {arch} builds no {module} "
+                    f"and drops the tensor; set \"{flag}\": true")
+
+
+def draft_variant(draft_cfg: Mapping | None, header: Mapping | None = None) -> tuple[str | None, list[Problem]]:
+    """The EAGLE-3 head variant SGLang 0.5.23 builds, and the flags its class ignores.
+
+    Flags, read where each class reads them: ``fc_norm`` / ``use_aux_norm`` (per-state RMSNorm before
+    ``fc``, EAGLE 3.1) and ``norm_output`` (post-norm hidden states out) at top level, by both classes;
+    ``norm_before_fc`` (one RMSNorm over the concatenated states, ``input_norm``: the gpt-oss head
+    layout) in ``eagle_config`` first, then top level, by ``LlamaForCausalLMEagle3`` only. Tensors
+    ``input_norm.weight`` and ``fc_norm.0.weight`` in ``header`` show what the checkpoint was trained with.
+
+    Returns:
+        ``(line, problems)``: one line such as ``"LlamaForCausalLMEagle3 (EAGLE 3.1: fc_norm,
+        norm_output)"`` (None when the draft names no EAGLE-3 class) and ``draft_flag_ignored``
+        warnings for a flag or tensor the chosen class drops.
+    """
+    if not isinstance(draft_cfg, Mapping) or not is_eagle3_head(draft_cfg):
+        return None, []
+    header = header or {}
+    arch = _eagle3_arch(draft_cfg)
+    fc_norm = bool(draft_cfg.get("fc_norm") or draft_cfg.get("use_aux_norm", False))
+    norm_output = bool(draft_cfg.get("norm_output", False))
+    before_fc = _norm_before_fc(draft_cfg)
+    problems: list[Problem] = []
+    parts: list[str] = []
+    if arch == _MLA_HEAD:
+        if before_fc or "input_norm.weight" in header:
+            why = ("norm_before_fc is set" if before_fc else "") + \
+                  (" and " if before_fc and "input_norm.weight" in header else "") + \
+                  ("the checkpoint has input_norm.weight" if "input_norm.weight" in header else "")
+            problems.append(_problem("draft_flag_ignored",
+                                     f"{why}, but SGLang {STOCK_VERSION}'s {arch} has no input_norm: it ignores "
+                                     f"norm_before_fc and drops the tensor, so the draft runs without the norm "
+                                     f"before fc it was trained with"))
+    elif arch == _LLAMA_HEAD:
+        if before_fc:
+            parts.append("norm_before_fc: input_norm over the concatenated states before fc, gpt-oss head layout")
+        elif "input_norm.weight" in header:
+            problems.append(_tensor_dropped("input_norm.weight", "norm_before_fc is not set (looked at eagle_config, "
+                                            "then top level)", arch, "input_norm", "norm_before_fc"))
+    if arch in (_LLAMA_HEAD, _MLA_HEAD):
+        if fc_norm:
+            parts.append("fc_norm: per-state RMSNorm before fc, EAGLE 3.1")
+        elif "fc_norm.0.weight" in header:
+            problems.append(_tensor_dropped("fc_norm.0.weight", "neither fc_norm nor use_aux_norm is true at top "
+                                            "level", arch, "fc_norm", "fc_norm"))
+        if norm_output:
+            parts.append("norm_output: post-norm hidden states out, EAGLE 3.1")
+        line = f"{arch} ({'; '.join(parts)})" if parts else f"{arch} (plain EAGLE-3: no optional norms)"
+    else:
+        line = f"{arch} (not a class SGLang {STOCK_VERSION} builds as an EAGLE-3 head; flags not checked)"
+    return line, problems
+
+
+def variant_problems(draft_cfg: Mapping, header: Mapping | None) -> list[Problem]:
+    """The ``draft_flag_ignored`` warnings of :func:`draft_variant`."""
+    return draft_variant(draft_cfg, header)[1]
+
+
+def context_note(draft_cfg: Mapping, context_length: int | None, target_max_positions: int | None) -> Problem | None:
+    """``draft_context_shorter`` (level info) when the draft's ``max_position_embeddings`` (tokens)
+    is below the context it will serve: ``context_length`` (the server's ``--context-length``) when
+    given, else ``target_max_positions`` (the target's ``max_position_embeddings``). None otherwise,
+    or when either number is unknown."""
+    draft_max = draft_cfg.get("max_position_embeddings")
+    if context_length is not None:
+        serve, where = context_length, "--context-length"
+    else:
+        serve, where = target_max_positions, "the target's max_position_embeddings"
+    if not _is_int(draft_max) or not _is_int(serve) or draft_max >= serve:
+        return None
+    return _problem("draft_context_shorter",
+                    f"the draft's max_position_embeddings is {draft_max} but it will serve contexts up to {serve} "
+                    f"tokens ({where}): past {draft_max} tokens its acceptance may fall (SGLang issue #6783)")

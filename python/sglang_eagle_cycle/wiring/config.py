@@ -1,0 +1,245 @@
+"""Reading a pair's configuration: ``config.json`` files (local, or a Hugging Face cache snapshot,
+no network), the fields the checks need (through ``text_config``-style wrappers), the draft's
+declared aux layer ids, and the names of the environment variables the server reads.
+
+Pure standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..errors import UsageError
+
+
+ENV_IDS = "SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS"
+
+
+ENV_CONVENTION = "SGLANG_EAGLE_CYCLE_AUX_CONVENTION"
+
+
+ENV_ALLOW_EMBEDDING = "SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING"
+
+
+ENV_STRICT = "SGLANG_EAGLE_CYCLE_WIRING_STRICT"
+
+
+IDS_KEY = "eagle_aux_hidden_state_layer_ids"
+
+
+#: a target with more decoder layers than this is a corrupt config, not a model
+MAX_NUM_LAYERS = 10000
+
+
+#: where multimodal wrappers keep their language model's config (never ``vision_config``)
+_TEXT_WRAPPERS = ("text_config", "language_config", "llm_config")
+
+
+def _text_config(cfg: Mapping):
+    for key in _TEXT_WRAPPERS:
+        inner = cfg.get(key) if isinstance(cfg, Mapping) else None
+        if isinstance(inner, Mapping):
+            return inner
+    thinker = cfg.get("thinker_config") if isinstance(cfg, Mapping) else None
+    if isinstance(thinker, Mapping) and isinstance(thinker.get("text_config"), Mapping):
+        return thinker["text_config"]
+    return None
+
+
+def field_values(cfg: Mapping, key: str) -> list[tuple[object, str]]:
+    """Every value of a language-model field, whatever its type, as ``(value, json_path)``:
+    top level first, then the text wrappers (``vision_config`` and others are never read)."""
+    if not isinstance(cfg, Mapping):
+        return []
+    places: list[tuple[object, str]] = [(cfg, "")]
+    places += [(cfg.get(w), f"{w}.") for w in _TEXT_WRAPPERS]
+    thinker = cfg.get("thinker_config")
+    places.append((thinker.get("text_config") if isinstance(thinker, Mapping) else None, "thinker_config.text_config."))
+    return [(inner[key], f"{prefix}{key}") for inner, prefix in places
+            if isinstance(inner, Mapping) and inner.get(key) is not None]
+
+
+def find_field(cfg: Mapping, key: str) -> tuple[int, str] | None:
+    """Find an integer language-model field, top level first, then a text wrapper.
+
+    Returns ``(value, json_path)`` (e.g. ``(61, "text_config.num_hidden_layers")``)
+    or None.  ``vision_config`` and other sub-configs are never read.
+    """
+    return next(((v, path) for v, path in field_values(cfg, key) if _is_int(v)), None)
+
+
+def _require(cfg: Mapping, key: str, what: str) -> int:
+    found = find_field(cfg, key)
+    if found is None:
+        raise UsageError(f"target config has no integer {key} (looked at {key}, "
+                         f"{', '.join(w + '.' + key for w in _TEXT_WRAPPERS)}): cannot know the {what}")
+    return found[0]
+
+
+def find_num_layers(cfg: Mapping) -> int:
+    """N, the target's decoder-layer count (``text_config.num_hidden_layers`` for wrappers).
+
+    Raises:
+        UsageError: no integer ``num_hidden_layers`` at the top level or in a text wrapper.
+    """
+    return _require(cfg, "num_hidden_layers", "layer count")
+
+
+def find_hidden_size(cfg: Mapping) -> int:
+    """The target's hidden size (width of one aux hidden state). Raises UsageError when absent."""
+    return _require(cfg, "hidden_size", "hidden size")
+
+
+def find_vocab_size(cfg: Mapping) -> int:
+    """The target's vocabulary size. Raises UsageError when absent."""
+    return _require(cfg, "vocab_size", "vocabulary size")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _short(value, limit: int = 40) -> str:
+    """``repr`` of a user value for a one-line message, cut to ``limit`` characters."""
+    if _is_int(value) and abs(value) >= 10 ** 30:
+        digits = str(abs(value))
+        return f"{'-' if value < 0 else ''}{digits[:8]}... ({len(digits)} digits)"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _checked_target_field(cfg: Mapping, key: str, upper: int | None = None) -> int | None:
+    """The target's ``key`` where :func:`find_field` looks, validated; None when absent (or null).
+
+    Raises:
+        UsageError: the first value found is not an integer in ``[1, upper]``
+            (a string, a float, a boolean, zero or negative).
+    """
+    holders = [("", cfg)] + [(f"{w}.", cfg.get(w)) for w in _TEXT_WRAPPERS]
+    thinker = cfg.get("thinker_config")
+    if isinstance(thinker, Mapping):
+        holders.append(("thinker_config.text_config.", thinker.get("text_config")))
+    for prefix, holder in holders:
+        if isinstance(holder, Mapping) and holder.get(key) is not None:
+            value = holder[key]
+            if not _is_int(value) or value < 1 or (upper is not None and value > upper):
+                bound = f"in [1, {upper}]" if upper is not None else "a positive integer"
+                raise UsageError(f"target config {prefix}{key} is {_short(value)}: expected {bound}")
+            return value
+    return None
+
+
+def _declared(value):
+    """None for absent or empty ids; otherwise the value as declared."""
+    if value is None or (isinstance(value, list) and not value):
+        return None
+    return value
+
+
+def _nested_ids(draft_cfg: Mapping | None):
+    """What stock SGLang passes to the setter: ``eagle_config["eagle_aux_hidden_state_layer_ids"]`` or None."""
+    eagle_config = draft_cfg.get("eagle_config") if isinstance(draft_cfg, Mapping) else None
+    if isinstance(eagle_config, Mapping):
+        return eagle_config.get(IDS_KEY)
+    return None
+
+
+def _all_ints(ids) -> bool:
+    return isinstance(ids, list) and all(_is_int(v) for v in ids)
+
+
+def load_config(path: str | Path) -> dict:
+    """Read a ``config.json`` as a dict.
+
+    Raises:
+        UsageError: missing or unreadable file, invalid JSON, or not a JSON object.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: invalid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: invalid JSON (nested too deeply to read)") from None
+    except ValueError as exc:  # e.g. an integer literal over Python's digit limit
+        raise UsageError(f"{path}: invalid JSON ({str(exc).splitlines()[0][:120]})") from None
+    if not isinstance(cfg, dict):
+        raise UsageError(f"{path}: expected a JSON object, got {type(cfg).__name__}")
+    return cfg
+
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+
+
+def hf_cache_dir(env: Mapping = os.environ) -> Path:
+    """The Hugging Face hub cache: ``HF_HUB_CACHE``, else ``HF_HOME/hub``, else ``~/.cache/huggingface/hub``."""
+    for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if env.get(key):
+            return Path(env[key]).expanduser()
+    if env.get("HF_HOME"):
+        return Path(env["HF_HOME"]).expanduser() / "hub"
+    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "huggingface" / "hub"
+
+
+def _cached_config(repo_id: str, revision: str | None, cache: Path) -> Path | None:
+    try:  # the library knows refs and snapshot layout best; it does no network here
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        try_to_load_from_cache = None
+    if try_to_load_from_cache is not None:
+        found = try_to_load_from_cache(repo_id, "config.json", cache_dir=str(cache), revision=revision)
+        return Path(found) if isinstance(found, str) else None
+    repo = cache / ("models--" + repo_id.replace("/", "--"))
+    ref = repo / "refs" / (revision or "main")
+    commit = ref.read_text().strip() if ref.is_file() else (revision or "")
+    candidate = repo / "snapshots" / commit / "config.json"
+    return candidate if commit and candidate.is_file() else None
+
+
+def locate_config(arg: str, revision: str | None = None, env: Mapping = os.environ) -> Path:
+    """Find a model's ``config.json``: a model directory, a ``config.json`` path, or a cached HF repo id.
+
+    Repo ids are looked up in the local Hugging Face cache only (no network),
+    honouring ``HF_HUB_CACHE`` / ``HF_HOME`` and ``revision`` (a branch, tag or commit).
+
+    Raises:
+        UsageError: (one line) when nothing is found: an empty argument, ``-``
+            (stdin is not read), a broken symbolic link, something that is neither
+            a file nor a directory (``/dev/null``), or an unknown path / repo id.
+    """
+    if not arg:
+        raise UsageError("empty path: expected a model directory, a config.json or a cached Hugging Face repo id")
+    if arg == "-":
+        raise UsageError("'-': configs are not read from stdin; give a model directory, a config.json "
+                         "or a cached Hugging Face repo id")
+    path = Path(arg).expanduser()
+    if path.is_symlink() and not path.exists():
+        raise UsageError(f"{arg}: broken symbolic link (its target {os.readlink(path)} does not exist)")
+    if path.exists() and not (path.is_dir() or path.is_file()):
+        raise UsageError(f"{arg}: not a regular file or directory")
+    if path.is_dir():
+        config = path / "config.json"
+        if not config.is_file():
+            raise UsageError(f"{arg}: directory has no config.json")
+        return config
+    if path.is_file():
+        return path
+    if _REPO_ID.match(arg) and not arg.startswith((".", "/")):
+        found = _cached_config(arg, revision, hf_cache_dir(env))
+        if found is not None:
+            return found
+        rev = f" at revision {revision}" if revision else ""
+        raise UsageError(f"{arg}: no such path, and no config.json for this Hugging Face repo{rev} in the local "
+                         f"cache {hf_cache_dir(env)} (no network is used; download it first)")
+    raise UsageError(f"{arg}: no such file or directory")

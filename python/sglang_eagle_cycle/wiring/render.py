@@ -1,0 +1,86 @@
+"""The human-readable wiring report of ``eagle-cycle wiring`` and the advice for a stock SGLang
+user (:func:`stock_fix_text`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from .config import IDS_KEY, find_field
+from .report import WiringReport, _fmt, _same_capture
+from .resolve import contract_positions
+from .stock import RULES_BY_MODULE, STOCK_VERSION
+
+
+def stock_fix_text(report: WiringReport) -> str:
+    """What a stock SGLang 0.5.23 user should write, or why nothing works (one or two sentences)."""
+    n, pos, hint = report.num_layers, report.positions, report.stock_ids_hint
+    if pos is None:
+        return "Fix for stock SGLang: none to write until the errors above are fixed."
+    if report.stock_family is None:
+        return "Fix for stock SGLang: unknown for this target family (no stock rule known)."
+    rule = RULES_BY_MODULE[report.stock_family]
+    first = "Fix the errors above first. " if report.errors else ""
+    if hint is None:
+        if n in pos and not rule.final_capture:
+            why = f"stock {report.stock_family} never captures position {n} (the last layer's output)"
+        else:
+            why = f"no id list makes stock {report.stock_family} capture exactly {pos}"
+        return f"{first}Fix for stock SGLang {STOCK_VERSION}: none exists: {why}."
+    setting = f'"eagle_config": {{"{IDS_KEY}": {_fmt(hint)}}}'
+    stock_same = report.stock_positions is not None and _same_capture(pos, report.stock_positions)
+    if stock_same and report.ids_source == "eagle_config" and report.ids == hint:
+        return f"{first}Fix for stock SGLang {STOCK_VERSION}: none needed; it already captures positions {pos}."
+    if stock_same:
+        msg = (f"{first}Fix for stock SGLang {STOCK_VERSION}: none needed, it already captures positions {pos}; "
+               f"to make that explicit, set {setting} in the draft's config.json.")
+    else:
+        msg = (f"{first}Fix for stock SGLang {STOCK_VERSION} (without this plugin): set {setting} in the draft's "
+               f"config.json; stock then captures positions {pos}.")
+    if sorted(contract_positions(hint, n)) != sorted(pos):
+        keep = "the draft's config as it is" if report.ids is None else f"the ids {_fmt(report.ids)}"
+        source = " (from SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS)" if report.ids_source == "env" else ""
+        msg += (f" With sglang-eagle-cycle installed, do not make this edit: keep {keep}{source}; "
+                f"the plugin would read {_fmt(hint)} as layer outputs and capture positions "
+                f"{contract_positions(hint, n)}.")
+    return msg
+
+
+def _arch(cfg: Mapping) -> str:
+    archs = cfg.get("architectures")
+    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else "(no architectures)"
+
+
+def render_report(report: WiringReport, target_path: Path, target_cfg: Mapping, draft_path: Path,
+                  draft_cfg: Mapping, header: Mapping | None) -> str:
+    """``eagle-cycle wiring``'s text report: the two configs in a line each, the startup line, one
+    line per problem, the counts and :func:`stock_fix_text`."""
+    def field(key: str) -> str:
+        found = find_field(target_cfg, key)
+        return f"{found[0]} ({found[1]})" if found else "unknown"
+
+    lines = [f"target  {target_path}",
+             f"        {_arch(target_cfg)}: layers {field('num_hidden_layers')}, hidden {field('hidden_size')}, "
+             f"vocab {field('vocab_size')}"]
+    if report.stock_family:
+        lines.append(f"        stock SGLang: {RULES_BY_MODULE[report.stock_family].describe()}")
+    else:
+        lines.append("        stock SGLang: no known rule for this architecture")
+    lines.append(f"draft   {draft_path}")
+    tensors = ", ".join(f"{k} {v}" for k, v in (header or {}).items()) or "no safetensors header found"
+    lines.append(f"        {_arch(draft_cfg)}; {tensors}")
+    if report.variant:
+        lines.append(f"        variant: {report.variant}")
+    if report.algorithm != "EAGLE3":
+        lines.append(f"        algorithm: {report.algorithm}")
+    lines += ["", report.startup_line(), ""]
+    for p in report.problems:
+        lines.append(f"  {p.level:<7}  {p.code}: {p.message}")
+    if report.problems:
+        lines.append("")
+    n_err, n_warn, n_info = len(report.errors), len(report.warnings), len(report.infos)
+    notes = f", {n_info} note{'s' * (n_info != 1)}" if n_info else ""
+    lines.append(f"{n_err} error{'s' * (n_err != 1)}, {n_warn} warning{'s' * (n_warn != 1)}{notes}")
+    lines.append(stock_fix_text(report))
+    return "\n".join(lines)
