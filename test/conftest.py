@@ -100,3 +100,26 @@ def pytest_unconfigure(config):
             _trainer.wait(30)
         except Exception:
             _trainer.kill()
+
+
+def computed_once(tmp_path_factory, name: str, compute):
+    """``compute()`` (a JSON-able value) run once per test session, whichever workers ask.
+
+    Under pytest-xdist a module-scoped fixture runs once in every worker that receives one of the
+    module's tests; for the fixtures that start SGLang in a fresh interpreter (20-45 s each) that
+    repeats the same work. The first worker to ask computes under a file lock in the session's
+    shared temporary folder and writes the result there; the others read it. Without xdist it
+    just computes.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return compute()
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent
+    path = shared / f"{name}.json"
+    with FileLock(str(path) + ".lock"):
+        if path.is_file():
+            return json.loads(path.read_text())
+        value = compute()
+        path.write_text(json.dumps(value))
+        return value

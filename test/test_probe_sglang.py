@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import tiny_pairs
+from conftest import computed_once
 
 HERE = Path(__file__).resolve().parent
 TOL = 1e-4
@@ -26,14 +27,16 @@ TOL = 1e-4
 
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory):
-    drafts = [str(tiny_pairs.pair(name)[0] / "draft") for name in ("llama", "deepseek_v3")]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_EAGLE_CYCLE", "SGLANG_PLUGINS"))}
-    # its own interpreter, not the fork server: SGLang's CPU setup must precede SGLang's import
-    proc = subprocess.run([sys.executable, str(HERE / "draft_forward_equality.py"),
-                           str(tmp_path_factory.mktemp("heads")), *drafts],
-                          capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    def compute():
+        drafts = [str(tiny_pairs.pair(name)[0] / "draft") for name in ("llama", "deepseek_v3")]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_EAGLE_CYCLE", "SGLANG_PLUGINS"))}
+        # its own interpreter, not the fork server: SGLang's CPU setup must precede SGLang's import
+        proc = subprocess.run([sys.executable, str(HERE / "draft_forward_equality.py"),
+                               str(tmp_path_factory.mktemp("heads")), *drafts],
+                              capture_output=True, text=True, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    return computed_once(tmp_path_factory, "draft_forward_equality", compute)
 
 
 EXPECTED_VARIANT = {

@@ -134,14 +134,19 @@ def _run_cli(*args, timeout=300):
 
 
 def test_reduced_step_runs_are_byte_identical(tmp_path):
-    """Two reduced-step runs (the CLI, then the library in this process) write the same bytes."""
-    from sglang_eagle_cycle.tiny.pair import PairSpec, make_pair
+    """Two reduced-step trainings (the CLI, then the library's training steps in this process) write
+    the same bytes. The second skips make_pair's evaluation, which writes no model file."""
+    from sglang_eagle_cycle.tiny.pair import PairSpec, _write_draft, _write_target, train_draft_model, train_target_model
 
     a, b = tmp_path / "a", tmp_path / "b"
     proc = _run_cli(str(a), "--seed", "5", "--target-steps", "4", "--draft-steps", "4", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["target_steps"] == 4
-    make_pair(b, PairSpec(arch="llama", seed=5, target_steps=4, draft_steps=4))
+    spec = PairSpec(arch="llama", seed=5, target_steps=4, draft_steps=4)
+    model, tok, (data, _), _, _ = train_target_model(spec, log=lambda msg: None)
+    head, _, _, _ = train_draft_model(spec, model, data, log=lambda msg: None)
+    _write_target(b / "target", model, tok)
+    _write_draft(b / "draft", head, spec)
     for rel in ("target/config.json", "target/model.safetensors", "draft/config.json",
                 "draft/model.safetensors", "target/tokenizer.json"):
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import computed_once
 from tiny_pairs import DECLARED_IDS, NAMES, SPECS, pair
 
 HERE = Path(__file__).resolve().parent
@@ -42,8 +43,8 @@ def _probe(mode: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def plugin():
-    return _probe("plugin")
+def plugin(tmp_path_factory):
+    return computed_once(tmp_path_factory, "tiny_pair_probe_plugin", lambda: _probe("plugin"))
 
 
 @pytest.fixture(scope="module")
