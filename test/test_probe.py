@@ -272,6 +272,16 @@ def test_prompts_file_problems(tmp_path, capsys):
     assert code == 2 and '"prompt"' in err and err.count("\n") == 1
 
 
+def test_header_only_draft_is_named_as_such(tmp_path, capsys):
+    """The bundled example drafts carry a safetensors header without data: say so, exit 2."""
+    from sglang_eagle_cycle.safetensors_header import write_header_only
+
+    d = copy_pair(cached("llama"), tmp_path / "p")
+    write_header_only(d / "draft" / "model.safetensors", {"fc.weight": [256, 768], "lm_head.weight": [512, 256]})
+    code, out, err = run([str(d / "target"), str(d / "draft")], capsys)
+    assert code == 2 and err.count("\n") == 1 and "header without tensor data" in err, err
+
+
 def test_other_pairs_draft_not_trained_on_target(capsys):
     """The llama target with the DeepSeek-V3 pair's draft (same widths, so it can be fed)."""
     code, out, err = run([str(cached("llama") / "target"), str(cached("deepseek_v3") / "draft"), "--json"], capsys)

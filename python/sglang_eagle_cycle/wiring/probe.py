@@ -217,6 +217,20 @@ _LEGACY_NAMES = (("midlayer", "layers.0"), ("aux_norm_low", "fc_norm.0"), ("aux_
                  ("aux_norm_high", "fc_norm.2"))
 
 
+def _header_only(path: Path) -> bool:
+    """True when ``path`` holds a readable safetensors header and nothing after it (a file
+    ``safetensors_header.write_header_only`` makes, as the bundled example drafts are)."""
+    from ..safetensors_header import read_header
+
+    try:
+        header = read_header(path)
+        with open(path, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+        return bool(header) and path.stat().st_size == 8 + n
+    except (UsageError, OSError, ValueError):
+        return False
+
+
 def _read_draft_tensors(draft_dir: Path) -> dict:
     from safetensors.torch import load_file
 
@@ -228,6 +242,9 @@ def _read_draft_tensors(draft_dir: Path) -> dict:
         try:
             part = load_file(str(f))
         except Exception as exc:  # noqa: BLE001 - a damaged file is unusable input
+            if _header_only(f):
+                raise UsageError(f"{f}: a safetensors header without tensor data (enough for `eagle-cycle "
+                                 "wiring`, not for the probe, which needs the draft's weights)") from None
             raise UsageError(f"{f}: unreadable safetensors ({_short_exc(exc)})") from None
         tensors.update(part)
     out = {}
