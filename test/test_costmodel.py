@@ -196,31 +196,6 @@ def test_throughput_and_marginals():
     assert c2.cost_ms == pytest.approx(t2 - cands[1].cycle.total_ms)
 
 
-def test_recommend_off_when_nothing_beats_baseline():
-    acc, cost = _model([0.2, 0.2], draft_step=0.5, verify_slope=4.0)
-    cands = cm.predict_candidates(acc, cost, 1, range(1, 5))
-    rec = cm.recommend(cands, acc, cost)
-    assert rec.steps == 0 and rec.speculation_off
-    assert "speculation off" in rec.reason and "draft-extend" in rec.reason
-
-
-def test_recommend_names_draft_forward_when_draft_dominates():
-    # verify flat in width (memory bound), expensive draft forwards
-    acc, cost = _model([0.9, 0.85, 0.8, 0.75], draft_step=3.0, verify_slope=0.0)
-    cands = cm.predict_candidates(acc, cost, 1, range(1, 5))
-    rec = cm.recommend(cands, acc, cost)
-    best = max((c for c in cands if c.steps), key=lambda c: c.tok_s)
-    assert rec.steps == best.steps > 0
-    assert "draft forward" in rec.reason and "verify width" not in rec.reason
-
-
-def test_recommend_names_verify_width_when_verify_dominates():
-    acc, cost = _model([0.6, 0.55, 0.5, 0.45], draft_step=0.1, verify_slope=3.0)
-    cands = cm.predict_candidates(acc, cost, 1, range(1, 5))
-    rec = cm.recommend(cands, acc, cost)
-    assert rec.steps > 0 and "verify width" in rec.reason
-
-
 def test_candidate_zero_needs_baseline():
     acc = cm.AcceptanceModel.from_counts([(5, 10)])
     cost = cm.CycleCostModel.fit([cm.CycleObservation(bs=1, steps=1, total_ms=10.0)])

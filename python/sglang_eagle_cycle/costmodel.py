@@ -53,7 +53,10 @@ Usage::
                              extend_ms=0.25, other_ms=0.15)],
         baseline_tok_s={1: 88.8}, shape=cm.WidthShape(num_experts=384, top_k=8))
     cands = cm.predict_candidates(acc, cost, bs=1, steps=range(1, 11))
-    print(cm.recommend(cands).reason)
+    print(cm.best_speculative(cands).steps)     # the central model's fastest depth
+
+These are point predictions from one fitted model; ``eagle-cycle advise`` picks a depth, with
+intervals and a decision state, from the ensemble of :mod:`.uncertainty` built on them.
 """
 
 from __future__ import annotations
@@ -851,67 +854,6 @@ def best_speculative(candidates: Sequence[Candidate]) -> Candidate:
     if not spec:
         raise ValueError("no speculative depth among the candidates")
     return max(spec, key=lambda c: (c.tok_s, -c.steps))
-
-
-def recommend(candidates: Sequence[Candidate], acc: AcceptanceModel, cost: CycleCostModel) -> Recommendation:
-    """Fastest predicted candidate; speculation off when no depth beats the baseline.
-
-    The reason names what limits depth: the next step's accept-length gain against its cycle
-    cost and the phase that dominates that cost (verify width, draft forward or draft-extend).
-    """
-    best = best_speculative(candidates)
-    bs = best.bs
-    base_tok = best.baseline_tok_s
-    if base_tok is not None and best.tok_s <= base_tok:
-        off = next(c for c in candidates if c.steps == 0)
-        first = _candidate(acc, cost, bs, 1, cost.baseline_step_ms(bs))
-        why = _cost_clause(cost, bs, 0, 1, first.accept_len - 1.0, first.cycle.total_ms - off.cycle.total_ms)
-        reason = (f"turn speculation off (restart without --speculative-algorithm; adaptive steps 0 still runs "
-                  f"draft-extend): no depth beats the no-spec {base_tok:.1f} tok/s, the best being {best.steps} "
-                  f"steps at {best.tok_s:.1f} tok/s ({best.speedup():.2f}x); {why}")
-        return Recommendation(0, off, reason, base_tok)
-    nxt = _candidate(acc, cost, bs, best.steps + 1, cost.baseline_step_ms(bs))
-    gain, dt = nxt.accept_len - best.accept_len, nxt.cycle.total_ms - best.cycle.total_ms
-    head = f"{steps_text(best.steps)} gives {best.tok_s:.1f} tok/s"
-    if base_tok:
-        head += f" ({best.speedup():.2f}x the no-spec {base_tok:.1f})"
-    if gain / best.accept_len > dt / best.cycle.total_ms:
-        reason = (f"{head}, the best of the candidate depths, but a step more would still pay "
-                  f"(+{100 * gain / best.accept_len:.0f}% tokens for +{100 * dt / best.cycle.total_ms:.0f}% time): "
-                  f"consider {nxt.steps} steps (--max-steps / --steps-candidates)")
-    else:
-        reason = f"{head}: {_cost_clause(cost, bs, best.steps, nxt.steps, gain, dt, best)}"
-    return Recommendation(best.steps, best, reason, base_tok)
-
-
-def _cost_clause(cost: CycleCostModel, bs: int, s0: int, s1: int, gain: float, dt: float,
-                 at: Optional[Candidate] = None) -> str:
-    """Why step ``s1`` does not pay over ``s0``: gain vs cost, and the phase that dominates the cost."""
-    ordinal = {1: "1st", 2: "2nd", 3: "3rd"}.get(s1, f"{s1}th")
-    rel = ""
-    if at is not None:
-        rel = f" (+{100 * gain / at.accept_len:.0f}% tokens for +{100 * dt / at.cycle.total_ms:.0f}% time)"
-    clause = (f"a {ordinal} draft step would add only {gain:.2f} accepted tokens per request per cycle "
-              f"but {dt:.2f} ms{rel}")
-    if cost.mode != "phases":
-        return clause + ", by the fitted whole-cycle times (no phase breakdown)"
-    a = cost.predict(bs, s1)
-    if s0 == 0:
-        base = cost.baseline_step_ms(bs)
-        parts = {"verify width": (a.verify_ms or 0.0) - base[0], "draft forward": a.draft_ms or 0.0,
-                 "draft-extend": (a.extend_ms or 0.0) + (a.other_ms or 0.0)}
-    else:
-        b = cost.predict(bs, s0)
-        parts = {"verify width": (a.verify_ms or 0.0) - (b.verify_ms or 0.0),
-                 "draft forward": (a.draft_ms or 0.0) - (b.draft_ms or 0.0),
-                 "draft-extend": (a.extend_ms or 0.0) - (b.extend_ms or 0.0)}
-    name, ms = max(parts.items(), key=lambda kv: kv[1])
-    n0, n1 = bs * (s0 + 1), bs * (s1 + 1)
-    if name == "verify width":
-        return clause + f", mostly verify width: the target verifies {n1} instead of {n0} tokens (+{ms:.2f} ms)"
-    if name == "draft forward":
-        return clause + f", mostly one more draft forward (+{ms:.2f} ms)"
-    return clause + f", mostly a wider draft-extend (+{ms:.2f} ms)"
 
 
 # ---------------------------------------------------------------------------------------------
