@@ -601,7 +601,8 @@ def test_document_is_strict_json_and_optional_parts_are_null(tmp_path):
     json.dumps(doc, allow_nan=False)
     assert set(doc) == {"schema", "files", "unparsed_lines", "other_lines", "groups", "decode_batch", "findings"}
     (g,) = doc["groups"]
-    assert g["phases"]["draft_ms"] == {"mean": None, "p50": None, "p90": None, "p99": None, "sd": None, "share": None}
+    assert g["phases"]["draft_ms"] == {"mean": None, "p50": None, "p90": None, "p99": None, "sd": None, "share": None,
+                                      "sum_ms": 0.0, "count": 0}
     assert doc["decode_batch"] is None
 
 

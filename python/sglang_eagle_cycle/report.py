@@ -301,6 +301,9 @@ class Group:
                 entry[key] = _round(value)
             entry["sd"] = _round(dist.sd)
             entry["share"] = _round(self.share(name))
+            # exact, for comparing other writers' sums and counts (inspect --prometheus) without rounding
+            entry["sum_ms"] = round(dist.total, 6)
+            entry["count"] = dist.weight
             phases[name] = entry
         # a tree verifying fewer tokens than steps + 1 can accept at most draft_tokens - 1 drafts
         depth = max_accept_len(self.steps, self.draft_tokens) - 1
@@ -780,7 +783,7 @@ def _distinct_inputs(paths: list, baseline: Baseline, warn: Callable[[str], None
 def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: Baseline = None,
                   warn: Optional[Callable[[str], None]] = None, on_record: Optional[RecordHook] = None,
                   chunk_chars: int = CHUNK_CHARS, on_rejected: Optional[Callable[[dict[str, Any]], None]] = None,
-                  max_rejected: int = 0) -> dict[str, Any]:
+                  max_rejected: int = 0, groups_out: Optional[list] = None) -> dict[str, Any]:
     """Read logs and return the ``eagle-cycle inspect --json`` document (schema ``eagle-cycle-inspect/1``).
 
     Args:
@@ -794,6 +797,8 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
         on_rejected: called with ``{"file", "line", "reason", "text"}`` for each of the first
             ``max_rejected`` damaged lines (``line`` 1-based; see :class:`LogReader`).
         max_rejected: how many damaged lines to hand to ``on_rejected`` (0: none).
+        groups_out: when a list, the :class:`Group` objects behind ``groups`` are appended to it
+            (their exact per-cycle distributions, for :func:`~.metrics.exposition`).
 
     Returns:
         ``{"schema", "files", "unparsed_lines", "other_lines", "groups": [...], "decode_batch": {...}
@@ -829,6 +834,8 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
                  f"({f.other_lines} other, {f.unparsed_lines} damaged lines)")
 
     groups = list(reader.groups.values())
+    if groups_out is not None:
+        groups_out.extend(groups)
     if base is not None and base.tok_s is not None:
         sizes = sorted({g.bs for g in groups} | {bs for f in files for bs in f.decode.spec_tok_s_by_bs()})
         if len(sizes) > 1:

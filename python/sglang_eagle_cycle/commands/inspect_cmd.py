@@ -14,8 +14,13 @@ Examples:
     eagle-cycle inspect server.log --json > report.json
     eagle-cycle inspect cycles.jsonl --trace cycles.trace.json   # open in ui.perfetto.dev
     eagle-cycle inspect server.log --show-rejected 20             # why lines were counted as damaged
+    eagle-cycle inspect bench.log --prometheus bench.prom --model-name kimi-k2.5   # textfile collector / Pushgateway
 
-Exit codes: 0 report written, 1 a requested plot/trace had no cycles to show,
+--prometheus FILE writes the cycle series (phase-time and accept-length histograms, per-position
+reached/accepted counters, cycles by depth) in the Prometheus text format, the names a live
+server exports (README, "Metrics"); node_exporter's textfile collector and a Pushgateway take it.
+
+Exit codes: 0 report written, 1 a requested plot/trace/prometheus file had no cycles to show,
 2 unusable input (nothing readable, an output file exists without --force).
 """
 
@@ -41,6 +46,10 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                         "(one track per rank, one slice per phase per cycle)")
     parser.add_argument("--trace-max-cycles", type=int, default=100_000, metavar="N",
                         help="cycles per track written to --trace (default 100000; 0: no limit)")
+    parser.add_argument("--prometheus", metavar="FILE", help="write the cycle series in the Prometheus text "
+                        "exposition format (- for stdout)")
+    parser.add_argument("--model-name", default="", metavar="NAME",
+                        help="model_name label of the --prometheus series (a log does not carry it; default empty)")
     parser.add_argument("--baseline", metavar="TOK_S|BS:TOK_S|LOG", action="append",
                         help="no-speculation throughput in tok/s (one batch size in the logs), BS:TOK_S "
                         "(repeat per batch size), or a no-speculation server log (its Decode batch gen "
@@ -77,8 +86,11 @@ def _check_outputs(args: argparse.Namespace) -> None:
     from ..errors import UsageError
     from ..logfiles import same_file
 
-    if args.json and args.csv == "-":
-        raise UsageError("--json and --csv - both write to stdout; give --csv a file name")
+    stdout = [flag for flag, on in (("--json", args.json), ("--csv -", args.csv == "-"),
+                                    ("--prometheus -", args.prometheus == "-")) if on]
+    if len(stdout) > 1:
+        raise UsageError(f"{' and '.join(stdout)} {'both' if len(stdout) == 2 else 'all'} write to stdout; "
+                         "give the others a file name")
     if args.trace_max_cycles < 0:
         raise UsageError("--trace-max-cycles must be >= 0")
     if args.plot:
@@ -89,10 +101,12 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise UsageError(f"--plot {args.plot}: .pgf needs a LaTeX install; use .png, .svg or .pdf")
         if fmt not in FigureCanvasBase.get_supported_filetypes():
             raise UsageError(f"--plot {args.plot}: unknown image format (use .png, .svg or .pdf)")
-    for flag, value in (("--csv", args.csv), ("--plot", args.plot), ("--trace", args.trace)):
+    for flag, value in (("--csv", args.csv), ("--plot", args.plot), ("--trace", args.trace),
+                        ("--prometheus", args.prometheus)):
         if value is not None and not value.strip():
             raise UsageError(f"{flag}: the file name is empty")
-    outputs = [p for p in (None if args.csv == "-" else args.csv, args.plot, args.trace) if p]
+    outputs = [p for p in (None if args.csv == "-" else args.csv, args.plot, args.trace,
+                           None if args.prometheus == "-" else args.prometheus) if p]
     if len(set(map(os.path.realpath, outputs))) < len(outputs):
         raise UsageError("the same file is given for two outputs")
     inputs = [p for p in args.logs if p != "-"]
@@ -217,7 +231,6 @@ def _guarded(add, out: _AtomicOutput):
 def main(args: argparse.Namespace) -> int:
     import json
 
-    from ..errors import UsageError
     from ..report import inspect_paths
     from ..trace import TraceWriter
     from ..report_table import render_table, write_csv
@@ -229,9 +242,10 @@ def main(args: argparse.Namespace) -> int:
         trace_out = _AtomicOutput(args.trace)
         writer = TraceWriter(trace_out.fh, max_cycles_per_track=args.trace_max_cycles or None)
     try:
+        groups: list = []
         doc = inspect_paths(args.logs, baseline=_baseline(args.baseline), warn=_warn,
                             on_record=_guarded(writer.add, trace_out) if writer else None,
-                            on_rejected=_show_rejected, max_rejected=args.show_rejected)
+                            on_rejected=_show_rejected, max_rejected=args.show_rejected, groups_out=groups)
         if writer is not None:
             with trace_out.guard():
                 writer.close()
@@ -274,8 +288,26 @@ def main(args: argparse.Namespace) -> int:
             finally:
                 csv_out.discard()
 
+    if args.prometheus:
+        from ..metrics import exposition
+
+        if not groups:
+            _warn(f"{args.prometheus} not written: no [eagle-cycle] cycles in the input (stock Decode batch "
+                  "lines give no cycle series)")
+            rc = 1
+        elif args.prometheus == "-":
+            sys.stdout.write(exposition(groups, model_name=args.model_name))
+        else:
+            prom_out = _AtomicOutput(args.prometheus)
+            try:
+                with prom_out.guard():
+                    prom_out.fh.write(exposition(groups, model_name=args.model_name))
+                prom_out.commit()
+            finally:
+                prom_out.discard()
+
     if args.json:
         print(json.dumps(doc, indent=1))
-    elif args.csv != "-":
+    elif args.csv != "-" and args.prometheus != "-":
         render_table(doc)
     return rc
