@@ -5,7 +5,7 @@ PY ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test demo venv clean
+.PHONY: test demo venv clean promtool
 
 venv: $(STAMP)
 
@@ -15,8 +15,17 @@ $(STAMP): pyproject.toml setup.py
 	$(VENV)/bin/python -m pip install -e '.[test]'
 	touch $@
 
-test: $(STAMP)
+test: $(STAMP) promtool
 	$(VENV)/bin/python -m pytest -n auto --maxprocesses 4 test
+
+# promtool checks the Grafana dashboard's PromQL (test/test_metrics.py). Best effort: an installed
+# one, else the binary from Debian's prometheus package (apt-get download, no root); the test skips
+# when neither is there.
+promtool: $(STAMP)
+	@test -x $(VENV)/bin/promtool || { p=$$(command -v promtool) && ln -sf "$$p" $(VENV)/bin/promtool; } 2>/dev/null || { \
+	  d=$$(mktemp -d) && (cd $$d && apt-get download prometheus >/dev/null 2>&1 && dpkg-deb -x prometheus_*.deb x \
+	  && cp x/usr/bin/promtool $(CURDIR)/$(VENV)/bin/promtool); rm -rf $$d; } ; \
+	test -x $(VENV)/bin/promtool || echo "promtool not available: the dashboard's PromQL check will skip"
 
 demo: $(STAMP)
 	$(VENV)/bin/python examples/demo.py

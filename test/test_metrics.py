@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import json
 import random
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -153,3 +158,60 @@ def test_existing_file_kept_without_force(two_depths, tmp_path, capsys):
     prom.write_text("keep me\n")
     code, out, err = inspect([str(log), "--prometheus", str(prom)], capsys)
     assert code == 2 and prom.read_text() == "keep me\n" and "--force" in err
+
+
+# ----------------------------------------------------------------------------- the Grafana dashboard
+DASHBOARD = Path(__file__).resolve().parents[1] / "dashboards" / "eagle-cycle.json"
+METRIC = re.compile(r"sglang:eagle_cycle_[a-z_]+")
+
+
+def _exprs():
+    dash = json.loads(DASHBOARD.read_text())
+    return dash, [t["expr"] for p in dash["panels"] if p["type"] != "row" for t in p["targets"]]
+
+
+def test_dashboard_has_grafanas_keys_and_the_panels_asked_for():
+    dash, exprs = _exprs()
+    assert dash["title"] and dash["panels"] and isinstance(dash["schemaVersion"], int)
+    for p in dash["panels"]:
+        assert p["type"] and set(p["gridPos"]) == {"h", "w", "x", "y"}
+        if p["type"] != "row":
+            assert p["targets"] and all(t["expr"].strip() for t in p["targets"]), p["title"]
+    titles = " | ".join(p["title"].lower() for p in dash["panels"])
+    for words in ("phase shares", "p50 / p99", "accept length distribution", "per-position acceptance",
+                  "baseline"):
+        assert words in titles, words
+    live = [e for e in exprs if "rate(" in e]
+    snapshot = [e for p in dash["panels"] if p["type"] != "row" and "snapshot" in p["title"] for e in
+                (t["expr"] for t in p["targets"])]
+    assert live and snapshot and not any("rate(" in e for e in snapshot)
+    variables = {v["name"] for v in dash["templating"]["list"]}
+    used = set(re.findall(r"\$(\w+)", " ".join(exprs))) - {"__rate_interval"}
+    assert used <= variables, used - variables
+
+
+def test_every_dashboard_metric_is_in_the_offline_export(two_depths, capsys):
+    log, _ = two_depths
+    code, out, err = inspect([str(log), "--prometheus", "-"], capsys)
+    assert code == 0, err
+    exported = set(parse(out))
+    _, exprs = _exprs()
+    used = {m for e in exprs for m in METRIC.findall(e)}
+    assert used and used <= exported, used - exported
+
+
+def test_dashboard_queries_parse_as_promql(tmp_path):
+    """promtool (Debian's prometheus package) checks every expression as a recording rule."""
+    beside = Path(sys.executable).parent / "promtool"     # where `make test` puts it
+    promtool = str(beside) if beside.is_file() else shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (apt install prometheus; make test fetches it when it can)")
+    _, exprs = _exprs()
+    rules = {"groups": [{"name": "eagle_cycle_dashboard", "rules": [
+        {"record": f"eagle_cycle:dashboard_expr_{i}",
+         "expr": e.replace("$__rate_interval", "5m").replace("$model", ".*").replace("$baseline", "0")}
+        for i, e in enumerate(exprs)]}]}
+    path = tmp_path / "rules.yml"
+    path.write_text(json.dumps(rules))   # JSON is YAML
+    proc = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
