@@ -23,7 +23,7 @@ test: $(STAMP) promtool
 # when neither is there.
 promtool: $(STAMP)
 	@test -x $(VENV)/bin/promtool || { p=$$(command -v promtool) && ln -sf "$$p" $(VENV)/bin/promtool; } 2>/dev/null || { \
-	  d=$$(mktemp -d) && (cd $$d && apt-get download prometheus >/dev/null 2>&1 && dpkg-deb -x prometheus_*.deb x \
+	  d=$$(mktemp -d) && (cd $$d && timeout 120 apt-get -o Acquire::Retries=0 download prometheus >/dev/null 2>&1 && dpkg-deb -x prometheus_*.deb x \
 	  && cp x/usr/bin/promtool $(CURDIR)/$(VENV)/bin/promtool); rm -rf $$d; } ; \
 	test -x $(VENV)/bin/promtool || echo "promtool not available: the dashboard's PromQL check will skip"
 
