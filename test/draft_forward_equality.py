@@ -97,10 +97,7 @@ def compare(sc, draft_dir: Path, target_hidden: int, vocab: int, embed=None, see
 
     from sglang_eagle_cycle.wiring import probe
 
-    cfg_obj = sc.read_config(str(draft_dir))
-    model = sc._build(sc._class_for(sc.DRAFTS, cfg_obj), cfg_obj)
-    sc._fill_nan(model)
-    sc._load(model, str(draft_dir))
+    model, _ = sc.load_draft(str(draft_dir), None)
     if embed is not None:  # a trained pair's draft shares the target's embedding, as SGLang does
         model.model.embed_tokens.weight.data.copy_(embed)
     nan_left = sc._nan_params(model)

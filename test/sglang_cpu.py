@@ -269,7 +269,8 @@ def load_draft(draft_dir: str, target_model):
     report: as :func:`load_target`, with the draft's ``model.embed_tokens.weight`` left out of
     ``nan_left`` and reported as ``embed_nan_before_share`` / ``embed_nan_after_share``;
     ``embed_shared`` (the draft's embedding IS the target's tensor), ``hot_token_id`` (present:
-    ``d2t + arange``), ``draft_vocab_size``.
+    ``d2t + arange``), ``draft_vocab_size``. ``target_model`` None: no sharing (a checkpoint that
+    holds its own ``embed_tokens.weight``); the report then stops at ``nan_left_after_share``.
     """
     import torch
     from sglang.srt.speculative.pp_draft_embedding import resolve_target_embed_and_head
@@ -282,6 +283,9 @@ def load_draft(draft_dir: str, target_model):
     embed_name = "model.embed_tokens.weight"
     report = _report(model, n, skip=(embed_name,))
     report["embed_nan_before_share"] = bool(torch.isnan(model.model.embed_tokens.weight).any())
+    if target_model is None:  # a draft checkpoint with its own embedding: nothing to share
+        report["nan_left_after_share"] = _nan_params(model)
+        return model, report
     embed, head = resolve_target_embed_and_head(target_model, draft_model=model)
     if getattr(model, "load_lm_head_from_target", False):
         model.set_embed_and_head(embed, head)

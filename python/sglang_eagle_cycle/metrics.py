@@ -41,6 +41,7 @@ import re
 from typing import Iterable, Mapping
 
 from .cycle import ALL_PHASES
+from .report import per_position_acceptance
 
 PHASE_SECONDS = "sglang:eagle_cycle_phase_seconds"
 ACCEPT_LENGTH = "sglang:eagle_cycle_accept_length"
@@ -153,11 +154,10 @@ def exposition(groups, model_name: str = "", engine_type: str = "unified") -> st
             h = accept.setdefault(bkey + (("steps", steps),), _Hist(range(1, max_len + 1)))
             for length, n in g.hist.items():
                 h.add(float(length), n)
-            depth = max(g.steps, max(g.hist) - 1)
-            for j in range(1, depth + 1):
-                pkey = bkey + (("position", str(j)),)
-                reached[pkey] = reached.get(pkey, 0) + sum(n for length, n in g.hist.items() if length >= j)
-                accepted[pkey] = accepted.get(pkey, 0) + sum(n for length, n in g.hist.items() if length >= j + 1)
+            for pos in per_position_acceptance(g.hist, g.steps):
+                pkey = bkey + (("position", str(pos["j"])),)
+                reached[pkey] = reached.get(pkey, 0) + pos["reached"]
+                accepted[pkey] = accepted.get(pkey, 0) + pos["accepted"]
         ckey = bkey + (("steps", steps),)
         cycles[ckey] = cycles.get(ckey, 0) + g.cycles
 

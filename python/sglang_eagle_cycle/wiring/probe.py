@@ -292,26 +292,31 @@ class AuxNorms:
     """The pre-``fc`` normalisation of a :class:`HeadVariant` (identity for a plain head).
 
     ``__call__(aux)``: ``aux`` ``[..., num_aux * target_hidden]`` (float) -> same shape, RMS-normed
-    as a whole (``norm_before_fc``) and then per aux state (``fc_norm``), each
-    ``x / sqrt(mean(x^2) + eps) * weight`` in float32 as SGLang's ``RMSNorm`` on CPU.
+    as a whole (``norm_before_fc``) and then per aux state (``fc_norm``), each with
+    :class:`~sglang_eagle_cycle.tiny.models.RMSNorm` (``x / sqrt(mean(x^2) + eps) * weight``, the
+    float32 arithmetic of SGLang's ``RMSNorm`` on CPU).
     """
 
     def __init__(self, eps: float, num_aux: int, whole=None, per_aux=None):
-        self.eps, self.num_aux, self.whole, self.per_aux = eps, num_aux, whole, per_aux
+        from ..tiny.models import RMSNorm
 
-    def _rms(self, x, w):
-        import torch
+        def norm(weight):
+            n = RMSNorm(weight.numel(), eps)
+            n.weight.data.copy_(weight)
+            return n.requires_grad_(False)
 
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * w
+        self.num_aux = num_aux
+        self.whole = None if whole is None else norm(whole)
+        self.per_aux = None if per_aux is None else [norm(w) for w in per_aux]
 
     def __call__(self, aux):
         import torch
 
         if self.whole is not None:
-            aux = self._rms(aux, self.whole.to(aux.device))
+            aux = self.whole.to(aux.device)(aux)
         if self.per_aux is not None:
             chunks = aux.chunk(self.num_aux, dim=-1)
-            aux = torch.cat([self._rms(c, w.to(aux.device)) for c, w in zip(chunks, self.per_aux)], dim=-1)
+            aux = torch.cat([n.to(aux.device)(c) for c, n in zip(chunks, self.per_aux)], dim=-1)
         return aux
 
     @property
