@@ -117,6 +117,14 @@ def main(argv=None) -> int:
         r = probe(target, draft, prompts_file=prompts, tokens=args.tokens, env={}, progress=False)
         return r, exit_code(r)
 
+    def fixed_exit(src, r, dest):
+        """The probe's exit code on ``src`` with the fix's ids written into its config (None: no such fix)."""
+        ids = (r["fix"] or {}).get("eagle_aux_hidden_state_layer_ids")
+        if ids is None:
+            return None
+        f = _copy(src, dest, ids=ids)
+        return run(f / "target", f / "draft")[1]
+
     rows = []
     base, _ = pair("llama", (1, 3, 5), own_steps=False)
     ds_base, _ = pair("deepseek_v3", (1, 3, 5), own_steps=False)
@@ -130,18 +138,12 @@ def main(argv=None) -> int:
 
         bad = _copy(base, tmp / "as-positions", ids=[2, 4, 6])
         r, _ = run(bad / "target", bad / "draft")
-        fixed = None
-        if r["fix"] and r["fix"]["eagle_aux_hidden_state_layer_ids"] is not None:
-            f = _copy(base, tmp / "as-positions-fixed", ids=r["fix"]["eagle_aux_hidden_state_layer_ids"])
-            fixed = run(f / "target", f / "draft")[1]
+        fixed = fixed_exit(base, r, tmp / "as-positions-fixed")
         rows.append(_row("config as positions: llama 1,3,5 declared 2,4,6", "other_best", [2, 4, 6], r, fixed))
 
         d, _ = pair("llama", (1, 4, 6), convention="input")
         r, _ = run(d / "target", d / "draft")
-        fixed = None
-        if r["fix"] and r["fix"]["eagle_aux_hidden_state_layer_ids"] is not None:
-            f = _copy(d, tmp / "input-fixed", ids=r["fix"]["eagle_aux_hidden_state_layer_ids"])
-            fixed = run(f / "target", f / "draft")[1]
+        fixed = fixed_exit(d, r, tmp / "input-fixed")
         rows.append(_row("trained as positions: llama --convention input 1,4,6", "other_best", [1, 4, 6], r, fixed))
 
         r, _ = run(base / "target", ds_base / "draft")

@@ -212,9 +212,9 @@ def probe_demo() -> int:
     """Step 3: ask a tiny DeepSeek-V3 draft's weights which reading of its ids it was trained on."""
     from sglang_eagle_cycle.commands.probe_cmd import render
     from sglang_eagle_cycle.errors import UsageError
-    from sglang_eagle_cycle.wiring.probe import probe
     from sglang_eagle_cycle.tiny.cache import cache_root, cached_pair, pair_dir_name
     from sglang_eagle_cycle.tiny.pair import PairSpec
+    from sglang_eagle_cycle.wiring.probe import probe
 
     print("\n--- The draft's own weights: eagle-cycle probe on a pair where stock SGLang and the plugin disagree ---\n")
     spec = PairSpec(arch="deepseek_v3", seed=11, aux_layer_ids=(2, 4, 6))

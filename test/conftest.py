@@ -76,7 +76,8 @@ def _no_plugin_variables_from_the_caller(monkeypatch):
 #: Modules that need the trained tiny pairs (``tiny_pairs.pair``). They run last; on a clean
 #: clone a child process starts training the pairs at collection, so the training overlaps the
 #: rest of the suite (under ``pytest -n`` the first worker starts it).
-TINY_PAIR_MODULES = ("test_probe.py", "test_probe_sglang.py", "test_tiny_pair.py", "test_tiny_pair_sglang.py", "test_tiny_pair_gpu.py")
+TINY_PAIR_MODULES = ("test_probe.py", "test_probe_sglang.py", "test_tiny_pair.py", "test_tiny_pair_sglang.py",
+                     "test_tiny_pair_gpu.py")
 _trainer = None
 
 

@@ -228,6 +228,18 @@ def _guarded(add, out: _AtomicOutput):
     return guarded
 
 
+def _write_file(path: str, write, mode: str = "w") -> None:
+    """``write(fh)`` into a temporary file beside ``path`` that replaces it only when done
+    (:class:`_AtomicOutput`); on any failure ``path`` is left as it was."""
+    out = _AtomicOutput(path, mode)
+    try:
+        with out.guard():
+            write(out.fh)
+        out.commit()
+    finally:
+        out.discard()
+
+
 def main(args: argparse.Namespace) -> int:
     import json
 
@@ -265,13 +277,7 @@ def main(args: argparse.Namespace) -> int:
         from ..plots import render
 
         if doc["groups"]:
-            plot_out = _AtomicOutput(args.plot, "wb")
-            try:
-                with plot_out.guard():
-                    render(doc, plot_out.fh, fmt=_plot_format(args.plot))
-                plot_out.commit()
-            finally:
-                plot_out.discard()
+            _write_file(args.plot, lambda fh: render(doc, fh, fmt=_plot_format(args.plot)), "wb")
         else:
             _warn(f"{args.plot} not written: no [eagle-cycle] cycles in the input (stock Decode batch lines only)")
             rc = 1
@@ -280,13 +286,7 @@ def main(args: argparse.Namespace) -> int:
         if args.csv == "-":
             write_csv(doc, sys.stdout)
         else:
-            csv_out = _AtomicOutput(args.csv)
-            try:
-                with csv_out.guard():
-                    write_csv(doc, csv_out.fh)
-                csv_out.commit()
-            finally:
-                csv_out.discard()
+            _write_file(args.csv, lambda fh: write_csv(doc, fh))
 
     if args.prometheus:
         from ..metrics import exposition
@@ -298,13 +298,7 @@ def main(args: argparse.Namespace) -> int:
         elif args.prometheus == "-":
             sys.stdout.write(exposition(groups, model_name=args.model_name))
         else:
-            prom_out = _AtomicOutput(args.prometheus)
-            try:
-                with prom_out.guard():
-                    prom_out.fh.write(exposition(groups, model_name=args.model_name))
-                prom_out.commit()
-            finally:
-                prom_out.discard()
+            _write_file(args.prometheus, lambda fh: fh.write(exposition(groups, model_name=args.model_name)))
 
     if args.json:
         print(json.dumps(doc, indent=1))

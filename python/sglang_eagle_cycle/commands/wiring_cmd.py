@@ -84,21 +84,17 @@ def main(args: argparse.Namespace) -> int:
                         algorithm=getattr(args, "algorithm", "EAGLE3"),
                         context_length=getattr(args, "context_length", None))
 
+    text = None if args.json else render_report(report, target_path, target_cfg, draft_path, draft_cfg, header)
     if not getattr(args, "probe", False):
-        if args.json:
-            print(json.dumps(report.to_dict()))
-        else:
-            print(render_report(report, target_path, target_cfg, draft_path, draft_cfg, header))
+        print(json.dumps(report.to_dict()) if args.json else text)
         return 1 if report.errors else 0
 
     from ..wiring.probe import exit_code
     from .probe_cmd import render as render_probe
     from .probe_cmd import run_probe
 
-    if not args.json:  # the static report first: it stands even when the probe cannot run
-        print(render_report(report, target_path, target_cfg, draft_path, draft_cfg, header))
-        print()
-        sys.stdout.flush()
+    if text is not None:  # the static report first: it stands even when the probe cannot run
+        print(text, end="\n\n", flush=True)
     result = run_probe(args, target_path.parent, draft_path.parent)
     if args.json:
         print(json.dumps({**report.to_dict(), "probe": result}))
