@@ -12,7 +12,12 @@ without the hooks (SGLang's own AROUND wrapper), in interleaved blocks:
   cost of timing alone);
 * ``hooked, default sinks``: the INFO line to a ``FileHandler`` and the JSONL file, formatted and
   written by the sink thread (the default): the acceptance figure;
-* ``hooked, inline sinks``: the same sinks on the scheduler thread (why there is a sink thread).
+* ``hooked, inline sinks``: the same sinks on the scheduler thread (why there is a sink thread);
+* ``default sinks + metrics``: the default sinks plus the Prometheus export (SGLang's
+  ``--enable-metrics``), observed on the sink thread into a multiprocess directory, as in a server
+  (``PROMETHEUS_MULTIPROC_DIR`` is set before ``prometheus_client`` is imported); its cost is
+  reported against ``hooked, default sinks`` in the same round (export on against export off),
+  with a 95% interval for the median.
 
 Statistic: per block, the scheduler thread's CPU time (``time.thread_time``) per cycle. Each round
 runs every variant once (rotating order); ``added`` is the **median over rounds of the paired
@@ -55,7 +60,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Optional
 
@@ -130,6 +135,9 @@ def parse_args(argv=None):
                    help="the sink thread's priority instead: run N busy-loop processes (nice 0) beside the "
                         "scheduler and compare the default sinks with the sink thread at nice 19 and at nice 0 "
                         "(per-cycle wall-clock p50/p99/max); 0 = the cost table (default)")
+    p.add_argument("--export-only", action="store_true",
+                   help="only baseline, default sinks, and default sinks + metrics: the Prometheus export's "
+                        "price in more rounds for the same time")
     p.add_argument("--stamp-rounds", type=int, default=300,
                    help="rounds of the paired pricing of the device-span stamps (default 300; 0 = skip)")
     p.add_argument("--stamp-block", type=int, default=1000, help="cycles per block of that pricing (default 1000)")
@@ -232,6 +240,11 @@ def measure(args) -> dict:
 
     warnings.filterwarnings("ignore")
     logging.getLogger("sglang").setLevel(logging.ERROR)
+    tmp = Path(tempfile.mkdtemp(prefix="eagle-cycle-bench-"))
+    export = "prometheus_client" not in sys.modules  # else it would not write to the multiprocess directory
+    if export:
+        (tmp / "prometheus").mkdir()
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(tmp / "prometheus")
     from cycle_harness import Costs, Harness
 
     from sglang_eagle_cycle.patches.cycle import CycleProfiler, hook_specs
@@ -239,18 +252,24 @@ def measure(args) -> dict:
     from sglang_eagle_cycle.sinks import CycleSink, SinkConfig
     from sglang_eagle_cycle.timing import CpuTimer
 
-    tmp = Path(tempfile.mkdtemp(prefix="eagle-cycle-bench-"))
     log = logging.getLogger("sglang_eagle_cycle")
     handler = logging.FileHandler(tmp / "server.log")
     handler.setFormatter(logging.Formatter("[%(asctime)s TP0] %(message)s"))  # SGLang's format
     log.addHandler(handler)
     log.propagate = False
 
-    def profiler(background: bool, jsonl: bool, spans: bool = True, nice: Optional[int] = None) -> CycleProfiler:
+    def profiler(background: bool, jsonl: bool, spans: bool = True, nice: Optional[int] = None,
+                 metrics: bool = False) -> CycleProfiler:
         env = {"SGLANG_EAGLE_CYCLE_JSONL": str(tmp / f"cycles{len(made)}.jsonl")} if jsonl else {}
         made.append(env)
         cfg = SinkConfig.from_env(env, Ranks(), background=background)
+        if metrics:  # what SinkConfig.from_env gives under SGLang's --enable-metrics
+            cfg = replace(cfg, metrics_labels=(("model_name", "bench"), ("engine_type", "unified"), ("tp_rank", "0"),
+                                               ("pp_rank", "0"), ("moe_ep_rank", "0")), metrics_max_steps=args.steps)
         sink = CycleSink(cfg)
+        if metrics and sink.metrics is None:
+            raise SystemExit("bench_hook_overhead: the Prometheus export could not start (is prometheus_client "
+                             "installed?)")
         if nice is not None:
             sink.nice = nice
         return CycleProfiler(timer=CpuTimer(), sink=sink, log=log, device_spans=spans)
@@ -289,6 +308,14 @@ def measure(args) -> dict:
             "hooked, default sinks": (profiler(True, jsonl=True), logging.INFO),
             "hooked, inline sinks": (profiler(False, jsonl=True), logging.INFO),
         }
+        if export:
+            variants[METRICS_VARIANT] = (profiler(True, jsonl=True, metrics=True), logging.INFO)
+        if args.export_only:
+            if not export:
+                raise SystemExit("bench_hook_overhead: --export-only needs prometheus_client not imported before "
+                                 "the benchmark starts")
+            variants = {k: v for k, v in variants.items()
+                        if k in ("baseline", "hooked, default sinks", METRICS_VARIANT)}
     zero = Costs(**{f.name: 0.0 for f in fields(Costs)})
     cpu_us: dict = {name: [] for name in variants}
     wall_us: dict = {name: [] for name in variants}
@@ -362,12 +389,31 @@ def measure(args) -> dict:
     handler.close()
     log.removeHandler(handler)
     shutil.rmtree(tmp, ignore_errors=True)
+    observed = variants[METRICS_VARIANT][0].sink.metrics.observed if METRICS_VARIANT in variants else 0
     return {"cpu_us": cpu_us, "wall_us": wall_us, "sink_cpu": sink_cpu, "kept_up": kept_up,
-            "cycle_wall_us": cycle_wall_us, "lines": len(lines), "jsonl": len(jsonl), "wakes": wakes}
+            "cycle_wall_us": cycle_wall_us, "lines": len(lines), "jsonl": len(jsonl), "wakes": wakes,
+            "observed": observed}
 
 
 #: Scheduler-thread budget for the device-span stamps per cycle (us; issue 12).
 SPAN_STAMPS_BUDGET_US = 3.0
+#: The variant with the Prometheus export on, and its scheduler-thread budget per cycle against the
+#: same sinks without it (us; issue 16).
+METRICS_VARIANT = "default sinks + metrics"
+METRICS_BUDGET_US = 2.0
+
+
+def metrics_verdict(on_minus_off: list) -> dict:
+    """Export on against export off: the median of the per-round paired differences (us per cycle)
+    with its 95% interval (:func:`median_ci`), and whether it is within :data:`METRICS_BUDGET_US`.
+
+    ``verdict``: ``within`` (the interval's upper end is within the budget), ``over`` (its lower end
+    is above it), else ``undecided`` (more rounds would decide).
+    """
+    med, lo, hi = median_ci(on_minus_off)
+    verdict = "within" if hi <= METRICS_BUDGET_US else "over" if lo > METRICS_BUDGET_US else "undecided"
+    return {"added_us": round(med, 2), "ci95_us": [round(lo, 2), round(hi, 2)], "rounds": len(on_minus_off),
+            "budget_us": METRICS_BUDGET_US, "verdict": verdict}
 
 
 def price_span_stamps(rounds: int, block: int) -> dict:
@@ -546,6 +592,14 @@ def main(argv=None) -> int:
     for w in raw.get("per_process_wakes") or [raw["wakes"]]:
         print(f"sink thread: {w['wakeups']} wake-ups, {w['wakeups_busy']} of them while the scheduler ran Python, "
               f"{w['overruns']} device waits outlasted, woken by the scheduler {w['kicks']} times")
+    export = None
+    if METRICS_VARIANT in cpu_us and len(cpu_us[METRICS_VARIANT]) >= 6:
+        export = metrics_verdict([a - b for a, b in zip(cpu_us[METRICS_VARIANT], cpu_us["hooked, default sinks"])])
+        observed = sum(raw["observed"]) if isinstance(raw["observed"], list) else raw["observed"]
+        print(f"Prometheus export (default sinks + metrics against default sinks, same round): "
+              f"{export['added_us']:+.2f} us per cycle on the scheduler thread (95% CI {export['ci95_us'][0]:+.2f} "
+              f"to {export['ci95_us'][1]:+.2f}, {export['rounds']} paired rounds; budget {METRICS_BUDGET_US:g} us: "
+              f"{export['verdict']}); {observed} cycles observed on the sink thread")
     spans = raw.get("stamps") or (price_span_stamps(args.stamp_rounds, args.stamp_block)
                                   if args.stamp_rounds else None)
     if spans:
@@ -558,9 +612,12 @@ def main(argv=None) -> int:
         "overhead_wall_us_per_cycle": round(row["hooked, default sinks"][4], 2),
         "sink_thread_cpu_us_per_cycle": round(row["hooked, default sinks"][5], 2),
         "sink_kept_up": round(statistics.median(kept_up["hooked, default sinks"]), 3),
-        "inline_overhead_us_per_cycle": round(row["hooked, inline sinks"][2], 2),
-        "passthrough_overhead_us_per_cycle": round(row["hooked, nothing wanted"][2], 2),
+        "inline_overhead_us_per_cycle": round(row["hooked, inline sinks"][2], 2) if "hooked, inline sinks" in row
+        else None,
+        "passthrough_overhead_us_per_cycle": round(row["hooked, nothing wanted"][2], 2)
+        if "hooked, nothing wanted" in row else None,
         "span_stamps": {k: v for k, v in spans.items() if k != "text"} if spans else None,
+        "metrics_export": export,
         "statistic": "scheduler-thread CPU per cycle, median over rounds of (variant - baseline)",
         "bs": args.bs, "steps": args.steps, "eager": args.eager, "gpu_wait_us": args.gpu_wait_us,
         "cycles_per_variant": cycles, "processes": args.processes,

@@ -1,8 +1,14 @@
-"""``eagle-cycle inspect --prometheus``: the cycle series of a log in the Prometheus text format.
+"""The cycle series in Prometheus: live from the server's hooks, and offline from a log.
 
-Generated logs (test/cyclegen.py) with known phase times and accept lengths; the file is parsed with
-``prometheus_client``'s own parser and compared with ``inspect --json`` (counts exactly, sums to
-1e-6 relative) and with the generator's values.
+Offline (``eagle-cycle inspect --prometheus``): generated logs (test/cyclegen.py) with known phase
+times and accept lengths; the file is parsed with ``prometheus_client``'s own parser and compared
+with ``inspect --json`` (counts exactly, sums to 1e-6 relative) and with the generator's values.
+
+Live: ``metrics_live_probe.py`` drives SGLang's real decode cycle through our hooks in a fresh
+interpreter with ``PROMETHEUS_MULTIPROC_DIR`` set as SGLang sets it, and reads the series back with
+``prometheus_client``'s multiprocess collector; the counts are checked against the accept lengths
+it drove and the harness's known phase times. The live and offline writers give the same series
+for the same cycles.
 """
 
 from __future__ import annotations
@@ -15,13 +21,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import itertools
+import os
+
 import pytest
 
 from cyclegen import generate, log_lines
+from sglang_fork import run_python
 from sglang_eagle_cycle import cli
-from sglang_eagle_cycle.cycle import aggregate, format_line
+from sglang_eagle_cycle.cycle import aggregate, format_line, parse_line
 from sglang_eagle_cycle.metrics import (ACCEPT_LENGTH, CYCLES, PHASE_BUCKETS_S, PHASE_LABELS, PHASE_SECONDS,
-                                        POSITION_ACCEPTED, POSITION_REACHED, rank_labels)
+                                        POSITION_ACCEPTED, POSITION_REACHED, WIRING_INFO, LiveMetrics,
+                                        parse_wiring_line, rank_labels, wiring_info_labels)
+from sglang_eagle_cycle.wiring import check_pair
+
+HERE = Path(__file__).resolve().parent
+WIRING_LINE = ("[2026-11-30 09:59:00 TP0] EAGLE-3 aux wiring: ids [2, 30, 58] (layer outputs, draft eagle_config) "
+               "-> capture positions [3, 31, 59] of 61; stock SGLang 0.5.23 would capture [2, 30, 58]")
 
 
 def parse(text: str) -> dict[str, list]:
@@ -52,7 +68,7 @@ def two_depths(tmp_path):
     a = generate(rng, bs=4, steps=2, cycles=150, p=[0.8, 0.6], spans=True)
     b = generate(rng, bs=4, steps=4, cycles=90, p=[0.8, 0.7, 0.5, 0.4], spans=True, first_cycle=150)
     log = tmp_path / "server.log"
-    log.write_text("\n".join(["some startup line"] + log_lines(a.records) + log_lines(b.records)) + "\n")
+    log.write_text("\n".join(["some startup line", WIRING_LINE] + log_lines(a.records) + log_lines(b.records)) + "\n")
     return log, {2: a, 4: b}
 
 
@@ -179,7 +195,7 @@ def test_dashboard_has_grafanas_keys_and_the_panels_asked_for():
             assert p["targets"] and all(t["expr"].strip() for t in p["targets"]), p["title"]
     titles = " | ".join(p["title"].lower() for p in dash["panels"])
     for words in ("phase shares", "p50 / p99", "accept length distribution", "per-position acceptance",
-                  "baseline"):
+                  "baseline", "wiring"):
         assert words in titles, words
     live = [e for e in exprs if "rate(" in e]
     snapshot = [e for p in dash["panels"] if p["type"] != "row" and "snapshot" in p["title"] for e in
@@ -215,3 +231,165 @@ def test_dashboard_queries_parse_as_promql(tmp_path):
     path.write_text(json.dumps(rules))   # JSON is YAML
     proc = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# ----------------------------------------------------------------------------- the wiring info series
+W_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
+           "hidden_size": 4096, "vocab_size": 128256}
+W_DSV3 = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "num_hidden_layers": 61,
+          "hidden_size": 7168, "vocab_size": 129280}
+W_GPT_OSS = {"architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "num_hidden_layers": 36,
+             "hidden_size": 2880, "vocab_size": 201088}
+W_UNKNOWN = {"architectures": ["FooForCausalLM"], "model_type": "foo", "num_hidden_layers": 40,
+             "hidden_size": 4096, "vocab_size": 128256}
+W_IDS = [None, [1, 15, 28], [2, 30, 58], [0, 10, 20], ["1", 15, 28], "1,2", [1, 15, 32], [-1, 3, 9], [3, 3, 9]]
+W_ENVS = [{}, {"SGLANG_EAGLE_CYCLE_AUX_CONVENTION": "input"}, {"SGLANG_EAGLE_CYCLE_AUX_CONVENTION": "stock"},
+          {"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": "1,5,9"}]
+
+
+def test_wiring_line_gives_the_labels_the_server_exports():
+    """Offline (parse the start-up line) and live (from the report) give one label set, whatever the wiring."""
+    readings, stocks, checked = set(), set(), 0
+    for target, ids, env in itertools.product([W_LLAMA, W_DSV3, W_GPT_OSS, W_UNKNOWN], W_IDS, W_ENVS):
+        draft = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "num_hidden_layers": 1,
+                 "hidden_size": target["hidden_size"], "vocab_size": target["vocab_size"]}
+        if ids is not None:
+            draft["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": ids}
+        report = check_pair(target, draft, env=env)
+        line = "[2026-11-30 09:59:00 TP0] " + report.startup_line()
+        labels = wiring_info_labels(report)
+        assert parse_wiring_line(line) == labels, line
+        readings.add(labels["reading"])
+        stocks.add(labels["stock_positions"])
+        checked += 1
+    assert checked == 4 * len(W_IDS) * len(W_ENVS)
+    assert {"layer_output", "position", "default", "position (input)", "layer_output (stock)"} <= readings
+    assert "unknown" in stocks and "" not in stocks
+    assert parse_wiring_line("[TP0] Decode batch, #running-req: 1") is None
+    assert parse_wiring_line("EAGLE-3 aux wiring: garbled") is None
+
+
+def test_offline_export_carries_the_logs_wiring(two_depths, capsys):
+    log, _ = two_depths
+    code, out, err = inspect([str(log), "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["wiring"] == [{"file": str(log), "ids": "2,30,58", "positions": "3,31,59",
+                                          "reading": "layer_output", "stock_positions": "2,30,58"}]
+    code, out, err = inspect([str(log), "--prometheus", "-", "--model-name", "kimi"], capsys)
+    assert code == 0, err
+    s = parse(out)
+    assert one(s, WIRING_INFO, ids="2,30,58", positions="3,31,59", reading="layer_output",
+               stock_positions="2,30,58", model_name="kimi", tp_rank="0") == 1
+
+
+# ----------------------------------------------------------------------------- the live export
+def test_live_export_through_sglangs_multiprocess_directory(tmp_path):
+    """The real hooks, PROMETHEUS_MULTIPROC_DIR set before prometheus_client is imported (as SGLang's
+    launcher does), SGLang's runtime context with --enable-metrics; read as /metrics reads it."""
+    mp = tmp_path / "prometheus"
+    mp.mkdir()
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(mp), "SGLANG_PLUGINS": "none"}
+    env.pop("SGLANG_EAGLE_CYCLE_METRICS", None)
+    proc = run_python([str(HERE / "metrics_live_probe.py")], env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rep = json.loads(proc.stdout.strip().splitlines()[-1])
+    base = {"model_name": "tiny-llama", "engine_type": "unified", "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
+    assert rep["labels"] == base            # SGLang's scheduler labels (no dp_rank: SGLang sets none here)
+    assert rep["labels_dp"] == {"model_name": "m", "engine_type": "unified", "tp_rank": "0", "pp_rank": "0",
+                                "moe_ep_rank": "0", "dp_rank": "1", "cluster": "a"}
+    assert rep["off_by_env"] is None and rep["not_printing_rank"] is None and rep["sglang_metrics_off"] is None
+    assert rep["active_without_line_or_jsonl"] is True and rep["faults"] == 0
+    assert rep["observed_on"] == ["eagle-cycle-sink"] != [rep["main_thread"]]   # never the scheduler thread
+    samples = {}
+    for name, labels, value in rep["samples"]:
+        samples.setdefault(name, []).append((labels, value))
+    for name, series in samples.items():
+        for labels, _ in series:
+            assert {k: labels[k] for k in base} == base, name
+    from cycle_harness import Costs
+
+    accepts = {int(k): v for k, v in rep["accepts"].items()}
+    for steps, per_cycle in accepts.items():
+        exp = Costs().expected(steps, False)
+        n = len(per_cycle)
+        lab = dict(phase="verify", steps=str(steps))
+        assert one(samples, f"{PHASE_SECONDS}_count", **lab) == n       # one per timed cycle
+        assert one(samples, f"{PHASE_SECONDS}_sum", **lab) == pytest.approx(n * exp["verify_ms"] / 1000, rel=1e-6)
+        assert one(samples, f"{PHASE_SECONDS}_sum", phase="verify_fwd", steps=str(steps)) == pytest.approx(
+            n * exp["verify_fwd_ms"] / 1000, rel=1e-6)
+        assert one(samples, f"{PHASE_SECONDS}_count", phase="total", steps=str(steps)) == n
+        assert one(samples, CYCLES, steps=str(steps)) == n
+        flat = [a for cyc in per_cycle for a in cyc]
+        for k in range(1, steps + 2):
+            assert one(samples, f"{ACCEPT_LENGTH}_bucket", steps=str(steps), le=f"{float(k)!r}") == sum(
+                a <= k for a in flat)
+        assert one(samples, f"{ACCEPT_LENGTH}_sum", steps=str(steps)) == sum(flat)
+    # per position j (both depths pooled, the counters have no steps label): reached = requests with
+    # accept length >= j, accepted = those with >= j + 1, over the depths that reach j
+    for j in range(1, max(accepts) + 1):
+        flat = [a for steps, per_cycle in accepts.items() if j <= steps for cyc in per_cycle for a in cyc]
+        assert one(samples, POSITION_REACHED, position=str(j)) == sum(a >= j for a in flat)
+        assert one(samples, POSITION_ACCEPTED, position=str(j)) == sum(a >= j + 1 for a in flat)
+    assert one(samples, WIRING_INFO, ids="1,15,28", positions="2,16,29", reading="layer_output",
+               stock_positions="2,16,29") == 1
+
+
+def test_live_and_offline_series_agree(tmp_path, capsys):
+    """The same cycles through LiveMetrics (in-process registry) and through inspect --prometheus."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    rng = random.Random(31)
+    run = generate(rng, bs=3, steps=3, cycles=60, p=[0.8, 0.6, 0.4], spans=True)
+    lines = log_lines(run.records)
+    log = tmp_path / "run.log"
+    log.write_text("\n".join(lines) + "\n")
+    registry = CollectorRegistry()
+    now = [100.0]
+    live = LiveMetrics({"model_name": "m", "engine_type": "unified", "tp_rank": "0", "pp_rank": "0",
+                        "dp_rank": "0"}, max_steps=3, registry=registry, clock=lambda: now[0])
+    for ln in lines:
+        live.observe(parse_line(ln))
+    with pytest.raises(ValueError):
+        live.observe(aggregate(run.records[:5]))
+    assert live.observed == 60 and live.pending and not live.due
+    assert not [x for x in parse(generate_latest(registry).decode()).get(f"{CYCLES}", []) if x[1]]  # not pushed yet
+    now[0] += 1.0
+    assert live.due and not live.overdue
+    now[0] += 4.0
+    assert live.overdue
+    live.push()
+    assert not live.pending and not live.due and live.pushes == 1
+    live_s = parse(generate_latest(registry).decode())
+    code, out, err = inspect([str(log), "--prometheus", "-", "--model-name", "m"], capsys)
+    assert code == 0, err
+    off_s = parse(out)
+    compared = 0
+    for name, series in off_s.items():
+        for labels, value in series:
+            assert one(live_s, name, **labels) == pytest.approx(value, rel=1e-9, abs=1e-12), (name, labels)
+            compared += 1
+    assert compared > 100
+
+
+def test_a_failing_export_leaves_the_line_and_jsonl(tmp_path, caplog):
+    import logging
+
+    from sglang_eagle_cycle.sinks import CycleSink, SinkConfig
+
+    class Broken:
+        def observe(self, rec):
+            raise RuntimeError("mmap gone")
+
+    log = logging.getLogger("sglang_eagle_cycle.test_metrics")
+    log.setLevel(logging.INFO)
+    sink = CycleSink(SinkConfig(jsonl_path=str(tmp_path / "c.jsonl"), background=False), log=log)
+    sink.metrics = Broken()
+    recs = generate(random.Random(3), bs=2, steps=2, cycles=4, p=[0.5, 0.5]).records
+    with caplog.at_level(logging.INFO, logger=log.name):
+        for r in recs:
+            sink.submit(r)
+        sink.close()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "mmap gone" in warnings[0] and "export off" in warnings[0]
+    assert sink.metrics is None and len((tmp_path / "c.jsonl").read_text().splitlines()) == 4
+    assert sum("[eagle-cycle]" in r.getMessage() for r in caplog.records) == 4

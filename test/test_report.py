@@ -599,7 +599,9 @@ def test_document_is_strict_json_and_optional_parts_are_null(tmp_path):
     run = generate(random.Random(4), bs=1, steps=1, cycles=5, p=[0.5])   # steps 1: no draft forward
     doc = inspect_paths([_write(tmp_path / "s1.log", log_lines(run.records))])
     json.dumps(doc, allow_nan=False)
-    assert set(doc) == {"schema", "files", "unparsed_lines", "other_lines", "groups", "decode_batch", "findings"}
+    assert set(doc) == {"schema", "files", "unparsed_lines", "other_lines", "groups", "decode_batch", "findings",
+                        "wiring"}
+    assert doc["wiring"] == []   # no start-up wiring line in this log
     (g,) = doc["groups"]
     assert g["phases"]["draft_ms"] == {"mean": None, "p50": None, "p90": None, "p99": None, "sd": None, "share": None,
                                       "sum_ms": 0.0, "count": 0}

@@ -12,6 +12,8 @@ name                                          type       labels (besides the bas
 ``sglang:eagle_cycle_position_reached_total`` counter    ``position``                    requests
 ``sglang:eagle_cycle_position_accepted_total`` counter   ``position``                    requests
 ``sglang:eagle_cycle_cycles_total``           counter    ``steps``                       cycles
+``sglang:eagle_cycle_aux_wiring_info``        gauge      ``ids``, ``positions``,         1
+                                                         ``reading``, ``stock_positions``
 ============================================  =========  ==============================  =======
 
 * ``phase``: the cycle line's field without ``_ms``: ``draft``, ``verify``, ``verify_fwd``,
@@ -22,8 +24,19 @@ name                                          type       labels (besides the bas
 * ``position`` ``j`` (1-based draft position): ``reached`` counts requests whose accept length is
   ``>= j``, ``accepted`` those with ``>= j + 1``; per-position acceptance is their ratio
   (``rate(accepted) / rate(reached)`` in PromQL).
-* Base labels (:data:`BASE_LABELS`): those SGLang's scheduler metrics carry, ``model_name``,
-  ``engine_type``, ``tp_rank``, ``pp_rank`` (and ``dp_rank`` where SGLang sets it).
+* ``sglang:eagle_cycle_aux_wiring_info``: 1, one series per wiring a server started with
+  (:func:`wiring_info_labels`: ids and positions comma-joined, the reading, what stock SGLang
+  0.5.23 would capture); a gauge in SGLang's ``mostrecent`` multiprocess mode, like its own info
+  gauges.
+* Base labels: those SGLang's scheduler metrics carry. Live (:class:`LiveMetrics`), exactly
+  SGLang's (:func:`sglang_eagle_cycle.runtime.sglang_metric_labels`: ``model_name``,
+  ``engine_type``, ``tp_rank``, ``pp_rank``, ``moe_ep_rank``, ``dp_rank`` where SGLang sets it,
+  ``--extra-metric-labels``); offline :data:`BASE_LABELS`.
+
+Live (:class:`LiveMetrics`, ``SGLANG_EAGLE_CYCLE_METRICS``, on by default whenever SGLang runs
+with ``--enable-metrics``): the ranks that print cycle lines observe every cycle on the sink thread
+through ``prometheus_client`` in SGLang's multiprocess directory (``PROMETHEUS_MULTIPROC_DIR``), so
+the series appear on SGLang's own ``/metrics`` endpoint.
 
 Offline (:func:`exposition`): a log's lines carry no model name or engine type, so they come from
 the caller (``--model-name``; ``engine_type`` ``unified``, SGLang's value outside
@@ -36,9 +49,13 @@ says so in a comment.
 
 from __future__ import annotations
 
+import bisect
+import json
 import math
+import os
 import re
-from typing import Iterable, Mapping
+from collections import Counter
+from typing import Any, Iterable, Mapping, Optional
 
 from .cycle import ALL_PHASES
 from .report import per_position_acceptance
@@ -48,9 +65,16 @@ ACCEPT_LENGTH = "sglang:eagle_cycle_accept_length"
 POSITION_REACHED = "sglang:eagle_cycle_position_reached_total"
 POSITION_ACCEPTED = "sglang:eagle_cycle_position_accepted_total"
 CYCLES = "sglang:eagle_cycle_cycles_total"
+WIRING_INFO = "sglang:eagle_cycle_aux_wiring_info"
+#: labels of :data:`WIRING_INFO` besides the base ones
+WIRING_LABELS = ("ids", "positions", "reading", "stock_positions")
+#: the switch of the live export (on by default whenever SGLang's metrics are on)
+METRICS_ENV = "SGLANG_EAGLE_CYCLE_METRICS"
 
 #: phase label of each cycle-line field
 PHASE_LABELS = {field: field[:-len("_ms")] for field in ALL_PHASES}
+_PHASE_FIELDS = tuple(PHASE_LABELS)
+_PHASE_NAMES = tuple(PHASE_LABELS.values())
 #: phase histogram bounds (s): 0.1 ms to 500 ms, finest where verify forwards of real
 #: deployments fall (a few ms to ~50 ms)
 PHASE_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.0125, 0.015,
@@ -65,6 +89,8 @@ HELP = {
     POSITION_REACHED: "Requests whose draft reached position j (accept length >= j).",
     POSITION_ACCEPTED: "Requests whose draft token at position j was accepted (accept length >= j + 1).",
     CYCLES: "EAGLE decode cycles, by speculation depth.",
+    WIRING_INFO: "EAGLE-3 aux hidden-state wiring this server captures (1): declared layer ids, capture "
+                 "positions, how the ids were read, and what stock SGLang 0.5.23 would capture.",
 }
 
 _RANK = re.compile(r"(tp|pp|dp|adp)(\d+)")
@@ -117,13 +143,97 @@ class _Hist:
         self.count += n
 
 
-def exposition(groups, model_name: str = "", engine_type: str = "unified") -> str:
+def _ids(values) -> str:
+    """``[2, 30, 58]`` -> ``"2,30,58"``; None -> ``""``; a non-integer element or a value that is
+    not a list as JSON (``"1",15,28``), as the start-up line shows it."""
+    def one(v):
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else json.dumps(v)
+    if values is None:
+        return ""
+    return ",".join(one(v) for v in values) if isinstance(values, list) else one(values)
+
+
+def reading_label(reading: str, convention: str = "output") -> str:
+    """The ``reading`` label: ``layer_output``, ``position`` or ``default``, with the
+    ``SGLANG_EAGLE_CYCLE_AUX_CONVENTION`` value in brackets when it is not ``output``
+    (``position (input)``, ``layer_output (stock)``)."""
+    if reading == "default" or convention in ("", "output"):
+        return reading
+    return f"{reading} ({convention})"
+
+
+def wiring_info_labels(report) -> dict[str, str]:
+    """:data:`WIRING_LABELS` of a :class:`~sglang_eagle_cycle.wiring.WiringReport`.
+
+    ``ids``/``positions``: comma-joined (``""`` when none are declared, or no positions are
+    captured); ``reading``: :func:`reading_label`; ``stock_positions``: what stock SGLang 0.5.23
+    would capture, ``fails`` when its setter would raise, ``unknown`` when its rule is unknown.
+    """
+    if report.stock_family is None or not report.stock_ids_valid:
+        stock = "unknown"
+    elif report.stock_positions is None:
+        stock = "fails"
+    else:
+        stock = _ids(report.stock_positions)
+    return {"ids": _ids(report.ids), "positions": _ids(report.positions),
+            "reading": reading_label(report.reading, report.convention), "stock_positions": stock}
+
+
+_WIRING_LINE = re.compile(
+    r"EAGLE-3 aux wiring: (?:ids (?P<ids>.+?) \((?P<words>[^()]*)\)|no ids declared \([^()]*\))"
+    r" -> (?:(?:default )?capture positions (?P<pos>\[[^\]]*\])|no (?:default )?capture positions)"
+    r"[^;]*; (?P<tail>.*)$")
+_LIST = re.compile(r"\[([^\]]*)\]")
+
+
+def parse_wiring_line(line: str) -> Optional[dict[str, str]]:
+    """:data:`WIRING_LABELS` from a server log's start-up wiring line (README, "Aux-layer wiring"),
+    or None when ``line`` holds none. Never raises.
+
+    >>> parse_wiring_line("[TP0] EAGLE-3 aux wiring: ids [2, 30, 58] (layer outputs, draft eagle_config) -> "
+    ...                   "capture positions [3, 31, 59] of 61; stock SGLang 0.5.23 would capture [2, 30, 58]")
+    {'ids': '2,30,58', 'positions': '3,31,59', 'reading': 'layer_output', 'stock_positions': '2,30,58'}
+    """
+    m = _WIRING_LINE.search(line.rstrip())
+    if m is None:
+        return None
+
+    def ints(text: Optional[str]) -> str:
+        if text is None:
+            return ""
+        if not (text.startswith("[") and text.endswith("]")):
+            return text
+        return ",".join(x.strip() for x in text[1:-1].split(",") if x.strip())
+
+    words = m.group("words") or ""
+    if m.group("ids") is None:
+        reading = "default"
+    else:
+        reading = "position" if words.startswith("positions") else "layer_output"
+        conv = re.search(r"=(input|stock)\b", words)
+        reading = reading_label(reading, conv.group(1) if conv else "output")
+    tail = m.group("tail")
+    positions = ints(m.group("pos"))
+    if tail.startswith("same as stock"):
+        stock = positions
+    elif "would capture" in tail and _LIST.search(tail):
+        stock = ints(_LIST.search(tail).group(0))
+    elif "would fail" in tail:
+        stock = "fails"
+    else:
+        stock = "unknown"
+    return {"ids": ints(m.group("ids")), "positions": positions, "reading": reading, "stock_positions": stock}
+
+
+def exposition(groups, model_name: str = "", engine_type: str = "unified", wiring: Iterable[Mapping] = ()) -> str:
     """The Prometheus text exposition (format 0.0.4) of ``inspect``'s groups.
 
     Args:
         groups: :class:`~.report.Group` objects (``inspect_paths(..., groups_out=[])``); groups
             that share a label set (several files or batch sizes at one depth and rank) are summed.
         model_name, engine_type: base label values the log does not carry.
+        wiring: :func:`parse_wiring_line` results (the log's start-up wiring lines); each distinct
+            one is a :data:`WIRING_INFO` series of value 1 (ranks 0).
 
     Returns:
         The text, one ``# HELP``/``# TYPE`` pair per metric; phase times in seconds.
@@ -189,8 +299,279 @@ def exposition(groups, model_name: str = "", engine_type: str = "unified") -> st
     counter(POSITION_REACHED, reached)
     counter(POSITION_ACCEPTED, accepted)
     counter(CYCLES, cycles)
+    infos = sorted({tuple((k, str(w.get(k, ""))) for k in WIRING_LABELS) for w in wiring})
+    if infos:
+        out.append(f"# HELP {WIRING_INFO} {HELP[WIRING_INFO]}")
+        out.append(f"# TYPE {WIRING_INFO} gauge")
+        base = {"model_name": model_name, "engine_type": engine_type, **rank_labels(())}
+        for info in infos:
+            out.append(f"{WIRING_INFO}{_labels({**base, **dict(info)})} 1")
     return "\n".join(out) + "\n"
 
 
 def _sort_key(key: tuple) -> tuple:
     return tuple((k, int(v) if k == "position" else v) for k, v in key)
+
+
+# ---------------------------------------------------------------------------------------------
+# Live export (the server)
+# ---------------------------------------------------------------------------------------------
+
+
+def export_wanted(env: Optional[Mapping[str, str]] = None) -> Optional[dict[str, str]]:
+    """The base labels of the live export when it should run in this process, else None.
+
+    It runs when SGLang's metrics are on (``--enable-metrics``: its runtime context says so and
+    ``PROMETHEUS_MULTIPROC_DIR`` is set, as SGLang sets it before starting the scheduler) and
+    :data:`METRICS_ENV` is not ``0``. Which ranks export is the caller's choice (those printing
+    cycle lines). Never raises.
+    """
+    from .runtime import env_flag, sglang_metric_labels
+
+    env = os.environ if env is None else env
+    if not env_flag(METRICS_ENV, True, env) or not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return None
+    return sglang_metric_labels()
+
+
+def configured_max_steps() -> int:
+    """Deepest ``num_steps`` this server can run (0 when unknown): ``--speculative-num-steps``, and
+    with ``--speculative-adaptive`` the deepest ``candidate_steps`` of its adaptive config (the file,
+    else SGLang's default). Sizes the accept-length buckets. Never raises."""
+    deepest = 0
+    try:
+        from sglang.srt.runtime_context import get_spec
+
+        spec = get_spec()
+        deepest = int(getattr(spec, "speculative_num_steps", None) or 0)
+        if getattr(spec, "speculative_adaptive", False):
+            path = getattr(spec, "speculative_adaptive_config", None)
+            if path:
+                with open(path, encoding="utf-8") as f:
+                    cfg = json.load(f)
+            else:
+                from sglang.srt.speculative.adaptive_spec_params import DEFAULT_ADAPTIVE_CONFIG as cfg
+
+            def walk(node):
+                nonlocal deepest
+                if isinstance(node, dict):
+                    for k, v in node.items():
+                        if k == "candidate_steps" and isinstance(v, list):
+                            deepest = max([deepest] + [x for x in v if isinstance(x, int) and x < 1024])
+                        else:
+                            walk(v)
+            walk(cfg)
+    except Exception:
+        pass
+    return deepest
+
+
+#: The live export pushes what its cycles added to ``prometheus_client`` at most this often
+#: (seconds): each value it touches there is a locked write to a memory-mapped file, several
+#: microseconds apiece on the sink thread, so per-cycle pushes would cost the scheduler GIL time
+#: (``benchmarks/bench_hook_overhead.py``). Prometheus scrapes every 5-60 s.
+PUSH_EVERY_S = 1.0
+
+
+class LiveMetrics:
+    """The series of this rank: cycles counted in plain Python per cycle, pushed to
+    ``prometheus_client`` every :data:`PUSH_EVERY_S` seconds.
+
+    Args:
+        labels: base labels (:func:`export_wanted`); every series carries them.
+        max_steps: deepest ``num_steps`` expected (0: unknown); accept-length buckets are
+            ``1 .. D + 1`` with ``D`` the larger of it and the first cycle's depth (a deeper cycle's
+            longer accepts still count, in ``+Inf``, ``_sum`` and ``_count``).
+        registry: where the metrics register (None: nowhere; in SGLang's multiprocess mode the
+            values go to the shared directory whatever the registry, and ``/metrics`` reads them
+            from there).
+        push_every_s: seconds between pushes (0: push at every cycle).
+        clock: monotonic clock in seconds (tests).
+
+    Raises:
+        ImportError: ``prometheus_client`` is missing. ValueError: bad label names.
+
+    :meth:`observe` and :meth:`push` run on the sink thread: the sink pushes once :attr:`due`
+    when the scheduler is idle or waiting for the device, regardless once :attr:`overdue`, and
+    when it is flushed or closed. A push adds each series' new observations in one
+    increment per touched bucket where ``prometheus_client``'s histogram layout is the known one
+    (:func:`_observe_n`), else one ``observe`` per observation.
+    """
+
+    def __init__(self, labels: Mapping[str, str], max_steps: int = 0, registry: Any = None,
+                 push_every_s: float = PUSH_EVERY_S, clock=None):
+        import time
+
+        from prometheus_client import Counter as PCounter
+        from prometheus_client import Histogram
+
+        self.labels = {str(k): str(v) for k, v in labels.items()}
+        base = tuple(self.labels)
+        self._base = tuple(self.labels.values())
+        self.max_steps = max(0, int(max_steps))
+        self._phase = Histogram(PHASE_SECONDS, HELP[PHASE_SECONDS], base + ("phase", "steps"),
+                                buckets=PHASE_BUCKETS_S, registry=registry)
+        self._histogram, self._registry, self._names = Histogram, registry, base
+        self._accept = None  # made at the first push, when a cycle's depth is known
+        self._first_steps: Optional[int] = None
+        self._reached = PCounter(POSITION_REACHED[:-len("_total")], HELP[POSITION_REACHED], base + ("position",),
+                                 registry=registry)
+        self._accepted = PCounter(POSITION_ACCEPTED[:-len("_total")], HELP[POSITION_ACCEPTED],
+                                  base + ("position",), registry=registry)
+        self._cycles = PCounter(CYCLES[:-len("_total")], HELP[CYCLES], base + ("steps",), registry=registry)
+        self._children: dict = {}
+        self._clock = clock or time.monotonic
+        self.push_every_s = float(push_every_s)
+        self._due = self._clock() + self.push_every_s
+        # observed since the last push
+        self._phases: dict = {}     # steps -> one list of ms per phase (_PHASE_FIELDS order)
+        self._accepts: dict = {}    # steps -> {accept length: requests}
+        self._positions: list = []  # [reached, accepted] of position j at index j - 1
+        self._cycle_counts: Counter = Counter()  # steps -> cycles
+        self.observed = 0
+        self.pushes = 0
+
+    def _child(self, metric, *extra):
+        key = (id(metric),) + extra
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*self._base, *extra)
+        return child
+
+    @property
+    def pending(self) -> bool:
+        """Cycles observed and not pushed yet."""
+        return bool(self._cycle_counts)
+
+    def observe(self, rec) -> None:
+        """Count one :class:`~sglang_eagle_cycle.cycle.CycleRecord` (a per-cycle one: an aggregate's
+        means would land in buckets they were never measured in), in plain Python: nothing reaches
+        ``prometheus_client`` before :meth:`push`.
+
+        Raises:
+            ValueError: ``rec`` is an aggregate (``n`` set).
+        """
+        if rec.n is not None:
+            raise ValueError("LiveMetrics.observe takes per-cycle records, not aggregates")
+        steps = rec.steps
+        per_phase = self._phases.get(steps)
+        if per_phase is None:
+            per_phase = self._phases[steps] = tuple([] for _ in _PHASE_FIELDS)
+        for field, values in zip(_PHASE_FIELDS, per_phase):
+            value = getattr(rec, field)
+            if value is not None:
+                values.append(value)
+        lengths = rec.accepts if rec.accepts is not None else rec.accept_hist
+        if lengths:
+            if self._first_steps is None:
+                self._first_steps = steps
+            acc = self._accepts.get(steps)
+            if acc is None:
+                acc = self._accepts[steps] = {}
+            if isinstance(lengths, dict):
+                pairs = lengths.items()
+            elif len(lengths) == 1:
+                pairs = ((lengths[0], 1),)
+            else:
+                pairs = Counter(lengths).items()
+            # as report.per_position_acceptance: this cycle's positions are 1..depth; a request of
+            # accept length L reached 1..min(L, depth) and accepted 1..L-1
+            top = max(lengths)
+            depth = steps if top <= steps + 1 else top - 1
+            pos = self._positions
+            while len(pos) < depth:
+                pos.append([0, 0])
+            for length, n in pairs:
+                acc[length] = acc.get(length, 0) + n
+                for j in range(min(length, depth)):
+                    pos[j][0] += n
+                for j in range(length - 1):
+                    pos[j][1] += n
+        self._cycle_counts[steps] += 1
+        self.observed += 1
+
+    @property
+    def due(self) -> bool:
+        """Something is pending and :data:`PUSH_EVERY_S` has passed since the last push."""
+        return bool(self._cycle_counts) and self._clock() >= self._due
+
+    @property
+    def overdue(self) -> bool:
+        """Something is pending and five push periods have passed since the last push."""
+        return bool(self._cycle_counts) and self._clock() >= self._due + 4 * self.push_every_s
+
+    def push(self) -> None:
+        """Add everything observed since the last push to the ``prometheus_client`` series."""
+        self._due = self._clock() + self.push_every_s
+        if not self._cycle_counts:
+            return
+        phases, accepts, positions, cycles = self._phases, self._accepts, self._positions, self._cycle_counts
+        self._phases, self._accepts, self._positions, self._cycle_counts = {}, {}, [], Counter()
+        for steps, per_phase in phases.items():
+            for label, values in zip(_PHASE_NAMES, per_phase):
+                if values:
+                    _observe_all(self._child(self._phase, label, str(steps)), [v / 1000.0 for v in values])
+        if accepts and self._accept is None:
+            top = max(self.max_steps, self._first_steps or 0, 1)
+            self._accept = self._histogram(ACCEPT_LENGTH, HELP[ACCEPT_LENGTH], self._names + ("steps",),
+                                           buckets=tuple(float(x) for x in range(1, top + 2)),
+                                           registry=self._registry)
+        for steps, hist in accepts.items():
+            child = self._child(self._accept, str(steps))
+            for length, n in hist.items():
+                _observe_n(child, float(length), n)
+        for j, (reached, accepted) in enumerate(positions, start=1):
+            self._child(self._reached, str(j)).inc(reached)
+            self._child(self._accepted, str(j)).inc(accepted)
+        for steps, n in cycles.items():
+            self._child(self._cycles, str(steps)).inc(n)
+        self.pushes += 1
+
+
+def _layout_known(child) -> bool:
+    """Whether a histogram child has the layout :func:`_observe_n` adds to directly: ``_sum`` and
+    non-cumulative ``_buckets`` over ``_upper_bounds`` (prometheus_client 0.x)."""
+    bounds = getattr(child, "_upper_bounds", None)
+    buckets = getattr(child, "_buckets", None)
+    return (bounds is not None and buckets is not None and len(bounds) == len(buckets)
+            and hasattr(getattr(child, "_sum", None), "inc"))
+
+
+def _observe_n(child, value: float, n: int) -> None:
+    """``n`` observations of ``value`` in one histogram child: its sum once and its bucket once
+    where the layout is the known one (:func:`_layout_known`), else ``n`` calls of ``observe``."""
+    if n <= 1 or not _layout_known(child):
+        for _ in range(n):
+            child.observe(value)
+        return
+    child._sum.inc(value * n)
+    child._buckets[bisect.bisect_left(child._upper_bounds, value)].inc(n)
+
+
+def _observe_all(child, values: list) -> None:
+    """Every value of ``values`` into one histogram child: the sum once and each touched bucket once
+    where the layout is the known one, else one ``observe`` per value."""
+    if len(values) <= 1 or not _layout_known(child):
+        for v in values:
+            child.observe(v)
+        return
+    bounds = child._upper_bounds
+    counts = Counter(bisect.bisect_left(bounds, v) for v in values)
+    child._sum.inc(math.fsum(values))
+    for i, n in counts.items():
+        child._buckets[i].inc(n)
+
+
+def set_wiring_info(base: Mapping[str, str], report) -> None:
+    """Set :data:`WIRING_INFO` to 1 for ``report`` (a
+    :class:`~sglang_eagle_cycle.wiring.WiringReport`), labels ``base`` + :func:`wiring_info_labels`.
+
+    Raises:
+        ImportError: ``prometheus_client`` is missing.
+    """
+    from prometheus_client import Gauge
+
+    info = wiring_info_labels(report)
+    names = tuple(base) + WIRING_LABELS
+    gauge = Gauge(WIRING_INFO, HELP[WIRING_INFO], names, multiprocess_mode="mostrecent", registry=None)
+    gauge.labels(*(str(v) for v in base.values()), *(info[k] for k in WIRING_LABELS)).set(1)

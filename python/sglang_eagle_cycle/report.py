@@ -338,6 +338,10 @@ def _lines(text: str) -> list[str]:
         lines.pop()
     return lines
 
+#: What the start-up wiring line (README, "Aux-layer wiring") starts with.
+WIRING_MARKER = "EAGLE-3 aux wiring: "
+
+
 @dataclass(slots=True)
 class FileResult:
     """What one input gave: counts, decode-interval stats, and why it was (partly) unusable."""
@@ -349,6 +353,7 @@ class FileResult:
     decode: DecodeBatchStats = field(default_factory=DecodeBatchStats)
     error: Optional[str] = None     # could not be read at all
     stopped: Optional[str] = None   # reading stopped part-way
+    wiring: list = field(default_factory=list)  # start-up wiring lines (metrics.parse_wiring_line), in order
 
     @property
     def usable(self) -> bool:
@@ -428,6 +433,14 @@ class LogReader:
     # -- one chunk ------------------------------------------------------------------------------
 
     def _chunk(self, text: str, res: FileResult, base: Optional[int] = None) -> None:
+        if WIRING_MARKER in text:
+            from .metrics import parse_wiring_line
+
+            for ln in _lines(text):
+                if WIRING_MARKER in ln:
+                    info = parse_wiring_line(ln)
+                    if info is not None:
+                        res.wiring.append(info)
         if PREFIX not in text:
             self._other_lines(_lines(text), res, base)
             return
@@ -802,7 +815,9 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
 
     Returns:
         ``{"schema", "files", "unparsed_lines", "other_lines", "groups": [...], "decode_batch": {...}
-        or None, "findings": [...]}``; times in ms, throughput in tok/s, shares in [0, 1].
+        or None, "findings": [...], "wiring": [...]}``; times in ms, throughput in tok/s, shares
+        in [0, 1]; ``wiring``: each start-up wiring line found, ``{"file", "ids", "positions",
+        "reading", "stock_positions"}`` (:func:`~.metrics.parse_wiring_line`).
 
     Raises:
         UsageError: no input gave a cycle or a Decode batch interval (every input missing, a
@@ -863,4 +878,5 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
         "groups": [g.to_dict() for g in groups],
         "decode_batch": decode_doc,
         "findings": findings,
+        "wiring": [{"file": f.label, **w} for f in files for w in f.wiring],
     }

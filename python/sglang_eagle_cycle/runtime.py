@@ -85,12 +85,45 @@ def draft_model_path() -> tuple[Optional[str], Optional[str]]:
     return (str(path) if path else None), (str(revision) if revision else None)
 
 
+def sglang_metric_labels() -> Optional[dict[str, str]]:
+    """The labels SGLang 0.5.23 puts on its scheduler metrics in this process, or None when its
+    metrics are off (no ``--enable-metrics``) or nothing was published.
+
+    Mirrors ``SchedulerMetricsCollector.init_new``: ``model_name`` (``served_model_name``),
+    ``engine_type`` (``dynamic`` with the PD role switch, else SGLang's name of the disaggregation
+    mode: ``unified``, ``prefill``, ``decode``), ``tp_rank``, ``pp_rank``, ``moe_ep_rank``,
+    ``dp_rank`` only when SGLang sets one, then ``--extra-metric-labels``. Values are strings.
+    """
+    try:
+        from sglang.srt.runtime_context import get_disagg, get_observability, get_parallel, get_serving
+
+        obs = get_observability()
+        if not getattr(obs, "enable_metrics", False):
+            return None
+        par = get_parallel()
+        disagg = get_disagg()
+        if getattr(disagg, "enable_pd_role_switch", False):
+            engine_type = "dynamic"
+        else:
+            from sglang.srt.disaggregation.utils import DisaggregationMode
+
+            engine_type = DisaggregationMode.to_engine_type(disagg.disaggregation_mode)
+        labels = {"model_name": get_serving().served_model_name, "engine_type": engine_type,
+                  "tp_rank": par.tp_rank, "pp_rank": par.pp_rank, "moe_ep_rank": par.moe_ep_rank}
+        if getattr(par, "dp_rank", None) is not None:
+            labels["dp_rank"] = par.dp_rank
+        labels.update(getattr(obs, "extra_metric_labels", None) or {})
+    except Exception:
+        return None
+    return {str(k): "" if v is None else str(v) for k, v in labels.items()}
+
+
 #: Every ``SGLANG_EAGLE_CYCLE*`` variable the plugin or the CLI reads (README, "Switches" and the tables).
 KNOWN_ENV = frozenset({
     "SGLANG_EAGLE_CYCLE", "SGLANG_EAGLE_CYCLE_WIRING", "SGLANG_EAGLE_CYCLE_TIMING", "SGLANG_EAGLE_CYCLE_FORCE",
     "SGLANG_EAGLE_CYCLE_WIRING_STRICT", "SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", "SGLANG_EAGLE_CYCLE_AUX_CONVENTION",
     "SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING", "SGLANG_EAGLE_CYCLE_LOG_EVERY", "SGLANG_EAGLE_CYCLE_JSONL",
-    "SGLANG_EAGLE_CYCLE_ALL_RANKS", "SGLANG_EAGLE_CYCLE_NVTX",
+    "SGLANG_EAGLE_CYCLE_ALL_RANKS", "SGLANG_EAGLE_CYCLE_NVTX", "SGLANG_EAGLE_CYCLE_METRICS",
 })
 
 

@@ -16,6 +16,9 @@ Environment (read once, in the scheduler process, at the first profiled decode c
   DP attention.
 * ``SGLANG_EAGLE_CYCLE_NVTX=1``: NVTX ranges per phase for Nsight Systems (``nvtx`` package, or
   ``torch.cuda.nvtx`` when it is missing).
+* ``SGLANG_EAGLE_CYCLE_METRICS`` (default on): with SGLang's ``--enable-metrics``, the ranks that
+  print cycle lines also observe each cycle into Prometheus series on SGLang's ``/metrics``
+  (:class:`~sglang_eagle_cycle.metrics.LiveMetrics`), on the sink thread; ``0`` turns it off.
 
 Cost: reading events, formatting and file I/O take tens of microseconds per cycle (about 120 us
 on the scheduler thread when done there, ``inline sinks`` in ``benchmarks/bench_hook_overhead.py``
@@ -122,6 +125,9 @@ class SinkConfig:
         jsonl_path: this rank's JSONL file (suffix already applied), or None.
         nvtx: NVTX ranges per phase.
         background: format and write on a daemon thread (default) instead of the caller's thread.
+        metrics_labels: base labels of the Prometheus export as ``(name, value)`` pairs, or None
+            (no export; :func:`~sglang_eagle_cycle.metrics.export_wanted`).
+        metrics_max_steps: deepest ``num_steps`` the server runs (sizes the accept-length buckets).
     """
 
     log_every: int = 1
@@ -130,6 +136,8 @@ class SinkConfig:
     jsonl_path: Optional[str] = None
     nvtx: bool = False
     background: bool = True
+    metrics_labels: Optional[tuple] = None
+    metrics_max_steps: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], ranks: Any, *, stats_rank: bool = True,
@@ -142,9 +150,19 @@ class SinkConfig:
             stats_rank: whether SGLang's stats-logging rank is this process (it prints by default).
                 With dp_size or pp_size > 1 there is one per replica, so lines carry ``rank=``.
 
+        The Prometheus export runs on the ranks that print the line, when SGLang's metrics are
+        on (:func:`~sglang_eagle_cycle.metrics.export_wanted`).
+
         Bad values are a WARNING and the default, never an exception (the server must start).
         """
         all_ranks = env_flag("SGLANG_EAGLE_CYCLE_ALL_RANKS", False, env)
+        metrics_labels, max_steps = None, 0
+        if stats_rank or all_ranks:
+            from .metrics import configured_max_steps, export_wanted
+
+            labels = export_wanted(env)
+            if labels is not None:
+                metrics_labels, max_steps = tuple(labels.items()), configured_max_steps()
         path = os.path.expanduser((env.get("SGLANG_EAGLE_CYCLE_JSONL") or "").strip()) or None
         # with DP, DP attention (or PP) one stats-logging rank per replica prints: their lines are told apart
         several_print = all_ranks or ranks.dp_size > 1 or ranks.pp_size > 1 or getattr(ranks, "attn_dp_size", 1) > 1
@@ -155,6 +173,8 @@ class SinkConfig:
             jsonl_path=jsonl_path_for(path, ranks) if path else None,
             nvtx=env_flag("SGLANG_EAGLE_CYCLE_NVTX", False, env),
             background=background,
+            metrics_labels=metrics_labels,
+            metrics_max_steps=max_steps,
         )
 
 
@@ -416,13 +436,26 @@ class CycleSink:
                 self._jsonl = _JsonlFile(config.jsonl_path)
             except OSError as exc:
                 self._fault("jsonl-open", exc, f"cannot open {config.jsonl_path}; JSONL disabled")
+        #: The Prometheus export (:class:`~sglang_eagle_cycle.metrics.LiveMetrics`), or None.
+        self.metrics = None
+        if config.metrics_labels is not None:
+            try:
+                from .metrics import LiveMetrics
+
+                self.metrics = LiveMetrics(dict(config.metrics_labels), config.metrics_max_steps)
+                self._log.info("sglang-eagle-cycle: cycle metrics exported on SGLang's /metrics "
+                               "(sglang:eagle_cycle_*; SGLANG_EAGLE_CYCLE_METRICS=0 turns them off)")
+            except Exception as exc:
+                self._fault("metrics-init", exc, "no cycle metrics exported")
 
     # -- hot path ------------------------------------------------------------------------------
 
     @property
     def active(self) -> bool:
-        """Whether a submitted cycle would be written anywhere (JSONL open, or the line enabled at INFO)."""
-        return self._jsonl is not None or (self.config.log_line and self._log.isEnabledFor(logging.INFO))
+        """Whether a submitted cycle would be written anywhere (JSONL open, the Prometheus export on,
+        or the line enabled at INFO)."""
+        return self._jsonl is not None or self.metrics is not None or (
+            self.config.log_line and self._log.isEnabledFor(logging.INFO))
 
     def submit(self, item: Any) -> None:
         """Hand over one measured cycle (a :class:`Pending` or a ready :class:`CycleRecord`)."""
@@ -431,6 +464,8 @@ class CycleSink:
         if not self.config.background:
             self._waiting.append((item, time.monotonic()))
             self._drain()
+            if self.metrics is not None:
+                self._push_metrics()
             return
         if len(self.inbox) >= MAX_INBOX:
             self.dropped += 1
@@ -516,6 +551,7 @@ class CycleSink:
         if self._thread is None:
             self._take_inbox()
             self._drain(final=True)
+            self._push_metrics(force=True)
             return not self._waiting
         marker = _Flush()
         self.inbox.append(marker)
@@ -594,9 +630,14 @@ class CycleSink:
                 markers = self._take_inbox()
                 if markers or stopping:
                     self._drain(final=True)
+                    self._push_metrics(force=True)
                     sleep = POLL_BUSY_S
                 else:
                     sleep = self._write_in_window()
+                    m = self.metrics
+                    # when due and the scheduler is idle or waits for the device; regardless when overdue
+                    if m is not None and (m.overdue or (m.due and (sleep is None or self.current_wait() is not None))):
+                        self._push_metrics(force=True)
                 if stopping:
                     self._finish()
             except Exception as exc:  # never let the thread die: the scheduler would queue forever
@@ -744,6 +785,12 @@ class CycleSink:
             self._fault("build", exc, "cycle dropped")
             self.dropped += 1
             return
+        if self.metrics is not None:
+            try:
+                self.metrics.observe(rec)
+            except Exception as exc:
+                self._fault("metrics", exc, "cycle metrics export off")
+                self.metrics = None
         if self.config.log_line and self._log.isEnabledFor(logging.INFO):
             try:
                 for out in self._agg.add(rec):
@@ -757,7 +804,20 @@ class CycleSink:
         log = self._log
         log.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, line, None, None, "_info"))
 
+    def _push_metrics(self, force: bool = False) -> None:
+        """Hand the cycles observed since the last push to ``prometheus_client`` (now, or when due)."""
+        m = self.metrics
+        if m is None:
+            return
+        try:
+            if force or m.due:
+                m.push()
+        except Exception as exc:
+            self._fault("metrics", exc, "cycle metrics export off")
+            self.metrics = None
+
     def _finish(self) -> None:
+        self._push_metrics(force=True)
         if self.config.log_line and self._log.isEnabledFor(logging.INFO):
             try:
                 for out in self._agg.flush():

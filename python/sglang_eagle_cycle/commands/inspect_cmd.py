@@ -17,7 +17,8 @@ Examples:
     eagle-cycle inspect bench.log --prometheus bench.prom --model-name kimi-k2.5   # textfile collector / Pushgateway
 
 --prometheus FILE writes the cycle series (phase-time and accept-length histograms, per-position
-reached/accepted counters, cycles by depth) in the Prometheus text format, the names a live
+reached/accepted counters, cycles by depth, the start-up wiring line as an info gauge) in the
+Prometheus text format, the names a live
 server exports (README, "Metrics"); node_exporter's textfile collector and a Pushgateway take it.
 
 Exit codes: 0 report written, 1 a requested plot/trace/prometheus file had no cycles to show,
@@ -295,10 +296,12 @@ def main(args: argparse.Namespace) -> int:
             _warn(f"{args.prometheus} not written: no [eagle-cycle] cycles in the input (stock Decode batch "
                   "lines give no cycle series)")
             rc = 1
-        elif args.prometheus == "-":
-            sys.stdout.write(exposition(groups, model_name=args.model_name))
         else:
-            _write_file(args.prometheus, lambda fh: fh.write(exposition(groups, model_name=args.model_name)))
+            text = exposition(groups, model_name=args.model_name, wiring=doc["wiring"])
+            if args.prometheus == "-":
+                sys.stdout.write(text)
+            else:
+                _write_file(args.prometheus, lambda fh: fh.write(text))
 
     if args.json:
         print(json.dumps(doc, indent=1))

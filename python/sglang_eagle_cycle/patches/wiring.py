@@ -282,6 +282,18 @@ def _log_report(report) -> None:
     if report.variant:
         logger.info("EAGLE-3 draft variant: %s", report.variant)
     _log_problems(report.problems, check_rank=False)
+    from ..hooks import guard
+
+    guard("wiring metric", lambda: _export_wiring(report), lambda: None)
+
+
+def _export_wiring(report) -> None:
+    """``sglang:eagle_cycle_aux_wiring_info`` when the Prometheus export runs (SGLang's metrics on)."""
+    from ..metrics import export_wanted, set_wiring_info
+
+    labels = export_wanted()
+    if labels is not None:
+        set_wiring_info(labels, report)
 
 
 def _log_problems(problems, check_rank: bool = True) -> None:
