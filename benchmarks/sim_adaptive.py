@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+"""Adaptive speculation on simulated deployments whose acceptance shifts mid-run (no GPU).
+
+Compares, on the same random numbers:
+
+* ``cost``: :class:`sglang_eagle_cycle.adaptive.CostAwarePolicy` (cycle records delivered 2 cycles
+  late, as the sink thread delivers them);
+* ``ema``: SGLang 0.5.23's own ``AdaptiveSpeculativeParams`` (``round(ema accept len) + 1``);
+* every static candidate depth, the per-phase oracle (the best static candidate of each phase)
+  and the no-speculation reference.
+
+Both adaptive policies run inside SGLang's real ``AdaptiveController`` with a stand-in worker
+whose ``build_adaptive_runtime_state`` / ``apply_runtime_state`` record the switches.
+
+World (a JSON object; :func:`world_from_json` reads one, :func:`make_worlds` draws them):
+
+* ``bs``: requests per batch; ``candidates``: depths the engine may switch between (0-7);
+* ``phases``: ``[{"cycles": N, "p": [p_1, ..., p_7]}, ...]``, the conditional acceptance of draft
+  position j per phase (the shift happens between phases);
+* ``costs``: the cost model of ``benchmarks/advise_worlds.py``'s ``World`` (``kind``,
+  ``decode_ms``, ``verify_overhead``, ``fixed_ms``, ``slope_ms``, ``knee_tokens``,
+  ``knee_slope_ms``, ``moe_experts``, ``moe_topk``, ``moe_ms_per_expert``, ``buckets``,
+  ``extend_fixed_ms``, ``extend_slope_ms``, ``draft_step_ms``, ``draft_prep_ms``, ``other_ms``,
+  ``gap_ms``, ``noise``): at depth S >= 1 a cycle costs ``draft_prep + (S-1) draft_step +
+  verify(bs (S+1)) + extend(bs (S+1)) + other + gap``; at S = 0 (adaptive's "no draft") the draft
+  phases drop and the verify and draft-extend run at width ``bs``; no-spec decodes in
+  ``decode_ms``;
+* ``switch_ms``: time added to each depth switch (default 0).
+
+Every cycle's period is its mean times one log-normal factor (sigma ``noise``) per cycle, and
+every request's accept length comes from uniforms per (cycle, request, position): the same for
+every policy and every depth.
+
+Usage::
+
+    python benchmarks/sim_adaptive.py                  # 12 worlds, 2 phases of 10,000 cycles
+    python benchmarks/sim_adaptive.py --worlds 6 --cycles 3000 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import random
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+for extra in (ROOT / "python", ROOT / "benchmarks"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+from advise_worlds import KINDS, World, draw_acceptance, draw_world  # noqa: E402
+
+POSITIONS = 7
+CANDIDATES = tuple(range(0, 8))
+#: Records reach the policy this many cycles late (the sink thread writes one or two cycles later).
+RECORD_DELAY = 2
+
+
+@dataclass
+class ShiftWorld:
+    """A :class:`World`'s costs with a list of acceptance phases (see the module docstring)."""
+
+    name: str
+    costs: World
+    phases: list            # [(cycles, p tuple)]
+    candidates: tuple = CANDIDATES
+    switch_ms: float = 0.0
+
+    @property
+    def bs(self) -> int:
+        return self.costs.bs
+
+    def period_ms(self, steps: int) -> float:
+        """Mean cycle period at ``steps`` (ms, gap included)."""
+        w = self.costs
+        if steps == 0:
+            return w.verify_ms(w.bs) + w.extend_ms(w.bs) + w.mean_other_ms() + w.gap_ms
+        return w.cycle_ms(steps) + w.gap_ms
+
+    def parts_ms(self, steps: int) -> tuple:
+        """``(draft_prep, draft, verify, extend)`` means (ms)."""
+        w = self.costs
+        n = w.bs * (steps + 1)
+        return w.prep_ms(steps), w.draft_ms(steps), w.verify_ms(n), w.extend_ms(n)
+
+    def nospec_tok_s(self) -> float:
+        return 1000.0 * self.bs / self.costs.decode_ms
+
+    def to_json(self) -> dict:
+        c = asdict(self.costs)
+        c.pop("p", None)
+        return {"name": self.name, "bs": self.bs, "candidates": list(self.candidates), "switch_ms": self.switch_ms,
+                "phases": [{"cycles": n, "p": list(p)} for n, p in self.phases], "costs": c}
+
+
+def world_from_json(doc: dict) -> ShiftWorld:
+    """A :class:`ShiftWorld` from its JSON object (module docstring). Raises KeyError/ValueError."""
+    known = {f.name for f in fields(World)}
+    costs = {k: v for k, v in doc["costs"].items() if k in known and k not in ("bs", "p")}
+    if "buckets" in costs:
+        costs["buckets"] = tuple(costs["buckets"])
+    phases = [(int(ph["cycles"]), tuple(float(x) for x in ph["p"])) for ph in doc["phases"]]
+    if not phases or any(n < 1 or len(p) < POSITIONS for n, p in phases):
+        raise ValueError("phases: each needs cycles >= 1 and p for positions 1..7")
+    w = World(bs=int(doc["bs"]), p=phases[0][1], **costs)
+    return ShiftWorld(doc.get("name", "world"), w, phases, tuple(doc.get("candidates", CANDIDATES)),
+                      float(doc.get("switch_ms", 0.0)))
+
+
+def make_worlds(n: int, seed: int, cycles: int) -> list[ShiftWorld]:
+    """``n`` worlds cycling over the advisor's kinds (dense, MoE, communication-bound, CUDA-graph
+    buckets, large batch, predictable); each draws a second acceptance family for its second phase."""
+    out = []
+    for i in range(n):
+        kind = KINDS[i % len(KINDS)]
+        rng = random.Random(f"adaptive-worlds:{seed}:{i}")
+        w = draw_world(rng, kind, name=f"a{i:02d}-{kind}")
+        fam2 = rng.choice(("geometric", "plateau", "low", "high"))
+        p2 = draw_acceptance(rng, fam2)
+        out.append(ShiftWorld(w.name + f"-{w.family}>{fam2}", w, [(cycles, w.p), (cycles, p2)]))
+    return out
+
+
+# ---- the shared random numbers ------------------------------------------------------------------
+
+
+class Draws:
+    """Accept lengths of every (cycle, request) at every depth, and one period factor per cycle."""
+
+    def __init__(self, world: ShiftWorld, seed: int):
+        rng = np.random.default_rng(seed)
+        total = sum(n for n, _ in world.phases)
+        bs = world.bs
+        u = rng.random((total, bs, POSITIONS), dtype=np.float32)
+        p = np.concatenate([np.broadcast_to(np.asarray(ph[:POSITIONS], dtype=np.float32), (n, POSITIONS))
+                            for n, ph in world.phases])
+        ok = u < p[:, None, :]
+        run = np.cumprod(ok, axis=2)                 # leading accepted drafts
+        self.lengths = {}                            # depth -> (cycles, bs) accept lengths
+        for s in world.candidates:
+            self.lengths[s] = (1 + run[:, :, :s].sum(axis=2)).astype(np.int16) if s else np.ones((total, bs), np.int16)
+        sig = world.costs.noise
+        self.factor = np.exp(rng.normal(-0.5 * sig * sig, sig, size=total))
+        self.phase_of = np.concatenate([np.full(n, k) for k, (n, _) in enumerate(world.phases)])
+        self.total = total
+
+
+# ---- runs ---------------------------------------------------------------------------------------
+
+
+class _Record:
+    __slots__ = ("steps", "bs", "total_ms", "gap_ms", "draft_ms", "draft_prep_ms", "verify_ms", "extend_ms")
+
+    def __init__(self, steps, bs, total_ms, gap_ms, prep_ms, draft_ms, verify_ms, extend_ms):
+        self.steps, self.bs, self.total_ms, self.gap_ms = steps, bs, total_ms, gap_ms
+        self.draft_ms, self.draft_prep_ms, self.verify_ms, self.extend_ms = draft_ms, prep_ms, verify_ms, extend_ms
+
+
+class _Worker:
+    """Stand-in for ``EAGLEWorkerV2`` under ``AdaptiveController``: states are just depths."""
+
+    def __init__(self, steps: int):
+        self.speculative_num_steps = steps
+        self.applied: list = []
+
+    def build_adaptive_runtime_state(self, speculative_num_steps, speculative_num_draft_tokens, cuda_graph_bs=None):
+        from sglang.srt.speculative.adaptive_runtime_state import SpecRuntimeState
+
+        return SpecRuntimeState(speculative_num_steps, speculative_num_draft_tokens, None, None, None, None, None, None)
+
+    def apply_runtime_state(self, state) -> None:
+        self.speculative_num_steps = state.speculative_num_steps
+        self.applied.append(state.speculative_num_steps)
+
+
+@dataclass
+class RunResult:
+    name: str
+    tokens: list                 # per phase
+    ms: list                     # per phase
+    switches: int = 0
+    steps_trace: list = field(default_factory=list)   # (cycle, steps) at each switch
+
+    @property
+    def tok_s(self) -> float:
+        return 1000.0 * sum(self.tokens) / sum(self.ms)
+
+    def phase_tok_s(self, k: int) -> float:
+        return 1000.0 * self.tokens[k] / self.ms[k]
+
+
+def run_static(world: ShiftWorld, draws: Draws, steps: int) -> RunResult:
+    per = world.period_ms(steps)
+    tokens, ms = [], []
+    for k in range(len(world.phases)):
+        rows = draws.phase_of == k
+        tokens.append(int(draws.lengths[steps][rows].sum()))
+        ms.append(float(per * draws.factor[rows].sum()))
+    return RunResult(f"static {steps}", tokens, ms)
+
+
+def run_adaptive(world: ShiftWorld, draws: Draws, policy, name: str, initial: int) -> RunResult:
+    """One run of ``policy`` inside SGLang's real ``AdaptiveController``."""
+    from sglang.srt.speculative.adaptive_runtime_state import AdaptiveController
+
+    worker = _Worker(initial)
+    ctl = AdaptiveController(worker, policy)
+    ctl.init_states(None)
+    feed = getattr(policy, "on_cycle_record", None)
+    bs = world.bs
+    nph = len(world.phases)
+    tokens, ms = [0] * nph, [0.0] * nph
+    periods = {s: world.period_ms(s) for s in world.candidates}
+    parts = {s: world.parts_ms(s) for s in world.candidates}
+    gap = world.costs.gap_ms
+    pending: list = []
+    trace, last = [], worker.speculative_num_steps
+    lengths, factor, phase_of = draws.lengths, draws.factor, draws.phase_of
+    for i in range(draws.total):
+        ctl.activate_step_by_batch(bs)
+        s = worker.speculative_num_steps
+        lens = lengths[s][i]
+        f = float(factor[i])
+        period = periods[s] * f + (world.switch_ms if s != last else 0.0)
+        if s != last:
+            trace.append((i, s))
+            last = s
+        k = int(phase_of[i])
+        tokens[k] += int(lens.sum())
+        ms[k] += period
+        ctl.on_verify_complete((lens - 1).tolist(), bs)
+        if feed is not None:
+            pp, d, v, e = parts[s]
+            pending.append(_Record(s, bs, period - gap * f, gap * f, pp * f, d * f, v * f, e * f))
+            if len(pending) > RECORD_DELAY:
+                feed(pending.pop(0))
+    return RunResult(name, tokens, ms, switches=len(trace), steps_trace=trace)
+
+
+def _config(world: ShiftWorld, tmp: Path) -> str:
+    path = tmp / f"{world.name}.json"
+    path.write_text(json.dumps({"1": {"candidate_steps": list(world.candidates),
+                                      "nospec_tok_s": round(world.nospec_tok_s(), 3)}}))
+    return str(path)
+
+
+def evaluate(world: ShiftWorld, seed: int = 0, initial: int = 3, log: Optional[logging.Logger] = None) -> dict:
+    """Every policy on ``world`` with the same draws; ratios to the per-phase oracle."""
+    from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
+
+    from sglang_eagle_cycle.adaptive import CostAwarePolicy
+
+    draws = Draws(world, seed)
+    statics = {s: run_static(world, draws, s) for s in world.candidates}
+    nph = len(world.phases)
+    best = [max(world.candidates, key=lambda s: (statics[s].phase_tok_s(k), -s)) for k in range(nph)]
+    oracle = RunResult("oracle", [statics[best[k]].tokens[k] for k in range(nph)],
+                       [statics[best[k]].ms[k] for k in range(nph)])
+    log = log or logging.getLogger("sim_adaptive.quiet")
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = _config(world, Path(tmp))
+        cost_policy = CostAwarePolicy(initial, cfg, log=log)
+        cost = run_adaptive(world, draws, cost_policy, "cost", initial)
+        ema = run_adaptive(world, draws, AdaptiveSpeculativeParams(initial, cfg), "ema", initial)
+    nospec = world.nospec_tok_s()
+    all_below = all(statics[s].tok_s < nospec for s in world.candidates)
+    return {
+        "world": world.name, "bs": world.bs, "oracle_steps": best,
+        "oracle_tok_s": oracle.tok_s, "cost_tok_s": cost.tok_s, "ema_tok_s": ema.tok_s, "nospec_tok_s": nospec,
+        "cost_ratio": cost.tok_s / oracle.tok_s, "ema_ratio": ema.tok_s / oracle.tok_s,
+        "cost_vs_ema": cost.tok_s / ema.tok_s,
+        "cost_switches": cost.switches, "ema_switches": ema.switches,
+        "static_tok_s": {s: r.tok_s for s, r in statics.items()},
+        "all_below_nospec": all_below,
+        "cost_final_steps": cost.steps_trace[-1][1] if cost.steps_trace else initial,
+        "cost_logged_off": any("speculation should be off" in (w or "") for w in []) or None,
+        "_policy": cost_policy,
+    }
+
+
+def summary(rows: list) -> dict:
+    ratios = [r["cost_ratio"] for r in rows]
+    return {"worlds": len(rows), "at_least_0_98": sum(x >= 0.98 for x in ratios), "min_ratio": min(ratios),
+            "min_cost_vs_ema": min(r["cost_vs_ema"] for r in rows),
+            "ema_at_least_0_98": sum(r["ema_ratio"] >= 0.98 for r in rows)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--worlds", type=int, default=12, help="simulated worlds (default 12)")
+    ap.add_argument("--cycles", type=int, default=10000, help="cycles per phase (default 10000)")
+    ap.add_argument("--seed", type=int, default=0, help="world and draw seed (default 0)")
+    ap.add_argument("--world", metavar="FILE", help="a JSON world (module docstring) instead of drawn ones")
+    ap.add_argument("--switch-ms", type=float, nargs="*", default=None,
+                    help="also sweep these switch costs (ms) for both adaptive policies")
+    ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+    args = ap.parse_args(argv)
+    if args.worlds < 1 or args.cycles < 100:
+        ap.error("--worlds must be >= 1 and --cycles >= 100")
+    logging.getLogger("sglang").setLevel(logging.WARNING)
+    if args.world:
+        try:
+            worlds = [world_from_json(json.loads(Path(args.world).read_text()))]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"sim_adaptive: {args.world}: {exc}", file=sys.stderr)
+            return 2
+    else:
+        worlds = make_worlds(args.worlds, args.seed, args.cycles)
+    t0 = time.time()
+    rows = []
+    for i, w in enumerate(worlds):
+        r = evaluate(w, seed=args.seed * 1000 + i)
+        pol = r.pop("_policy")
+        r["cost_switch_log"] = [list(x) for x in pol.switches[:12]]
+        rows.append(r)
+    summ = summary(rows)
+    sweep = {}
+    for ms in args.switch_ms or []:
+        vals = []
+        for i, w in enumerate(worlds):
+            w2 = ShiftWorld(w.name, w.costs, w.phases, w.candidates, ms)
+            r = evaluate(w2, seed=args.seed * 1000 + i)
+            r.pop("_policy")
+            vals.append((r["cost_ratio"], r["ema_ratio"]))
+        sweep[ms] = {"cost_min": min(v[0] for v in vals), "ema_min": min(v[1] for v in vals),
+                     "cost_mean": sum(v[0] for v in vals) / len(vals), "ema_mean": sum(v[1] for v in vals) / len(vals)}
+    if args.json:
+        print(json.dumps({"rows": rows, "summary": summ, "switch_sweep": sweep}, default=str))
+        return 0
+    print(f"{len(worlds)} worlds, {len(worlds[0].phases)} phases of {worlds[0].phases[0][0]} cycles, records "
+          f"{RECORD_DELAY} cycles late; ratio = whole-run tok/s / per-phase oracle ({time.time() - t0:.0f} s)")
+    print(f"{'world':<40} {'bs':>3} {'oracle':>7} {'cost':>6} {'ema':>6} {'cost/ema':>8} {'sw cost':>7} "
+          f"{'sw ema':>6} {'nospec':>7}")
+    for r in rows:
+        print(f"{r['world']:<40} {r['bs']:>3} {str(r['oracle_steps']):>7} {r['cost_ratio']:>6.3f} "
+              f"{r['ema_ratio']:>6.3f} {r['cost_vs_ema']:>8.3f} {r['cost_switches']:>7} {r['ema_switches']:>6} "
+              f"{'off' if r['all_below_nospec'] else '':>7}")
+    print(f"cost policy: >= 0.98x oracle in {summ['at_least_0_98']} of {summ['worlds']} (EMA: "
+          f"{summ['ema_at_least_0_98']}); lowest {summ['min_ratio']:.3f}; lowest cost/EMA {summ['min_cost_vs_ema']:.3f}")
+    for ms, v in sweep.items():
+        print(f"switch cost {ms:g} ms: cost min {v['cost_min']:.3f} mean {v['cost_mean']:.3f}; "
+              f"EMA min {v['ema_min']:.3f} mean {v['ema_mean']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,435 @@
+"""A cost-aware depth policy for SGLang's adaptive speculative decoding (``--speculative-adaptive``).
+
+SGLang 0.5.23's own policy (``AdaptiveStepSlot``) follows an EMA of accepted drafts and sets the
+depth to ``round(ema) + 1``; it never looks at what a deeper draft costs. :class:`CostAwarePolicy`
+implements the same ``AdaptiveSpecPolicy`` protocol (``candidate_steps``, ``set_cuda_graph_bs``,
+``get_steps_for_batch``, ``on_verify_complete``, ``cuda_graph_bs_for_step``) and picks, per
+batch-size bucket, the candidate depth with the best estimated throughput
+
+    tok/s(S) = bs * E[L(S)] / period(S),    E[L(S)] = 1 + sum_{j<=S} prod_{i<=j} p_i
+
+(accept length with the bonus token, Leviathan et al., "Fast Inference from Transformers via
+Speculative Decoding", ICML 2023, eq. 1, with a conditional acceptance ``p_j`` per position), where
+
+* ``p_j`` comes from the verify results SGLang hands every policy (``on_verify_complete``:
+  accepted drafts per request, identical on all ranks). A request at depth ``S`` that accepted
+  ``a`` drafts reached positions ``1..min(a + 1, S)`` and accepted ``1..a``; one that accepted all
+  ``S`` is cut off at ``S``, not evidence beyond it. Counts are shared by all depths of a bucket
+  and forgotten with a half-life of :data:`ACCEPT_HALF_LIFE` cycles;
+* ``period(S)`` (ms, ``total + gap``) comes from the profiler's cycle records
+  (:meth:`CostAwarePolicy.on_cycle_record`, on the sink thread, one or more cycles late), handed
+  over through a lock-free deque that the scheduler thread drains when it decides; forgotten with
+  a half-life of :data:`PERIOD_HALF_LIFE` cycles of that depth.
+
+A depth whose period or positions are not measured (never run, or forgotten) has no estimate, only
+an optimistic bound:
+its period at least that of the next shallower measured depth (a deeper draft never costs less),
+or, below the shallowest measured depth ``b``, ``period(b)`` less its draft phases and the verify
+and draft-extend shrunk in proportion to the verified width (no fixed cost: the most optimistic
+shape); positions never reached are assumed no more accepted than the deepest measured one. It
+is explored (run for :data:`PROBE_CYCLES` cycles) only while that bound beats the current pick's
+estimate by :data:`EXPLORE_MARGIN`, and only within :data:`EXPLORE_BUDGET` of the bucket's cycles.
+A measured depth replaces the current one only when its estimate is better by
+:data:`HYSTERESIS`. Decisions happen every :data:`DECIDE_EVERY` verifies of a bucket.
+
+Per cycle the scheduler thread only appends the verify result to a list and counts; the work is
+done at decision time (amortised).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import math
+import threading
+from collections import Counter, deque
+from itertools import chain
+from typing import Any, Optional
+
+logger = logging.getLogger("sglang_eagle_cycle")
+
+#: Verifies of a bucket between two decisions.
+DECIDE_EVERY = 16
+#: A probed depth runs until about this many requests verified there (16 to 64 cycles).
+PROBE_REQUESTS = 384
+#: Largest share of a bucket's cycle time spent probing, once :data:`FREE_PROBES` probes ran.
+EXPLORE_BUDGET = 0.04
+#: Probes allowed whatever their time.
+FREE_PROBES = 2
+#: A depth's upper bound must beat the pick's estimate by this fraction to be probed.
+EXPLORE_MARGIN = 0.02
+#: A measured depth replaces the current one when its estimate is better by this fraction.
+HYSTERESIS = 0.01
+#: Half-life (cycles of the bucket) of the acceptance counts.
+ACCEPT_HALF_LIFE = 400.0
+#: Half-life (cycles run at that depth) of a depth's period estimate; with a period weight below
+#: :data:`MIN_PERIOD_WEIGHT` a depth counts as unmeasured.
+PERIOD_HALF_LIFE = 4000.0
+MIN_PERIOD_WEIGHT = 8.0
+#: Reached counts below this make a position "not measured" for the bounds.
+MIN_REACHED = 50.0
+
+#: SGLang 0.5.23's default adaptive config's candidates per bucket (``DEFAULT_ADAPTIVE_CONFIG``),
+#: used when neither a file nor SGLang is available.
+DEFAULT_CANDIDATES = {1: [1, 3, 5, 7], 8: [0, 1, 3], 32: [0, 1], 64: [0]}
+
+
+def expected_accept_len(p, steps: int) -> float:
+    """``E[L(S)] = 1 + sum_{j<=S} prod_{i<=j} p_i`` (tokens per request per cycle, bonus included;
+    Leviathan et al. 2023, eq. 1, per position)."""
+    total = run = 1.0
+    for pj in list(p)[:steps]:
+        run *= pj
+        total += run
+    return total
+
+
+def probe_cycles(bs: float) -> int:
+    """Cycles of one probe: about :data:`PROBE_REQUESTS` requests, 16 to 64 cycles."""
+    return int(min(64, max(16, math.ceil(PROBE_REQUESTS / max(bs, 1.0)))))
+
+
+class _Slot:
+    """One batch-size bucket: its candidates, acceptance counts, period estimates and state."""
+
+    def __init__(self, bs_key: int, candidates: list[int], initial_steps: int, nospec_tok_s: Optional[float]):
+        self.bs_key = bs_key
+        self.candidates = sorted(set(candidates))
+        self.current = initial_steps if initial_steps in self.candidates else self.candidates[len(self.candidates) // 2]
+        self.nospec_tok_s = nospec_tok_s
+        depth = max(self.candidates)
+        self.reached = [0.0] * depth
+        self.accepted = [0.0] * depth
+        self.period = {s: 0.0 for s in self.candidates}        # ms, decayed mean
+        self.weight = {s: 0.0 for s in self.candidates}        # decayed sample weight
+        self.draft_fwd = {s: 0.0 for s in self.candidates}     # ms of the draft forwards, decayed mean
+        self.prep = {s: 0.0 for s in self.candidates}          # ms of draft_prep, decayed mean
+        self.verify_part = {s: 0.0 for s in self.candidates}   # ms of verify + extend, decayed mean
+        self.pending: list = []    # verify results (lists) since the last decision, with their depth
+        self.bs_sum = 0
+        self.verifies = 0
+        self.cycles = 0
+        self.probe: Optional[int] = None
+        self.probe_left = 0
+        self.probe_depths: list = []   # depths probed, latest last
+        self.probe_ms = 0.0            # cycle time spent in probes (from records)
+        self.total_ms = 0.0            # cycle time of the bucket (from records)
+        self.probes = 0
+        self.mode = "exploit"
+        self.off_logged = False
+
+    # -- estimates --------------------------------------------------------------------------------
+
+    def p(self) -> list[float]:
+        """Point estimate of ``p_j``: ``(accepted + 0.5) / (reached + 1)``; a position reached fewer
+        than :data:`MIN_REACHED` times takes the deepest better-measured position's (0.5 before any)."""
+        out, last = [], None
+        for r, a in zip(self.reached, self.accepted):
+            if r >= MIN_REACHED or last is None and r > 0:
+                last = (a + 0.5) / (r + 1.0)
+            out.append(last if last is not None else 0.5)
+        return out
+
+    def p_upper(self) -> list[float]:
+        """Optimistic ``p_j``: the point estimate plus 1.96 standard errors (binomial, forgotten
+        counts), and never above the bound of a shallower position (conditional acceptance does not
+        rise with depth); 1.0 before any data."""
+        out, cap = [], 1.0
+        for r, a in zip(self.reached, self.accepted):
+            q = (a + 0.5) / (r + 1.0)
+            up = min(1.0, q + 1.96 * math.sqrt(max(q * (1 - q), 0.0025) / (r + 1.0)))
+            cap = min(cap, up) if r >= MIN_REACHED else cap
+            out.append(min(up, cap))
+        return out
+
+    def measured(self, s: int) -> bool:
+        return self.weight.get(s, 0.0) >= MIN_PERIOD_WEIGHT
+
+    def mean_bs(self) -> float:
+        return self.bs_sum / self.verifies if self.verifies else float(self.bs_key)
+
+    def period_point(self, s: int) -> Optional[float]:
+        """Period of depth ``s`` (ms): measured, else interpolated linearly between the measured
+        depths around it, else extrapolated from the nearest two (slope at least one draft forward
+        per step, never below :meth:`period_lower`); None with nothing measured."""
+        if self.measured(s):
+            return self.period[s]
+        done = [d for d in self.candidates if self.measured(d)]
+        if not done:
+            return None
+        below = [d for d in done if d < s]
+        above = [d for d in done if d > s]
+        if below and above:
+            a, b = max(below), min(above)
+            return self.period[a] + (self.period[b] - self.period[a]) * (s - a) / (b - a)
+        step = self.step_ms()
+        side = below if below else above
+        side = sorted(side, key=lambda d: abs(d - s))[:2]
+        if len(side) == 2:
+            d1, d2 = side
+            slope = max((self.period[d1] - self.period[d2]) / (d1 - d2), step)
+        else:
+            d1, slope = side[0], step
+        guess = self.period[d1] + (s - d1) * slope
+        low = self.period_lower(s)
+        return max(guess, low) if low is not None else guess
+
+    def estimate(self, s: int, p) -> Optional[float]:
+        """Point estimate of depth ``s``'s tok/s (:meth:`period_point`); None with nothing measured."""
+        period = self.period_point(s)
+        if period is None or period <= 0:
+            return None
+        return 1000.0 * self.mean_bs() * expected_accept_len(p, s) / period
+
+    def step_ms(self) -> float:
+        """One draft forward (ms): the smallest per-step draft time among measured depths >= 2
+        (0 when none ran: no bound from the draft)."""
+        steps = [self.draft_fwd[d] / (d - 1) for d in self.candidates if d >= 2 and self.measured(d)]
+        return min(steps) if steps else 0.0
+
+    def period_lower(self, s: int) -> Optional[float]:
+        """An optimistic (low) period for an unmeasured depth (ms); None with nothing measured.
+
+        Deeper than a measured depth ``a``: ``period(a)`` plus one draft forward per extra step (the
+        verify and draft-extend can only widen). Shallower than every measured depth, from the
+        shallowest ``b``: ``period(b)`` less its extra draft forwards (and its draft preparation
+        when ``s <= 1``), the verify and draft-extend shrunk in proportion to the verified width.
+        """
+        done = [d for d in self.candidates if self.measured(d)]
+        if not done:
+            return None
+        step = self.step_ms()
+        below = [d for d in done if d < s]
+        if below:
+            a = max(below)
+            return self.period[a] + (s - max(a, 1)) * step if s > 1 else self.period[a]
+        b = min(done)
+        shrink = (s + 1) / (b + 1)
+        drop = self.draft_fwd[b] * (b - max(s, 1)) / max(b - 1, 1) + (self.prep[b] if s <= 1 else 0.0)
+        return max(1e-3, self.period[b] - drop - self.verify_part[b] * (1.0 - shrink))
+
+    def upper(self, s: int, p_up) -> Optional[float]:
+        """Optimistic tok/s: upper acceptance over the measured period, or over :meth:`period_lower`."""
+        low = self.period[s] if self.measured(s) and self.period[s] > 0 else self.period_lower(s)
+        if low is None:
+            return None
+        return 1000.0 * self.mean_bs() * expected_accept_len(p_up, s) / low
+
+
+class CostAwarePolicy:
+    """An ``AdaptiveSpecPolicy`` that picks the depth with the best measured tok/s (module docstring).
+
+    Args:
+        initial_steps: ``--speculative-num-steps``, the depth to start on (as SGLang's
+            ``AdaptiveSpeculativeParams``; a depth not among a bucket's candidates starts on the
+            middle candidate).
+        cfg_path: SGLang's adaptive config (``--speculative-adaptive-config``): integer-string
+            batch-size keys, each with ``candidate_steps``; our optional ``nospec_tok_s`` per key
+            (written by ``eagle-cycle advise``) is the no-speculation throughput at that batch
+            size. None: SGLang's default config.
+        log: logger for switches and advice (default ``sglang_eagle_cycle``).
+
+    Raises:
+        ValueError: a config without integer-string keys, or with candidates that are not
+            non-negative integers. OSError / json.JSONDecodeError: unreadable file.
+    """
+
+    def __init__(self, initial_steps: int, cfg_path: Optional[str] = None, *, log: Optional[logging.Logger] = None):
+        self._log = log or logger
+        entries = _load_config(cfg_path)
+        self._bs_list = sorted(entries)
+        self._slots = {bs: _Slot(bs, entry["candidate_steps"], initial_steps, entry.get("nospec_tok_s"))
+                       for bs, entry in entries.items()}
+        self._cuda_graph_bs: Optional[list[int]] = None
+        self._records: deque = deque()   # cycle records from the sink thread (append / popleft: no lock)
+        self._acc_decay = 0.5 ** (1.0 / ACCEPT_HALF_LIFE)
+        self._per_decay = 0.5 ** (1.0 / PERIOD_HALF_LIFE)
+        self.switches: list[tuple] = []   # (verify index, bucket, old, new, why)
+        self._owner = threading.get_ident()
+
+    # -- the AdaptiveSpecPolicy protocol -------------------------------------------------------------
+
+    @property
+    def candidate_steps(self) -> list[int]:
+        """Union of every bucket's candidates (sizes SGLang's runtime states)."""
+        return sorted({s for slot in self._slots.values() for s in slot.candidates})
+
+    def set_cuda_graph_bs(self, cuda_graph_bs: Optional[list[int]]) -> None:
+        self._cuda_graph_bs = sorted(cuda_graph_bs) if cuda_graph_bs else None
+
+    def get_steps_for_batch(self, batch_size: int) -> int:
+        return self._route(batch_size).current
+
+    def cuda_graph_bs_for_step(self, step: int) -> Optional[list[int]]:
+        """CUDA-graph batch sizes whose bucket has ``step`` among its candidates (None without graphs)."""
+        if self._cuda_graph_bs is None:
+            return None
+        return [v for v in self._cuda_graph_bs if step in self._slots[self._closest(v)].candidates]
+
+    def on_verify_complete(self, num_correct_drafts_per_req: list[int], batch_size: int) -> Optional[int]:
+        """Take one verify's accepted drafts per request; every :data:`DECIDE_EVERY` verifies of the
+        bucket, decide. Returns the new depth when it changes, else None (as SGLang's policy)."""
+        if not num_correct_drafts_per_req:
+            return None
+        slot = self._route(batch_size)
+        slot.pending.append((slot.current, num_correct_drafts_per_req))
+        slot.bs_sum += batch_size
+        slot.verifies += 1
+        if len(slot.pending) < DECIDE_EVERY:
+            return None
+        return self._decide(slot)
+
+    def on_cycle_record(self, record: Any) -> None:
+        """Take one profiler cycle record (sink thread; never blocks): its ``steps``, ``bs`` and
+        ``total_ms`` + ``gap_ms`` (and phase parts) feed the period of that depth."""
+        self._records.append(record)
+
+    # -- deciding (scheduler thread) -----------------------------------------------------------------
+
+    def _take_records(self) -> None:
+        recs = self._records
+        while recs:
+            rec = recs.popleft()
+            total = getattr(rec, "total_ms", None)
+            steps = getattr(rec, "steps", None)
+            if total is None or steps is None:
+                continue
+            slot = self._route(int(getattr(rec, "bs", 1) or 1))
+            if steps not in slot.period:
+                continue
+            gap = getattr(rec, "gap_ms", None)
+            period = total + (gap if gap is not None else 0.0)
+            draft = getattr(rec, "draft_ms", None) or 0.0
+            prep = getattr(rec, "draft_prep_ms", None) or 0.0
+            verify = (getattr(rec, "verify_ms", None) or 0.0) + (getattr(rec, "extend_ms", None) or 0.0)
+            slot.total_ms += period
+            if slot.probe == steps:
+                slot.probe_ms += period
+            w = slot.weight[steps] * self._per_decay
+            slot.weight[steps] = w + 1.0
+            k = 1.0 / (w + 1.0)
+            slot.period[steps] += (period - slot.period[steps]) * k
+            slot.draft_fwd[steps] += (draft - slot.draft_fwd[steps]) * k
+            slot.prep[steps] += (prep - slot.prep[steps]) * k
+            slot.verify_part[steps] += (verify - slot.verify_part[steps]) * k
+
+    def _count(self, slot: _Slot) -> int:
+        """Fold the pending verify results into the acceptance counts; returns how many cycles."""
+        pending, slot.pending = slot.pending, []
+        n = len(pending)
+        decay = self._acc_decay ** n
+        reached, accepted = slot.reached, slot.accepted
+        for j in range(len(reached)):
+            reached[j] *= decay
+            accepted[j] *= decay
+        by_depth: dict = {}
+        for steps, accepts in pending:
+            by_depth.setdefault(steps, []).append(accepts)
+        for steps, lists in by_depth.items():
+            if steps <= 0:
+                continue
+            hist = Counter(chain.from_iterable(lists))
+            for a, c in hist.items():
+                a = min(max(int(a), 0), steps)
+                for j in range(min(a + 1, steps)):
+                    reached[j] += c
+                for j in range(a):
+                    accepted[j] += c
+        slot.cycles += n
+        return n
+
+    def _decide(self, slot: _Slot) -> Optional[int]:
+        self._take_records()
+        n = self._count(slot)
+        if slot.probe is not None:
+            slot.probe_left -= n
+            if slot.probe_left > 0:
+                return None
+            slot.probe = None
+        p, p_up = slot.p(), slot.p_upper()
+        est = {s: slot.estimate(s, p) for s in slot.candidates}
+        known = {s: v for s, v in est.items() if v is not None}
+        old = slot.current
+        if not known:
+            return None
+        best = max(known, key=lambda s: (known[s], -s))
+        cur = known.get(old)
+        target, why = old, None
+        if cur is None or (best != old and known[best] > cur * (1.0 + HYSTERESIS)):
+            target = best
+            why = f"est. {known[best]:.1f} vs {cur:.1f} tok/s" if cur is not None else f"est. {known[best]:.1f} tok/s"
+            if not slot.measured(best):
+                why += ", its period interpolated"
+        slot.mode = "exploit"
+        # probe an unmeasured depth whose optimistic bound beats the pick, within the budget
+        budget_ok = slot.probes < FREE_PROBES or slot.probe_ms <= EXPLORE_BUDGET * slot.total_ms
+        if budget_ok:
+            bar = known[best] * (1.0 + EXPLORE_MARGIN)
+            ups = {s: slot.upper(s, p_up) for s in slot.candidates if s != target and not slot.measured(s)}
+            ups = {s: u for s, u in ups.items() if u is not None and u > bar}
+            if ups:   # the nearest to the pick first (throughput is usually unimodal in depth)
+                target = min(ups, key=lambda s: (abs(s - best), -ups[s]))
+                why = f"probe: bound {ups[target]:.1f} vs est. {known[best]:.1f} tok/s"
+                slot.probe, slot.probe_left, slot.mode = target, probe_cycles(slot.mean_bs()), "explore"
+                slot.probe_depths.append(target)
+                slot.probes += 1
+        if slot.nospec_tok_s and not slot.off_logged and known[best] < slot.nospec_tok_s:
+            slot.off_logged = True
+            self._log.info("adaptive: at bs %d every measured depth is below the no-spec %.1f tok/s (best %d steps, "
+                           "est. %.1f): speculation should be off for this batch size",
+                           slot.bs_key, slot.nospec_tok_s, best, known[best])
+        if target == old:
+            return None
+        slot.current = target
+        self.switches.append((slot.cycles, slot.bs_key, old, target, why))
+        self._log.info("adaptive: steps %d -> %d at bs %d (%s)", old, target, slot.bs_key, why)
+        return target
+
+    # -- routing (as SGLang's AdaptiveSpeculativeParams) ----------------------------------------------
+
+    def _route(self, batch_size: int) -> _Slot:
+        bs = batch_size
+        if self._cuda_graph_bs is not None:
+            i = bisect.bisect_left(self._cuda_graph_bs, batch_size)
+            bs = self._cuda_graph_bs[i] if i < len(self._cuda_graph_bs) else batch_size
+        return self._slots[self._closest(bs)]
+
+    def _closest(self, bs: int) -> int:
+        i = bisect.bisect_right(self._bs_list, bs) - 1
+        return self._bs_list[max(0, i)]
+
+    def mode(self, batch_size: int) -> str:
+        """``explore`` while the bucket of ``batch_size`` probes a depth, else ``exploit``."""
+        return self._route(batch_size).mode
+
+
+def _load_config(cfg_path: Optional[str]) -> dict[int, dict]:
+    """``{bucket bs: entry}`` from SGLang's adaptive config file, or its default."""
+    if cfg_path is None:
+        try:
+            from sglang.srt.speculative.adaptive_spec_params import DEFAULT_ADAPTIVE_CONFIG as cfg
+        except Exception:
+            cfg = {str(k): {"candidate_steps": v} for k, v in DEFAULT_CANDIDATES.items()}
+    else:
+        with open(cfg_path, encoding="utf-8") as f:
+            cfg = json.load(f)
+    if not isinstance(cfg, dict):
+        raise ValueError("adaptive config: expected a JSON object with integer-string batch-size keys")
+    out = {}
+    for key, entry in cfg.items():
+        if not str(key).isdigit():
+            continue
+        steps = entry.get("candidate_steps") if isinstance(entry, dict) else None
+        if not isinstance(steps, list) or not steps or not all(
+                isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in steps):
+            raise ValueError(f"adaptive config: bs {key}: candidate_steps must be a list of non-negative "
+                             f"integers, got {steps!r}")
+        nospec = entry.get("nospec_tok_s")
+        if nospec is not None and not (isinstance(nospec, (int, float)) and nospec > 0):
+            raise ValueError(f"adaptive config: bs {key}: nospec_tok_s must be a positive number, got {nospec!r}")
+        out[int(key)] = entry
+    if not out:
+        raise ValueError("adaptive config: no integer-string batch-size key (e.g. {\"1\": {\"candidate_steps\": "
+                         "[1, 3, 5]}})")
+    return out
