@@ -266,14 +266,27 @@ def evaluate(world: ShiftWorld, seed: int = 0, initial: int = 3, log: Optional[l
     best = [max(world.candidates, key=lambda s: (statics[s].phase_tok_s(k), -s)) for k in range(nph)]
     oracle = RunResult("oracle", [statics[best[k]].tokens[k] for k in range(nph)],
                        [statics[best[k]].ms[k] for k in range(nph)])
-    log = log or logging.getLogger("sim_adaptive.quiet")
+    log = log or logging.getLogger(f"sim_adaptive.{world.name}")
+    notes: list = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record):
+            notes.append(record.getMessage())
+
+    keep = _Keep(logging.INFO)
+    log.addHandler(keep)
+    log.setLevel(logging.INFO)
+    log.propagate = False
     with tempfile.TemporaryDirectory() as tmp:
         cfg = _config(world, Path(tmp))
         cost_policy = CostAwarePolicy(initial, cfg, log=log)
         cost = run_adaptive(world, draws, cost_policy, "cost", initial)
         ema = run_adaptive(world, draws, AdaptiveSpeculativeParams(initial, cfg), "ema", initial)
+    log.removeHandler(keep)
     nospec = world.nospec_tok_s()
     all_below = all(statics[s].tok_s < nospec for s in world.candidates)
+    phase_below = [all(statics[s].phase_tok_s(k) < nospec for s in world.candidates) for k in range(nph)]
+    phase_margin = [max(statics[s].phase_tok_s(k) for s in world.candidates) / nospec for k in range(nph)]
     return {
         "world": world.name, "bs": world.bs, "oracle_steps": best,
         "oracle_tok_s": oracle.tok_s, "cost_tok_s": cost.tok_s, "ema_tok_s": ema.tok_s, "nospec_tok_s": nospec,
@@ -281,9 +294,11 @@ def evaluate(world: ShiftWorld, seed: int = 0, initial: int = 3, log: Optional[l
         "cost_vs_ema": cost.tok_s / ema.tok_s,
         "cost_switches": cost.switches, "ema_switches": ema.switches,
         "static_tok_s": {s: r.tok_s for s, r in statics.items()},
-        "all_below_nospec": all_below,
+        "all_below_nospec": all_below, "phase_below_nospec": phase_below,
+        "phase_best_over_nospec": phase_margin,
         "cost_final_steps": cost.steps_trace[-1][1] if cost.steps_trace else initial,
-        "cost_logged_off": any("speculation should be off" in (w or "") for w in []) or None,
+        "cost_logged_off": any("speculation should be off" in m for m in notes),
+        "cost_final_mode": cost_policy.mode(world.bs),
         "_policy": cost_policy,
     }
 
@@ -340,11 +355,11 @@ def main(argv=None) -> int:
     print(f"{len(worlds)} worlds, {len(worlds[0].phases)} phases of {worlds[0].phases[0][0]} cycles, records "
           f"{RECORD_DELAY} cycles late; ratio = whole-run tok/s / per-phase oracle ({time.time() - t0:.0f} s)")
     print(f"{'world':<40} {'bs':>3} {'oracle':>7} {'cost':>6} {'ema':>6} {'cost/ema':>8} {'sw cost':>7} "
-          f"{'sw ema':>6} {'nospec':>7}")
+          f"{'sw ema':>6} {'nospec':>11}")
     for r in rows:
         print(f"{r['world']:<40} {r['bs']:>3} {str(r['oracle_steps']):>7} {r['cost_ratio']:>6.3f} "
               f"{r['ema_ratio']:>6.3f} {r['cost_vs_ema']:>8.3f} {r['cost_switches']:>7} {r['ema_switches']:>6} "
-              f"{'off' if r['all_below_nospec'] else '':>7}")
+              f"{('off, logged' if r['cost_logged_off'] else 'off') if r['all_below_nospec'] else '':>11}")
     print(f"cost policy: >= 0.98x oracle in {summ['at_least_0_98']} of {summ['worlds']} (EMA: "
           f"{summ['ema_at_least_0_98']}); lowest {summ['min_ratio']:.3f}; lowest cost/EMA {summ['min_cost_vs_ema']:.3f}")
     for ms, v in sweep.items():

@@ -15,7 +15,7 @@ Speculative Decoding", ICML 2023, eq. 1, with a conditional acceptance ``p_j`` p
   accepted drafts per request, identical on all ranks). A request at depth ``S`` that accepted
   ``a`` drafts reached positions ``1..min(a + 1, S)`` and accepted ``1..a``; one that accepted all
   ``S`` is cut off at ``S``, not evidence beyond it. Counts are shared by all depths of a bucket
-  and forgotten with a half-life of :data:`ACCEPT_HALF_LIFE` cycles;
+  and forgotten with a half-life of :func:`accept_half_life` cycles;
 * ``period(S)`` (ms, ``total + gap``) comes from the profiler's cycle records
   (:meth:`CostAwarePolicy.on_cycle_record`, on the sink thread, one or more cycles late), handed
   over through a lock-free deque that the scheduler thread drains when it decides; forgotten with
@@ -56,19 +56,27 @@ PROBE_REQUESTS = 384
 #: Largest share of a bucket's cycle time spent probing, once :data:`FREE_PROBES` probes ran.
 EXPLORE_BUDGET = 0.04
 #: Probes allowed whatever their time.
-FREE_PROBES = 2
+FREE_PROBES = 3
 #: A depth's upper bound must beat the pick's estimate by this fraction to be probed.
 EXPLORE_MARGIN = 0.02
 #: A measured depth replaces the current one when its estimate is better by this fraction.
 HYSTERESIS = 0.01
-#: Half-life (cycles of the bucket) of the acceptance counts.
-ACCEPT_HALF_LIFE = 400.0
+#: Half-life of the acceptance counts in requests verified (within 100 to 400 cycles of the bucket):
+#: about 4,000 requests of evidence after a shift, whatever the batch size.
+ACCEPT_HALF_LIFE_REQUESTS = 4000.0
+
+
+def accept_half_life(bs: float) -> float:
+    """Half-life of the acceptance counts (cycles): ``4000 / bs`` within [100, 400]."""
+    return min(400.0, max(100.0, ACCEPT_HALF_LIFE_REQUESTS / max(bs, 1.0)))
 #: Half-life (cycles run at that depth) of a depth's period estimate; with a period weight below
 #: :data:`MIN_PERIOD_WEIGHT` a depth counts as unmeasured.
 PERIOD_HALF_LIFE = 4000.0
 MIN_PERIOD_WEIGHT = 8.0
-#: Reached counts below this make a position "not measured" for the bounds.
-MIN_REACHED = 50.0
+#: Pseudo-counts of a position's prior (the shallower position's acceptance).
+PRIOR = 10.0
+#: A depth is settled when ``E[L]``'s upper bound is within this fraction of its estimate.
+ACCEPT_TOLERANCE = 0.05
 
 #: SGLang 0.5.23's default adaptive config's candidates per bucket (``DEFAULT_ADAPTIVE_CONFIG``),
 #: used when neither a file nor SGLang is available.
@@ -113,6 +121,7 @@ class _Slot:
         self.probe: Optional[int] = None
         self.probe_left = 0
         self.probe_depths: list = []   # depths probed, latest last
+        self.home = self.current       # the last depth chosen on evidence (probes return to it)
         self.probe_ms = 0.0            # cycle time spent in probes (from records)
         self.total_ms = 0.0            # cycle time of the bucket (from records)
         self.probes = 0
@@ -122,26 +131,31 @@ class _Slot:
     # -- estimates --------------------------------------------------------------------------------
 
     def p(self) -> list[float]:
-        """Point estimate of ``p_j``: ``(accepted + 0.5) / (reached + 1)``; a position reached fewer
-        than :data:`MIN_REACHED` times takes the deepest better-measured position's (0.5 before any)."""
-        out, last = [], None
+        """Posterior mean of ``p_j``: ``(accepted + PRIOR * prior) / (reached + PRIOR)``, the prior
+        being position ``j - 1``'s estimate (0.5 at position 1): an unreached position takes the
+        shallower one's acceptance, and a few reaches move it only part of the way."""
+        out, prior = [], 0.5
         for r, a in zip(self.reached, self.accepted):
-            if r >= MIN_REACHED or last is None and r > 0:
-                last = (a + 0.5) / (r + 1.0)
-            out.append(last if last is not None else 0.5)
+            q = (a + PRIOR * prior) / (r + PRIOR)
+            out.append(q)
+            prior = q
         return out
 
     def p_upper(self) -> list[float]:
-        """Optimistic ``p_j``: the point estimate plus 1.96 standard errors (binomial, forgotten
-        counts), and never above the bound of a shallower position (conditional acceptance does not
-        rise with depth); 1.0 before any data."""
+        """Optimistic ``p_j``: the posterior mean plus 1.96 standard errors over ``reached + PRIOR``
+        (forgotten counts), never above a shallower position's bound (conditional acceptance does not
+        rise with depth)."""
         out, cap = [], 1.0
-        for r, a in zip(self.reached, self.accepted):
-            q = (a + 0.5) / (r + 1.0)
-            up = min(1.0, q + 1.96 * math.sqrt(max(q * (1 - q), 0.0025) / (r + 1.0)))
-            cap = min(cap, up) if r >= MIN_REACHED else cap
-            out.append(min(up, cap))
+        for q, r in zip(self.p(), self.reached):
+            up = min(1.0, q + 1.96 * math.sqrt(max(q * (1 - q), 0.0025) / (r + PRIOR)))
+            cap = min(cap, up)
+            out.append(cap)
         return out
+
+    def settled(self, s: int, p, p_up) -> bool:
+        """Depth ``s`` has evidence: its period measured, and ``E[L(s)]``'s upper bound within
+        :data:`ACCEPT_TOLERANCE` of its estimate (positions rarely reached weigh little in it)."""
+        return self.measured(s) and expected_accept_len(p_up, s) <= expected_accept_len(p, s) * (1 + ACCEPT_TOLERANCE)
 
     def measured(self, s: int) -> bool:
         return self.weight.get(s, 0.0) >= MIN_PERIOD_WEIGHT
@@ -243,7 +257,6 @@ class CostAwarePolicy:
                        for bs, entry in entries.items()}
         self._cuda_graph_bs: Optional[list[int]] = None
         self._records: deque = deque()   # cycle records from the sink thread (append / popleft: no lock)
-        self._acc_decay = 0.5 ** (1.0 / ACCEPT_HALF_LIFE)
         self._per_decay = 0.5 ** (1.0 / PERIOD_HALF_LIFE)
         self.switches: list[tuple] = []   # (verify index, bucket, old, new, why)
         self._owner = threading.get_ident()
@@ -318,7 +331,7 @@ class CostAwarePolicy:
         """Fold the pending verify results into the acceptance counts; returns how many cycles."""
         pending, slot.pending = slot.pending, []
         n = len(pending)
-        decay = self._acc_decay ** n
+        decay = 0.5 ** (n / accept_half_life(slot.mean_bs()))
         reached, accepted = slot.reached, slot.accepted
         for j in range(len(reached)):
             reached[j] *= decay
@@ -356,14 +369,24 @@ class CostAwarePolicy:
         best = max(known, key=lambda s: (known[s], -s))
         cur = known.get(old)
         target, why = old, None
-        if cur is None or (best != old and known[best] > cur * (1.0 + HYSTERESIS)):
-            target = best
-            why = f"est. {known[best]:.1f} vs {cur:.1f} tok/s" if cur is not None else f"est. {known[best]:.1f} tok/s"
-            if not slot.measured(best):
-                why += ", its period interpolated"
-        slot.mode = "exploit"
-        # probe an unmeasured depth whose optimistic bound beats the pick, within the budget
         budget_ok = slot.probes < FREE_PROBES or slot.probe_ms <= EXPLORE_BUDGET * slot.total_ms
+        slot.mode = "exploit"
+        if cur is None or (best != old and known[best] > cur * (1.0 + HYSTERESIS)):
+            why = f"est. {known[best]:.1f} vs {cur:.1f} tok/s" if cur is not None else f"est. {known[best]:.1f} tok/s"
+            if slot.settled(best, p, p_up) or cur is None or (best == slot.home and slot.measured(best)):
+                target = best
+            elif budget_ok:   # an estimate without evidence: a probe, within the budget
+                target, why = best, "probe: " + why + (", period interpolated" if not slot.measured(best) else
+                                                       ", acceptance not settled")
+                slot.probe, slot.probe_left, slot.mode = target, probe_cycles(slot.mean_bs()), "explore"
+                slot.probe_depths.append(target)
+                slot.probes += 1
+                budget_ok = False
+            elif slot.home in known and known[slot.home] > cur:   # no budget left: back to the last pick
+                target, why = slot.home, f"back: est. {known[slot.home]:.1f} vs {cur:.1f} tok/s"
+        if slot.mode == "exploit":
+            slot.home = target
+        # probe an unmeasured depth whose optimistic bound beats the pick, within the budget
         if budget_ok:
             bar = known[best] * (1.0 + EXPLORE_MARGIN)
             ups = {s: slot.upper(s, p_up) for s in slot.candidates if s != target and not slot.measured(s)}

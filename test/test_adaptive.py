@@ -1,0 +1,122 @@
+"""``sglang_eagle_cycle.adaptive.CostAwarePolicy`` against SGLang 0.5.23's own adaptive policy.
+
+The simulator (``benchmarks/sim_adaptive.py``) runs both policies inside SGLang's real
+``AdaptiveController`` on worlds whose acceptance shifts mid-run, with the same random numbers;
+here with shorter phases than the benchmark's 10,000 cycles, so the figures asserted are looser
+than the ones it prints (README, "Adaptive speculation").
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("sglang")
+
+from sglang_eagle_cycle.adaptive import CostAwarePolicy, expected_accept_len  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def sim():
+    spec = importlib.util.spec_from_file_location("sim_adaptive", REPO / "benchmarks" / "sim_adaptive.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["sim_adaptive"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _cfg(tmp_path, entries) -> str:
+    path = tmp_path / "adaptive.json"
+    path.write_text(json.dumps(entries))
+    return str(path)
+
+
+def test_beats_sglangs_ema_and_follows_the_shift(sim):
+    """8 drawn worlds (dense, MoE, communication-bound, CUDA-graph buckets, large batch, predictable),
+    two phases of 3,000 cycles each, records 2 cycles late."""
+    rows = []
+    for i, world in enumerate(sim.make_worlds(8, 0, 3000)):
+        r = sim.evaluate(world, seed=i)
+        r.pop("_policy")
+        rows.append(r)
+    ratios = [r["cost_ratio"] for r in rows]
+    assert min(ratios) >= 0.9, ratios
+    assert sum(x >= 0.97 for x in ratios) >= 6, ratios
+    assert all(r["cost_vs_ema"] >= 0.99 for r in rows), [r["cost_vs_ema"] for r in rows]
+    assert sum(r["cost_vs_ema"] for r in rows) / len(rows) >= 1.05
+    off = [r for r in rows if r["all_below_nospec"]]
+    assert off, "the drawn worlds include one where no depth beats no-spec"
+    for r in off:   # settles on the best candidate and says speculation should be off
+        assert r["cost_logged_off"] and r["cost_final_steps"] == r["oracle_steps"][-1]
+    # the advice is never given where every phase has a depth clearly above no-spec
+    assert not any(r["cost_logged_off"] for r in rows if min(r["phase_best_over_nospec"]) > 1.05)
+
+
+def test_protocol_methods_match_sglangs_policy(tmp_path):
+    from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
+
+    cfg = _cfg(tmp_path, {"1": {"candidate_steps": [1, 3, 5, 7], "nospec_tok_s": 90.0},
+                          "8": {"candidate_steps": [0, 1, 3]}, "32": {"candidate_steps": [0, 1]},
+                          "comment": "ignored"})
+    ours, theirs = CostAwarePolicy(3, cfg), AdaptiveSpeculativeParams(3, cfg)
+    assert ours.candidate_steps == theirs.candidate_steps == [0, 1, 3, 5, 7]
+    for graphs in (None, [1, 2, 4, 8, 16, 24, 32, 64]):
+        ours.set_cuda_graph_bs(graphs)
+        theirs.set_cuda_graph_bs(graphs)
+        for step in range(8):
+            assert ours.cuda_graph_bs_for_step(step) == theirs.cuda_graph_bs_for_step(step)
+        for bs in (1, 3, 7, 8, 9, 31, 32, 100):
+            assert ours.get_steps_for_batch(bs) == theirs.get_steps_for_batch(bs), bs
+
+
+@pytest.mark.parametrize("entries, words", [
+    ({"default": {"candidate_steps": [1]}}, "integer-string"),
+    ({"1": {"candidate_steps": []}}, "non-negative"),
+    ({"1": {"candidate_steps": [1, -2]}}, "non-negative"),
+    ({"1": {"candidate_steps": [1, True]}}, "non-negative"),
+    ({"1": {"candidate_steps": [1, 2], "nospec_tok_s": -5}}, "nospec_tok_s"),
+])
+def test_bad_config_is_a_value_error(tmp_path, entries, words):
+    with pytest.raises(ValueError, match=words):
+        CostAwarePolicy(1, _cfg(tmp_path, entries))
+
+
+def test_a_fully_accepted_draft_is_cut_off_at_its_depth(tmp_path):
+    """At depth 2 every request accepts both drafts: positions 1-2 are accepted every time, and
+    nothing is learnt about position 3 (that request never drafted it)."""
+    pol = CostAwarePolicy(2, _cfg(tmp_path, {"1": {"candidate_steps": [2, 3]}}))
+    for _ in range(64):
+        pol.on_verify_complete([2, 2, 2, 2], 4)
+    slot = pol._slots[1]
+    assert slot.reached[2] == 0 and slot.accepted[2] == 0
+    assert slot.reached[0] == pytest.approx(slot.accepted[0]) and slot.reached[0] > 100
+    assert slot.p()[0] > 0.95 and slot.p()[1] > 0.95
+
+
+def test_periods_come_from_records_handed_over_by_another_thread(tmp_path):
+    pol = CostAwarePolicy(2, _cfg(tmp_path, {"1": {"candidate_steps": [1, 2, 3]}}))
+    recs = [SimpleNamespace(steps=2, bs=1, total_ms=20.0 + (i % 3), gap_ms=0.5, draft_ms=1.0, draft_prep_ms=0.2,
+                            verify_ms=17.0, extend_ms=1.0) for i in range(30)]
+    t = threading.Thread(target=lambda: [pol.on_cycle_record(r) for r in recs])
+    t.start()
+    t.join()
+    for _ in range(16):   # the scheduler thread drains them when it decides
+        pol.on_verify_complete([1], 1)
+    slot = pol._slots[1]
+    assert slot.measured(2) and not slot.measured(1)
+    assert slot.period[2] == pytest.approx(21.0 + 0.5, abs=0.1)   # mean of total (20, 21, 22) + gap
+    assert slot.period_lower(3) == pytest.approx(slot.period[2] + 1.0, abs=0.05)  # + one draft forward
+    assert not pol._records
+
+
+def test_expected_accept_len_is_leviathans_sum():
+    assert expected_accept_len([0.8, 0.5], 2) == pytest.approx(1 + 0.8 + 0.4)
+    assert expected_accept_len([0.8, 0.5], 0) == 1.0
