@@ -21,16 +21,18 @@ Speculative Decoding", ICML 2023, eq. 1, with a conditional acceptance ``p_j`` p
   over through a lock-free deque that the scheduler thread drains when it decides; forgotten with
   a half-life of :data:`PERIOD_HALF_LIFE` cycles of that depth.
 
-A depth whose period or positions are not measured (never run, or forgotten) has no estimate, only
-an optimistic bound:
-its period at least that of the next shallower measured depth (a deeper draft never costs less),
-or, below the shallowest measured depth ``b``, ``period(b)`` less its draft phases and the verify
-and draft-extend shrunk in proportion to the verified width (no fixed cost: the most optimistic
-shape); positions never reached are assumed no more accepted than the deepest measured one. It
-is explored (run for :data:`PROBE_CYCLES` cycles) only while that bound beats the current pick's
-estimate by :data:`EXPLORE_MARGIN`, and only within :data:`EXPLORE_BUDGET` of the bucket's cycles.
-A measured depth replaces the current one only when its estimate is better by
-:data:`HYSTERESIS`. Decisions happen every :data:`DECIDE_EVERY` verifies of a bucket.
+A depth not run yet gets an interpolated period (linear between measured depths, else at least
+one draft forward per extra step), and an optimistic bound: its period at least that of the next
+shallower measured depth plus one draft forward per extra step (the verify and draft-extend can only
+widen), or, below the shallowest measured depth ``b``, ``period(b)`` less its extra draft forwards
+and the verify and draft-extend shrunk in proportion to the verified width; conditional acceptance
+upper bounds never rise with depth. The pick moves to a better point estimate by more than
+:data:`HYSTERESIS` when that depth is *settled* (period measured, ``E[L]`` known to within
+:data:`ACCEPT_TOLERANCE`); an unsettled one, or a depth whose bound beats the pick by
+:data:`EXPLORE_MARGIN`, is *probed* (run for :func:`probe_cycles`, the nearest to the pick first)
+while probes have taken less than :data:`EXPLORE_BUDGET` of the bucket's cycle time (the first
+:data:`FREE_PROBES` always run); after a probe the policy returns to its last settled pick unless the
+probe showed better. Decisions happen every :data:`DECIDE_EVERY` verifies of a bucket.
 
 Per cycle the scheduler thread only appends the verify result to a list and counts; the work is
 done at decision time (amortised).
@@ -42,7 +44,6 @@ import bisect
 import json
 import logging
 import math
-import threading
 from collections import Counter, deque
 from itertools import chain
 from typing import Any, Optional
@@ -66,9 +67,6 @@ HYSTERESIS = 0.01
 ACCEPT_HALF_LIFE_REQUESTS = 4000.0
 
 
-def accept_half_life(bs: float) -> float:
-    """Half-life of the acceptance counts (cycles): ``4000 / bs`` within [100, 400]."""
-    return min(400.0, max(100.0, ACCEPT_HALF_LIFE_REQUESTS / max(bs, 1.0)))
 #: Half-life (cycles run at that depth) of a depth's period estimate; with a period weight below
 #: :data:`MIN_PERIOD_WEIGHT` a depth counts as unmeasured.
 PERIOD_HALF_LIFE = 4000.0
@@ -91,6 +89,11 @@ def expected_accept_len(p, steps: int) -> float:
         run *= pj
         total += run
     return total
+
+
+def accept_half_life(bs: float) -> float:
+    """Half-life of the acceptance counts (cycles): ``4000 / bs`` within [100, 400]."""
+    return min(400.0, max(100.0, ACCEPT_HALF_LIFE_REQUESTS / max(bs, 1.0)))
 
 
 def probe_cycles(bs: float) -> int:
@@ -259,7 +262,6 @@ class CostAwarePolicy:
         self._records: deque = deque()   # cycle records from the sink thread (append / popleft: no lock)
         self._per_decay = 0.5 ** (1.0 / PERIOD_HALF_LIFE)
         self.switches: list[tuple] = []   # (verify index, bucket, old, new, why)
-        self._owner = threading.get_ident()
 
     # -- the AdaptiveSpecPolicy protocol -------------------------------------------------------------
 
