@@ -120,3 +120,40 @@ def test_periods_come_from_records_handed_over_by_another_thread(tmp_path):
 def test_expected_accept_len_is_leviathans_sum():
     assert expected_accept_len([0.8, 0.5], 2) == pytest.approx(1 + 0.8 + 0.4)
     assert expected_accept_len([0.8, 0.5], 0) == 1.0
+
+
+# ----------------------------------------------------------------------------- the plugin's hook
+def _hook_probe(env_value):
+    import os
+
+    from sglang_fork import run_python
+
+    env = {**os.environ, "SGLANG_PLUGINS": "none"}
+    env.pop("SGLANG_EAGLE_CYCLE_ADAPTIVE", None)
+    if env_value is not None:
+        env["SGLANG_EAGLE_CYCLE_ADAPTIVE"] = env_value
+    proc = run_python([str(REPO / "test" / "adaptive_hook_probe.py")], env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_the_variable_replaces_sglangs_policy_on_the_real_worker_init():
+    """SGLang's real EAGLEWorkerV2.__init__ (stand-in draft worker), hooked through the plugin."""
+    out = _hook_probe("cost")
+    assert out["hooked"] and out["policy"] == "FallbackPolicy" and out["inner"] == "CostAwarePolicy"
+    assert out["candidates"] == [0, 1, 3, 5, 7]          # SGLang's default config, read the same way
+    assert out["consumer_registered"] and out["steps_for_bs1"] == 3 and out["warnings_before_fault"] == []
+    # a fault in our policy: SGLang's takes over for good, one warning, the records stop
+    assert out["active_after_fault"] == "AdaptiveSpeculativeParams" and len(out["fault_warnings"]) == 1
+    assert not out["consumer_after_fault"]
+    # without --speculative-adaptive: one warning naming the flag
+    assert out["no_adaptive_controller"] and len(out["no_adaptive_warnings"]) == 1
+    assert "--speculative-adaptive" in out["no_adaptive_warnings"][0]
+    # tensor parallelism: refused (no decision broadcast yet), SGLang's policy kept
+    assert out["tp2_policy"] == "AdaptiveSpeculativeParams" and "broadcast" in out["tp2_warnings"][0]
+
+
+def test_without_the_variable_sglangs_policy_is_untouched():
+    out = _hook_probe(None)
+    assert not out["hooked"] and out["policy"] == "AdaptiveSpeculativeParams"
+    assert out["no_adaptive_warnings"] == [] and out["tp2_warnings"] == []

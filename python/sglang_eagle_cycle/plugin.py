@@ -8,6 +8,7 @@ Switches (README, "Safety"):
 
 * ``SGLANG_EAGLE_CYCLE=0``: register nothing.
 * ``SGLANG_EAGLE_CYCLE_WIRING=0`` / ``SGLANG_EAGLE_CYCLE_TIMING=0``: leave one half out.
+* ``SGLANG_EAGLE_CYCLE_ADAPTIVE=cost``: the cost-aware policy for ``--speculative-adaptive``.
 * ``SGLANG_EAGLE_CYCLE_FORCE=1``: register on an SGLang other than 0.5.23 (otherwise one WARNING).
 * SGLang's own ``SGLANG_PLUGINS`` allow-list decides whether this is called at all.
 
@@ -36,7 +37,7 @@ def register() -> None:
 
 
 def enabled_areas() -> list[str]:
-    """The hook areas the environment switches leave on (``wiring``, ``timing``); empty when off."""
+    """The hook areas the environment switches leave on (``wiring``, ``timing``, ``adaptive``); empty when off."""
     from .runtime import env_flag
 
     if not env_flag("SGLANG_EAGLE_CYCLE", True):
@@ -46,6 +47,10 @@ def enabled_areas() -> list[str]:
         areas.append("wiring")
     if env_flag("SGLANG_EAGLE_CYCLE_TIMING", True):
         areas.append("timing")
+    from .patches.adaptive import wanted
+
+    if wanted():
+        areas.append("adaptive")
     return areas
 
 
@@ -63,7 +68,7 @@ def version_ok() -> tuple[bool, str]:
     return installed == SUPPORTED_SGLANG or env_flag("SGLANG_EAGLE_CYCLE_FORCE", False), installed
 
 
-AREA_MODULES = {"core": "banner", "wiring": "wiring", "timing": "cycle"}
+AREA_MODULES = {"core": "banner", "wiring": "wiring", "timing": "cycle", "adaptive": "adaptive"}
 
 
 def all_specs(areas: list[str]):

@@ -63,6 +63,10 @@ from .runtime import env_flag
 LOGGER_NAME = "sglang_eagle_cycle"
 logger = logging.getLogger(LOGGER_NAME)
 
+#: Objects with ``on_cycle_record(record)`` handed every cycle record on the sink thread (the adaptive
+#: policy, :mod:`sglang_eagle_cycle.patches.adaptive`); while one is registered the cycles are timed.
+RECORD_CONSUMERS: list = []
+
 #: A record whose events are still not complete after this long is dropped (seconds).
 STALE_AFTER_S = 5.0
 #: Most records waiting for their events before the oldest is dropped.
@@ -453,8 +457,8 @@ class CycleSink:
     @property
     def active(self) -> bool:
         """Whether a submitted cycle would be written anywhere (JSONL open, the Prometheus export on,
-        or the line enabled at INFO)."""
-        return self._jsonl is not None or self.metrics is not None or (
+        a :data:`RECORD_CONSUMERS` entry, or the line enabled at INFO)."""
+        return self._jsonl is not None or self.metrics is not None or bool(RECORD_CONSUMERS) or (
             self.config.log_line and self._log.isEnabledFor(logging.INFO))
 
     def submit(self, item: Any) -> None:
@@ -791,6 +795,11 @@ class CycleSink:
             except Exception as exc:
                 self._fault("metrics", exc, "cycle metrics export off")
                 self.metrics = None
+        for consumer in RECORD_CONSUMERS:
+            try:
+                consumer.on_cycle_record(rec)
+            except Exception as exc:
+                self._fault("record consumer", exc, "records still go to it")
         if self.config.log_line and self._log.isEnabledFor(logging.INFO):
             try:
                 for out in self._agg.add(rec):
