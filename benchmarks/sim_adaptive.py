@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import random
 import sys
 import tempfile
@@ -98,22 +99,88 @@ class ShiftWorld:
     def to_json(self) -> dict:
         c = asdict(self.costs)
         c.pop("p", None)
+        c.pop("bs", None)
         return {"name": self.name, "bs": self.bs, "candidates": list(self.candidates), "switch_ms": self.switch_ms,
                 "phases": [{"cycles": n, "p": list(p)} for n, p in self.phases], "costs": c}
 
 
-def world_from_json(doc: dict) -> ShiftWorld:
-    """A :class:`ShiftWorld` from its JSON object (module docstring). Raises KeyError/ValueError."""
-    known = {f.name for f in fields(World)}
-    costs = {k: v for k, v in doc["costs"].items() if k in known and k not in ("bs", "p")}
-    if "buckets" in costs:
-        costs["buckets"] = tuple(costs["buckets"])
-    phases = [(int(ph["cycles"]), tuple(float(x) for x in ph["p"])) for ph in doc["phases"]]
-    if not phases or any(n < 1 or len(p) < POSITIONS for n, p in phases):
-        raise ValueError("phases: each needs cycles >= 1 and p for positions 1..7")
-    w = World(bs=int(doc["bs"]), p=phases[0][1], **costs)
-    return ShiftWorld(doc.get("name", "world"), w, phases, tuple(doc.get("candidates", CANDIDATES)),
-                      float(doc.get("switch_ms", 0.0)))
+class WorldError(ValueError):
+    """A world file that cannot be simulated; the message names the field."""
+
+
+def _num(value, what: str, low: float = 0.0, high: float = math.inf, low_open: bool = False) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < low or value > high or (low_open and value == low):
+        bound = f"> {low:g}" if low_open else f">= {low:g}"
+        raise WorldError(f"{what}: expected a number {bound}" + (f" and <= {high:g}" if high != math.inf else "")
+                         + f", got {value!r}")
+    return float(value)
+
+
+def _int(value, what: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise WorldError(f"{what}: expected an integer in [{low}, {high}], got {value!r}")
+    return value
+
+
+def world_from_json(doc) -> ShiftWorld:
+    """A :class:`ShiftWorld` from its JSON object (module docstring).
+
+    Raises:
+        WorldError: a missing or malformed field (named in the message).
+    """
+    if not isinstance(doc, dict):
+        raise WorldError("a world is a JSON object")
+    for key in ("bs", "phases", "costs"):
+        if key not in doc:
+            raise WorldError(f"missing key {key!r}")
+    bs = _int(doc["bs"], "bs", 1, 4096)
+    cands = doc.get("candidates", list(CANDIDATES))
+    if not isinstance(cands, list) or not cands:
+        raise WorldError(f"candidates: expected a non-empty list of depths 0..{POSITIONS}, got {cands!r}")
+    cands = tuple(sorted({_int(c, "candidates", 0, POSITIONS) for c in cands}))
+    phases = doc["phases"]
+    if not isinstance(phases, list) or not phases:
+        raise WorldError("phases: expected a non-empty list of {\"cycles\": N, \"p\": [...]}")
+    parsed = []
+    for i, ph in enumerate(phases):
+        if not isinstance(ph, dict) or "cycles" not in ph or "p" not in ph:
+            raise WorldError(f"phases[{i}]: expected an object with cycles and p")
+        n = _int(ph["cycles"], f"phases[{i}].cycles", 1, 10_000_000)
+        p = ph["p"]
+        if not isinstance(p, list) or len(p) < POSITIONS:
+            raise WorldError(f"phases[{i}].p: expected {POSITIONS} or more acceptance probabilities")
+        parsed.append((n, tuple(_num(x, f"phases[{i}].p", 0.0, 1.0) for x in p)))
+    costs = doc["costs"]
+    if not isinstance(costs, dict):
+        raise WorldError("costs: expected an object")
+    known = {f.name for f in fields(World)} - {"bs", "p"}
+    unknown = sorted(set(costs) - known)
+    if unknown:
+        raise WorldError(f"costs: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    if not isinstance(costs.get("kind"), str):
+        raise WorldError("costs.kind: expected a label such as \"dense\"")
+    kw = dict(costs)
+    for key, value in costs.items():
+        if key in ("kind", "family", "name"):
+            continue
+        if key == "buckets":
+            if not isinstance(value, (list, tuple)):
+                raise WorldError("costs.buckets: expected a list of token counts")
+            kw[key] = tuple(_int(b, "costs.buckets", 1, 1 << 20) for b in value)
+        elif key in ("knee_tokens", "moe_experts", "moe_topk"):
+            kw[key] = _int(value, f"costs.{key}", 0, 1 << 20)
+        elif key == "outlier_rate":
+            kw[key] = _num(value, "costs.outlier_rate", 0.0, 1.0)
+        else:
+            kw[key] = _num(value, f"costs.{key}", 0.0, low_open=key in ("decode_ms", "fixed_ms"))
+    if "decode_ms" not in kw:
+        raise WorldError("costs.decode_ms: missing (the no-spec decode step, ms)")
+    if kw.get("moe_experts") and not 0 < kw.get("moe_topk", 0) <= kw["moe_experts"]:
+        raise WorldError("costs.moe_topk: expected 1..moe_experts")
+    w = World(bs=bs, p=parsed[0][1], **kw)
+    return ShiftWorld(str(doc.get("name", "world")), w, parsed, cands,
+                      _num(doc.get("switch_ms", 0.0), "switch_ms", 0.0))
 
 
 def make_worlds(n: int, seed: int, cycles: int) -> list[ShiftWorld]:
@@ -324,8 +391,14 @@ def main(argv=None) -> int:
     logging.getLogger("sglang").setLevel(logging.WARNING)
     if args.world:
         try:
-            worlds = [world_from_json(json.loads(Path(args.world).read_text()))]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            worlds = [world_from_json(json.loads(Path(args.world).read_text(encoding="utf-8")))]
+        except OSError as exc:
+            print(f"sim_adaptive: {args.world}: cannot read ({exc.strerror or exc})", file=sys.stderr)
+            return 2
+        except json.JSONDecodeError as exc:
+            print(f"sim_adaptive: {args.world}: not JSON ({exc.msg}, line {exc.lineno})", file=sys.stderr)
+            return 2
+        except (WorldError, UnicodeDecodeError) as exc:
             print(f"sim_adaptive: {args.world}: {exc}", file=sys.stderr)
             return 2
     else:
@@ -351,7 +424,8 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps({"rows": rows, "summary": summ, "switch_sweep": sweep}, default=str))
         return 0
-    print(f"{len(worlds)} worlds, {len(worlds[0].phases)} phases of {worlds[0].phases[0][0]} cycles, records "
+    lengths = sorted({n for w in worlds for n, _ in w.phases})
+    print(f"{len(worlds)} worlds, {len(worlds[0].phases)} phases of {'/'.join(map(str, lengths))} cycles, records "
           f"{RECORD_DELAY} cycles late; ratio = whole-run tok/s / per-phase oracle ({time.time() - t0:.0f} s)")
     print(f"{'world':<40} {'bs':>3} {'oracle':>7} {'cost':>6} {'ema':>6} {'cost/ema':>8} {'sw cost':>7} "
           f"{'sw ema':>6} {'nospec':>11}")

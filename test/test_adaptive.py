@@ -157,3 +157,33 @@ def test_without_the_variable_sglangs_policy_is_untouched():
     out = _hook_probe(None)
     assert not out["hooked"] and out["policy"] == "AdaptiveSpeculativeParams"
     assert out["no_adaptive_warnings"] == [] and out["tp2_warnings"] == []
+
+
+def test_a_world_file_is_checked_field_by_field(sim, tmp_path):
+    import subprocess
+
+    good = json.loads(json.dumps(sim.make_worlds(1, 0, 200)[0].to_json()))
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(good))
+    assert sim.world_from_json(json.loads(path.read_text())).bs == good["bs"]
+    cases = [({"bs": 0}, "bs"), ({"candidates": [9]}, "candidates"), ({"candidates": []}, "candidates"),
+             ({"costs": [1]}, "costs"), ({"switch_ms": -3}, "switch_ms"),
+             ({"phases": [{"cycles": 10.5, "p": [0.5] * 7}]}, "phases[0].cycles"),
+             ({"phases": [{"cycles": 10, "p": [1.5] * 7}]}, "phases[0].p"),
+             ({"costs": {**good["costs"], "decode_ms": -1}}, "costs.decode_ms"),
+             ({"costs": {**good["costs"], "bogus": 1}}, "bogus")]
+    for change, words in cases:
+        with pytest.raises(sim.WorldError, match=words.replace("[", r"\[").replace("]", r"\]")):
+            sim.world_from_json({**good, **change})
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**good, "bs": 0}))
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "sim_adaptive.py"), "--world", str(bad)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "bs" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_config_that_is_not_json_names_the_file(tmp_path):
+    path = tmp_path / "a.json"
+    path.write_text("{nope")
+    with pytest.raises(ValueError, match="a.json: not JSON"):
+        CostAwarePolicy(1, str(path))

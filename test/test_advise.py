@@ -777,3 +777,37 @@ def test_host_prep_and_gap_are_a_depth_independent_cost(capsys, tmp_path):
         assert cand(doc, steps)["predicted_cycle_ms"] == pytest.approx(period, abs=0.05)
     assert any("draft_prep_ms + gap_ms" in n and "1.50" in n for n in doc["inputs"]["notes"])
     assert [r["host_ms"] for r in doc["inputs"]["runs"]] == [pytest.approx(1.5, abs=1e-3)] * 2
+
+
+def test_adaptive_candidates_for_the_cost_policy(capsys, tmp_path, seed_inspect):
+    """--adaptive-candidates: the contenders per bucket and the no-spec tok/s; both CostAwarePolicy and
+    SGLang's own policy load the file, with the same candidates."""
+    asp = pytest.importorskip("sglang.srt.speculative.adaptive_spec_params")
+    from sglang_eagle_cycle.adaptive import CostAwarePolicy
+
+    out = tmp_path / "cost.json"
+    doc = advise_json(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--adaptive-candidates", out)
+    cfg = json.loads(out.read_text())
+    (key,) = [k for k in cfg if k.isdigit()]
+    entry = cfg[key]
+    assert entry["nospec_tok_s"] == 88.8
+    primary = doc["per_batch_size"][0]
+    rec = primary["recommended"]["steps"]
+    steps = entry["candidate_steps"]
+    assert steps == sorted(set(steps)) and 0 not in steps and (rec in steps or rec == 0)
+    # every candidate's interval reaches the fastest depth's lower end; the others do not
+    spec = [c for c in primary["candidates"] if c["steps"] >= 1]
+    best = max(spec, key=lambda c: c["predicted_tok_s"])
+    floor = (best.get("tok_s_95") or [best["predicted_tok_s"]])[0]
+    for c in spec:   # (the JSON rounds to 0.01 tok/s; the file was written from unrounded values)
+        high = (c.get("tok_s_95") or [None, c["predicted_tok_s"]])[1]
+        if abs(high - floor) > 0.02:
+            assert (c["steps"] in steps) == (high >= floor or c["steps"] == best["steps"]), c["steps"]
+    launch = doc["adaptive_candidates"]["speculative_num_steps"]
+    ours, theirs = CostAwarePolicy(launch, str(out)), asp.AdaptiveSpeculativeParams(launch, str(out))
+    assert ours.candidate_steps == theirs.candidate_steps == steps
+    assert ours.get_steps_for_batch(1) == theirs.get_steps_for_batch(1) == launch
+    rc, _, err = run_advise(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--adaptive-candidates", out)
+    assert rc == 2 and "--adaptive-candidates" in err and "exists" in err and err.count("\n") == 1
+    rc, _, err = run_advise(capsys, seed_inspect, "--adaptive-candidates", "x.json", "--adaptive-config", "x.json")
+    assert rc == 2 and "same file" in err

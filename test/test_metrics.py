@@ -41,10 +41,12 @@ WIRING_LINE = ("[2026-11-30 09:59:00 TP0] EAGLE-3 aux wiring: ids [2, 30, 58] (l
 
 
 def parse(text: str) -> dict[str, list]:
+    """Samples by name; every family must have a declared type (no ``unknown``)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     out: dict[str, list] = {}
     for fam in text_string_to_metric_families(text):
+        assert fam.type in ("counter", "gauge", "histogram"), (fam.name, fam.type)
         for s in fam.samples:
             out.setdefault(s.name, []).append((dict(s.labels), s.value))
     return out
@@ -142,7 +144,7 @@ def test_aggregated_lines_count_in_sum_and_count_not_in_buckets(tmp_path, capsys
     assert one(s, f"{PHASE_SECONDS}_bucket", le="+Inf", **lab) == 10
     assert one(s, f"{PHASE_SECONDS}_sum", **lab) == pytest.approx(
         doc["groups"][0]["phases"]["total_ms"]["sum_ms"] / 1000, rel=1e-6)
-    assert "aggregated cycles" in text.splitlines()[0] and text.startswith("# ")
+    assert text.splitlines()[0].startswith("# 30 aggregated cycles") and text.startswith("# ")
 
 
 def test_rank_labels():

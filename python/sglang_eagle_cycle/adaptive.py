@@ -248,8 +248,10 @@ class CostAwarePolicy:
         log: logger for switches and advice (default ``sglang_eagle_cycle``).
 
     Raises:
-        ValueError: a config without integer-string keys, or with candidates that are not
-            non-negative integers. OSError / json.JSONDecodeError: unreadable file.
+        ValueError: a file that is not JSON, a config without integer-string keys, or with
+            candidates that are not non-negative integers. OSError: an unreadable file. An
+            ``initial_steps`` not among a bucket's candidates starts that bucket on its middle
+            candidate, as SGLang's policy does.
     """
 
     def __init__(self, initial_steps: int, cfg_path: Optional[str] = None, *, log: Optional[logging.Logger] = None):
@@ -438,7 +440,10 @@ def _load_config(cfg_path: Optional[str]) -> dict[int, dict]:
             cfg = {str(k): {"candidate_steps": v} for k, v in DEFAULT_CANDIDATES.items()}
     else:
         with open(cfg_path, encoding="utf-8") as f:
-            cfg = json.load(f)
+            try:
+                cfg = json.load(f)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"adaptive config {cfg_path}: not JSON ({exc.msg}, line {exc.lineno})") from None
     if not isinstance(cfg, dict):
         raise ValueError("adaptive config: expected a JSON object with integer-string batch-size keys")
     out = {}

@@ -936,9 +936,72 @@ class AdaptivePlan:
 
     config: dict
     launch_steps: int
-    buckets: dict[int, int]  # bucket key -> pinned steps
+    buckets: dict  # bucket key -> pinned steps (adaptive_config) or candidate list (adaptive_candidates)
     off_buckets: list[int]
     merged: list[str]
+
+
+def _bucket_keys(advice: Advice, graph_bs: Optional[Sequence[int]]) -> tuple[list[int], list, int]:
+    """``(graph sizes, [(bucket key, BatchAdvice)] by batch size, primary key)``: each batch size gets
+    the config key it pads to; the smallest key is written as 1 so every batch size has a bucket."""
+    sizes = [b.bs for b in advice.per_bs]
+    graph = sorted(graph_bs) if graph_bs else sglang_spec_cuda_graph_bs(max(sizes))
+    keyed = [(pad_to_graph_bs(b.bs, graph), b) for b in sorted(advice.per_bs, key=lambda b: b.bs)]
+    primary_key = pad_to_graph_bs(advice.primary_bs, graph)
+    low = min(k for k, _ in keyed)
+    if low != 1:
+        keyed = [(1 if k == low else k, b) for k, b in keyed]
+        primary_key = 1 if primary_key == low else primary_key
+    return graph, keyed, primary_key
+
+
+def contenders(b: BatchAdvice) -> list[int]:
+    """Depths >= 1 still in contention at one batch size: the fastest one, and every depth whose
+    tok/s interval reaches the fastest one's lower end (point estimates when there is no interval)."""
+    spec = [c for c in b.candidates if c.steps >= 1]
+    if not spec:
+        return [max(1, b.adaptive_steps)]
+    best = max(spec, key=lambda c: (c.tok_s, -c.steps))
+    floor = best.tok_s_low if best.tok_s_low is not None else best.tok_s
+    keep = {c.steps for c in spec if (c.tok_s_high if c.tok_s_high is not None else c.tok_s) >= floor}
+    return sorted(keep | {best.steps})
+
+
+def adaptive_candidates(advice: Advice, graph_bs: Optional[Sequence[int]] = None) -> AdaptivePlan:
+    """A config for :class:`sglang_eagle_cycle.adaptive.CostAwarePolicy` (``SGLANG_EAGLE_CYCLE_ADAPTIVE=cost``):
+    per batch-size bucket the :func:`contenders` as ``candidate_steps`` and the no-spec baseline
+    as ``nospec_tok_s`` when known (SGLang's own policy ignores that key). Batch sizes that pad to
+    one key pool their contenders."""
+    graph, keyed, primary_key = _bucket_keys(advice, graph_bs)
+    cands: dict[int, set] = {}
+    nospec: dict[int, float] = {}
+    owner: dict[int, list] = {}
+    off = []
+    for key, b in keyed:
+        cands.setdefault(key, set()).update(contenders(b))
+        owner.setdefault(key, []).append(b.bs)
+        base = next((c.baseline_tok_s for c in b.candidates if c.baseline_tok_s), None)
+        if base:
+            nospec[key] = round(base, 3)
+        if b.recommendation.speculation_off:
+            off.append(key)
+    merged = [f"bs {', '.join(map(str, v))} pad to {k}: their contenders are pooled" for k, v in owner.items() if len(v) > 1]
+    cfg = {}
+    for k in sorted(cands):
+        cfg[str(k)] = {"candidate_steps": sorted(cands[k])}
+        if k in nospec:
+            cfg[str(k)]["nospec_tok_s"] = nospec[k]
+    cfg["_eagle_cycle"] = {
+        "generated_by": "eagle-cycle advise --adaptive-candidates",
+        "note": "for SGLANG_EAGLE_CYCLE_ADAPTIVE=cost: the depths still in contention per bucket and the "
+                "no-spec tok/s; the policy measures them live",
+        "speculation_off_buckets": sorted(off),
+        "cuda_graph_bs_assumed": graph,
+    }
+    buckets = {k: sorted(v) for k, v in sorted(cands.items())}
+    launch = advice.primary.recommendation.steps if advice.primary.recommendation.steps in buckets[primary_key] \
+        else buckets[primary_key][len(buckets[primary_key]) // 2]
+    return AdaptivePlan(cfg, launch, buckets, sorted(off), merged)
 
 
 def adaptive_config(advice: Advice, graph_bs: Optional[Sequence[int]] = None) -> AdaptivePlan:
@@ -952,24 +1015,16 @@ def adaptive_config(advice: Advice, graph_bs: Optional[Sequence[int]] = None) ->
     runs draft-extend) and is listed in ``off_buckets`` so the caller can say so. Batch sizes
     that pad to one key share the depth of the largest of them.
     """
-    sizes = [b.bs for b in advice.per_bs]
-    graph = sorted(graph_bs) if graph_bs else sglang_spec_cuda_graph_bs(max(sizes))
+    graph, keyed, primary_key = _bucket_keys(advice, graph_bs)
     buckets: dict[int, int] = {}
     owner: dict[int, int] = {}
     merged, off = [], []
-    for b in sorted(advice.per_bs, key=lambda b: b.bs):
-        key = pad_to_graph_bs(b.bs, graph)
+    for key, b in keyed:
         if key in buckets and buckets[key] != b.adaptive_steps:
             merged.append(f"bs {owner[key]} and {b.bs} both pad to {key}: using bs {b.bs}'s {cm.steps_text(b.adaptive_steps)}")
         buckets[key], owner[key] = b.adaptive_steps, b.bs
         if b.recommendation.speculation_off:
             off.append(key)
-    primary_key = pad_to_graph_bs(advice.primary_bs, graph)
-    keys = sorted(buckets)
-    if keys[0] != 1:
-        buckets = {(1 if k == keys[0] else k): v for k, v in buckets.items()}
-        off = [1 if k == keys[0] else k for k in off]
-        primary_key = 1 if primary_key == keys[0] else primary_key
     cfg = {str(k): {"candidate_steps": [v]} for k, v in sorted(buckets.items())}
     cfg["_eagle_cycle"] = {
         "generated_by": "eagle-cycle advise",

@@ -259,7 +259,8 @@ def exposition(groups, model_name: str = "", engine_type: str = "unified", wirin
             if dist.agg_weight:
                 exact = sum(v * n for v, n in dist.counts.items())
                 h.add_unbucketed((dist.total - exact) / 1000.0, dist.agg_weight)
-                aggregated += dist.agg_weight
+        # cycles of aggregated lines (every line carries total_ms; other phases may be absent)
+        aggregated += max((d.agg_weight for d in g.phases.values()), default=0)
         if g.hist:
             h = accept.setdefault(bkey + (("steps", steps),), _Hist(range(1, max_len + 1)))
             for length, n in g.hist.items():
@@ -288,9 +289,9 @@ def exposition(groups, model_name: str = "", engine_type: str = "unified", wirin
             out.append(f"{name}_count{_labels(labels)} {h.count}")
 
     def counter(name: str, series: dict[tuple, int]) -> None:
-        family = name[:-len("_total")]
-        out.append(f"# HELP {family} {HELP[name]}")
-        out.append(f"# TYPE {family} counter")
+        # the sample name in HELP/TYPE, as prometheus_client writes counters in format 0.0.4
+        out.append(f"# HELP {name} {HELP[name]}")
+        out.append(f"# TYPE {name} counter")
         for key, v in sorted(series.items(), key=lambda kv: _sort_key(kv[0])):
             out.append(f"{name}{_labels(dict(key))} {v}")
 

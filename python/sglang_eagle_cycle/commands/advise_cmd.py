@@ -19,6 +19,7 @@ Examples::
 
     eagle-cycle advise server.log --baseline-tok-s 88.8 --target-config ./Kimi-K2.5
     eagle-cycle advise inspect.json --batch-sizes 1 8 32 --adaptive-config adaptive.json
+    eagle-cycle advise inspect.json --batch-sizes 1 8 --adaptive-candidates cost.json   # SGLANG_EAGLE_CYCLE_ADAPTIVE=cost
     eagle-cycle advise --table specbundle.json --model Llama-3.1-8B-Instruct --benchmark gsm8k \\
         --draft specforge --fit 3,1,4 5,1,6 --steps-candidates 0 3 5 7 --json
 
@@ -95,9 +96,13 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     o.add_argument("--json", action="store_true", help="print one JSON object")
     o.add_argument("--adaptive-config", metavar="OUT.json",
                    help="write an SGLang --speculative-adaptive-config pinning the depth per batch-size bucket")
+    o.add_argument("--adaptive-candidates", metavar="OUT.json",
+                   help="write a --speculative-adaptive-config for SGLANG_EAGLE_CYCLE_ADAPTIVE=cost: the depths "
+                        "still in contention per batch-size bucket, and the no-spec tok/s")
     o.add_argument("--cuda-graph-bs", nargs="+", type=int_in(1, MAX_BS), metavar="BS",
                    help="the server's CUDA-graph batch sizes (default: SGLang 0.5.23's speculative list)")
-    o.add_argument("--force", action="store_true", help="overwrite an existing --adaptive-config file")
+    o.add_argument("--force", action="store_true",
+                   help="overwrite an existing --adaptive-config / --adaptive-candidates file")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -568,7 +573,7 @@ def _input_files(args, target_config: Path | None) -> list[tuple[str, str]]:
     return files
 
 
-def _write_adaptive(path_text: str, plan, force: bool, inputs) -> Path:
+def _write_adaptive(path_text: str, plan, force: bool, inputs, flag: str = "--adaptive-config") -> Path:
     """Write the adaptive config to ``path_text``; ``inputs`` are :func:`_input_files`' pairs.
 
     Raises:
@@ -580,24 +585,24 @@ def _write_adaptive(path_text: str, plan, force: bool, inputs) -> Path:
 
     path = Path(path_text)
     if path.is_symlink() and not path.exists():
-        raise UsageError(f"--adaptive-config {path}: a symlink to a missing file ({os.readlink(path)}); "
+        raise UsageError(f"{flag} {path}: a symlink to a missing file ({os.readlink(path)}); "
                          "not written through it")
     if path.is_dir():
-        raise UsageError(f"--adaptive-config {path}: is a directory")
+        raise UsageError(f"{flag} {path}: is a directory")
     for name, given in inputs:
         if same_file(name, path):
-            raise UsageError(f"--adaptive-config {path}: is one of the inputs{given}")
+            raise UsageError(f"{flag} {path}: is one of the inputs{given}")
     if path.exists() and not force:
-        raise UsageError(f"--adaptive-config {path}: file exists, not overwritten (use --force)")
+        raise UsageError(f"{flag} {path}: file exists, not overwritten (use --force)")
     try:
         mode = "w" if force else "x"
         with path.open(mode, encoding="utf-8") as fh:
             json.dump(plan.config, fh, indent=2)
             fh.write("\n")
     except FileExistsError:
-        raise UsageError(f"--adaptive-config {path}: file exists, not overwritten (use --force)") from None
+        raise UsageError(f"{flag} {path}: file exists, not overwritten (use --force)") from None
     except OSError as exc:
-        raise UsageError(f"--adaptive-config {path}: cannot write ({exc.strerror or exc})") from None
+        raise UsageError(f"{flag} {path}: cannot write ({exc.strerror or exc})") from None
     return path
 
 
@@ -605,9 +610,14 @@ def main(args: argparse.Namespace) -> int:
     from .. import advise as adv
     from ..errors import UsageError
 
-    if args.adaptive_config == "-":
-        raise UsageError("--adaptive-config -: stdout carries the advice; give a file name")
-    for flag, value in (("--adaptive-config", args.adaptive_config), ("--target-config", args.target_config),
+    for flag, value in (("--adaptive-config", args.adaptive_config),
+                        ("--adaptive-candidates", args.adaptive_candidates)):
+        if value == "-":
+            raise UsageError(f"{flag} -: stdout carries the advice; give a file name")
+    if args.adaptive_config and args.adaptive_candidates and args.adaptive_config == args.adaptive_candidates:
+        raise UsageError("--adaptive-config and --adaptive-candidates name the same file")
+    for flag, value in (("--adaptive-config", args.adaptive_config), ("--adaptive-candidates", args.adaptive_candidates),
+                        ("--target-config", args.target_config),
                         ("--table", args.table), *(("INPUT", name) for name in args.inputs)):
         if value is not None and not value.strip():
             raise UsageError(f"{flag}: the file name is empty")
@@ -630,6 +640,11 @@ def main(args: argparse.Namespace) -> int:
     if args.adaptive_config:
         plan = adv.adaptive_config(advice, args.cuda_graph_bs)
         plan_path = _write_adaptive(args.adaptive_config, plan, args.force, _input_files(args, target_config))
+    cand_plan = cand_path = None
+    if args.adaptive_candidates:
+        cand_plan = adv.adaptive_candidates(advice, args.cuda_graph_bs)
+        cand_path = _write_adaptive(args.adaptive_candidates, cand_plan, args.force, _input_files(args, target_config),
+                                    "--adaptive-candidates")
     if args.json:
         out = advice.to_dict()
         out["inputs"].update({"source": desc, "baseline_tok_s": {str(k): v for k, v in baselines.items()},
@@ -638,9 +653,22 @@ def main(args: argparse.Namespace) -> int:
             out["adaptive_config"] = {"path": str(plan_path), "speculative_num_steps": plan.launch_steps,
                                       "buckets": {str(k): v for k, v in plan.buckets.items()},
                                       "speculation_off_buckets": plan.off_buckets}
+        if cand_plan is not None:
+            out["adaptive_candidates"] = {"path": str(cand_path), "speculative_num_steps": cand_plan.launch_steps,
+                                          "buckets": {str(k): v for k, v in cand_plan.buckets.items()},
+                                          "speculation_off_buckets": cand_plan.off_buckets}
         print(json.dumps(out, indent=1))
     else:
         from rich.console import Console
 
-        _render(advice, plan, plan_path, desc, shape_note, Console(file=sys.stdout, width=None if sys.stdout.isatty() else 100))
+        console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 100)
+        _render(advice, plan, plan_path, desc, shape_note, console)
+        if cand_plan is not None:
+            console.print(f"wrote {cand_path}: candidates " + ", ".join(
+                f"bs>={k}: {v}" for k, v in cand_plan.buckets.items()))
+            for msg in cand_plan.merged:
+                console.print(f"  note: {msg}")
+            console.print(f"launch with: SGLANG_EAGLE_CYCLE_ADAPTIVE=cost ... --speculative-adaptive "
+                          f"--speculative-adaptive-config {cand_path} --speculative-num-steps {cand_plan.launch_steps} "
+                          "--speculative-eagle-topk 1", soft_wrap=True)
     return 0
