@@ -78,7 +78,14 @@ out["no_adaptive_controller"] = w2.adaptive_controller is None
 out["no_adaptive_warnings"] = list(warnings)
 
 warnings.clear()
-w3 = build(True, tp_size=2, attn_tp_size=2, moe_tp_size=2)
-out["tp2_policy"] = type(w3.adaptive_controller.params).__name__
+import sglang.srt.distributed as sd  # noqa: E402
+
+tp_group = types.SimpleNamespace(cpu_group=None, ranks=[0, 1], rank=1)   # this process: TP rank 1 of 2
+with mock.patch.object(sd, "get_tp_group", lambda: tp_group):
+    w3 = build(True, tp_size=2, attn_tp_size=2, moe_tp_size=2)
+p3 = w3.adaptive_controller.params
+out["tp2_policy"] = type(p3).__name__
+out["tp2_synced_follower"] = bool(getattr(getattr(p3, "ours", None), "sync", None)) and not p3.ours.sync.leader
+out["tp2_consumer"] = getattr(p3, "ours", None) in RECORD_CONSUMERS
 out["tp2_warnings"] = list(warnings)
 print(json.dumps(out))

@@ -149,8 +149,9 @@ def test_the_variable_replaces_sglangs_policy_on_the_real_worker_init():
     # without --speculative-adaptive: one warning naming the flag
     assert out["no_adaptive_controller"] and len(out["no_adaptive_warnings"]) == 1
     assert "--speculative-adaptive" in out["no_adaptive_warnings"][0]
-    # tensor parallelism: refused (no decision broadcast yet), SGLang's policy kept
-    assert out["tp2_policy"] == "AdaptiveSpeculativeParams" and "broadcast" in out["tp2_warnings"][0]
+    # tensor parallelism, TP rank 1: our policy, following TP rank 0's broadcast, fed no records
+    assert out["tp2_policy"] == "FallbackPolicy" and out["tp2_synced_follower"] and not out["tp2_consumer"]
+    assert out["tp2_warnings"] == []
 
 
 def test_without_the_variable_sglangs_policy_is_untouched():
@@ -187,3 +188,30 @@ def test_a_config_that_is_not_json_names_the_file(tmp_path):
     path.write_text("{nope")
     with pytest.raises(ValueError, match="a.json: not JSON"):
         CostAwarePolicy(1, str(path))
+
+
+def _two_ranks(tmp_path, mode):
+    import os
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
+    procs = [subprocess.Popen([sys.executable, str(REPO / "test" / "adaptive_sync_probe.py"), str(r), str(port),
+                               str(tmp_path / f"{mode}{r}.json"), mode], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for r in (0, 1)]
+    for p in procs:
+        _, err = p.communicate(timeout=240)
+        assert p.returncode == 0, err[-2000:]
+    return [json.loads((tmp_path / f"{mode}{r}.json").read_text()) for r in (0, 1)]
+
+
+def test_two_ranks_with_different_timings_run_the_same_depths(tmp_path):
+    """Two gloo ranks, identical verify results, disagreeing cycle timings: with BroadcastSync every
+    cycle runs the same depth on both (the leader's choice); deciding alone, they part ways."""
+    a, b = _two_ranks(tmp_path, "sync")
+    assert a["steps"] == b["steps"] and len(set(a["steps"])) > 1   # identical, and the policy did move
+    a, b = _two_ranks(tmp_path, "nosync")
+    assert a["steps"] != b["steps"]

@@ -125,6 +125,7 @@ class _Slot:
         self.probe_left = 0
         self.probe_depths: list = []   # depths probed, latest last
         self.home = self.current       # the last depth chosen on evidence (probes return to it)
+        self.applied = self.current    # the depth that runs (lags ``current`` by one boundary with a sync)
         self.probe_ms = 0.0            # cycle time spent in probes (from records)
         self.total_ms = 0.0            # cycle time of the bucket (from records)
         self.probes = 0
@@ -254,8 +255,14 @@ class CostAwarePolicy:
             candidate, as SGLang's policy does.
     """
 
-    def __init__(self, initial_steps: int, cfg_path: Optional[str] = None, *, log: Optional[logging.Logger] = None):
+    def __init__(self, initial_steps: int, cfg_path: Optional[str] = None, *, log: Optional[logging.Logger] = None,
+                 sync: Any = None):
         self._log = log or logger
+        #: :class:`BroadcastSync` (or any object with ``leader`` and ``exchange(bucket, steps) -> steps | None``)
+        #: when several ranks must run one depth; None for a single rank.
+        self.sync = sync
+        #: With a sync: set after a fault of the leader's decision; the depths then stay as they are.
+        self.frozen = False
         entries = _load_config(cfg_path)
         self._bs_list = sorted(entries)
         self._slots = {bs: _Slot(bs, entry["candidate_steps"], initial_steps, entry.get("nospec_tok_s"))
@@ -276,7 +283,7 @@ class CostAwarePolicy:
         self._cuda_graph_bs = sorted(cuda_graph_bs) if cuda_graph_bs else None
 
     def get_steps_for_batch(self, batch_size: int) -> int:
-        return self._route(batch_size).current
+        return self._route(batch_size).applied
 
     def cuda_graph_bs_for_step(self, step: int) -> Optional[list[int]]:
         """CUDA-graph batch sizes whose bucket has ``step`` among its candidates (None without graphs)."""
@@ -290,12 +297,34 @@ class CostAwarePolicy:
         if not num_correct_drafts_per_req:
             return None
         slot = self._route(batch_size)
-        slot.pending.append((slot.current, num_correct_drafts_per_req))
+        slot.pending.append((slot.applied, num_correct_drafts_per_req))
         slot.bs_sum += batch_size
         slot.verifies += 1
         if len(slot.pending) < DECIDE_EVERY:
             return None
-        return self._decide(slot)
+        if self.sync is None:
+            new = self._decide(slot)
+            slot.applied = slot.current
+            return new
+        # several ranks: the leader decides; every rank applies, at the next boundary of this bucket,
+        # the value the leader broadcast at this one (the broadcast runs in the background meanwhile)
+        if self.sync.leader and not self.frozen:
+            try:
+                self._decide(slot)
+            except Exception as exc:   # keep taking part in the broadcasts: the other ranks wait for them
+                self.frozen = True
+                self._log.warning("sglang-eagle-cycle: internal error in the adaptive policy (%s: %s); the depth "
+                                  "stays %d on every rank (with several ranks SGLang's own policy cannot take over "
+                                  "on one alone)", type(exc).__name__, exc, slot.current)
+        else:
+            slot.pending.clear()
+        agreed = self.sync.exchange(slot.bs_key, slot.current if self.sync.leader else -1)
+        if agreed is None or agreed == slot.applied or agreed not in slot.candidates:
+            return None
+        slot.applied = agreed
+        if not self.sync.leader:
+            slot.current = agreed
+        return agreed
 
     def on_cycle_record(self, record: Any) -> None:
         """Take one profiler cycle record (sink thread; never blocks): its ``steps``, ``bs`` and
@@ -429,6 +458,42 @@ class CostAwarePolicy:
     def mode(self, batch_size: int) -> str:
         """``explore`` while the bucket of ``batch_size`` probes a depth, else ``exploit``."""
         return self._route(batch_size).mode
+
+
+class BroadcastSync:
+    """One depth on every rank: the leader's decision of each boundary, broadcast without blocking.
+
+    Args:
+        group: a ``torch.distributed`` process group on CPU (gloo: SGLang's TP ``cpu_group``).
+        src: the global rank of the leader (the one with cycle timings, TP rank 0).
+        rank: this process's global rank.
+
+    :meth:`exchange` is called by every rank at the same boundaries of a bucket (its every
+    :data:`DECIDE_EVERY`-th verify, identical on all ranks since their verify results are): it
+    starts this boundary's broadcast (``async_op=True``) and returns the previous boundary's value,
+    whose broadcast has long finished (it waits for it, normally without blocking); None at the first.
+    Every rank thus switches at the same verify to the same depth, one boundary after the leader chose it.
+    """
+
+    def __init__(self, group: Any, src: int, rank: int):
+        self.group, self.src = group, src
+        self.leader = rank == src
+        self._pending: dict = {}   # bucket -> (work handle, tensor) of its last boundary
+
+    def exchange(self, bucket: int, value: int) -> Optional[int]:
+        """Start ``bucket``'s broadcast of ``value`` (the leader's; others pass anything) and return
+        the value of that bucket's previous boundary (None at its first)."""
+        import torch
+        import torch.distributed as dist
+
+        prev = None
+        last = self._pending.pop(bucket, None)
+        if last is not None:
+            last[0].wait()
+            prev = int(last[1].item())
+        tensor = torch.tensor([value if self.leader else -1], dtype=torch.int64)
+        self._pending[bucket] = (dist.broadcast(tensor, self.src, group=self.group, async_op=True), tensor)
+        return prev
 
 
 def _load_config(cfg_path: Optional[str]) -> dict[int, dict]:

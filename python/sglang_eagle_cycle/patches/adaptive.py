@@ -10,8 +10,10 @@ One AROUND hook on ``EAGLEWorkerV2.__init__``: after SGLang has built its ``Adap
 Refusals, each one WARNING at start-up, SGLang's own policy kept:
 
 * no ``--speculative-adaptive`` (no controller to give a policy to), naming the flag;
-* tensor, pipeline or data parallelism: every TP rank must take the same decision and only the
-  stats rank has cycle timings; the decision broadcast is not built yet;
+* pipeline or data parallelism (and attention DP, which SGLang refuses for adaptive anyway). With
+  tensor parallelism TP rank 0, the rank with cycle timings, decides and its choice reaches every TP
+  rank through a non-blocking broadcast on SGLang's TP CPU group
+  (:class:`~sglang_eagle_cycle.adaptive.BroadcastSync`), so all run the same depth;
 * ``SGLANG_EAGLE_CYCLE_TIMING=0``: the policy would have no cycle times.
 
 A fault inside the policy falls back to SGLang's policy for good, logged once.
@@ -79,10 +81,10 @@ def install_policy(worker: Any) -> Optional[Any]:
                        "serves the fixed --speculative-num-steps and there is no depth to choose", ENV)
         return None
     r = ranks()
-    if r.world > 1 or r.attn_dp_size > 1:
-        _warn_once("parallel", "sglang-eagle-cycle: %s=cost keeps SGLang's adaptive policy: with tp x pp x dp = %d "
-                   "every rank must take the same depth and only the stats rank has cycle timings (the decision "
-                   "broadcast is not built yet)", ENV, r.world)
+    if r.pp_size > 1 or r.dp_size > 1 or r.attn_dp_size > 1:
+        _warn_once("parallel", "sglang-eagle-cycle: %s=cost keeps SGLang's adaptive policy: with pipeline or data "
+                   "parallelism (pp %d, dp %d, attention dp %d) the ranks' decisions are not kept in step",
+                   ENV, r.pp_size, r.dp_size, r.attn_dp_size)
         return None
     if not env_flag("SGLANG_EAGLE_CYCLE_TIMING", True):
         _warn_once("timing", "sglang-eagle-cycle: %s=cost keeps SGLang's adaptive policy: it needs the cycle "
@@ -90,15 +92,23 @@ def install_policy(worker: Any) -> Optional[Any]:
         return None
     from sglang.srt.runtime_context import get_spec
 
-    from ..adaptive import CostAwarePolicy
+    from ..adaptive import BroadcastSync, CostAwarePolicy
     from ..sinks import RECORD_CONSUMERS
 
-    policy = CostAwarePolicy(int(worker.speculative_num_steps), getattr(get_spec(), "speculative_adaptive_config", None))
+    sync = None
+    if r.tp_size > 1:   # TP rank 0 (the stats rank, the one with timings) decides; its choice is broadcast
+        from sglang.srt.distributed import get_tp_group
+
+        tp = get_tp_group()
+        sync = BroadcastSync(tp.cpu_group, tp.ranks[0], tp.rank)
+    policy = CostAwarePolicy(int(worker.speculative_num_steps), getattr(get_spec(), "speculative_adaptive_config", None),
+                             sync=sync)
     if policy.candidate_steps != list(ctl.params.candidate_steps):
         raise ValueError(f"candidate steps {policy.candidate_steps} differ from SGLang's "
                          f"{list(ctl.params.candidate_steps)}")
     ctl.params = FallbackPolicy(policy, ctl.params)
-    RECORD_CONSUMERS.append(policy)
+    if sync is None or sync.leader:
+        RECORD_CONSUMERS.append(policy)
     logger.info("sglang-eagle-cycle: adaptive depth chosen by CostAwarePolicy (candidates %s)", policy.candidate_steps)
     return policy
 
