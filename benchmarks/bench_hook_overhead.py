@@ -13,6 +13,10 @@ without the hooks (SGLang's own AROUND wrapper), in interleaved blocks:
 * ``hooked, default sinks``: the INFO line to a ``FileHandler`` and the JSONL file, formatted and
   written by the sink thread (the default): the acceptance figure;
 * ``hooked, inline sinks``: the same sinks on the scheduler thread (why there is a sink thread);
+* with ``--adaptive``: ``timing + SGLang's policy`` and ``timing + CostAwarePolicy``, the default
+  sinks with SGLang's ``AdaptiveController`` fed by the real result processing (``on_verify_complete_cpu``)
+  and the worker's ``activate_step_by_batch``, around each policy (candidates 1-5; switches counted,
+  not applied); our policy also gets the cycle records; reported as the paired difference;
 * ``default sinks + metrics``: the default sinks plus the Prometheus export (SGLang's
   ``--enable-metrics``), observed on the sink thread into a multiprocess directory, as in a server
   (``PROMETHEUS_MULTIPROC_DIR`` is set before ``prometheus_client`` is imported); its cost is
@@ -138,6 +142,9 @@ def parse_args(argv=None):
     p.add_argument("--export-only", action="store_true",
                    help="only baseline, default sinks, and default sinks + metrics: the Prometheus export's "
                         "price in more rounds for the same time")
+    p.add_argument("--adaptive", action="store_true",
+                   help="the adaptive policies instead: timing with SGLang's AdaptiveSpeculativeParams against "
+                        "timing with CostAwarePolicy (candidates 1-5; switches are counted, not applied)")
     p.add_argument("--stamp-rounds", type=int, default=300,
                    help="rounds of the paired pricing of the device-span stamps (default 300; 0 = skip)")
     p.add_argument("--stamp-block", type=int, default=1000, help="cycles per block of that pricing (default 1000)")
@@ -310,6 +317,10 @@ def measure(args) -> dict:
         }
         if export:
             variants[METRICS_VARIANT] = (profiler(True, jsonl=True, metrics=True), logging.INFO)
+        if args.adaptive:
+            variants = {"baseline": None, "hooked, default sinks": variants["hooked, default sinks"],
+                        SGLANG_POLICY: (profiler(True, jsonl=True), logging.INFO),
+                        COST_POLICY: (profiler(True, jsonl=True), logging.INFO)}
         if args.export_only:
             if not export:
                 raise SystemExit("bench_hook_overhead: --export-only needs prometheus_client not imported before "
@@ -326,6 +337,7 @@ def measure(args) -> dict:
 
     with Harness(steps=args.steps, eager=args.eager, costs=zero) as h:
         spin = _gil_free_spin(args.gpu_wait_us)
+        controllers = _controllers(args, tmp) if args.adaptive else {}
 
         waited = [0.0, 0.0]  # scheduler-thread CPU and wall time spent in the simulated sync
         per_cycle: list = []  # (wall at the read point, wall spent in the sync) per cycle
@@ -345,6 +357,12 @@ def measure(args) -> dict:
             if spec:
                 log.setLevel(spec[1])
                 ctx.__enter__()
+            if args.adaptive:
+                from sglang_eagle_cycle.sinks import RECORD_CONSUMERS
+
+                ctl = controllers.get(name)
+                h.worker.adaptive_controller = ctl
+                RECORD_CONSUMERS[:] = [ctl.params] if name == COST_POLICY else []
             waited[:] = [0.0, 0.0]
             per_cycle.clear()
             written0 = spec[0].sink.written if spec else 0
@@ -389,6 +407,11 @@ def measure(args) -> dict:
     handler.close()
     log.removeHandler(handler)
     shutil.rmtree(tmp, ignore_errors=True)
+    if args.adaptive:
+        from sglang_eagle_cycle.sinks import RECORD_CONSUMERS
+
+        RECORD_CONSUMERS.clear()
+        h.worker.adaptive_controller = None
     observed = variants[METRICS_VARIANT][0].sink.metrics.observed if METRICS_VARIANT in variants else 0
     return {"cpu_us": cpu_us, "wall_us": wall_us, "sink_cpu": sink_cpu, "kept_up": kept_up,
             "cycle_wall_us": cycle_wall_us, "lines": len(lines), "jsonl": len(jsonl), "wakes": wakes,
@@ -401,6 +424,34 @@ SPAN_STAMPS_BUDGET_US = 3.0
 #: same sinks without it (us; issue 16).
 METRICS_VARIANT = "default sinks + metrics"
 METRICS_BUDGET_US = 2.0
+
+
+SGLANG_POLICY = "timing + SGLang's policy"
+COST_POLICY = "timing + CostAwarePolicy"
+
+
+def _controllers(args, tmp: Path) -> dict:
+    """SGLang's ``AdaptiveController`` around each policy, candidates 1-5 for every batch size; a
+    switch is counted, not applied (the harness runs one depth)."""
+    from sglang.srt.speculative.adaptive_runtime_state import AdaptiveController
+    from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
+
+    from types import SimpleNamespace
+
+    from sglang_eagle_cycle.adaptive import CostAwarePolicy
+
+    cfg = tmp / "adaptive.json"
+    cfg.write_text(json.dumps({"1": {"candidate_steps": [1, 2, 3, 4, 5]}}))
+
+    class Counting(AdaptiveController):
+        switches = 0
+
+        def _activate(self, speculative_num_steps: int) -> None:
+            self.switches += 1
+
+    worker = SimpleNamespace(speculative_num_steps=args.steps)   # the depth the harness runs
+    return {SGLANG_POLICY: Counting(worker, AdaptiveSpeculativeParams(args.steps, str(cfg))),
+            COST_POLICY: Counting(worker, CostAwarePolicy(args.steps, str(cfg)))}
 
 
 def metrics_verdict(on_minus_off: list) -> dict:
@@ -592,6 +643,13 @@ def main(argv=None) -> int:
     for w in raw.get("per_process_wakes") or [raw["wakes"]]:
         print(f"sink thread: {w['wakeups']} wake-ups, {w['wakeups_busy']} of them while the scheduler ran Python, "
               f"{w['overruns']} device waits outlasted, woken by the scheduler {w['kicks']} times")
+    policy = None
+    if COST_POLICY in cpu_us and len(cpu_us[COST_POLICY]) >= 6:
+        policy = metrics_verdict([a - b for a, b in zip(cpu_us[COST_POLICY], cpu_us[SGLANG_POLICY])])
+        print(f"CostAwarePolicy against SGLang's AdaptiveSpeculativeParams (both with timing and the default sinks, "
+              f"same round): {policy['added_us']:+.2f} us per cycle on the scheduler thread (95% CI "
+              f"{policy['ci95_us'][0]:+.2f} to {policy['ci95_us'][1]:+.2f}, {policy['rounds']} paired rounds; "
+              f"budget {METRICS_BUDGET_US:g} us: {policy['verdict']})")
     export = None
     if METRICS_VARIANT in cpu_us and len(cpu_us[METRICS_VARIANT]) >= 6:
         export = metrics_verdict([a - b for a, b in zip(cpu_us[METRICS_VARIANT], cpu_us["hooked, default sinks"])])
@@ -618,6 +676,7 @@ def main(argv=None) -> int:
         if "hooked, nothing wanted" in row else None,
         "span_stamps": {k: v for k, v in spans.items() if k != "text"} if spans else None,
         "metrics_export": export,
+        "adaptive_policy": policy,
         "statistic": "scheduler-thread CPU per cycle, median over rounds of (variant - baseline)",
         "bs": args.bs, "steps": args.steps, "eager": args.eager, "gpu_wait_us": args.gpu_wait_us,
         "cycles_per_variant": cycles, "processes": args.processes,
