@@ -83,13 +83,11 @@ DEFAULT_CANDIDATES = {1: [1, 3, 5, 7], 8: [0, 1, 3], 32: [0, 1], 64: [0]}
 
 
 def expected_accept_len(p, steps: int) -> float:
-    """``E[L(S)] = 1 + sum_{j<=S} prod_{i<=j} p_i`` (tokens per request per cycle, bonus included;
-    Leviathan et al. 2023, eq. 1, per position)."""
-    total = run = 1.0
-    for pj in list(p)[:steps]:
-        run *= pj
-        total += run
-    return total
+    """``E[L(S)] = 1 + sum_{j<=S} prod_{i<=j} p_i`` over the first ``steps`` positions of ``p``
+    (:func:`sglang_eagle_cycle.costmodel.expected_accept_len`; Leviathan et al. 2023, eq. 1)."""
+    from .costmodel import expected_accept_len as over_all
+
+    return over_all(list(p)[:steps])
 
 
 def accept_half_life(bs: float) -> float:

@@ -790,11 +790,7 @@ class CycleSink:
             self.dropped += 1
             return
         if self.metrics is not None:
-            try:
-                self.metrics.observe(rec)
-            except Exception as exc:
-                self._fault("metrics", exc, "cycle metrics export off")
-                self.metrics = None
+            self._metrics_do(self.metrics.observe, rec)
         for consumer in RECORD_CONSUMERS:
             try:
                 consumer.on_cycle_record(rec)
@@ -816,11 +812,13 @@ class CycleSink:
     def _push_metrics(self, force: bool = False) -> None:
         """Hand the cycles observed since the last push to ``prometheus_client`` (now, or when due)."""
         m = self.metrics
-        if m is None:
-            return
+        if m is not None and (force or m.due):
+            self._metrics_do(m.push)
+
+    def _metrics_do(self, action, *args) -> None:
+        """Run one export step; a fault is logged once and ends the export (never the sink)."""
         try:
-            if force or m.due:
-                m.push()
+            action(*args)
         except Exception as exc:
             self._fault("metrics", exc, "cycle metrics export off")
             self.metrics = None
