@@ -858,3 +858,42 @@ def test_sink_reads_no_event_inside_a_capture(thread_local, monkeypatch, tmp_pat
         assert sink.thread_local_capture is False
         assert not any(open_ for _, open_, _ in on_sink)
         assert sink.deferred >= len(CAPTURE_METHODS)
+
+
+def test_cycle_lines_carry_the_cost_aware_policys_state(install, tmp_path, log, caplog):
+    """With our adaptive policy inside SGLang's AdaptiveController, each cycle's record ends with
+    adaptive=explore|exploit as the policy routed that batch (SGLang asks it at the start of the decode
+    branch); SGLang's own policy, or ours after a fault, gives no field."""
+    import json as _json
+
+    from sglang.srt.speculative.adaptive_runtime_state import AdaptiveController
+    from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
+
+    from sglang_eagle_cycle.adaptive import CostAwarePolicy
+    from sglang_eagle_cycle.patches.adaptive import FallbackPolicy
+
+    class Counting(AdaptiveController):   # the harness runs one depth: a switch is not applied
+        def _activate(self, speculative_num_steps):
+            pass
+
+    cfg = tmp_path / "adaptive.json"
+    cfg.write_text(_json.dumps({"1": {"candidate_steps": [1, 2, 3]}}))
+    clock = FakeClock()
+    install(profiler(clock, tmp_path, log))
+    caplog.set_level(logging.INFO, logger=LOG)
+    ours = CostAwarePolicy(3, str(cfg))
+    with Harness(steps=3, clock=clock) as h:
+        h.worker.adaptive_controller = Counting(h.worker, AdaptiveSpeculativeParams(3, str(cfg)))
+        h.run_overlap([h.new_batch(2)])       # SGLang's policy: no field
+        fallback = FallbackPolicy(ours, h.worker.adaptive_controller.params)
+        h.worker.adaptive_controller.params = fallback
+        h.run_overlap([h.new_batch(2), h.new_batch(2)])
+        ours._slots[1].applied_mode = "explore"   # a probe: its state as the policy sets it at a boundary
+        h.run_overlap([h.new_batch(2)])
+        fallback._fail("test", RuntimeError("boom"))   # SGLang's policy takes over: no field again
+        h.run_overlap([h.new_batch(2)])
+        h.worker.adaptive_controller = None
+    assert [r.adaptive for r in records(tmp_path)] == [None, "exploit", "exploit", "explore", None]
+    lines = info_lines(caplog)
+    assert [ln.rsplit(" ", 1)[-1] for ln in lines][1:4] == ["adaptive=exploit"] * 2 + ["adaptive=explore"]
+    assert "adaptive=" not in lines[0] and "adaptive=" not in lines[4]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import json
@@ -259,6 +260,9 @@ DAMAGES = {
     "leading spaces": lambda ln: "  " + ln,
     "extra word": lambda ln: ln + " junk",
     "rank tail": lambda ln: ln + " rank=tp3",
+    "adaptive tail": lambda ln: ln + " adaptive=explore",
+    "adaptive garbage": lambda ln: ln + " adaptive=maybe",
+    "adaptive empty": lambda ln: ln + " adaptive=",
     "eager tail": lambda ln: ln + " draft_step_ms=0.30,0.31",
     "aggregate tail": lambda ln: ln + " n=4 total_max_ms=30.00",
     "accepts -": lambda ln: re.sub(r"accepts=\S+", "accepts=-", ln),
@@ -728,3 +732,87 @@ def test_phase_sd_is_the_spread_over_cycles_and_null_when_aggregated():
     d.add_mean(21.0, 10)                      # an aggregated line hides its cycles' spread
     assert d.sd is None
     assert PhaseDist().sd is None
+
+
+# --- the cost-aware adaptive policy's adaptive= field ------------------------------------------------
+
+def _adaptive_lines(seed, cycles=300, bs=2):
+    """Device-span lines whose adaptive= state runs in spells (probes are spells of 16-64 cycles)."""
+    rng = random.Random(seed)
+    run = generate(rng, bs=bs, steps=3, cycles=cycles, p=P_TRUE, spans=True)
+    modes, mode = [], "exploit"
+    for _ in run.records:
+        if rng.random() < 0.05:
+            mode = "explore" if mode == "exploit" else "exploit"
+        modes.append(mode)
+    recs = [dataclasses.replace(r, adaptive=m) for r, m in zip(run.records, modes)]
+    return recs, Counter(modes)
+
+
+def test_adaptive_field_round_trips_and_is_last():
+    recs, _ = _adaptive_lines(31, cycles=5)
+    for rec in recs:
+        line = cycle.format_line(rec)
+        assert line.endswith(f" adaptive={rec.adaptive}")
+        parsed = cycle.parse_line(line)
+        assert parsed.adaptive == rec.adaptive and cycle.format_line(parsed) == line
+        assert cycle.from_json(cycle.to_json(rec)).adaptive == rec.adaptive
+        assert json.loads(cycle.to_json(rec))["adaptive"] == rec.adaptive
+    bad = cycle.format_line(recs[0]).replace("adaptive=", "adaptive=x")
+    assert cycle.parse_line(bad) is None
+    assert "adaptive" in cycle.json_rejection(cycle.to_json(recs[0]).replace('"explore"', '"x"').replace(
+        '"exploit"', '"x"'))
+    assert bulkscan.KEYS_ADAPTIVE == bulkscan.KEYS_SPANS + ("adaptive",)
+
+
+def test_adaptive_lines_bulk_and_per_line_agree(tmp_path):
+    recs, modes = _adaptive_lines(32)
+    lines = log_lines(recs)
+    # the fast readers take the layout (both of them), and count the states per configuration
+    text = "\n".join(lines) + "\n"
+    by_array, by_tokens = _two_readers(text)
+    assert by_array is not None and by_tokens is not None
+    _assert_same_tallies(by_array, by_tokens)
+    (tally,) = by_array
+    assert tally.adaptive == dict(modes)
+    path = _write(tmp_path / "adaptive.log", lines)
+    fast = inspect_paths([path])
+    assert fast == _slow([path])
+    (g,) = fast["groups"]
+    assert g["adaptive_cycles"] == {m: modes[m] for m in cycle.ADAPTIVE_MODES}
+    assert g["cycles"] == len(recs)
+    # several configurations in one chunk (a probe runs another depth), and damaged lines among them
+    other, other_modes = _adaptive_lines(33, cycles=120, bs=4)
+    mixed = lines + log_lines(other)
+    random.Random(34).shuffle(mixed)
+    text = "\n".join(mixed) + "\n"
+    by_array, by_tokens = _two_readers(text)
+    assert by_array is not None
+    _assert_same_tallies(by_array, by_tokens)
+    assert {t.config[0]: t.adaptive for t in by_array} == {2: dict(modes), 4: dict(other_modes)}
+    rng = random.Random(35)
+    for i in rng.sample(range(len(mixed)), 40):
+        mixed[i] = _damage(rng, mixed[i])
+    mixed[7] = re.sub(r"adaptive=\S+", "adaptive=maybe", mixed[7])
+    path = _write(tmp_path / "adaptive-damaged.log", mixed)
+    for chunk in (300, 4000, 1 << 20):
+        assert inspect_paths([path], chunk_chars=chunk) == _slow([path], chunk_chars=chunk), chunk
+    # JSONL records give the same groups
+    jsonl = _write(tmp_path / "adaptive.jsonl", [cycle.to_json(r) for r in recs])
+    (gj,) = inspect_paths([jsonl])["groups"]
+    assert {k: v for k, v in gj.items() if k != "file"} == {k: v for k, v in g.items() if k != "file"}
+
+
+def test_aggregates_never_mix_adaptive_states():
+    recs, modes = _adaptive_lines(36, cycles=200)
+    agg = cycle.Aggregator(every=10)
+    out = [a for r in recs for a in agg.add(r)] + agg.flush()
+    assert sum(a.n for a in out) == len(recs)
+    by_mode = Counter()
+    for a in out:
+        by_mode[a.adaptive] += a.n
+        assert cycle.format_line(a).endswith(f" adaptive={a.adaptive}")
+    assert by_mode == modes
+    with pytest.raises(ValueError):
+        cycle.aggregate([recs[0], dataclasses.replace(recs[1], adaptive="explore" if recs[1].adaptive == "exploit"
+                                                      else "exploit")])

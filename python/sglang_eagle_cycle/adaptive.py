@@ -77,6 +77,10 @@ PRIOR = 10.0
 #: A depth is settled when ``E[L]``'s upper bound is within this fraction of its estimate.
 ACCEPT_TOLERANCE = 0.05
 
+#: Added to the depth a leader broadcasts while that depth is a probe (the followers' cycle lines
+#: then say ``adaptive=explore`` too).
+EXPLORE_FLAG = 1 << 16
+
 #: SGLang 0.5.23's default adaptive config's candidates per bucket (``DEFAULT_ADAPTIVE_CONFIG``),
 #: used when neither a file nor SGLang is available.
 DEFAULT_CANDIDATES = {1: [1, 3, 5, 7], 8: [0, 1, 3], 32: [0, 1], 64: [0]}
@@ -128,7 +132,8 @@ class _Slot:
         self.probe_ms = 0.0            # cycle time spent in probes (from records)
         self.total_ms = 0.0            # cycle time of the bucket (from records)
         self.probes = 0
-        self.mode = "exploit"
+        self.mode = "exploit"          # the leader's state: "explore" while ``current`` is a probe
+        self.applied_mode = "exploit"  # the state of ``applied`` (what the cycle lines say)
         self.off_logged = False
 
     # -- estimates --------------------------------------------------------------------------------
@@ -257,8 +262,9 @@ class CostAwarePolicy:
     def __init__(self, initial_steps: int, cfg_path: Optional[str] = None, *, log: Optional[logging.Logger] = None,
                  sync: Any = None):
         self._log = log or logger
-        #: :class:`BroadcastSync` (or any object with ``leader`` and ``exchange(bucket, steps) -> steps | None``)
-        #: when several ranks must run one depth; None for a single rank.
+        #: :class:`BroadcastSync` (or any object with ``leader`` and ``exchange(bucket, value) -> value | None``,
+        #: the value a depth plus :data:`EXPLORE_FLAG` for a probe) when several ranks must run one
+        #: depth; None for a single rank.
         self.sync = sync
         #: With a sync: set after a fault of the leader's decision; the depths then stay as they are.
         self.frozen = False
@@ -270,6 +276,10 @@ class CostAwarePolicy:
         self._routes: dict = {}   # batch size -> slot (cleared when the CUDA-graph sizes change)
         self._per_decay = 0.5 ** (1.0 / PERIOD_HALF_LIFE)
         self.switches: list[tuple] = []   # (verify index, bucket, old, new, why)
+        #: ``explore`` or ``exploit``: the state of the bucket of the last batch routed by
+        #: :meth:`get_steps_for_batch` (SGLang calls it at every decode batch before the draft), i.e.
+        #: whether the depth that batch runs is a probe; the cycle line's ``adaptive=`` field.
+        self.last_mode: str = "exploit"
 
     # -- the AdaptiveSpecPolicy protocol -------------------------------------------------------------
 
@@ -283,7 +293,9 @@ class CostAwarePolicy:
         self._routes = {}
 
     def get_steps_for_batch(self, batch_size: int) -> int:
-        return self._route(batch_size).applied
+        slot = self._route(batch_size)
+        self.last_mode = slot.applied_mode
+        return slot.applied
 
     def cuda_graph_bs_for_step(self, step: int) -> Optional[list[int]]:
         """CUDA-graph batch sizes whose bucket has ``step`` among its candidates (None without graphs)."""
@@ -304,7 +316,7 @@ class CostAwarePolicy:
             return None
         if self.sync is None:
             new = self._decide(slot)
-            slot.applied = slot.current
+            slot.applied, slot.applied_mode = slot.current, slot.mode
             return new
         # several ranks: the leader decides; every rank applies, at the next boundary of this bucket,
         # the value the leader broadcast at this one (the broadcast runs in the background meanwhile)
@@ -318,8 +330,15 @@ class CostAwarePolicy:
                                   "on one alone)", type(exc).__name__, exc, slot.current)
         else:
             slot.pending.clear()
-        agreed = self.sync.exchange(slot.bs_key, slot.current if self.sync.leader else -1)
-        if agreed is None or agreed == slot.applied or agreed not in slot.candidates:
+        sent = slot.current + (EXPLORE_FLAG if slot.mode == "explore" else 0) if self.sync.leader else -1
+        agreed = self.sync.exchange(slot.bs_key, sent)
+        if agreed is None or agreed < 0:
+            return None
+        agreed, mode = agreed % EXPLORE_FLAG, "explore" if agreed >= EXPLORE_FLAG else "exploit"
+        if agreed not in slot.candidates:
+            return None
+        slot.applied_mode = mode
+        if agreed == slot.applied:
             return None
         slot.applied = agreed
         if not self.sync.leader:

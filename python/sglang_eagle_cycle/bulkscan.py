@@ -5,10 +5,10 @@ day of bs-1 logging is millions of lines. This module reads a whole chunk of lin
 validates each *distinct* value once, so the cost per line is a few array or list operations.
 
 It accepts a chunk only when every line is a plain per-cycle line exactly as ``cycle.format_line``
-writes it, all in one of its two layouts (the older one ending in ``graph=``, or a device-span line
-ending in ``draft_prep_ms= gap_ms=``; field order taken from ``format_line`` at import, single
-spaces, no optional tail such as ``n=``, ``draft_step_ms=`` or ``rank=``, the same log prefix width
-on every line) and every
+writes it, all in one of its three layouts (the older one ending in ``graph=``, a device-span line
+ending in ``draft_prep_ms= gap_ms=``, or one with the adaptive policy's ``adaptive=`` after those;
+field order taken from ``format_line`` at import, single spaces, no other optional tail such as
+``n=``, ``draft_step_ms=`` or ``rank=``, the same log prefix width on every line) and every
 value is one ``cycle.parse_line`` accepts. Anything else returns ``None`` and the caller parses the
 chunk line by line with ``cycle.parse_line``, so results never differ from the per-line path
 (``test/test_report.py`` checks both paths agree on clean, damaged and mixed logs).
@@ -42,35 +42,40 @@ from typing import Optional
 import numpy as np
 
 from . import cycle
-from .cycle import ALL_PHASES, CONFIG_FIELDS, PHASES, PREFIX, SPAN_FIELDS
+from .cycle import ADAPTIVE_MODES, ALL_PHASES, CONFIG_FIELDS, PHASES, PREFIX, SPAN_FIELDS
 
 
-def _probe_keys(phases: tuple[str, ...]) -> tuple[str, ...]:
+def _probe_keys(phases: tuple[str, ...], adaptive: Optional[str] = None) -> tuple[str, ...]:
     rec = cycle.make_record(cycle=1, config=(1, 2, 1, 3),
-                            phases_ms={p: 1.0 for p in phases}, accepts=[2], graph=True)
+                            phases_ms={p: 1.0 for p in phases}, accepts=[2], graph=True, adaptive=adaptive)
     tokens = cycle.format_line(rec).split(" ")
     return tuple(t.partition("=")[0] for t in tokens[1:]) if tokens[0] == PREFIX else ()
 
 
 #: Keys of a per-cycle line in ``format_line`` order (``accepts`` also stands for ``accept_hist``):
-#: the older layout, and the device-span layout (:attr:`cycle.CycleRecord.device_spans`).
+#: the older layout, the device-span layout (:attr:`cycle.CycleRecord.device_spans`), and the
+#: device-span layout with the adaptive policy's state (:attr:`cycle.CycleRecord.adaptive`).
 KEYS = _probe_keys(PHASES)
 WIDTH = len(KEYS)
 KEYS_SPANS = _probe_keys(ALL_PHASES)
 WIDTH_SPANS = len(KEYS_SPANS)
+KEYS_ADAPTIVE = _probe_keys(ALL_PHASES, ADAPTIVE_MODES[0])
+WIDTH_ADAPTIVE = len(KEYS_ADAPTIVE)
+#: The layouts, by their keys (the layout of a chunk is fixed by its words per line).
+LAYOUTS = (KEYS, KEYS_SPANS, KEYS_ADAPTIVE)
 
 # Value grammar of cycle.parse_line for each key (checked against parse_line by the tests).
 _INT = r"\d+"
 _NUM = r"(?:-|\d+(?:\.\d+)?)"          # no sign: times, accept_len and tok_s are never negative
 _VALUE = {"cycle": _INT, **{k: _INT for k in CONFIG_FIELDS}, **{k: _NUM for k in ALL_PHASES},
-          "accept_len": _NUM, "tok_s": _NUM, "graph": "[01]"}
+          "accept_len": _NUM, "tok_s": _NUM, "graph": "[01]", "adaptive": "(?:" + "|".join(ADAPTIVE_MODES) + ")"}
 _COLUMN_RE = {k: re.compile(rf"(?:{re.escape(k)}={v}\n)*") for k, v in _VALUE.items()}
 _ACCEPT_KINDS = ("accepts=", "accept_hist=")
 _ACCEPT_TEXT_RE = re.compile(r"[-,:\d]+")   # parse_line's character class for accepts/accept_hist
-_READY = (set(KEYS) | set(SPAN_FIELDS) == set(_VALUE) | {"accepts"}
+_READY = (set(KEYS) | set(SPAN_FIELDS) | {"adaptive"} == set(_VALUE) | {"accepts"}
           and KEYS[: 1 + len(CONFIG_FIELDS)] == ("cycle",) + CONFIG_FIELDS and KEYS[-1] == "graph"
-          and KEYS_SPANS == KEYS + SPAN_FIELDS)
-_LAST_RE = {k: re.compile(f"{re.escape(k)}={_VALUE[k]}") for k in ("graph", SPAN_FIELDS[-1])}
+          and KEYS_SPANS == KEYS + SPAN_FIELDS and KEYS_ADAPTIVE == KEYS_SPANS + ("adaptive",))
+_LAST_RE = {k: re.compile(f"{re.escape(k)}={_VALUE[k]}") for k in ("graph", SPAN_FIELDS[-1], "adaptive")}
 #: Columns counted per configuration (``{token: lines}``) and checked by :func:`_tally`, per layout.
 _COUNTED = {False: ("accept_len", "tok_s", "accepts") + PHASES,
             True: ("accept_len", "tok_s", "accepts") + ALL_PHASES}
@@ -91,6 +96,7 @@ class ConfigTally:
         phases: per phase, ``{time in ms: cycles}`` over cycles where it ran.
         hist: ``{accept length: requests}`` summed over the cycles.
         device_spans: the lines are device-span lines (``draft_prep_ms``, ``gap_ms`` in ``phases``).
+        adaptive: ``{"explore" | "exploit": cycles}`` for lines with the ``adaptive=`` field, else empty.
     """
 
     config: tuple[int, int, int, int]
@@ -98,6 +104,7 @@ class ConfigTally:
     phases: dict[str, dict[float, int]]
     hist: Counter
     device_spans: bool = False
+    adaptive: Optional[dict] = None
 
 
 def _valid_column(key: str, values) -> bool:
@@ -112,9 +119,10 @@ def _tally(config_tokens: tuple[str, ...], cycles: int, counts: dict[str, dict[s
     Args:
         config_tokens: the line's ``bs= steps= topk= draft_tokens=`` tokens (grammar checked by the caller).
         cycles: lines of this configuration.
-        counts: per column of :data:`_COUNTED` (``accept_len``, ``tok_s``, ``accepts`` and the layout's
-            phases), ``{"key=value" token: lines}`` in order of first occurrence: the phase times are
-            added up in that order. The ``cycle`` and ``graph`` columns are the caller's to check.
+        counts: per column of :data:`_COUNTED` (``accept_len``, ``tok_s``, ``accepts``, the layout's
+            phases, and ``adaptive`` in that layout), ``{"key=value" token: lines}`` in order of first
+            occurrence: the phase times are added up in that order. The ``cycle`` and ``graph``
+            columns are the caller's to check.
         spans: device-span lines.
     """
     config = tuple(int(t.partition("=")[2]) for t in config_tokens)
@@ -155,7 +163,14 @@ def _tally(config_tokens: tuple[str, ...], cycles: int, counts: dict[str, dict[s
             if not 1 <= length <= top or not 0 <= requests <= cycle.MAX_LINE_COUNT:
                 return None
             hist[length] += requests * c
-    return ConfigTally(config, cycles, phases, hist, spans)
+    modes = {}
+    if "adaptive" in counts:
+        for tok, c in counts["adaptive"].items():
+            key, _, mode = tok.partition("=")
+            if key != "adaptive" or mode not in ADAPTIVE_MODES:
+                return None
+            modes[mode] = modes.get(mode, 0) + c
+    return ConfigTally(config, cycles, phases, hist, spans, modes)
 
 
 def scan_chunk(text: str) -> Optional[list[ConfigTally]]:
@@ -257,13 +272,13 @@ def _scan_tokens(text: str, n: int) -> Optional[list[ConfigTally]]:
         p = tokens.index(PREFIX)
     except ValueError:
         return None
-    for keys in (KEYS, KEYS_SPANS):   # the layout is fixed by the token count: one for the whole chunk
+    for keys in LAYOUTS:   # the layout is fixed by the token count: one for the whole chunk
         width = p + len(keys)
         if len(tokens) == n * width + 1:
             break
     else:
         return None
-    spans = keys is KEYS_SPANS
+    spans = keys is not KEYS
     if p and tokens[p::width].count(PREFIX) != n:
         return None
     last_col = tokens[p + len(keys)::width]
@@ -282,7 +297,7 @@ def _scan_tokens(text: str, n: int) -> Optional[list[ConfigTally]]:
         g = cols["graph"]
         if g.count("graph=1") + g.count("graph=0") != n:
             return None
-    counted = _COUNTED[spans]
+    counted = _COUNTED[spans] + (("adaptive",) if keys is KEYS_ADAPTIVE else ())
     if single:   # the last field's values were counted while checking the line ends
         counts = {key: heads if key == keys[-1] else Counter(cols[key]) for key in counted}
         tally = _tally(tuple(c[0] for c in config_cols), n, counts, spans)
@@ -590,10 +605,11 @@ def _scan_array(text: str, n: int, drop: bool = False):
         p = raw[: raw.index(b"\n")].split(b" ").index(_PREFIX_BYTES)
     except ValueError:
         return None
-    keys = {WIDTH: KEYS, WIDTH_SPANS: KEYS_SPANS}.get(grid.width - p)
+    keys = {WIDTH: KEYS, WIDTH_SPANS: KEYS_SPANS, WIDTH_ADAPTIVE: KEYS_ADAPTIVE}.get(grid.width - p)
     if keys is None:
         return None
-    spans = keys is KEYS_SPANS
+    spans = keys is not KEYS
+    counted = _COUNTED[spans] + (("adaptive",) if keys is KEYS_ADAPTIVE else ())
     start, end = grid.token(p)
     if not ((end - start == len(_PREFIX_BYTES)).all() and grid.starts_with(start, _PREFIX_BYTES)):
         return None
@@ -635,7 +651,7 @@ def _scan_array(text: str, n: int, drop: bool = False):
                   for kept in [np.flatnonzero(keep) if rows is None else rows[keep[rows]]] if len(kept)]
     out = []
     for config, rows in groups:
-        counts = {key: grid.counts(*columns[key], rows) for key in _COUNTED[spans]}
+        counts = {key: grid.counts(*columns[key], rows) for key in counted}
         tally = _tally(config, n if rows is None else len(rows), counts, spans)
         if tally is None:
             return None

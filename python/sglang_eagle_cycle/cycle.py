@@ -30,7 +30,9 @@ Conventions:
 * optional fields are appended in this order: ``draft_prep_ms=`` and ``gap_ms=`` (device-span
   lines), ``n=`` and ``total_max_ms=`` (aggregated lines only),
   ``draft_step_ms=a,b`` (eager draft forwards), ``rank=tp0`` (with ``SGLANG_EAGLE_CYCLE_ALL_RANKS=1``;
-  ``rank=tp0.pp0.dp1`` whenever dp or pp size > 1, ``rank=tp4.adp1`` with DP attention).
+  ``rank=tp0.pp0.dp1`` whenever dp or pp size > 1, ``rank=tp4.adp1`` with DP attention),
+  ``adaptive=explore|exploit`` (with ``SGLANG_EAGLE_CYCLE_ADAPTIVE=cost``: whether this cycle's
+  depth was a probe of the cost-aware policy or its pick, :mod:`sglang_eagle_cycle.adaptive`).
   New fields are only ever appended; none is renamed.
 
 An *aggregated* line (``SGLANG_EAGLE_CYCLE_LOG_EVERY=N``) has the same prefix and keys, the
@@ -72,6 +74,8 @@ ALL_PHASES = PHASES + SPAN_FIELDS
 
 #: Configuration key of a record: cycles that share it may be aggregated together.
 CONFIG_FIELDS = ("bs", "steps", "topk", "draft_tokens")
+#: Values of the optional ``adaptive=`` field: the cost-aware adaptive policy probes this depth, or runs its pick.
+ADAPTIVE_MODES = ("explore", "exploit")
 
 #: Deepest draft (``steps``) a line may claim: bounds the per-position tables built from a log.
 MAX_LINE_STEPS = 1024
@@ -119,6 +123,8 @@ class CycleRecord:
         gap_ms: the previous cycle's end to this cycle's start on the same stream; ``None`` when
             another batch ran in between, the stream changed, or the scheduler was idle.
             ``total_ms + gap_ms`` is the cycle's period.
+        adaptive: ``explore`` (the cost-aware adaptive policy runs this depth as a probe) or
+            ``exploit`` (its pick); ``None`` without that policy. One of :data:`ADAPTIVE_MODES`.
     """
 
     cycle: int
@@ -145,6 +151,7 @@ class CycleRecord:
     device_spans: bool = False
     draft_prep_ms: Optional[float] = None
     gap_ms: Optional[float] = None
+    adaptive: Optional[str] = None
 
     @property
     def config(self) -> tuple[int, int, int, int]:
@@ -182,6 +189,7 @@ def make_record(
     draft_step_ms: Optional[list[float]] = None,
     rank: Optional[str] = None,
     ts: Optional[float] = None,
+    adaptive: Optional[str] = None,
 ) -> CycleRecord:
     """Build a per-cycle record from measured phases and per-request accept lengths.
 
@@ -194,6 +202,7 @@ def make_record(
             derived as ``total - draft_prep - draft - verify - extend`` and clamped at 0 (event
             rounding), so the five parts sum to ``total``.
         accepts: per-request accept lengths (tokens, bonus included), length ``bs``.
+        adaptive: the adaptive policy's state for this cycle (:data:`ADAPTIVE_MODES`), or None.
 
     Returns:
         A :class:`CycleRecord` with ``accept_len`` = mean of ``accepts`` and
@@ -225,6 +234,7 @@ def make_record(
         accept_hist=dict(sorted(Counter(accepts).items())) if big else None,
         tok_s=tok_s, graph=bool(graph), draft_step_ms=draft_step_ms, rank=rank, ts=ts,
         device_spans=spans, draft_prep_ms=phases_ms.get("draft_prep_ms") if spans else None, gap_ms=gap,
+        adaptive=adaptive,
     )
 
 
@@ -271,6 +281,8 @@ def format_line(rec: CycleRecord) -> str:
         parts.append("draft_step_ms=" + ",".join(_ms(x) for x in rec.draft_step_ms))
     if rec.rank:
         parts.append(f"rank={rec.rank}")
+    if rec.adaptive:
+        parts.append(f"adaptive={rec.adaptive}")
     return " ".join(parts)
 
 
@@ -458,6 +470,10 @@ def _record_of(m: "re.Match[str]") -> Optional[CycleRecord]:
                     rec.draft_prep_ms, rec.device_spans = _opt_float(val), True
                 elif key == "gap_ms":
                     rec.gap_ms = _opt_float(val)
+                elif key == "adaptive":
+                    if val not in ADAPTIVE_MODES:
+                        raise ValueError(f"adaptive={val}")
+                    rec.adaptive = val
                 # unknown keys: fields appended by a newer version; ignore them
     except (ValueError, OverflowError):
         return None
@@ -498,6 +514,8 @@ def to_dict(rec: CycleRecord) -> dict[str, Any]:
         d["draft_step_ms"] = [_r(x) for x in rec.draft_step_ms]
     if rec.rank:
         d["rank"] = rec.rank
+    if rec.adaptive:
+        d["adaptive"] = rec.adaptive
     if rec.ts is not None:
         d["ts"] = round(rec.ts, 6)
     return d
@@ -538,6 +556,8 @@ def to_json(rec: CycleRecord) -> str:
         parts.append(',"draft_step_ms":[' + ",".join([_jn(x, 4) for x in rec.draft_step_ms]) + "]")
     if rec.rank:
         parts.append(',"rank":' + json.dumps(rec.rank))
+    if rec.adaptive:
+        parts.append(f',"adaptive":"{rec.adaptive}"')
     if rec.ts is not None:
         parts.append(f',"ts":{_jn(rec.ts, 6)}')
     parts.append("}")
@@ -607,6 +627,10 @@ def _json_record(obj: Any) -> "CycleRecord | str":
             rec.draft_step_ms = [_num(x) for x in obj["draft_step_ms"]]
         if obj.get("rank"):
             rec.rank = str(obj["rank"])
+        if obj.get("adaptive") is not None:
+            if obj["adaptive"] not in ADAPTIVE_MODES:
+                return "adaptive is not explore or exploit"
+            rec.adaptive = obj["adaptive"]
         if obj.get("ts") is not None:
             rec.ts = _num(obj["ts"])
         return rec
@@ -638,8 +662,8 @@ def aggregate(records: Iterable[CycleRecord]) -> CycleRecord:
     recs = list(records)
     if not recs:
         raise ValueError("aggregate() needs at least one record")
-    if len({(r.config, r.device_spans) for r in recs}) != 1:
-        raise ValueError("aggregate() got records of different configurations (or timing kinds)")
+    if len({(r.config, r.device_spans, r.adaptive) for r in recs}) != 1:
+        raise ValueError("aggregate() got records of different configurations (or timing kinds, or adaptive states)")
     last = recs[-1]
     hist: Counter = Counter()
     for r in recs:
@@ -663,8 +687,8 @@ def aggregate(records: Iterable[CycleRecord]) -> CycleRecord:
 class Aggregator:
     """Collects per-cycle records and emits one aggregate per ``every`` cycles.
 
-    A change of ``(bs, steps, topk, draft_tokens)`` flushes early, so an aggregate never mixes
-    configurations. With ``every == 1`` records pass through unchanged.
+    A change of ``(bs, steps, topk, draft_tokens)`` (or of the timing kind, or of the adaptive
+    state) flushes early, so an aggregate never mixes configurations. With ``every == 1`` records pass through unchanged.
     """
 
     def __init__(self, every: int):
@@ -678,7 +702,9 @@ class Aggregator:
         if self.every == 1:
             return [rec]
         out = []
-        if self._pending and (self._pending[-1].config, self._pending[-1].device_spans) != (rec.config, rec.device_spans):
+        last = self._pending[-1] if self._pending else None
+        if last is not None and (last.config, last.device_spans, last.adaptive) != (rec.config, rec.device_spans,
+                                                                                    rec.adaptive):
             out.extend(self.flush())
         self._pending.append(rec)
         if len(self._pending) >= self.every:

@@ -46,7 +46,7 @@ from itertools import accumulate
 from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from . import cycle
-from .cycle import ALL_PHASES, PREFIX, CycleRecord, max_accept_len
+from .cycle import ADAPTIVE_MODES, ALL_PHASES, PREFIX, CycleRecord, max_accept_len
 from .decode_batch import MARKER as DECODE_MARKER
 from .decode_batch import DecodeBatchStats, parse_decode_batch
 from .errors import UsageError
@@ -205,6 +205,7 @@ class Group:
     ranks: set = field(default_factory=set)
     lines: int = 0                # cycle lines behind the times (every rank's), weighted by n
     rank_phases: dict = field(default_factory=dict)   # rank -> phase -> [summed ms, cycles]
+    adaptive: Counter = field(default_factory=Counter)  # "explore"/"exploit" -> cycles (adaptive= lines)
 
     def add_record(self, rec: CycleRecord, new_cycle: bool = True) -> None:
         """Add one record's times; its cycles, acceptance and tokens only when ``new_cycle`` (False
@@ -233,6 +234,8 @@ class Group:
         if not new_cycle:
             return
         self.cycles += w
+        if rec.adaptive:
+            self.adaptive[rec.adaptive] += w
         hist = rec.histogram()
         if hist:
             self.add_hist(hist)
@@ -324,6 +327,7 @@ class Group:
             "ranks": sorted(self.ranks),
             "cycle_lines": self.lines,
             "rank_spread": self.rank_spread(),
+            "adaptive_cycles": {m: self.adaptive[m] for m in ADAPTIVE_MODES if m in self.adaptive} or None,
         }
 
 
@@ -552,6 +556,8 @@ class LogReader:
                 for value, count in counts.items():
                     dist.add(value, count)
             g.add_hist(t.hist)
+            if t.adaptive:
+                g.adaptive.update(t.adaptive)
             res.cycles += t.cycles
         return True
 

@@ -144,6 +144,12 @@ class FallbackPolicy:
     def candidate_steps(self) -> list[int]:
         return self.theirs.candidate_steps
 
+    @property
+    def last_mode(self) -> Optional[str]:
+        """Our policy's state for the batch last routed (``explore``/``exploit``); None once SGLang's
+        policy took over (the cycle lines then carry no ``adaptive=`` field)."""
+        return self.ours.last_mode if self.active is self.ours else None
+
     def set_cuda_graph_bs(self, cuda_graph_bs) -> None:
         self.theirs.set_cuda_graph_bs(cuda_graph_bs)
         if self.active is self.ours:

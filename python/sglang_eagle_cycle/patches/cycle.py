@@ -200,8 +200,8 @@ class _Cycle:
         self.keep_end = False
         self.per_req: Optional[list] = None  # accepted drafts per request (bonus excluded), from the read point
         self.bonus = 1
-        # (num_steps, topk, num_draft_tokens, verify from a CUDA graph), set at the launch's end
-        self.run = (0, 0, 0, False)
+        # (num_steps, topk, num_draft_tokens, verify from a CUDA graph, adaptive state), set at the launch's end
+        self.run = (0, 0, 0, False, None)
 
     def stamps(self) -> list:
         """Each stamp this cycle owns, once (an eager draft's first and last step stamps are also
@@ -222,7 +222,7 @@ class _Cycle:
     def build(self) -> CycleRecord:
         """Read the stamps (they completed) into a record and release them (on the sink thread)."""
         t, ms = self.t, self.timer.elapsed_ms
-        steps, topk, draft_tokens, graph = self.run
+        steps, topk, draft_tokens, graph, adaptive = self.run
         try:
             phases = {name: ms(t[a], t[b]) for name, (a, b) in PHASE_SPANS.items()}
             phases["gap_ms"] = ms(self.prev_end, t[T_TOTAL0])
@@ -234,6 +234,7 @@ class _Cycle:
         return make_record(
             cycle=self.id, config=(len(accepts), steps, topk, draft_tokens),
             phases_ms=phases, accepts=accepts, graph=bool(graph), draft_step_ms=step_ms, ts=time.time(),
+            adaptive=adaptive,
         )
 
 
@@ -482,9 +483,13 @@ class CycleProfiler:
             if cyc.nvtx_open:
                 self._close_nvtx(cyc)
             if cyc.stamp is not _no_stamp:
-                # (num_steps, topk, num_draft_tokens, graph) as run: adaptive mode changes them per batch
+                # (num_steps, topk, num_draft_tokens, graph) as run: adaptive mode changes them per batch;
+                # with our adaptive policy, its state for this batch (set when SGLang routed the batch,
+                # at the start of this decode branch)
+                ctl = getattr(worker, "adaptive_controller", None)
                 cyc.run = (worker.speculative_num_steps, worker.topk, worker.speculative_num_draft_tokens,
-                           result.can_run_cuda_graph)
+                           result.can_run_cuda_graph,
+                           None if ctl is None else getattr(ctl.params, "last_mode", None))
                 setattr(result, RESULT_ATTR, cyc)  # to the read point
                 # the scheduler now copies the result to the host and blocks in copy_done.synchronize()
                 # (GIL released): the sink thread may write meanwhile
