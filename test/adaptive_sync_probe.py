@@ -29,10 +29,11 @@ step_ms = 0.3 if rank == 0 else 4.0         # the ranks' local timings disagree
 def run(sync) -> dict:
     policy = CostAwarePolicy(3, cfg, sync=sync)
     shared = random.Random(2026)            # the verify results: identical on both ranks
-    steps_seq, late = [], []
+    steps_seq, modes, late = [], [], []
     for cycle in range(1000):
         steps = policy.get_steps_for_batch(4)
         steps_seq.append(steps)
+        modes.append(policy.last_mode)   # the cycle line's adaptive= field
         accepts = []
         for _ in range(4):
             a = 0
@@ -44,7 +45,7 @@ def run(sync) -> dict:
         if len(late) > 2:
             policy.on_cycle_record(late.pop(0))
         policy.on_verify_complete(accepts, 4)
-    return {"steps": steps_seq, "switches": len(policy.switches)}
+    return {"steps": steps_seq, "modes": modes, "switches": len(policy.switches)}
 
 
 result = {"rank": rank, "nosync": run(None), "sync": run(BroadcastSync(dist.group.WORLD, 0, rank))}

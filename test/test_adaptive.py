@@ -48,8 +48,8 @@ def test_beats_sglangs_ema_and_follows_the_shift(sim):
         r.pop("_policy")
         rows.append(r)
     ratios = [r["cost_ratio"] for r in rows]
-    assert min(ratios) >= 0.9, ratios
-    assert sum(x >= 0.97 for x in ratios) >= 6, ratios
+    assert min(ratios) >= 0.93, ratios
+    assert sum(x >= 0.98 for x in ratios) >= 7, ratios
     assert all(r["cost_vs_ema"] >= 0.99 for r in rows), [r["cost_vs_ema"] for r in rows]
     assert sum(r["cost_vs_ema"] for r in rows) / len(rows) >= 1.05
     off = [r for r in rows if r["all_below_nospec"]]
@@ -112,6 +112,45 @@ def test_periods_come_from_records_folded_in_on_the_sink_thread(tmp_path):
     assert slot.measured(2) and not slot.measured(1)
     assert slot.period[2] == pytest.approx(21.0 + 0.5, abs=0.1)   # mean of total (20, 21, 22) + gap
     assert slot.period_lower(3) == pytest.approx(slot.period[2] + 1.0, abs=0.05)  # + one draft forward
+
+
+def test_a_shift_in_acceptance_is_detected_and_old_counts_dropped(tmp_path):
+    """bs 1 at depth 1: 2,000 verifies accepting 90% of first drafts, then 30%. The recent counts
+    see the shift within a few decisions; the long-run counts are replaced (not left to decay over
+    a half-life of 400 cycles), so the estimate is near 0.3 within 200 verifies."""
+    import random
+
+    pol = CostAwarePolicy(1, _cfg(tmp_path, {"1": {"candidate_steps": [1]}}))
+    slot = pol._slots[1]
+    rng = random.Random(5)
+    for _ in range(2000):
+        pol.on_verify_complete([int(rng.random() < 0.9)], 1)
+    assert slot.shifts == 0 and slot.p()[0] == pytest.approx(0.9, abs=0.05)
+    for i in range(200):
+        pol.on_verify_complete([int(rng.random() < 0.3)], 1)
+        if slot.shifts:
+            break
+    assert slot.shifts == 1 and i < 100, i
+    for _ in range(200):
+        pol.on_verify_complete([int(rng.random() < 0.3)], 1)
+    assert slot.p()[0] == pytest.approx(0.3, abs=0.1)
+
+
+def test_a_switch_is_timed_apart_from_the_depth_it_lands_on(tmp_path):
+    """The first cycle after each switch costs 20 ms more (new runners, a cold draft): that excess
+    becomes the bucket's switch cost; the periods of the depths stay their own."""
+    pol = CostAwarePolicy(2, _cfg(tmp_path, {"1": {"candidate_steps": [1, 2]}}))
+    slot = pol._slots[1]
+    base = {1: 10.0, 2: 12.0}
+    for block in range(40):
+        steps = 1 + block % 2
+        for i in range(16):
+            extra = 20.0 if i == 0 and block > 1 else 0.0
+            pol.on_cycle_record(SimpleNamespace(steps=steps, bs=1, total_ms=base[steps] + extra, gap_ms=0.0,
+                                                draft_ms=0.0, draft_prep_ms=0.0, verify_ms=0.0, extend_ms=0.0))
+    assert slot.switch_ms == pytest.approx(20.0, rel=0.05)
+    assert slot.period[1] == pytest.approx(10.0) and slot.period[2] == pytest.approx(12.0)
+    assert slot.period_var[1] == pytest.approx(0.0, abs=1e-9)
 
 
 def test_expected_accept_len_is_leviathans_sum():
@@ -210,4 +249,6 @@ def test_two_ranks_with_different_timings_run_the_same_depths(tmp_path):
     cycle runs the same depth on both (the leader's choice); deciding alone, they part ways."""
     a, b = _two_ranks(tmp_path)
     assert a["sync"]["steps"] == b["sync"]["steps"] and len(set(a["sync"]["steps"])) > 1   # identical; it moved
+    # the follower's cycle lines say what the leader's say (a probe is explore on both)
+    assert a["sync"]["modes"] == b["sync"]["modes"] and {"explore", "exploit"} <= set(a["sync"]["modes"])
     assert a["nosync"]["steps"] != b["nosync"]["steps"]

@@ -15,25 +15,36 @@ Speculative Decoding", ICML 2023, eq. 1, with a conditional acceptance ``p_j`` p
   accepted drafts per request, identical on all ranks). A request at depth ``S`` that accepted
   ``a`` drafts reached positions ``1..min(a + 1, S)`` and accepted ``1..a``; one that accepted all
   ``S`` is cut off at ``S``, not evidence beyond it. Counts are shared by all depths of a bucket
-  and forgotten with a half-life of :func:`accept_half_life` cycles;
+  and forgotten with a half-life of :func:`accept_half_life` cycles. A second set of counts forgets
+  :data:`SHIFT_SPEED` times faster; when some position's recent acceptance is :data:`SHIFT_Z`
+  standard errors from the long-run estimate (a shift: the workload changed), the counts restart
+  from the last :data:`SHIFT_KEEP_BLOCKS` decisions' verifies and the probes restart as at a start;
 * ``period(S)`` (ms, ``total + gap``) comes from the profiler's cycle records
   (:meth:`CostAwarePolicy.on_cycle_record`, one or more cycles late), folded into per-depth
-  estimates on the sink thread itself; the scheduler thread only reads them when it decides
-  (no lock; nothing blocks it); forgotten with a half-life of :data:`PERIOD_HALF_LIFE` cycles of
-  that depth.
+  estimates (mean and variance of one cycle's period) on the sink thread itself; the scheduler
+  thread only reads them when it decides (no lock; nothing blocks it); forgotten with a half-life
+  of :data:`PERIOD_HALF_LIFE` cycles of that depth. The first cycle after a switch is kept out: its
+  excess over the depth's period is the bucket's measured switch cost (:attr:`_Slot.switch_ms`).
 
 A depth not run yet gets an interpolated period (linear between measured depths, else at least
-one draft forward per extra step), and an optimistic bound: its period at least that of the next
-shallower measured depth plus one draft forward per extra step (the verify and draft-extend can only
-widen), or, below the shallowest measured depth ``b``, ``period(b)`` less its extra draft forwards
-and the verify and draft-extend shrunk in proportion to the verified width; conditional acceptance
-upper bounds never rise with depth. The pick moves to a better point estimate by more than
-:data:`HYSTERESIS` when that depth is *settled* (period measured, ``E[L]`` known to within
-:data:`ACCEPT_TOLERANCE`); an unsettled one, or a depth whose bound beats the pick by
-:data:`EXPLORE_MARGIN`, is *probed* (run for :func:`probe_cycles`, the nearest to the pick first)
-while probes have taken less than :data:`EXPLORE_BUDGET` of the bucket's cycle time (the first
-:data:`FREE_PROBES` always run); after a probe the policy returns to its last settled pick unless the
-probe showed better. Decisions happen every :data:`DECIDE_EVERY` verifies of a bucket.
+one draft forward per extra step). Every depth has an optimistic bound: upper acceptance (never
+rising with depth) over its measured period less 1.96 standard errors of the mean, or, unmeasured,
+over a low period: that of the next shallower measured depth plus one draft forward per extra step
+(the verify and draft-extend can only widen), or, below the shallowest measured depth ``b``,
+``period(b)`` less its extra draft forwards and the verify and draft-extend shrunk in proportion to
+the verified width.
+
+Every :data:`DECIDE_EVERY` verifies of a bucket the policy decides:
+
+* a depth better than the pick by its point estimate by more than :data:`HYSTERESIS` becomes the
+  pick when *settled* (period measured, ``E[L]`` known to within :data:`ACCEPT_TOLERANCE`), else it
+  is *probed* (an expected gain: free of the budget);
+* a depth whose bound beats the pick by :data:`EXPLORE_MARGIN` is probed (an expected loss, the
+  nearest to the pick first) while such probes, with their switches, have taken less than
+  :data:`EXPLORE_BUDGET` of the bucket's cycle time (the first :data:`FREE_PROBES` always run);
+* a probe runs :data:`DECIDE_EVERY` cycles when the acceptance up to its depth is settled (only its
+  period is in question), else :func:`probe_cycles`; at its end the better of the probe and the
+  depth it left wins (no hysteresis: that holds a pick against noise, not a probe).
 
 Per cycle the scheduler thread only appends the verify result to a list and counts; the work is
 done at decision time (amortised).
@@ -45,7 +56,7 @@ import bisect
 import json
 import logging
 import math
-from collections import Counter
+from collections import Counter, deque
 from itertools import chain
 from typing import Any, Optional
 
@@ -94,6 +105,20 @@ def expected_accept_len(p, steps: int) -> float:
     return over_all(list(p)[:steps])
 
 
+#: Weight of each switch's measured cost in the running mean of :attr:`_Slot.switch_ms`.
+SWITCH_ALPHA = 0.2
+
+#: The recent counts (those that detect a shift) forget this many times faster than the others.
+SHIFT_SPEED = 8.0
+#: A position's recent acceptance this many standard errors from the long-run estimate is a shift:
+#: the long-run counts are replaced by the recent ones.
+SHIFT_Z = 4.0
+#: At a shift the counts restart from the verifies of this many last decisions (16 verifies each).
+SHIFT_KEEP_BLOCKS = 2
+#: Recent reaches a position needs before its test counts.
+SHIFT_MIN_REACHED = 24.0
+
+
 def accept_half_life(bs: float) -> float:
     """Half-life of the acceptance counts (cycles): ``4000 / bs`` within [100, 400]."""
     return min(400.0, max(100.0, ACCEPT_HALF_LIFE_REQUESTS / max(bs, 1.0)))
@@ -115,8 +140,13 @@ class _Slot:
         depth = max(self.candidates)
         self.reached = [0.0] * depth
         self.accepted = [0.0] * depth
+        self.recent_reached = [0.0] * depth    # the same counts, forgotten SHIFT_SPEED times faster
+        self.recent_accepted = [0.0] * depth
+        self.shifts = 0                        # acceptance shifts detected
+        self.blocks: deque = deque(maxlen=SHIFT_KEEP_BLOCKS)   # (reached, accepted) of the last decisions
         self.period = {s: 0.0 for s in self.candidates}        # ms, decayed mean
         self.weight = {s: 0.0 for s in self.candidates}        # decayed sample weight
+        self.period_var = {s: 0.0 for s in self.candidates}    # ms^2, decayed variance of one cycle's period
         self.draft_fwd = {s: 0.0 for s in self.candidates}     # ms of the draft forwards, decayed mean
         self.prep = {s: 0.0 for s in self.candidates}          # ms of draft_prep, decayed mean
         self.verify_part = {s: 0.0 for s in self.candidates}   # ms of verify + extend, decayed mean
@@ -129,7 +159,10 @@ class _Slot:
         self.probe_depths: list = []   # depths probed, latest last
         self.home = self.current       # the last depth chosen on evidence (probes return to it)
         self.applied = self.current    # the depth that runs (lags ``current`` by one boundary with a sync)
-        self.probe_ms = 0.0            # cycle time spent in probes (from records)
+        self.charged: Optional[int] = None   # the probe's depth when it counts against the budget
+        self.last_steps: Optional[int] = None   # depth of the last record (sink thread)
+        self.switch_ms = 0.0           # ms a switch adds to the first cycle at the new depth, decayed mean
+        self.probe_ms = 0.0            # cycle time spent in probes charged to the budget (from records)
         self.total_ms = 0.0            # cycle time of the bucket (from records)
         self.probes = 0
         self.mode = "exploit"          # the leader's state: "explore" while ``current`` is a probe
@@ -164,6 +197,13 @@ class _Slot:
         """Depth ``s`` has evidence: its period measured, and ``E[L(s)]``'s upper bound within
         :data:`ACCEPT_TOLERANCE` of its estimate (positions rarely reached weigh little in it)."""
         return self.measured(s) and expected_accept_len(p_up, s) <= expected_accept_len(p, s) * (1 + ACCEPT_TOLERANCE)
+
+    def probe_length(self, s: int, p, p_up) -> int:
+        """Cycles a probe of depth ``s`` runs: :data:`DECIDE_EVERY` (enough for its period) when the
+        acceptance up to ``s`` is already settled, else :func:`probe_cycles` (acceptance evidence)."""
+        if expected_accept_len(p_up, s) <= expected_accept_len(p, s) * (1 + ACCEPT_TOLERANCE):
+            return DECIDE_EVERY
+        return probe_cycles(self.mean_bs())
 
     def measured(self, s: int) -> bool:
         return self.weight.get(s, 0.0) >= MIN_PERIOD_WEIGHT
@@ -232,8 +272,12 @@ class _Slot:
         return max(1e-3, self.period[b] - drop - self.verify_part[b] * (1.0 - shrink))
 
     def upper(self, s: int, p_up) -> Optional[float]:
-        """Optimistic tok/s: upper acceptance over the measured period, or over :meth:`period_lower`."""
-        low = self.period[s] if self.measured(s) and self.period[s] > 0 else self.period_lower(s)
+        """Optimistic tok/s: upper acceptance over the measured period less 1.96 standard errors of
+        its mean, or over :meth:`period_lower`."""
+        if self.measured(s) and self.period[s] > 0:
+            low = max(0.5 * self.period[s], self.period[s] - 1.96 * math.sqrt(self.period_var[s] / self.weight[s]))
+        else:
+            low = self.period_lower(s)
         if low is None:
             return None
         return 1000.0 * self.mean_bs() * expected_accept_len(p_up, s) / low
@@ -364,11 +408,21 @@ class CostAwarePolicy:
         prep = getattr(record, "draft_prep_ms", None) or 0.0
         verify = (getattr(record, "verify_ms", None) or 0.0) + (getattr(record, "extend_ms", None) or 0.0)
         slot.total_ms += period
-        if slot.probe == steps:
+        if slot.charged == steps:
             slot.probe_ms += period
+        first, slot.last_steps = slot.last_steps is not None and steps != slot.last_steps, steps
+        if first and slot.measured(steps):
+            # the first cycle after a switch carries the switch's cost (new runners, a cold draft):
+            # measured apart, kept out of the depth's period
+            slot.switch_ms += (max(0.0, period - slot.period[steps]) - slot.switch_ms) * SWITCH_ALPHA
+            if slot.charged == steps:
+                slot.probe_ms += slot.switch_ms   # and the switch back
+            return
         w = slot.weight[steps] * self._per_decay
         k = 1.0 / (w + 1.0)
-        slot.period[steps] += (period - slot.period[steps]) * k
+        delta = period - slot.period[steps]
+        slot.period[steps] += delta * k
+        slot.period_var[steps] = (1.0 - k) * (slot.period_var[steps] + k * delta * delta)
         slot.draft_fwd[steps] += (draft - slot.draft_fwd[steps]) * k
         slot.prep[steps] += (prep - slot.prep[steps]) * k
         slot.verify_part[steps] += (verify - slot.verify_part[steps]) * k
@@ -380,14 +434,19 @@ class CostAwarePolicy:
         """Fold the pending verify results into the acceptance counts; returns how many cycles."""
         pending, slot.pending = slot.pending, []
         n = len(pending)
-        decay = 0.5 ** (n / accept_half_life(slot.mean_bs()))
+        half = accept_half_life(slot.mean_bs())
+        decay, fast = 0.5 ** (n / half), 0.5 ** (n * SHIFT_SPEED / half)
         reached, accepted = slot.reached, slot.accepted
+        r_reached, r_accepted = slot.recent_reached, slot.recent_accepted
         for j in range(len(reached)):
             reached[j] *= decay
             accepted[j] *= decay
+            r_reached[j] *= fast
+            r_accepted[j] *= fast
         by_depth: dict = {}
         for steps, accepts in pending:
             by_depth.setdefault(steps, []).append(accepts)
+        b_reached, b_accepted = [0.0] * len(reached), [0.0] * len(reached)   # this block alone
         for steps, lists in by_depth.items():
             if steps <= 0:
                 continue
@@ -395,19 +454,45 @@ class CostAwarePolicy:
             for a, c in hist.items():
                 a = min(max(int(a), 0), steps)
                 for j in range(min(a + 1, steps)):
-                    reached[j] += c
+                    b_reached[j] += c
                 for j in range(a):
-                    accepted[j] += c
+                    b_accepted[j] += c
+        for j in range(len(reached)):
+            reached[j] += b_reached[j]
+            r_reached[j] += b_reached[j]
+            accepted[j] += b_accepted[j]
+            r_accepted[j] += b_accepted[j]
+        slot.blocks.append((b_reached, b_accepted))
         slot.cycles += n
+        if self._shifted(slot):   # old evidence is void: start afresh from the last blocks, with a start's probes
+            last = list(slot.blocks)[-SHIFT_KEEP_BLOCKS:]
+            slot.reached = [sum(b[0][j] for b in last) for j in range(len(reached))]
+            slot.accepted = [sum(b[1][j] for b in last) for j in range(len(reached))]
+            slot.recent_reached, slot.recent_accepted = list(slot.reached), list(slot.accepted)
+            slot.shifts += 1
+            slot.probes, slot.probe_ms, slot.total_ms = 0, 0.0, 0.0
         return n
+
+    @staticmethod
+    def _shifted(slot: _Slot) -> bool:
+        """Whether the recent acceptance of some position is :data:`SHIFT_Z` standard errors away
+        from the long-run estimate (with at least :data:`SHIFT_MIN_REACHED` recent reaches)."""
+        for j, q in enumerate(slot.p()):
+            r = slot.recent_reached[j]
+            if r < SHIFT_MIN_REACHED:
+                continue
+            if abs(slot.recent_accepted[j] / r - q) > SHIFT_Z * math.sqrt(max(q * (1.0 - q), 0.0025) / r):
+                return True
+        return False
 
     def _decide(self, slot: _Slot) -> Optional[int]:
         n = self._count(slot)
-        if slot.probe is not None:
+        probed = slot.probe
+        if probed is not None:
             slot.probe_left -= n
             if slot.probe_left > 0:
                 return None
-            slot.probe = None
+            slot.probe = slot.charged = None
         p, p_up = slot.p(), slot.p_upper()
         est = {s: slot.estimate(s, p) for s in slot.candidates}
         known = {s: v for s, v in est.items() if v is not None}
@@ -415,36 +500,39 @@ class CostAwarePolicy:
         if not known:
             return None
         best = max(known, key=lambda s: (known[s], -s))
-        cur = known.get(old)
-        target, why = old, None
+        # after a probe the comparison is with the depth it left: the probe must beat it to stay
+        base = slot.home if probed is not None and slot.home in known else old
+        cur = known.get(base)
+        target, why = base, None
+        if base != old:
+            why = f"back: est. {known[base]:.1f} vs {known[old]:.1f} tok/s" if old in known else "back"
         budget_ok = slot.probes < FREE_PROBES or slot.probe_ms <= EXPLORE_BUDGET * slot.total_ms
         slot.mode = "exploit"
-        if cur is None or (best != old and known[best] > cur * (1.0 + HYSTERESIS)):
+        # (at a probe's end the better estimate wins: the hysteresis holds a pick against noise, not a probe)
+        if cur is None or (best != base and known[best] > cur * (1.0 + (0.0 if probed is not None else HYSTERESIS))):
             why = f"est. {known[best]:.1f} vs {cur:.1f} tok/s" if cur is not None else f"est. {known[best]:.1f} tok/s"
             if slot.settled(best, p, p_up) or cur is None or (best == slot.home and slot.measured(best)):
                 target = best
-            elif budget_ok:   # an estimate without evidence: a probe, within the budget
+            else:   # better by its point estimate, on thin evidence: a probe (an expected gain: not charged)
                 target, why = best, "probe: " + why + (", period interpolated" if not slot.measured(best) else
                                                        ", acceptance not settled")
-                slot.probe, slot.probe_left, slot.mode = target, probe_cycles(slot.mean_bs()), "explore"
+                slot.probe, slot.probe_left, slot.mode = target, slot.probe_length(target, p, p_up), "explore"
                 slot.probe_depths.append(target)
-                slot.probes += 1
                 budget_ok = False
-            elif slot.home in known and known[slot.home] > cur:   # no budget left: back to the last pick
-                target, why = slot.home, f"back: est. {known[slot.home]:.1f} vs {cur:.1f} tok/s"
         if slot.mode == "exploit":
             slot.home = target
-        # probe an unmeasured depth whose optimistic bound beats the pick, within the budget
+        # probe a depth whose optimistic bound beats the pick, within the budget (an expected loss: charged)
         if budget_ok:
             bar = known[best] * (1.0 + EXPLORE_MARGIN)
-            ups = {s: slot.upper(s, p_up) for s in slot.candidates if s != target and not slot.measured(s)}
+            ups = {s: slot.upper(s, p_up) for s in slot.candidates if s != target}
             ups = {s: u for s, u in ups.items() if u is not None and u > bar}
             if ups:   # the nearest to the pick first (throughput is usually unimodal in depth)
                 target = min(ups, key=lambda s: (abs(s - best), -ups[s]))
                 why = f"probe: bound {ups[target]:.1f} vs est. {known[best]:.1f} tok/s"
-                slot.probe, slot.probe_left, slot.mode = target, probe_cycles(slot.mean_bs()), "explore"
+                slot.probe, slot.probe_left, slot.mode = target, slot.probe_length(target, p, p_up), "explore"
                 slot.probe_depths.append(target)
                 slot.probes += 1
+                slot.charged = target
         if slot.nospec_tok_s and not slot.off_logged and known[best] < slot.nospec_tok_s:
             slot.off_logged = True
             self._log.info("adaptive: at bs %d every measured depth is below the no-spec %.1f tok/s (best %d steps, "
