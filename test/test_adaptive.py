@@ -110,6 +110,7 @@ def test_periods_come_from_records_folded_in_on_the_sink_thread(tmp_path):
     t.join()
     slot = pol._slots[1]   # folded in on the thread that handed them over
     assert slot.measured(2) and not slot.measured(1)
+    slot.snapshot()   # as a decision does
     assert slot.period[2] == pytest.approx(21.0 + 0.5, abs=0.1)   # mean of total (20, 21, 22) + gap
     assert slot.period_lower(3) == pytest.approx(slot.period[2] + 1.0, abs=0.05)  # + one draft forward
 

@@ -119,6 +119,17 @@ SHIFT_KEEP_BLOCKS = 2
 SHIFT_MIN_REACHED = 24.0
 
 
+def accept_lens(p) -> list[float]:
+    """``[E[L(0)], E[L(1)], ..., E[L(len(p))]]``: :func:`expected_accept_len` at every depth in one
+    pass (the running product and sum of Leviathan et al. 2023, eq. 1)."""
+    out, run, total = [1.0], 1.0, 1.0
+    for q in p:
+        run *= q
+        total += run
+        out.append(total)
+    return out
+
+
 def accept_half_life(bs: float) -> float:
     """Half-life of the acceptance counts (cycles): ``4000 / bs`` within [100, 400]."""
     return min(400.0, max(100.0, ACCEPT_HALF_LIFE_REQUESTS / max(bs, 1.0)))
@@ -168,6 +179,9 @@ class _Slot:
         self.mode = "exploit"          # the leader's state: "explore" while ``current`` is a probe
         self.applied_mode = "exploit"  # the state of ``applied`` (what the cycle lines say)
         self.off_logged = False
+        self.done: list = []           # measured depths, step and mean bs: fixed per decision (snapshot)
+        self.step = 0.0
+        self.bs = float(bs_key)
 
     # -- estimates --------------------------------------------------------------------------------
 
@@ -182,31 +196,42 @@ class _Slot:
             prior = q
         return out
 
-    def p_upper(self) -> list[float]:
-        """Optimistic ``p_j``: the posterior mean plus 1.96 standard errors over ``reached + PRIOR``
-        (forgotten counts), never above a shallower position's bound (conditional acceptance does not
-        rise with depth)."""
+    def p_upper(self, p: Optional[list] = None) -> list[float]:
+        """Optimistic ``p_j``: the posterior mean (``p``, else :meth:`p`) plus 1.96 standard errors
+        over ``reached + PRIOR`` (forgotten counts), never above a shallower position's bound
+        (conditional acceptance does not rise with depth)."""
         out, cap = [], 1.0
-        for q, r in zip(self.p(), self.reached):
+        for q, r in zip(self.p() if p is None else p, self.reached):
             up = min(1.0, q + 1.96 * math.sqrt(max(q * (1 - q), 0.0025) / (r + PRIOR)))
             cap = min(cap, up)
             out.append(cap)
         return out
 
-    def settled(self, s: int, p, p_up) -> bool:
+    def settled(self, s: int, el, el_up) -> bool:
         """Depth ``s`` has evidence: its period measured, and ``E[L(s)]``'s upper bound within
-        :data:`ACCEPT_TOLERANCE` of its estimate (positions rarely reached weigh little in it)."""
-        return self.measured(s) and expected_accept_len(p_up, s) <= expected_accept_len(p, s) * (1 + ACCEPT_TOLERANCE)
+        :data:`ACCEPT_TOLERANCE` of its estimate (positions rarely reached weigh little in it).
+        ``el``, ``el_up``: :func:`accept_lens` of :meth:`p` and :meth:`p_upper`."""
+        return self.measured(s) and el_up[s] <= el[s] * (1 + ACCEPT_TOLERANCE)
 
-    def probe_length(self, s: int, p, p_up) -> int:
+    def probe_length(self, s: int, el, el_up) -> int:
         """Cycles a probe of depth ``s`` runs: :data:`DECIDE_EVERY` (enough for its period) when the
         acceptance up to ``s`` is already settled, else :func:`probe_cycles` (acceptance evidence)."""
-        if expected_accept_len(p_up, s) <= expected_accept_len(p, s) * (1 + ACCEPT_TOLERANCE):
+        if el_up[s] <= el[s] * (1 + ACCEPT_TOLERANCE):
             return DECIDE_EVERY
         return probe_cycles(self.mean_bs())
 
     def measured(self, s: int) -> bool:
         return self.weight.get(s, 0.0) >= MIN_PERIOD_WEIGHT
+
+    def snapshot(self) -> None:
+        """Fix, for one decision, which depths count as measured (:attr:`done`), one draft forward
+        (:attr:`step`, ms: the smallest per-step draft time among measured depths >= 2, 0 when none
+        ran) and the mean batch size (:attr:`bs`); the sink thread may update the estimates meanwhile.
+        :meth:`period_point`, :meth:`period_lower`, :meth:`estimate` and :meth:`upper` read them."""
+        self.done = [d for d in self.candidates if self.weight[d] >= MIN_PERIOD_WEIGHT]
+        steps = [self.draft_fwd[d] / (d - 1) for d in self.done if d >= 2]
+        self.step = min(steps) if steps else 0.0
+        self.bs = self.mean_bs()
 
     def mean_bs(self) -> float:
         return self.bs_sum / self.verifies if self.verifies else float(self.bs_key)
@@ -217,7 +242,7 @@ class _Slot:
         per step, never below :meth:`period_lower`); None with nothing measured."""
         if self.measured(s):
             return self.period[s]
-        done = [d for d in self.candidates if self.measured(d)]
+        done = self.done
         if not done:
             return None
         below = [d for d in done if d < s]
@@ -225,7 +250,7 @@ class _Slot:
         if below and above:
             a, b = max(below), min(above)
             return self.period[a] + (self.period[b] - self.period[a]) * (s - a) / (b - a)
-        step = self.step_ms()
+        step = self.step
         side = below if below else above
         side = sorted(side, key=lambda d: abs(d - s))[:2]
         if len(side) == 2:
@@ -237,18 +262,13 @@ class _Slot:
         low = self.period_lower(s)
         return max(guess, low) if low is not None else guess
 
-    def estimate(self, s: int, p) -> Optional[float]:
-        """Point estimate of depth ``s``'s tok/s (:meth:`period_point`); None with nothing measured."""
+    def estimate(self, s: int, el) -> Optional[float]:
+        """Point estimate of depth ``s``'s tok/s (:meth:`period_point`; ``el``: :func:`accept_lens`
+        of :meth:`p`); None with nothing measured."""
         period = self.period_point(s)
         if period is None or period <= 0:
             return None
-        return 1000.0 * self.mean_bs() * expected_accept_len(p, s) / period
-
-    def step_ms(self) -> float:
-        """One draft forward (ms): the smallest per-step draft time among measured depths >= 2
-        (0 when none ran: no bound from the draft)."""
-        steps = [self.draft_fwd[d] / (d - 1) for d in self.candidates if d >= 2 and self.measured(d)]
-        return min(steps) if steps else 0.0
+        return 1000.0 * self.bs * el[s] / period
 
     def period_lower(self, s: int) -> Optional[float]:
         """An optimistic (low) period for an unmeasured depth (ms); None with nothing measured.
@@ -258,10 +278,10 @@ class _Slot:
         shallowest ``b``: ``period(b)`` less its extra draft forwards (and its draft preparation
         when ``s <= 1``), the verify and draft-extend shrunk in proportion to the verified width.
         """
-        done = [d for d in self.candidates if self.measured(d)]
+        done = self.done
         if not done:
             return None
-        step = self.step_ms()
+        step = self.step
         below = [d for d in done if d < s]
         if below:
             a = max(below)
@@ -271,16 +291,16 @@ class _Slot:
         drop = self.draft_fwd[b] * (b - max(s, 1)) / max(b - 1, 1) + (self.prep[b] if s <= 1 else 0.0)
         return max(1e-3, self.period[b] - drop - self.verify_part[b] * (1.0 - shrink))
 
-    def upper(self, s: int, p_up) -> Optional[float]:
-        """Optimistic tok/s: upper acceptance over the measured period less 1.96 standard errors of
-        its mean, or over :meth:`period_lower`."""
+    def upper(self, s: int, el_up) -> Optional[float]:
+        """Optimistic tok/s: upper acceptance (``el_up``: :func:`accept_lens` of :meth:`p_upper`) over
+        the measured period less 1.96 standard errors of its mean, or over :meth:`period_lower`."""
         if self.measured(s) and self.period[s] > 0:
             low = max(0.5 * self.period[s], self.period[s] - 1.96 * math.sqrt(self.period_var[s] / self.weight[s]))
         else:
             low = self.period_lower(s)
         if low is None:
             return None
-        return 1000.0 * self.mean_bs() * expected_accept_len(p_up, s) / low
+        return 1000.0 * self.bs * el_up[s] / low
 
 
 class CostAwarePolicy:
@@ -434,56 +454,65 @@ class CostAwarePolicy:
         """Fold the pending verify results into the acceptance counts; returns how many cycles."""
         pending, slot.pending = slot.pending, []
         n = len(pending)
-        half = accept_half_life(slot.mean_bs())
-        decay, fast = 0.5 ** (n / half), 0.5 ** (n * SHIFT_SPEED / half)
-        reached, accepted = slot.reached, slot.accepted
-        r_reached, r_accepted = slot.recent_reached, slot.recent_accepted
-        for j in range(len(reached)):
-            reached[j] *= decay
-            accepted[j] *= decay
-            r_reached[j] *= fast
-            r_accepted[j] *= fast
+        depth = len(slot.reached)
+        b_reached, b_accepted = [0] * depth, [0] * depth   # this block alone
         by_depth: dict = {}
         for steps, accepts in pending:
-            by_depth.setdefault(steps, []).append(accepts)
-        b_reached, b_accepted = [0.0] * len(reached), [0.0] * len(reached)   # this block alone
+            lists = by_depth.get(steps)
+            if lists is None:
+                by_depth[steps] = [accepts]
+            else:
+                lists.append(accepts)
         for steps, lists in by_depth.items():
             if steps <= 0:
                 continue
-            hist = Counter(chain.from_iterable(lists))
-            for a, c in hist.items():
-                a = min(max(int(a), 0), steps)
-                for j in range(min(a + 1, steps)):
-                    b_reached[j] += c
-                for j in range(a):
-                    b_accepted[j] += c
-        for j in range(len(reached)):
-            reached[j] += b_reached[j]
-            r_reached[j] += b_reached[j]
-            accepted[j] += b_accepted[j]
-            r_accepted[j] += b_accepted[j]
+            # requests per accepted-draft count: as bytes, each count is one C-level pass (measured: a
+            # third of a Counter's time at bs 32)
+            try:
+                flat = b"".join(map(bytes, lists))
+                per = [flat.count(a) for a in range(steps + 1)]
+            except (TypeError, ValueError):   # not small non-negative ints (never from SGLang)
+                flat, per = b"", []
+            if sum(per) != len(flat) or not per:   # a count outside 0..steps: clipped, slowly
+                per = [0] * (steps + 1)
+                for a in chain.from_iterable(lists):
+                    per[min(max(int(a), 0), steps)] += 1
+            ge = [0] * (steps + 2)   # ge[k]: requests that accepted at least k drafts
+            for k in range(steps, -1, -1):
+                ge[k] = ge[k + 1] + per[k]
+            for j in range(1, steps + 1):   # position j: reached when a >= j - 1, accepted when a >= j
+                b_reached[j - 1] += ge[j - 1]
+                b_accepted[j - 1] += ge[j]
+        half = accept_half_life(slot.mean_bs())
+        decay, fast = 0.5 ** (n / half), 0.5 ** (n * SHIFT_SPEED / half)
+        slot.reached = [r * decay + b for r, b in zip(slot.reached, b_reached)]
+        slot.accepted = [a * decay + b for a, b in zip(slot.accepted, b_accepted)]
+        slot.recent_reached = [r * fast + b for r, b in zip(slot.recent_reached, b_reached)]
+        slot.recent_accepted = [a * fast + b for a, b in zip(slot.recent_accepted, b_accepted)]
         slot.blocks.append((b_reached, b_accepted))
         slot.cycles += n
-        if self._shifted(slot):   # old evidence is void: start afresh from the last blocks, with a start's probes
-            last = list(slot.blocks)[-SHIFT_KEEP_BLOCKS:]
-            slot.reached = [sum(b[0][j] for b in last) for j in range(len(reached))]
-            slot.accepted = [sum(b[1][j] for b in last) for j in range(len(reached))]
-            slot.recent_reached, slot.recent_accepted = list(slot.reached), list(slot.accepted)
-            slot.shifts += 1
-            slot.probes, slot.probe_ms, slot.total_ms = 0, 0.0, 0.0
         return n
 
     @staticmethod
-    def _shifted(slot: _Slot) -> bool:
+    def _shifted(slot: _Slot, p: list) -> bool:
         """Whether the recent acceptance of some position is :data:`SHIFT_Z` standard errors away
-        from the long-run estimate (with at least :data:`SHIFT_MIN_REACHED` recent reaches)."""
-        for j, q in enumerate(slot.p()):
-            r = slot.recent_reached[j]
-            if r < SHIFT_MIN_REACHED:
-                continue
-            if abs(slot.recent_accepted[j] / r - q) > SHIFT_Z * math.sqrt(max(q * (1.0 - q), 0.0025) / r):
+        from the long-run estimate ``p`` (:meth:`_Slot.p`; positions with at least
+        :data:`SHIFT_MIN_REACHED` recent reaches)."""
+        for q, r, a in zip(p, slot.recent_reached, slot.recent_accepted):
+            if r >= SHIFT_MIN_REACHED and abs(a / r - q) > SHIFT_Z * math.sqrt(max(q * (1.0 - q), 0.0025) / r):
                 return True
         return False
+
+    @staticmethod
+    def _restart(slot: _Slot) -> None:
+        """After a shift: the counts restart from the last :data:`SHIFT_KEEP_BLOCKS` decisions'
+        verifies, and the probes as at a start (old evidence is void)."""
+        last = list(slot.blocks)[-SHIFT_KEEP_BLOCKS:]
+        slot.reached = [float(sum(col)) for col in zip(*(b[0] for b in last))]
+        slot.accepted = [float(sum(col)) for col in zip(*(b[1] for b in last))]
+        slot.recent_reached, slot.recent_accepted = list(slot.reached), list(slot.accepted)
+        slot.shifts += 1
+        slot.probes, slot.probe_ms, slot.total_ms = 0, 0.0, 0.0
 
     def _decide(self, slot: _Slot) -> Optional[int]:
         n = self._count(slot)
@@ -493,8 +522,13 @@ class CostAwarePolicy:
             if slot.probe_left > 0:
                 return None
             slot.probe = slot.charged = None
-        p, p_up = slot.p(), slot.p_upper()
-        est = {s: slot.estimate(s, p) for s in slot.candidates}
+        p = slot.p()
+        if self._shifted(slot, p):
+            self._restart(slot)
+            p = slot.p()
+        el, el_up = accept_lens(p), accept_lens(slot.p_upper(p))
+        slot.snapshot()
+        est = {s: slot.estimate(s, el) for s in slot.candidates}
         known = {s: v for s, v in est.items() if v is not None}
         old = slot.current
         if not known:
@@ -511,12 +545,12 @@ class CostAwarePolicy:
         # (at a probe's end the better estimate wins: the hysteresis holds a pick against noise, not a probe)
         if cur is None or (best != base and known[best] > cur * (1.0 + (0.0 if probed is not None else HYSTERESIS))):
             why = f"est. {known[best]:.1f} vs {cur:.1f} tok/s" if cur is not None else f"est. {known[best]:.1f} tok/s"
-            if slot.settled(best, p, p_up) or cur is None or (best == slot.home and slot.measured(best)):
+            if slot.settled(best, el, el_up) or cur is None or (best == slot.home and slot.measured(best)):
                 target = best
             else:   # better by its point estimate, on thin evidence: a probe (an expected gain: not charged)
                 target, why = best, "probe: " + why + (", period interpolated" if not slot.measured(best) else
                                                        ", acceptance not settled")
-                slot.probe, slot.probe_left, slot.mode = target, slot.probe_length(target, p, p_up), "explore"
+                slot.probe, slot.probe_left, slot.mode = target, slot.probe_length(target, el, el_up), "explore"
                 slot.probe_depths.append(target)
                 budget_ok = False
         if slot.mode == "exploit":
@@ -524,12 +558,12 @@ class CostAwarePolicy:
         # probe a depth whose optimistic bound beats the pick, within the budget (an expected loss: charged)
         if budget_ok:
             bar = known[best] * (1.0 + EXPLORE_MARGIN)
-            ups = {s: slot.upper(s, p_up) for s in slot.candidates if s != target}
+            ups = {s: slot.upper(s, el_up) for s in slot.candidates if s != target}
             ups = {s: u for s, u in ups.items() if u is not None and u > bar}
             if ups:   # the nearest to the pick first (throughput is usually unimodal in depth)
                 target = min(ups, key=lambda s: (abs(s - best), -ups[s]))
                 why = f"probe: bound {ups[target]:.1f} vs est. {known[best]:.1f} tok/s"
-                slot.probe, slot.probe_left, slot.mode = target, slot.probe_length(target, p, p_up), "explore"
+                slot.probe, slot.probe_left, slot.mode = target, slot.probe_length(target, el, el_up), "explore"
                 slot.probe_depths.append(target)
                 slot.probes += 1
                 slot.charged = target
