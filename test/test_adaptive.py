@@ -253,3 +253,23 @@ def test_two_ranks_with_different_timings_run_the_same_depths(tmp_path):
     # the follower's cycle lines say what the leader's say (a probe is explore on both)
     assert a["sync"]["modes"] == b["sync"]["modes"] and {"explore", "exploit"} <= set(a["sync"]["modes"])
     assert a["nosync"]["steps"] != b["nosync"]["steps"]
+
+
+def test_policy_cost_benchmark_prints_paired_figures():
+    """benchmarks/bench_adaptive_policy.py: both policies timed per batch size, the paired
+    difference with its interval (a figure, not a timed test: only its shape and sanity here)."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_adaptive_policy.py"), "--batch-sizes",
+                           "1", "8", "--reps", "6", "--cycles", "300", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads(proc.stdout)["rows"]
+    assert [r["bs"] for r in rows] == [1, 8]
+    for r in rows:
+        assert r["sglang_us"] > 0 and r["cost_us"] > 0 and r["reps"] == 6
+        lo, hi = r["ci95_us"]
+        assert lo <= r["added_us"] <= hi
+    bad = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_adaptive_policy.py"), "--reps", "2"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--reps must be >= 6" in bad.stderr and "Traceback" not in bad.stderr
