@@ -56,7 +56,8 @@ import bisect
 import json
 import logging
 import math
-from collections import Counter, deque
+import threading
+from collections import deque
 from itertools import chain
 from typing import Any, Optional
 
@@ -113,6 +114,10 @@ SHIFT_SPEED = 8.0
 #: A position's recent acceptance this many standard errors from the long-run estimate is a shift:
 #: the long-run counts are replaced by the recent ones.
 SHIFT_Z = 4.0
+#: The sink thread counts the verify results once this many wait (with each cycle record).
+FOLD_EVERY = 4
+#: At a decision the scheduler thread counts them itself when this many wait (no records arrive).
+FOLD_BEHIND = 2 * DECIDE_EVERY
 #: At a shift the counts restart from the verifies of this many last decisions (16 verifies each).
 SHIFT_KEEP_BLOCKS = 2
 #: Recent reaches a position needs before its test counts.
@@ -149,19 +154,21 @@ class _Slot:
         self.current = initial_steps if initial_steps in self.candidates else self.candidates[len(self.candidates) // 2]
         self.nospec_tok_s = nospec_tok_s
         depth = max(self.candidates)
-        self.reached = [0.0] * depth
-        self.accepted = [0.0] * depth
-        self.recent_reached = [0.0] * depth    # the same counts, forgotten SHIFT_SPEED times faster
-        self.recent_accepted = [0.0] * depth
+        #: (reached, accepted) per position, forgotten with the acceptance half-life: one tuple, replaced
+        #: whole by the thread that counts, so a decision reads a consistent pair
+        self.counts = ([0.0] * depth, [0.0] * depth)
+        self.recent = ([0.0] * depth, [0.0] * depth)   # the same, forgotten SHIFT_SPEED times faster
+        self.lock = threading.Lock()   # one counter at a time (taken without blocking)
         self.shifts = 0                        # acceptance shifts detected
-        self.blocks: deque = deque(maxlen=SHIFT_KEEP_BLOCKS)   # (reached, accepted) of the last decisions
+        self.blocks: deque = deque(maxlen=4 * SHIFT_KEEP_BLOCKS)   # (verifies, reached, accepted) of the last chunks counted
         self.period = {s: 0.0 for s in self.candidates}        # ms, decayed mean
         self.weight = {s: 0.0 for s in self.candidates}        # decayed sample weight
         self.period_var = {s: 0.0 for s in self.candidates}    # ms^2, decayed variance of one cycle's period
         self.draft_fwd = {s: 0.0 for s in self.candidates}     # ms of the draft forwards, decayed mean
         self.prep = {s: 0.0 for s in self.candidates}          # ms of draft_prep, decayed mean
         self.verify_part = {s: 0.0 for s in self.candidates}   # ms of verify + extend, decayed mean
-        self.pending: list = []    # verify results (lists) since the last decision, with their depth
+        self.pending: deque = deque()   # verify results (depth, accepted drafts per request) not yet counted
+        self.since = 0                  # verifies since the last decision
         self.bs_sum = 0
         self.verifies = 0
         self.cycles = 0
@@ -185,23 +192,32 @@ class _Slot:
 
     # -- estimates --------------------------------------------------------------------------------
 
-    def p(self) -> list[float]:
+    @property
+    def reached(self) -> list:
+        return self.counts[0]
+
+    @property
+    def accepted(self) -> list:
+        return self.counts[1]
+
+    def p(self, counts: Optional[tuple] = None) -> list[float]:
         """Posterior mean of ``p_j``: ``(accepted + PRIOR * prior) / (reached + PRIOR)``, the prior
         being position ``j - 1``'s estimate (0.5 at position 1): an unreached position takes the
         shallower one's acceptance, and a few reaches move it only part of the way."""
         out, prior = [], 0.5
-        for r, a in zip(self.reached, self.accepted):
+        reached, accepted = self.counts if counts is None else counts
+        for r, a in zip(reached, accepted):
             q = (a + PRIOR * prior) / (r + PRIOR)
             out.append(q)
             prior = q
         return out
 
-    def p_upper(self, p: Optional[list] = None) -> list[float]:
+    def p_upper(self, p: Optional[list] = None, reached: Optional[list] = None) -> list[float]:
         """Optimistic ``p_j``: the posterior mean (``p``, else :meth:`p`) plus 1.96 standard errors
         over ``reached + PRIOR`` (forgotten counts), never above a shallower position's bound
         (conditional acceptance does not rise with depth)."""
         out, cap = [], 1.0
-        for q, r in zip(self.p() if p is None else p, self.reached):
+        for q, r in zip(self.p() if p is None else p, self.counts[0] if reached is None else reached):
             up = min(1.0, q + 1.96 * math.sqrt(max(q * (1 - q), 0.0025) / (r + PRIOR)))
             cap = min(cap, up)
             out.append(cap)
@@ -376,8 +392,11 @@ class CostAwarePolicy:
         slot.pending.append((slot.applied, num_correct_drafts_per_req))
         slot.bs_sum += batch_size
         slot.verifies += 1
-        if len(slot.pending) < DECIDE_EVERY:
+        slot.since += 1
+        if slot.since < DECIDE_EVERY:
             return None
+        slot.since = 0
+        slot.cycles += DECIDE_EVERY
         if self.sync is None:
             new = self._decide(slot)
             slot.applied, slot.applied_mode = slot.current, slot.mode
@@ -393,7 +412,7 @@ class CostAwarePolicy:
                                   "stays %d on every rank (with several ranks SGLang's own policy cannot take over "
                                   "on one alone)", type(exc).__name__, exc, slot.current)
         else:
-            slot.pending.clear()
+            slot.pending.clear()   # a follower: the leader's decisions only
         sent = slot.current + (EXPLORE_FLAG if slot.mode == "explore" else 0) if self.sync.leader else -1
         agreed = self.sync.exchange(slot.bs_key, sent)
         if agreed is None or agreed < 0:
@@ -420,6 +439,8 @@ class CostAwarePolicy:
         if total is None or steps is None:
             return
         slot = self._route(int(getattr(record, "bs", 1) or 1))
+        if len(slot.pending) >= FOLD_EVERY:
+            self._fold(slot)   # the verify results' counting, here rather than on the scheduler thread
         if steps not in slot.period:
             return
         gap = getattr(record, "gap_ms", None)
@@ -450,9 +471,27 @@ class CostAwarePolicy:
 
     # -- deciding (scheduler thread) -----------------------------------------------------------------
 
-    def _count(self, slot: _Slot) -> int:
-        """Fold the pending verify results into the acceptance counts; returns how many cycles."""
-        pending, slot.pending = slot.pending, []
+    def _fold(self, slot: _Slot) -> None:
+        """Count the verify results filed so far (on the sink thread, as records arrive; on the
+        scheduler thread at a decision only when nobody else did). Never blocks: a thread that finds
+        the other counting leaves it to it."""
+        if not slot.lock.acquire(False):
+            return
+        try:
+            items, pop = [], slot.pending.popleft
+            try:
+                while True:
+                    items.append(pop())
+            except IndexError:
+                pass
+            if items:
+                self._count(slot, items)
+        finally:
+            slot.lock.release()
+
+    def _count(self, slot: _Slot, pending: list) -> None:
+        """Fold verify results ``[(depth, accepted drafts per request), ...]`` into the acceptance
+        counts; a shift (:meth:`_shifted`) restarts them (:meth:`_restart`)."""
         n = len(pending)
         depth = len(slot.reached)
         b_reached, b_accepted = [0] * depth, [0] * depth   # this block alone
@@ -485,20 +524,22 @@ class CostAwarePolicy:
                 b_accepted[j - 1] += ge[j]
         half = accept_half_life(slot.mean_bs())
         decay, fast = 0.5 ** (n / half), 0.5 ** (n * SHIFT_SPEED / half)
-        slot.reached = [r * decay + b for r, b in zip(slot.reached, b_reached)]
-        slot.accepted = [a * decay + b for a, b in zip(slot.accepted, b_accepted)]
-        slot.recent_reached = [r * fast + b for r, b in zip(slot.recent_reached, b_reached)]
-        slot.recent_accepted = [a * fast + b for a, b in zip(slot.recent_accepted, b_accepted)]
-        slot.blocks.append((b_reached, b_accepted))
-        slot.cycles += n
-        return n
+        reached, accepted = slot.counts
+        slot.counts = ([r * decay + b for r, b in zip(reached, b_reached)],
+                       [a * decay + b for a, b in zip(accepted, b_accepted)])
+        reached, accepted = slot.recent
+        slot.recent = ([r * fast + b for r, b in zip(reached, b_reached)],
+                       [a * fast + b for a, b in zip(accepted, b_accepted)])
+        slot.blocks.append((n, b_reached, b_accepted))
+        if self._shifted(slot, slot.p()):
+            self._restart(slot)
 
     @staticmethod
     def _shifted(slot: _Slot, p: list) -> bool:
         """Whether the recent acceptance of some position is :data:`SHIFT_Z` standard errors away
         from the long-run estimate ``p`` (:meth:`_Slot.p`; positions with at least
         :data:`SHIFT_MIN_REACHED` recent reaches)."""
-        for q, r, a in zip(p, slot.recent_reached, slot.recent_accepted):
+        for q, r, a in zip(p, *slot.recent):
             if r >= SHIFT_MIN_REACHED and abs(a / r - q) > SHIFT_Z * math.sqrt(max(q * (1.0 - q), 0.0025) / r):
                 return True
         return False
@@ -507,26 +548,31 @@ class CostAwarePolicy:
     def _restart(slot: _Slot) -> None:
         """After a shift: the counts restart from the last :data:`SHIFT_KEEP_BLOCKS` decisions'
         verifies, and the probes as at a start (old evidence is void)."""
-        last = list(slot.blocks)[-SHIFT_KEEP_BLOCKS:]
-        slot.reached = [float(sum(col)) for col in zip(*(b[0] for b in last))]
-        slot.accepted = [float(sum(col)) for col in zip(*(b[1] for b in last))]
-        slot.recent_reached, slot.recent_accepted = list(slot.reached), list(slot.accepted)
+        last, kept = [], 0
+        for block in reversed(slot.blocks):   # the latest chunks, SHIFT_KEEP_BLOCKS decisions' worth
+            if kept >= SHIFT_KEEP_BLOCKS * DECIDE_EVERY:
+                break
+            last.append(block)
+            kept += block[0]
+        reached = [float(sum(col)) for col in zip(*(b[1] for b in last))]
+        accepted = [float(sum(col)) for col in zip(*(b[2] for b in last))]
+        slot.counts, slot.recent = (reached, accepted), (list(reached), list(accepted))
         slot.shifts += 1
         slot.probes, slot.probe_ms, slot.total_ms = 0, 0.0, 0.0
 
     def _decide(self, slot: _Slot) -> Optional[int]:
-        n = self._count(slot)
+        n = DECIDE_EVERY
+        if len(slot.pending) >= FOLD_BEHIND:   # no records are counting them (none arrive): count here
+            self._fold(slot)
         probed = slot.probe
         if probed is not None:
             slot.probe_left -= n
             if slot.probe_left > 0:
                 return None
             slot.probe = slot.charged = None
-        p = slot.p()
-        if self._shifted(slot, p):
-            self._restart(slot)
-            p = slot.p()
-        el, el_up = accept_lens(p), accept_lens(slot.p_upper(p))
+        counts = slot.counts
+        p = slot.p(counts)
+        el, el_up = accept_lens(p), accept_lens(slot.p_upper(p, counts[0]))
         slot.snapshot()
         est = {s: slot.estimate(s, el) for s in slot.candidates}
         known = {s: v for s, v in est.items() if v is not None}
@@ -558,7 +604,7 @@ class CostAwarePolicy:
         # probe a depth whose optimistic bound beats the pick, within the budget (an expected loss: charged)
         if budget_ok:
             bar = known[best] * (1.0 + EXPLORE_MARGIN)
-            ups = {s: slot.upper(s, el_up) for s in slot.candidates if s != target}
+            ups = {s: slot.upper(s, el_up) for s in slot.candidates if s != target and s != probed}
             ups = {s: u for s, u in ups.items() if u is not None and u > bar}
             if ups:   # the nearest to the pick first (throughput is usually unimodal in depth)
                 target = min(ups, key=lambda s: (abs(s - best), -ups[s]))
