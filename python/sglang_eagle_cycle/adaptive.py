@@ -46,8 +46,11 @@ Every :data:`DECIDE_EVERY` verifies of a bucket the policy decides:
   period is in question), else :func:`probe_cycles`; at its end the better of the probe and the
   depth it left wins (no hysteresis: that holds a pick against noise, not a probe).
 
-Per cycle the scheduler thread only appends the verify result to a list and counts; the work is
-done at decision time (amortised).
+Per cycle the scheduler thread only files the verify result in a deque. The sink thread counts
+them as it hands over the cycle records (:meth:`CostAwarePolicy.on_cycle_record`; the scheduler
+counts them itself at a decision only when no records arrive), so a decision reads counts one or
+a few cycles old; the decision itself runs on the scheduler thread every :data:`DECIDE_EVERY`
+verifies (amortised). ``benchmarks/bench_adaptive_policy.py`` prices it.
 """
 
 from __future__ import annotations
