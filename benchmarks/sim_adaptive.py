@@ -27,6 +27,10 @@ World (a JSON object; :func:`world_from_json` reads one, :func:`make_worlds` dra
   ``decode_ms``;
 * ``switch_ms``: time added to each depth switch (default 0).
 
+Printed per world: the whole-run ratio to the per-phase oracle (tokens over time, so the phases
+weigh by their duration), for both policies; ``--json`` adds the ratio of each phase to that phase's
+best static candidate (``cost_phase_ratio``, ``ema_phase_ratio``).
+
 Every cycle's period is its mean times one log-normal factor (sigma ``noise``) per cycle, and
 every request's accept length comes from uniforms per (cycle, request, position): the same for
 every policy and every depth.
@@ -358,6 +362,9 @@ def evaluate(world: ShiftWorld, seed: int = 0, initial: int = 3, log: Optional[l
         "oracle_tok_s": oracle.tok_s, "cost_tok_s": cost.tok_s, "ema_tok_s": ema.tok_s, "nospec_tok_s": nospec,
         "cost_ratio": cost.tok_s / oracle.tok_s, "ema_ratio": ema.tok_s / oracle.tok_s,
         "cost_vs_ema": cost.tok_s / ema.tok_s,
+        # per phase: tok/s over that phase's best static candidate (the whole-run ratio weighs phases by time)
+        "cost_phase_ratio": [cost.phase_tok_s(k) / statics[best[k]].phase_tok_s(k) for k in range(nph)],
+        "ema_phase_ratio": [ema.phase_tok_s(k) / statics[best[k]].phase_tok_s(k) for k in range(nph)],
         "cost_switches": cost.switches, "ema_switches": ema.switches,
         "static_tok_s": {s: r.tok_s for s, r in statics.items()},
         "all_below_nospec": all_below, "phase_below_nospec": phase_below,

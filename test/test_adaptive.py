@@ -49,6 +49,8 @@ def test_beats_sglangs_ema_and_follows_the_shift(sim):
         rows.append(r)
     ratios = [r["cost_ratio"] for r in rows]
     assert min(ratios) >= 0.93, ratios
+    for r in rows:   # per phase, against that phase's best static depth (never above it by more than luck)
+        assert len(r["cost_phase_ratio"]) == 2 and all(0.85 <= x <= 1.02 for x in r["cost_phase_ratio"]), r
     assert sum(x >= 0.98 for x in ratios) >= 7, ratios
     assert all(r["cost_vs_ema"] >= 0.99 for r in rows), [r["cost_vs_ema"] for r in rows]
     assert sum(r["cost_vs_ema"] for r in rows) / len(rows) >= 1.05
