@@ -177,7 +177,6 @@ class _Slot:
         self.cycles = 0
         self.probe: Optional[int] = None
         self.probe_left = 0
-        self.probe_depths: list = []   # depths probed, latest last
         self.home = self.current       # the last depth chosen on evidence (probes return to it)
         self.applied = self.current    # the depth that runs (lags ``current`` by one boundary with a sync)
         self.charged: Optional[int] = None   # the probe's depth when it counts against the budget
@@ -230,14 +229,27 @@ class _Slot:
         """Depth ``s`` has evidence: its period measured, and ``E[L(s)]``'s upper bound within
         :data:`ACCEPT_TOLERANCE` of its estimate (positions rarely reached weigh little in it).
         ``el``, ``el_up``: :func:`accept_lens` of :meth:`p` and :meth:`p_upper`."""
-        return self.measured(s) and el_up[s] <= el[s] * (1 + ACCEPT_TOLERANCE)
+        return self.measured(s) and self.accept_settled(s, el, el_up)
+
+    @staticmethod
+    def accept_settled(s: int, el, el_up) -> bool:
+        """``E[L(s)]``'s upper bound is within :data:`ACCEPT_TOLERANCE` of its estimate."""
+        return el_up[s] <= el[s] * (1 + ACCEPT_TOLERANCE)
 
     def probe_length(self, s: int, el, el_up) -> int:
         """Cycles a probe of depth ``s`` runs: :data:`DECIDE_EVERY` (enough for its period) when the
         acceptance up to ``s`` is already settled, else :func:`probe_cycles` (acceptance evidence)."""
-        if el_up[s] <= el[s] * (1 + ACCEPT_TOLERANCE):
+        if self.accept_settled(s, el, el_up):
             return DECIDE_EVERY
         return probe_cycles(self.mean_bs())
+
+    def start_probe(self, s: int, el, el_up, charged: bool) -> None:
+        """Run depth ``s`` as a probe for :meth:`probe_length` cycles; ``charged``: it counts against
+        the explore budget (a bound-driven probe, an expected loss)."""
+        self.probe, self.probe_left, self.mode = s, self.probe_length(s, el, el_up), "explore"
+        if charged:
+            self.probes += 1
+            self.charged = s
 
     def measured(self, s: int) -> bool:
         return self.weight.get(s, 0.0) >= MIN_PERIOD_WEIGHT
@@ -247,7 +259,7 @@ class _Slot:
         (:attr:`step`, ms: the smallest per-step draft time among measured depths >= 2, 0 when none
         ran) and the mean batch size (:attr:`bs`); the sink thread may update the estimates meanwhile.
         :meth:`period_point`, :meth:`period_lower`, :meth:`estimate` and :meth:`upper` read them."""
-        self.done = [d for d in self.candidates if self.weight[d] >= MIN_PERIOD_WEIGHT]
+        self.done = [d for d in self.candidates if self.measured(d)]
         steps = [self.draft_fwd[d] / (d - 1) for d in self.done if d >= 2]
         self.step = min(steps) if steps else 0.0
         self.bs = self.mean_bs()
@@ -601,8 +613,7 @@ class CostAwarePolicy:
             else:   # better by its point estimate, on thin evidence: a probe (an expected gain: not charged)
                 target, why = best, "probe: " + why + (", period interpolated" if not slot.measured(best) else
                                                        ", acceptance not settled")
-                slot.probe, slot.probe_left, slot.mode = target, slot.probe_length(target, el, el_up), "explore"
-                slot.probe_depths.append(target)
+                slot.start_probe(target, el, el_up, charged=False)
                 budget_ok = False
         if slot.mode == "exploit":
             slot.home = target
@@ -614,10 +625,7 @@ class CostAwarePolicy:
             if ups:   # the nearest to the pick first (throughput is usually unimodal in depth)
                 target = min(ups, key=lambda s: (abs(s - best), -ups[s]))
                 why = f"probe: bound {ups[target]:.1f} vs est. {known[best]:.1f} tok/s"
-                slot.probe, slot.probe_left, slot.mode = target, slot.probe_length(target, el, el_up), "explore"
-                slot.probe_depths.append(target)
-                slot.probes += 1
-                slot.charged = target
+                slot.start_probe(target, el, el_up, charged=True)
         if slot.nospec_tok_s and not slot.off_logged and known[best] < slot.nospec_tok_s:
             slot.off_logged = True
             self._log.info("adaptive: at bs %d every measured depth is below the no-spec %.1f tok/s (best %d steps, "
