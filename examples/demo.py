@@ -244,8 +244,14 @@ def probe_demo() -> int:
             vs = "best" if c["positions"] == result["best"]["positions"] else \
                 f"{100 * c['margin_vs_best']:+.1f} points vs best, McNemar p={c['p_vs_best']:.2g}"
             print(f"  {label:<40} {str(c['positions']):<10} {_pct(c['agreement']):>6}  ({vs})")
-    print("A one-layer shift costs this tiny draft little (its neighbouring layers carry nearly the same "
-          "state); the embedding in place of the deepest state costs it much more.")
+    stock = by.get(tuple(result["stock_positions"] or ()))
+    emb = by.get(tuple(fed or ()))
+    if stock is not None and stock["positions"] != result["best"]["positions"]:
+        told = "significantly" if stock["p_vs_best"] <= 0.05 else "but not significantly"
+        print(f"Stock's one-layer-early reading costs this draft {-100 * stock['margin_vs_best']:.1f} points of "
+              f"agreement, {told} over {result['scored_tokens']} scored tokens (neighbouring layers of a tiny "
+              "model carry similar states)" + ("" if emb is None else
+              f"; the embedding in place of the deepest state costs it {-100 * emb['margin_vs_best']:.1f}") + ".")
     return 0
 
 

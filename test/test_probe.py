@@ -100,7 +100,7 @@ def test_llama_pair_plugin_best(capsys):
     assert r["verdict"] == "plugin_best" and r["fix"] is None
     assert r["best"]["positions"] == [2, 4, 6] == r["plugin_positions"] == r["stock_positions"]
     assert set(r["best"]["names"]) >= {"plugin", "stock"}
-    assert r["scored_tokens"] == 1024
+    assert r["scored_tokens"] == 1024 * 32 and r["prompts"] == 1024    # the pair's probe_prompts x gen_tokens
     runner_up = r["candidates"][1]
     assert runner_up["positions"] != [2, 4, 6]
     assert runner_up["margin_vs_best"] < 0 and runner_up["p_vs_best"] <= 0.05
@@ -129,25 +129,23 @@ def test_llama_declared_as_positions_other_best_and_fix(tmp_path, capsys):
 
 
 def test_deepseek_declared_ids246_positions(capsys):
-    """Stock captures [2, 4, 6] and the plugin [3, 5, 7]; this draft cannot tell them apart."""
+    """A draft trained on positions [2, 4, 6] declaring ids 2,4,6: stock captures [2, 4, 6], the plugin
+    [3, 5, 7], one layer late, which costs this draft little; the verdict follows the McNemar test."""
     d = cached("deepseek_v3", declared=True)
     code, out, err = run([str(d / "target"), str(d / "draft"), "--json"], capsys)
     r = json.loads(out)
     assert r["plugin_positions"] == [3, 5, 7] and r["stock_positions"] == [2, 4, 6]
     assert r["best"]["positions"] == [2, 4, 6]
     plugin = next(c for c in r["candidates"] if "plugin" in c["names"])
-    assert plugin["margin_vs_best"] < 0
-    # a 0.3-point margin on 1024 tokens is not significant: the verdict stays plugin_best
+    assert -0.03 < plugin["margin_vs_best"] < 0
     assert (plugin["p_vs_best"] > 0.05) == (r["verdict"] == "plugin_best")
     assert code == (0 if r["verdict"] == "plugin_best" else 1)
+    if r["verdict"] == "other_best":   # the fix must name what stock already captures
+        assert r["fix"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5]
 
 
 def test_random_draft_not_trained_on_target(tmp_path, capsys):
-    """fc, the decoder layer and lm_head re-initialised (seeded): no candidate beats aux zeroed.
-
-    With lm_head kept, a random fc/layer still beats aux zeroed by about 1.3 points at p ~ 0.001
-    (1.4% vs 0.1% agreement), which the McNemar criterion alone counts as trained.
-    """
+    """fc, the decoder layer and lm_head re-initialised (seeded): no candidate beats aux zeroed."""
     from safetensors.torch import load_file, save_file
 
     src = cached("llama")
@@ -282,11 +280,32 @@ def test_header_only_draft_is_named_as_such(tmp_path, capsys):
     assert code == 2 and err.count("\n") == 1 and "header without tensor data" in err, err
 
 
+@pytest.mark.parametrize("gain, p, plugin_p, verdict", [
+    (0.015, 1e-9, 1.0, "not_trained_on_target"),   # significant, but under the 2-point bar
+    (0.25, 0.2, 1.0, "not_trained_on_target"),     # large, but not significant
+    (0.02, 0.04, 1.0, "plugin_best"),
+    (0.25, 1e-9, 0.06, "plugin_best"),             # the plugin's set not significantly worse
+    (0.25, 1e-9, 0.04, "other_best"),
+])
+def test_verdict_rule(gain, p, plugin_p, verdict):
+    from sglang_eagle_cycle.wiring.probe import decide
+
+    best = {"positions": [2, 4, 6], "margin_vs_ablated": gain, "p_vs_ablated": p, "p_vs_best": 1.0}
+    plugin = {"positions": [3, 5, 7], "margin_vs_ablated": gain - 0.01, "p_vs_ablated": p, "p_vs_best": plugin_p}
+    assert decide([best, plugin], best, plugin) == verdict
+    assert decide([best, plugin], best, best if verdict == "other_best" else plugin) in (verdict, "plugin_best")
+
+
 def test_other_pairs_draft_not_trained_on_target(capsys):
     """The llama target with the DeepSeek-V3 pair's draft (same widths, so it can be fed)."""
+    from sglang_eagle_cycle.wiring.probe import MIN_AUX_GAIN
+
     code, out, err = run([str(cached("llama") / "target"), str(cached("deepseek_v3") / "draft"), "--json"], capsys)
     r = json.loads(out)
     assert (code, r["verdict"]) == (1, "not_trained_on_target"), err
+    assert r["fix"] is None
+    # whatever small gain over the zeroed aux states a foreign draft shows stays under the bar
+    assert max(c["agreement"] for c in r["candidates"]) - r["aux_ablated_agreement"] < MIN_AUX_GAIN
 
 
 def test_other_pairs_draft_width_mismatch(tmp_path, capsys):
@@ -316,8 +335,8 @@ def test_wiring_probe_runs_the_probe_after_the_static_report(capsys):
     d = cached("llama")
     code, out, err = wiring_cli([str(d / "target"), str(d / "draft"), "--probe"], capsys)
     assert code == 0, err
-    assert "captures" in out and "1024 scored tokens" in out and "verdict: plugin_best" in out
-    assert out.index("1024 scored tokens") > out.index("captures")  # the static report comes first
+    assert "captures" in out and "32768 scored tokens" in out and "verdict: plugin_best" in out
+    assert out.index("32768 scored tokens") > out.index("captures")  # the static report comes first
     assert "fix: none needed" in out
 
 

@@ -165,8 +165,9 @@ def test_existing_pair_is_kept_without_force(tmp_path):
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--aux-layer-ids", "0,3,5"], "[1, 6]"),
-    (["--aux-layer-ids", "2,7"], "[1, 6]"),
+    (["--aux-layer-ids", "0,3,5", "--convention", "input"], "[1, 7]"),
+    (["--aux-layer-ids", "2,7"], "[0, 6]"),
+    (["--aux-layer-ids", "1,8", "--convention", "input"], "[1, 7]"),
     (["--aux-layer-ids", "4,2"], "ascending"),
     (["--aux-layer-ids", "2,,4"], "integers"),
     (["--arch", "mistral"], "invalid choice"),

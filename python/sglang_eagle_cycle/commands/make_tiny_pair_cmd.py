@@ -45,7 +45,8 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arch", choices=("llama", "deepseek_v3"), default="llama", help="target architecture")
     parser.add_argument("--seed", type=int_in(0, 2**31 - 1), default=11, help="seed of every random draw (default 11)")
     parser.add_argument("--aux-layer-ids", type=_ids, default=None, metavar="IDS",
-                        help="draft eagle_aux_hidden_state_layer_ids, ascending, each in 1..6 (default 1,3,5)")
+                        help="draft eagle_aux_hidden_state_layer_ids, ascending (default 1,3,5); each in 0..6 with "
+                             "--convention output, 1..7 with input")
     parser.add_argument("--convention", choices=("output", "input"), default="output",
                         help="what an id means to the draft's training: output of layer i (position i+1) "
                              "or input of layer i (position i)")
