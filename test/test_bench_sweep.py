@@ -102,6 +102,21 @@ def within(measured: float, built: float, tol: float = 0.10) -> bool:
     return abs(measured - built) <= tol * built
 
 
+#: client-side time at the two ends of a measurement (sending the first request, reading the last
+#: response), which the bench's window holds and the server's served span does not: ~45 ms each
+#: were measured on a loaded 2-core VM (bench 43.5 tok/s against 49.5 served over 0.65 s)
+EDGE_S = 0.2
+
+
+def bench_window_matches_served(tok_s: float, reqs) -> bool:
+    """The bench's window (its tokens / its tok/s) holds the served span and exceeds it by at most
+    10% plus :data:`EDGE_S`: a wrong token count or time unit fails, client latency does not."""
+    tokens = sum(q.tokens for q in reqs)
+    served = max(q.finished for q in reqs) - min(q.arrived for q in reqs)
+    window = tokens / tok_s
+    return served * 0.98 <= window <= served * 1.10 + EDGE_S
+
+
 # ---------------------------------------------------------------------------------------------
 # pure parts
 # ---------------------------------------------------------------------------------------------
@@ -355,13 +370,13 @@ def test_launch_sweep_then_resume_skips_finished_configurations(tmp_path):
     for x in recs:
         built = standin.expected(x["steps"], max_new_tokens=16, concurrency=x["concurrency"], **KNOBS)
         # what the stand-in served in this measurement (warmup 0; 2 prompts at c=1, then 2 at c=2):
-        # the bench's tok/s must match it; the stand-in's per-request service time must match the
-        # built model. Client-side stalls under CPU load (a late re-send) show in both the bench's
-        # and the served span, so they cannot fail the comparison; bench bugs still do.
+        # the bench's window must hold the served span, and exceed it only by the client's time at
+        # its two ends (bench_window_matches_served); the stand-in's per-request service time must
+        # match the built model. Client-side stalls inside the run show in both spans.
         reqs = standin.served(Path(x["server_log"]).read_text())
         mine = reqs[2:] if x["concurrency"] == 2 else reqs[:2]
         assert len(reqs) == 4 and sum(q.tokens for q in mine) == 2 * 16
-        assert x["status"] == "ok" and within(x["output_tok_s"], standin.served_tok_s(mine)), \
+        assert x["status"] == "ok" and bench_window_matches_served(x["output_tok_s"], mine), \
             (x, standin.served_tok_s(mine))
         for q in mine:
             assert within(q.finished - q.arrived, built.request_s), (q, built)
