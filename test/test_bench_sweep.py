@@ -334,7 +334,10 @@ def test_url_mode_measures_the_standin_built_values(running_standin, tmp_path, c
                        "--max-new-tokens", str(m), "--warmup-requests", "0", "--output", str(out3),
                        "--no-progress", "--no-plot"]) == 0
     (r,) = read_jsonl(out3)
-    assert r["num_prompts"] == 2 * math.ceil(0.5 / built.request_s)
+    # each of the 2 workers sends at least one request and at most ceil(0.5 / request_s) (fewer when
+    # a loaded machine stretches a request past its built time); the window holds the 0.5 s
+    assert 2 <= r["num_prompts"] <= 2 * math.ceil(0.5 / built.request_s)
+    assert r["duration_s"] >= 0.5
     assert within(r["output_tok_s"], built.output_tok_s)
 
 
