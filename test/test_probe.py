@@ -293,7 +293,11 @@ def test_verdict_rule(gain, p, plugin_p, verdict):
     best = {"positions": [2, 4, 6], "margin_vs_ablated": gain, "p_vs_ablated": p, "p_vs_best": 1.0}
     plugin = {"positions": [3, 5, 7], "margin_vs_ablated": gain - 0.01, "p_vs_ablated": p, "p_vs_best": plugin_p}
     assert decide([best, plugin], best, plugin) == verdict
-    assert decide([best, plugin], best, best if verdict == "other_best" else plugin) in (verdict, "plugin_best")
+    trained = verdict != "not_trained_on_target"
+    # the plugin's own set best: plugin_best whenever the draft counts as trained
+    assert decide([best, plugin], best, best) == ("plugin_best" if trained else verdict)
+    # the plugin captures none of the candidate sets: another set is the answer
+    assert decide([best, plugin], best, None) == ("other_best" if trained else verdict)
 
 
 def test_other_pairs_draft_not_trained_on_target(capsys):

@@ -45,14 +45,19 @@ def greedy_generate(model: TinyCausalLM, prompts: torch.Tensor, n: int) -> torch
     return x
 
 
+def scored_mask(batch: int, length: int, prompt: int, device=None) -> torch.Tensor:
+    """``[batch, length - 1]`` bool: True at draft row ``t`` when the token it predicts, ``t + 2``, is a
+    generated one (sequences of ``length`` tokens whose first ``prompt`` are the prompt)."""
+    t = torch.arange(length - 1, device=device)
+    return ((t + 2 >= prompt) & (t + 2 < length)).expand(batch, length - 1)
+
+
 @torch.no_grad()
 def score_features(model: TinyCausalLM, prompts: torch.Tensor, n: int) -> Scored:
     seqs = greedy_generate(model, prompts, n)
     states = torch.stack(model.states(seqs))
     greedy = model.logits_from_last(states[-1]).argmax(-1)
-    L, P = seqs.shape[1], prompts.shape[1]
-    t = torch.arange(L - 1, device=seqs.device)
-    mask = ((t + 2 >= P) & (t + 2 < L)).expand(seqs.shape[0], L - 1)
+    mask = scored_mask(seqs.shape[0], seqs.shape[1], prompts.shape[1], seqs.device)
     return Scored(states=states, tokens=seqs, labels=greedy[:, 1:], mask=mask)
 
 

@@ -44,9 +44,9 @@ MIN_DISTINCT = 8          # a continuation with fewer distinct tokens is degener
 HELD_OUT_PROMPTS = 32
 #: Prompts the probe scores by default (``probe_prompts`` in eval_prompts.json): 1,024 windows of
 #: the held-out modules and more standard-library modules (neither the target nor the draft ever
-#: trained on any of them; the tokenizer saw only the held-out ones), 32,768 scored tokens. A draft fed its trained positions one
-#: layer late loses only 0.4-0.8 points of agreement on some of these pairs (measured, seeds 11 and
-#: 12): 1,024 scored tokens left most of those undecided, 8,192 some, 32,768 none (p <= 4e-5).
+#: trained on any of them; the tokenizer saw only the held-out ones), 32,768 scored tokens. A draft
+#: fed its trained positions one layer late loses only 0.6-1.6 points of agreement on these pairs
+#: (seeds 11-13): 1,024 scored tokens left half of such cases undecided; 32,768 decide them (p <= 1e-7).
 PROBE_PROMPTS = 1024
 PROBE_MODULES = HELD_OUT_MODULES + ("colorsys.py", "fnmatch.py", "shlex.py", "glob.py", "queue.py", "sched.py",
                                     "calendar.py", "difflib.py")
@@ -178,7 +178,7 @@ def _text_and_tokens(log):
 
 
 def _held_out_prompts(held, count: int = HELD_OUT_PROMPTS):
-    """``[count, PROMPT_TOKENS]`` windows spread evenly over the held-out tokens."""
+    """``[count, PROMPT_TOKENS]`` windows spread evenly over the 1-D token tensor ``held``."""
     import torch
 
     step = (held.numel() - PROMPT_TOKENS) // count

@@ -613,6 +613,8 @@ def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None
     head_dev = torch.device(device if max_memory is None else "cpu")
     from tqdm import tqdm
 
+    from ..tiny.agreement import scored_mask
+
     head = dr.head.to(head_dev)
     row_of = {p: i for i, p in enumerate(keep)}
     groups: dict[int, list[list[int]]] = {}
@@ -628,9 +630,8 @@ def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None
         seq = greedy_continue(model, torch.tensor(batch), prompts.tokens)
         states, logits = target_forward(model, seq, keep)
         labels = logits.argmax(-1)[:, 1:]              # the target's greedy token t + 2 for draft row t
-        L, P = seq.shape[1], len(batch[0])
-        t = torch.arange(L - 1)
-        mask = ((t + 2 >= P) & (t + 2 < L)).expand(len(batch), L - 1)
+        L = seq.shape[1]
+        mask = scored_mask(len(batch), L, len(batch[0]))
         with torch.no_grad():
             # teacher-forced with SGLang's shift as tiny.agreement.draft_top1: row t reads
             # embed(token t + 1) and the aux states at t
