@@ -353,6 +353,15 @@ def make_worlds(n: int, seed: int) -> list[World]:
                        name=f"w{i:02d}-{KINDS[i % len(KINDS)]}") for i in range(n)]
 
 
+def first_steps(i: int) -> int:
+    """Depth of world ``i``'s first run: 3 for worlds 0-5, 5 for 6-11, 3 for 12-17, and so on.
+
+    :func:`make_worlds` cycles over the six kinds, so every kind is started at both depths (a
+    plain even/odd split would start each kind at one depth only).
+    """
+    return 3 if (i // len(KINDS)) % 2 == 0 else 5
+
+
 # ---- the protocol -----------------------------------------------------------------------------
 
 

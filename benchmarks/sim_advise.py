@@ -14,7 +14,7 @@ truth ``true_tok_s`` over depths 0..8:
 
 Usage::
 
-    python benchmarks/sim_advise.py                      # 24 worlds, seed 0, first run 3/5 alternating
+    python benchmarks/sim_advise.py                      # 24 worlds, seed 0, first run 3 or 5 (every kind gets both)
     python benchmarks/sim_advise.py --worlds 48 --seed 3 --first-steps 5 --json
 
 Exit 0 whenever the protocol ran (this prints figures; it is not a test); 2 on bad arguments.
@@ -58,13 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--worlds", type=int_in(1), default=24, help="worlds to simulate (default 24)")
     p.add_argument("--seed", type=int, default=0, help="world and log seed (default 0)")
     p.add_argument("--first-steps", choices=("3", "5", "alternate"), default="alternate",
-                   help="depth of the first run (default: 3 for even worlds, 5 for odd)")
+                   help="depth of the first run (default: 3 for worlds 0-5, 5 for 6-11, and so on: the worlds "
+                        "cycle over the six kinds, so every kind is started at both)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     return p
 
 
 def _first(mode: str, i: int) -> int:
-    return (3 if i % 2 == 0 else 5) if mode == "alternate" else int(mode)
+    return aw.first_steps(i) if mode == "alternate" else int(mode)
 
 
 def _meets(value, op: str, target: float) -> bool:

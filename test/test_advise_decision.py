@@ -293,3 +293,54 @@ def test_two_widths_keep_their_bend_below_the_lowest():
     # the highest chord from the anchor: b (1 + 0.5) = 30 ms at width 16, 40 ms at 64 -> 33.3 ms at 32
     assert knee.max() <= 30.0 + 10.0 / 3.0 + 1e-9
     assert flat.max() > 34.0       # the saturating alternative (t^(1/3) from the anchor) is kept
+
+
+# --- a compute knee below the one measured width (large batch) -------------------------------------
+
+
+def _knee_world():
+    """bs 32, memory-bound up to 64 verified tokens, compute-bound past them: 1 step beats the
+    no-spec decode by 28%, 3 steps lose 16% to it (true tok/s 2207 off, 2823 at 1, 1858 at 3)."""
+    return aw.World(kind="large_batch", bs=32, p=(0.70, 0.61, 0.54, 0.47, 0.41, 0.36, 0.31, 0.27, 0.24, 0.21,
+                                                  0.18, 0.16),
+                    decode_ms=14.5, verify_overhead=0.18, fixed_ms=1.0, slope_ms=0.001, knee_tokens=64,
+                    knee_slope_ms=1.1 / 64, extend_fixed_ms=0.8, extend_slope_ms=0.002, draft_step_ms=0.9,
+                    other_ms=0.6, gap_ms=0.1, noise=0.03, name="knee")
+
+
+def test_one_wide_run_keeps_a_compute_knee_below_it():
+    """One measured width of 128 tokens at bs 32: a share of the hypotheses is a knee
+    ``max(b (1 + f), y0 (x / x0)^a)`` (at 64 tokens: at most y0 / 2), never below the decode step;
+    with a second measured width the measured slope decides and no knee hypothesis is drawn."""
+    anchor, y0 = (32.0, 14.5), 39.3
+    one = unc.sample_curve([(128.0, y0)], [64.0, 128.0], 4000, np.random.default_rng(3), anchor=anchor)
+    assert np.allclose(one[:, 1], y0)
+    below_roofline = np.mean(one[:, 0] <= y0 / 2 + 1e-9)
+    assert 0.10 <= below_roofline <= 0.25                       # about KNEE_SHARE of them
+    assert one[:, 0].min() >= 14.5 - 1e-9                       # never below the decode step
+    assert one[:, 0].min() <= y0 * 0.5 ** unc.KNEE_EXPONENT[1] * 1.01
+    two = unc.sample_curve([(96.0, 33.0), (128.0, y0)], [64.0], 4000, np.random.default_rng(3), anchor=anchor)
+    assert np.mean(two[:, 0] <= y0 / 2 + 1e-9) < 0.05
+
+
+def test_a_large_batch_run_past_the_knee_does_not_settle_on_speculation_off(tmp_path):
+    """The 3-step run alone loses to the baseline at every measured figure; the one run that
+    decides is a shallower one, and with it advise picks the true best, 1 step."""
+    w = _knee_world()
+    truth = {s: w.true_tok_s(s) for s in range(9)}
+    assert max(truth, key=truth.get) == 1 and truth[1] > 1.2 * truth[0] > 1.4 * truth[3]
+    rng = random.Random(7)
+    logs = []
+    for steps in (3,):
+        logs.append(tmp_path / f"s{steps}.log")
+        logs[-1].write_text("\n".join(w.log_lines(steps, None, rng)) + "\n")
+    tail = ["--baseline-tok-s", truth[0], "--steps-candidates", *range(9)]
+    doc = advise_json(*logs, *tail)
+    assert doc["settled"] is False and doc["next_run"]["steps"] in (1, 2)
+    assert cand(doc, 1)["tok_s_95"][1] > truth[1]                # the knee's upside is inside the interval
+    nxt = doc["next_run"]["steps"]
+    logs.append(tmp_path / f"s{nxt}.log")
+    logs[-1].write_text("\n".join(w.log_lines(nxt, None, rng)) + "\n")
+    doc = advise_json(*logs, *tail)
+    assert doc["recommended"]["steps"] == 1
+

@@ -110,7 +110,7 @@ def test_make_worlds_covers_every_kind_and_is_seeded(aw):
 
 def test_advise_meets_the_loose_targets_on_24_simulated_worlds(aw, tmp_path):
     ws = aw.make_worlds(SIM_WORLDS, SIM_SEED)
-    results = [aw.run_protocol(w, aw.advise_in_process, 3 if i % 2 == 0 else 5,
+    results = [aw.run_protocol(w, aw.advise_in_process, aw.first_steps(i),
                                random.Random(f"test-sim:{i}"), tmp_path) for i, w in enumerate(ws)]
     s = aw.score(results)
     figures = (f"within 2%: {s['within_2pct']}/{s['worlds']}, mean regret {s['mean_regret']}, "

@@ -33,7 +33,12 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   roofline ``max(b, y0 x / x0)`` (compute time proportional to the width) and a curve saturating
   from the anchor (``t^(1/BEND)``: distinct MoE experts, padding); a flat curve from the measured
   point (padding) within :data:`PAD_RATIO` of it. Narrower verifies are taken as memory-bound
-  and close to linear in the width between the decode step and the measured point. With two
+  and close to linear in the width between the decode step and the measured point. With one
+  measured width past :data:`KNEE_MIN_TOKENS`, :data:`KNEE_SHARE` of the hypotheses are a compute
+  knee instead: ``max(b (1 + f), y0 (x / x0)^a)``, ``a ~ U`` :data:`KNEE_EXPONENT` (compute time
+  proportional to the width, or a per-token cost that rises with it), the memory-bound decode
+  step below. At a large batch a knee between ``bs`` and the measured width makes one step far
+  cheaper than the chord says; one measured width cannot tell the two apart. With two
   measured widths the curve keeps the bend they show against the anchor: a measured slope
   steeper than any chord from the anchor drops the saturating alternative (a knee), one flatter
   than any chord drops the roofline (saturation). Without a baseline:
@@ -55,10 +60,11 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
 
 These ranges are assumptions, not fits to any benchmark. A world outside them can fall outside
 the intervals: a verify-mode overhead above 50% of the decode step with one measured width,
-acceptance that rises beyond the measured positions, a cost that grows faster than in
-proportion to the width below a measured point (an additive compute knee), or one that more
-than steepens by half past the measured widths. The advisor names the source that dominates
-each interval, so the run that would check it is clear.
+acceptance that rises beyond the measured positions, a cost that below a measured point grows
+faster than ``x^1.25`` (a per-token cost rising by more than 19% per doubling of the width), a
+staircase (padding to CUDA-graph or kernel tile sizes) whose steps fall between measured
+widths, or a cost that more than steepens by half past the measured widths. The advisor names
+the source that dominates each interval, so the run that would check it is clear.
 """
 
 from __future__ import annotations
@@ -91,6 +97,18 @@ BEND = 3.0
 #: no compute knee is hypothesised below this many verified tokens: narrower forwards are
 #: memory-bound on current GPUs (ridge points of hundreds of FLOP per byte of 8-16-bit weights)
 KNEE_MIN_TOKENS = 32
+#: with one measured width past :data:`KNEE_MIN_TOKENS`, this share of the hypotheses has a compute
+#: knee below it: ``max(b (1 + f), y0 (x / x0)^a)`` with ``a ~ U`` :data:`KNEE_EXPONENT` (module
+#: docstring). Below 5% they could not move the 95th-percentile regret. Measured with
+#: ``benchmarks/sim_advise.py`` seeds 0-47 (1,152 worlds): at 0.15, large-batch worlds picked more
+#: than 3% below their best fell from 8 to 1 (seeds 48-95: 7 to 1) for +0.04 runs per world;
+#: 0.30 did no better and sent more second runs to shallow depths where the curve saturates
+#: instead (MoE targets)
+KNEE_SHARE = 0.15
+#: exponent ``a`` of the knee hypotheses (low, high): 1 is compute time proportional to the width
+#: (a roofline); 1.25 lets the per-token cost rise by up to 19% per doubling of the width (wave and
+#: tile quantisation, attention over a longer verified block)
+KNEE_EXPONENT = (1.0, 1.25)
 #: a flat curve from the lowest measured width (padding up to a CUDA-graph or GEMM tile size) is
 #: hypothesised only for widths within this ratio of it (SGLang's graph sizes are <= 4/3 apart past 8)
 PAD_RATIO = 4.0 / 3.0
@@ -282,6 +300,10 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
         convex = meas > (y0 - anchor[1]) / (x0 - anchor[0])
         concave = meas < max(0.0, y0 - anchor[1] * (1.0 + VERIFY_MODE_OVERHEAD[1])) / (x0 - anchor[0])
     out = np.empty((n, len(xq)))
+    # one measured width past the knee threshold: a share of the hypotheses is a compute knee
+    knee_a = None
+    if use_anchor and meas is None and x0 > KNEE_MIN_TOKENS:
+        knee_a = np.where(rng.uniform(0.0, 1.0, n) < KNEE_SHARE, rng.uniform(*KNEE_EXPONENT, n), np.nan)
     for qi, x in enumerate(xq):
         if use_anchor and x < x0:
             chord = _between(x, nx, ny, 0, shapes, shape_idx, None, n)
@@ -305,6 +327,9 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
             for a in alts:
                 lo, hi = np.minimum(lo, a), np.maximum(hi, a)
             out[:, qi] = np.where(side, chord + mag * (hi - chord), chord + mag * (lo - chord))
+            if knee_a is not None:
+                knee = np.maximum(ya, y0 * (x / x0) ** np.nan_to_num(knee_a, nan=1.0))
+                out[:, qi] = np.where(np.isnan(knee_a), out[:, qi], knee)
         elif x > nx[-1]:
             out[:, qi] = ny[:, -1] + u * sec * (x - nx[-1])
         elif x < nx[0]:  # only without an anchor (the anchor is at width bs, the narrowest verify)
