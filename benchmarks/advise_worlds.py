@@ -347,10 +347,75 @@ def draw_world(rng: random.Random, kind: str, name: str = "world") -> World:
     )
 
 
-def make_worlds(n: int, seed: int) -> list[World]:
-    """``n`` worlds cycling over :data:`KINDS`; world ``i`` depends only on ``(seed, i)``."""
-    return [draw_world(random.Random(f"advise-worlds:{seed}:{i}"), KINDS[i % len(KINDS)],
-                       name=f"w{i:02d}-{KINDS[i % len(KINDS)]}") for i in range(n)]
+#: Powers of two up to 2048: padding to kernel tile sizes or a power-of-two graph list (``--wide``).
+POW2_BUCKETS = tuple(2 ** i for i in range(12))
+#: The decode graph sizes SGLang 0.5.23 captures with speculative decoding, used as token sizes
+#: (``--wide``): 1..8, 10..32 by 2, 40..64 by 4, 72..256 by 8, 272..2048 by 16.
+SGLANG_0523_BUCKETS = tuple(list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4))
+                            + list(range(72, 257, 8)) + list(range(272, 2049, 16)))
+
+
+def draw_wide_world(rng: random.Random, kind: str, name: str = "world") -> World:
+    """One world of ``kind`` from ranges wider than :func:`draw_world`'s, some outside what the
+    advisor assumes (a stress test, not a calibration set).
+
+    Differences: bs from 1 to 128 (3, 6, 12, 24, 48, 96 too); decode steps 3-80 ms; a verify-mode
+    overhead up to 50% (60% communication-bound, past the advisor's 50%); per-cycle noise 2-12% and
+    stalls in up to 2% of cycles; dense slopes up to twice as steep; MoE targets with 8-384 experts
+    and top-2 to top-8 routing; CUDA-graph buckets from one of three lists (the old SGLang default
+    :data:`GRAPH_BUCKETS`, powers of two, SGLang 0.5.23's sizes); large batches of 32-128 requests
+    with a compute knee at 32-512 tokens, up to 4x bs (one run at 3 steps can sit at the knee);
+    draft-extend, draft step and host costs over wider ranges.
+    """
+    large = kind == "large_batch"
+    bs = rng.choice((32, 64, 128) if large else (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128))
+    family = _family(rng, kind)
+    p = draw_acceptance(rng, family)
+    ovh = rng.uniform(0.2, 0.6) if kind == "comm" else rng.uniform(0.0, 0.5)
+    if kind in ("dense", "predictable"):
+        decode = rng.uniform(3.0, 60.0)
+        kw = dict(fixed_ms=1.0, slope_ms=rng.uniform(0.001, 0.08) / 7.0)
+    elif kind == "moe":
+        decode = rng.uniform(8.0, 80.0)
+        e, k = rng.choice((8, 64, 128, 256, 384)), rng.choice((2, 6, 8))
+        kw = dict(fixed_ms=1.0, slope_ms=rng.uniform(0.0, 0.005), moe_experts=e, moe_topk=k,
+                  moe_ms_per_expert=rng.uniform(0.3, 6.0) / e)
+    elif kind == "comm":
+        decode = rng.uniform(10.0, 80.0)
+        kw = dict(fixed_ms=1.0, slope_ms=rng.uniform(0.0, 0.003))
+    elif kind == "graph_buckets":
+        decode = rng.uniform(5.0, 40.0)
+        kw = dict(fixed_ms=1.0, slope_ms=rng.uniform(0.004, 0.05),
+                  buckets=rng.choice((GRAPH_BUCKETS, POW2_BUCKETS, SGLANG_0523_BUCKETS)))
+    elif kind == "large_batch":
+        decode = rng.uniform(6.0, 50.0)
+        knee = rng.choice([t for t in (32, 64, 128, 256, 512) if t <= 4 * bs])
+        kw = dict(fixed_ms=1.0, slope_ms=rng.uniform(0.0005, 0.004), knee_tokens=knee,
+                  knee_slope_ms=rng.uniform(0.6, 1.4) / knee)
+    else:
+        raise ValueError(f"unknown kind {kind!r}")
+    scale = decode / World(kind=kind, bs=bs, p=p, decode_ms=1.0, **kw).shape(bs)
+    for key in ("fixed_ms", "slope_ms", "knee_slope_ms", "moe_ms_per_expert"):
+        if key in kw:
+            kw[key] *= scale
+    return World(
+        kind=kind, bs=bs, p=p, decode_ms=round(decode, 4), verify_overhead=round(ovh, 4), **kw,
+        extend_fixed_ms=rng.uniform(0.2, 3.0), extend_slope_ms=rng.uniform(0.0002, 0.008),
+        draft_step_ms=rng.uniform(0.2, 3.0), draft_prep_ms=rng.uniform(0.02, 0.8),
+        other_ms=rng.uniform(0.1, 2.0), gap_ms=rng.uniform(0.01, 0.5), noise=rng.uniform(0.02, 0.12),
+        outlier_rate=rng.choice((0.0, 0.005, 0.02)), outlier_ms=decode * rng.uniform(2.0, 10.0),
+        family=family, name=name,
+    )
+
+
+def make_worlds(n: int, seed: int, wide: bool = False) -> list[World]:
+    """``n`` worlds cycling over :data:`KINDS`; world ``i`` depends only on ``(seed, i)``.
+
+    ``wide``: drawn by :func:`draw_wide_world` (a separate random stream) instead of :func:`draw_world`.
+    """
+    draw, key = (draw_wide_world, "advise-worlds-wide") if wide else (draw_world, "advise-worlds")
+    return [draw(random.Random(f"{key}:{seed}:{i}"), KINDS[i % len(KINDS)],
+                 name=f"w{i:02d}-{KINDS[i % len(KINDS)]}") for i in range(n)]
 
 
 def first_steps(i: int) -> int:

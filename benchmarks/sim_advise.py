@@ -16,6 +16,7 @@ Usage::
 
     python benchmarks/sim_advise.py                      # 24 worlds, seed 0, first run 3 or 5 (every kind gets both)
     python benchmarks/sim_advise.py --worlds 48 --seed 3 --first-steps 5 --json
+    python benchmarks/sim_advise.py --wide                # broader ranges, some outside the model's
 
 Exit 0 whenever the protocol ran (this prints figures; it is not a test); 2 on bad arguments.
 """
@@ -60,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--first-steps", choices=("3", "5", "alternate"), default="alternate",
                    help="depth of the first run (default: 3 for worlds 0-5, 5 for 6-11, and so on: the worlds "
                         "cycle over the six kinds, so every kind is started at both)")
+    p.add_argument("--wide", action="store_true",
+                   help="draw the worlds from wider ranges, some outside the advisor's assumptions "
+                        "(advise_worlds.draw_wide_world): a stress test")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     return p
 
@@ -78,8 +82,8 @@ def _fmt_pct(x) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def run(worlds: int, seed: int, first_mode: str) -> tuple[list, list, float]:
-    ws = aw.make_worlds(worlds, seed)
+def run(worlds: int, seed: int, first_mode: str, wide: bool = False) -> tuple[list, list, float]:
+    ws = aw.make_worlds(worlds, seed, wide=wide)
     results = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sim-advise-") as tmp:
@@ -148,10 +152,11 @@ def print_text(ws, results, summ, elapsed: float) -> None:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    ws, results, elapsed = run(args.worlds, args.seed, args.first_steps)
+    ws, results, elapsed = run(args.worlds, args.seed, args.first_steps, args.wide)
     summ = aw.score(results)
     if args.json:
         doc = {"schema": "eagle-cycle-sim-advise/1", "seed": args.seed, "first_steps": args.first_steps,
+               "wide": args.wide,
                "summary": summ,
                "targets": [{"figure": k, "op": op, "target": t} for k, op, t in TARGETS],
                "worlds": [{"world": asdict(w), "result": asdict(r)} for w, r in zip(ws, results)],

@@ -125,3 +125,18 @@ def test_advise_meets_the_loose_targets_on_24_simulated_worlds(aw, tmp_path):
     assert s["coverage"] >= MIN_COVERAGE, figures
     assert s["mean_runs"] <= MAX_MEAN_RUNS, figures
     assert s["median_width"] <= MAX_MEDIAN_WIDTH, figures
+
+
+def test_wide_worlds_reach_outside_the_default_ranges_and_advise_never_fails_on_them(aw, tmp_path):
+    """``--wide`` worlds: a separate seeded stream with bs up to 128, three bucket lists and knees up
+    to 4x bs; advise runs the protocol on them without an error (its picks are printed, not graded)."""
+    ws = aw.make_worlds(48, 2, wide=True)
+    assert [w.decode_ms for w in ws] == [w.decode_ms for w in aw.make_worlds(48, 2, wide=True)]
+    assert [w.decode_ms for w in ws[:6]] != [w.decode_ms for w in aw.make_worlds(6, 2)]
+    assert {w.kind for w in ws} == set(aw.KINDS) and max(w.bs for w in ws) > 64
+    assert {w.buckets for w in ws if w.kind == "graph_buckets"} >= {aw.POW2_BUCKETS}
+    assert any(w.knee_tokens > 2 * w.bs for w in ws if w.kind == "large_batch")
+    results = [aw.run_protocol(w, aw.advise_in_process, aw.first_steps(i), random.Random(f"test-wide:{i}"), tmp_path)
+               for i, w in enumerate(ws[:6])]
+    assert [r.failure for r in results] == [None] * 6
+    assert all(0.0 <= r.regret < 1.0 and r.runs in (1, 2) for r in results)
