@@ -99,11 +99,10 @@ BEND = 3.0
 KNEE_MIN_TOKENS = 32
 #: with one measured width past :data:`KNEE_MIN_TOKENS`, this share of the hypotheses has a compute
 #: knee below it: ``max(b (1 + f), y0 (x / x0)^a)`` with ``a ~ U`` :data:`KNEE_EXPONENT` (module
-#: docstring). Below 5% they could not move the 95th-percentile regret. Measured with
+#: docstring). A share under 5% cannot move a 95th percentile. Measured with
 #: ``benchmarks/sim_advise.py`` seeds 0-47 (1,152 worlds): at 0.15, large-batch worlds picked more
-#: than 3% below their best fell from 8 to 1 (seeds 48-95: 7 to 1) for +0.04 runs per world;
-#: 0.30 did no better and sent more second runs to shallow depths where the curve saturates
-#: instead (MoE targets)
+#: than 3% below their best fell from 8 to 1 (seeds 48-95: 7 to 1) for +0.04 runs per world; at
+#: 0.30 more worlds were over 3% (16 against 13; MoE worlds over 2%: 10 against 7)
 KNEE_SHARE = 0.15
 #: exponent ``a`` of the knee hypotheses (low, high): 1 is compute time proportional to the width
 #: (a roofline); 1.25 lets the per-token cost rise by up to 19% per doubling of the width (wave and
