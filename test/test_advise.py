@@ -698,8 +698,14 @@ def test_baseline_flag_repeated_adds_values_and_conflicts_are_refused(capsys, tm
     # the second flag used to replace the first without a word
     rc, _, err = run_advise(capsys, log, "--baseline-tok-s", "100", "--baseline-tok-s", "200")
     assert rc == 2 and err == "eagle-cycle advise: error: --baseline-tok-s given twice without a batch size (100 and 200)\n"
-    doc = advise_json(capsys, log, "--baseline-tok-s", f"{BS}:100", "--baseline-tok-s", f"{BS + 1}:150")
+    doc = advise_json(capsys, log, "--baseline-tok-s", f"{BS}:100", "--baseline-tok-s", f"{BS + 1}:150",
+                      "--batch-sizes", BS, BS + 1)
     assert doc["inputs"]["baseline_tok_s"] == {str(BS): 100.0, str(BS + 1): 150.0}
+    # a baseline at a batch size with no run and no prediction is dropped, and says so
+    doc = advise_json(capsys, log, "--baseline-tok-s", f"{BS}:100", "--baseline-tok-s", f"{BS + 1}:150")
+    assert doc["inputs"]["baseline_tok_s"] == {str(BS): 100.0}
+    assert f"--baseline-tok-s at bs {BS + 1} (150 tok/s) not used: no run and no --batch-sizes at bs {BS + 1}" \
+        in doc["inputs"]["notes"]
 
 
 @pytest.mark.parametrize("value", ['"384"', "384.5", "1e308", "true", "[384]"])

@@ -93,6 +93,16 @@ def test_seed_with_a_2_step_run_pins_the_2_step_interval(tmp_path):
     lo, hi = cand(doc, 2)["tok_s_95"]
     assert lo <= SEED_BEST_TOK_S <= hi and (hi - lo) / cand(doc, 2)["predicted_tok_s"] <= 0.06
     assert {r["steps"] for r in doc["inputs"]["runs"]} == {2, 5}
+    # 2.1 at 2 steps and 2.1 at 5 do not say how the 2-step accept length splits between positions 1
+    # and 2, which is all a 1-step prediction rests on: the sweep measured 1 step slower than 2 (94),
+    # so the 1-step interval reaches below 94 and only a 1-step run settles it
+    one = cand(doc, 1)
+    assert one["tok_s_95"][0] < SEED_BEST_TOK_S < one["tok_s_95"][1]
+    assert one["interval_source"] == "acceptance per position (mean accept lengths only)"
+    assert doc["recommended"]["steps"] == 2 and doc["settled"] is False and doc["next_run"]["steps"] == 1
+    # the measured depths' accept lengths are the fitted ones, split or not
+    assert cand(doc, 2)["predicted_accept_len"] == pytest.approx(2.1, abs=0.03)
+    assert cand(doc, 5)["predicted_accept_len"] == pytest.approx(2.1, abs=0.03)
 
 
 def test_human_output_ends_with_the_run_to_do_next(tmp_path):
@@ -260,6 +270,29 @@ def test_acceptance_hypotheses_from_counts_keep_measured_positions_and_never_ris
     assert np.all(p[:, 3:] <= p[:, 2:3] + 1e-12)          # beyond: never above the deepest measured position
     lo, hi = np.percentile(p[:, 5], [2.5, 97.5])
     assert hi - lo > 0.15                                   # and genuinely uncertain there
+
+
+def test_mean_only_acceptance_splits_the_shallowest_depth_only_below_it():
+    """Mean accept lengths at 3 and 5 steps: below 3 steps the split among positions 1-3 is a
+    hypothesis (leaning from the fitted rule to DECAY_PRIOR's ends); E[L(3)], E[L(5)] and every
+    deeper depth are those of the fit in each hypothesis, and nothing moves when no candidate lies
+    below the shallowest measured depth."""
+    acc = cm.AcceptanceModel.from_means([cm.MeanPoint(3, 2.6, 4000), cm.MeanPoint(5, 3.0, 4000)])
+
+    def expected(p):
+        return 1.0 + np.concatenate([np.zeros((len(p), 1)), np.cumsum(np.cumprod(p, axis=1), axis=1)], axis=1)
+
+    fit, _ = unc.sample_acceptance(acc, 8, 4000, np.random.default_rng(3))
+    split, _ = unc.sample_acceptance(acc, 8, 4000, np.random.default_rng(3), shallowest=1)
+    same, _ = unc.sample_acceptance(acc, 8, 4000, np.random.default_rng(3), shallowest=3)
+    assert np.array_equal(fit, same)
+    ef, es = expected(fit), expected(split)
+    assert np.allclose(es[:, 3:], ef[:, 3:], atol=1e-6)            # depths 3..8 unchanged per hypothesis
+    assert not np.allclose(es[:, 1], ef[:, 1])                     # depth 1 is not pinned by the rule
+    lo_f, hi_f = np.percentile(ef[:, 1], [2.5, 97.5])
+    lo_s, hi_s = np.percentile(es[:, 1], [2.5, 97.5])
+    assert hi_s - lo_s > 2 * (hi_f - lo_f)
+    assert np.all((split >= 0) & (split <= 1))
 
 
 def test_measurement_noise_follows_the_measured_widths():

@@ -771,7 +771,8 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
     notes, not_modelled = list(notes), list(not_modelled)
     hosts = [r.host_ms for r in runs if r.fitted and r.host_ms is not None]
     if hosts:
-        notes.append(f"host preparation + idle gap (draft_prep_ms + gap_ms): {min(hosts):.2f}-{max(hosts):.2f} ms "
+        span = f"{min(hosts):.2f}" if f"{min(hosts):.2f}" == f"{max(hosts):.2f}" else f"{min(hosts):.2f}-{max(hosts):.2f}"
+        notes.append(f"host preparation + idle gap (draft_prep_ms + gap_ms): {span} ms "
                      "per cycle, counted as a depth-independent cost beside the device spans")
     modelled = []
     for r in runs:

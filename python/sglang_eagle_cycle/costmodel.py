@@ -215,6 +215,12 @@ def _solve_constant_rate(mean: float, steps: int) -> float:
     return 0.5 * (lo + hi)
 
 
+def _and_list(items: Sequence) -> str:
+    """``"5"``, ``"2 and 5"``, ``"2, 3 and 5"``."""
+    words = [str(x) for x in items]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
 def _expected_grid(p1: np.ndarray, r: np.ndarray, max_steps: int) -> np.ndarray:
     """E[L(S)] for S = 1..max_steps on broadcast grids of ``p1`` and ``r`` (last axis = S)."""
     j = np.arange(max_steps)
@@ -402,7 +408,7 @@ class AcceptanceModel:
             for j in range(1, depth + 1)
         )
         return cls(
-            source=f"mean accept length at {sorted({p.steps for p in points})} steps ({kind})",
+            source=f"mean accept length at {_and_list(sorted({p.steps for p in points}))} steps ({kind})",
             observed_depth=depth, measured=pos, rule=rule,
             samples=sum(p.samples for p in points) if known else None, rule_low=low, rule_high=high,
             points=tuple(points),
@@ -659,7 +665,11 @@ class CycleCostModel:
                 notes.append("draft-extend measured at one width: held constant")
             if len(verify.points) == 1:
                 notes.append("verify measured at one width and no baseline: held constant (give --baseline-tok-s)")
-            notes += verify.fall_notes("verify time", "tokens", " (a baseline from another setup?)")
+            fall = verify.falls()
+            run_widths = {float(ob.verified_tokens) for ob in phased}
+            from_base = fall is not None and float(fall[0][0]) not in run_widths
+            notes += verify.fall_notes("verify time", "tokens", " (a baseline from another setup?)" if from_base
+                                       else " (runs from different setups or loads?)")
             sizes = [ob.bs for ob in phased]
             return cls("phases", shape, verify=verify, extend=extend, draft_step=draft, other=other,
                        baseline_ms=base, notes=tuple(notes), bs_range=(min(sizes), max(sizes)))

@@ -18,7 +18,11 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   mean is drawn from its sampling distribution (``sd`` of the accept length implied by the
   rule, cycles taken as independent) and the decay rule ``p_j = p1 r^(j-1)`` refitted; with one
   depth the split between ``p1`` and ``r`` is unknown and ``r`` is drawn from
-  :data:`DECAY_PRIOR`.
+  :data:`DECAY_PRIOR`. With several depths the split of the shallowest one's accept length
+  among its positions is still unknown (2.1 at 2 and at 5 steps fits ``p1 = 0.86, p2 = 0.27``
+  as well as ``p1 = 0.7, p2 = 0.57`` with acceptance collapsing after position 2): for depths
+  below it each hypothesis leans from the fitted rule's split towards :data:`DECAY_PRIOR`'s
+  ends (:func:`_split_shallowest`), keeping every measured accept length.
 * **Beyond the deepest measured position**: ``p_j = p_D r^(j-D)``, ``r`` the decay fitted to that
   hypothesis' measured positions (log-linear least squares, weights = reached), capped at 1,
   times a factor about 1 within :data:`DECAY_BEYOND` (a draft may fall off past the depth it was
@@ -180,11 +184,49 @@ def _solve_p1(mean: np.ndarray, r: np.ndarray, steps: int) -> np.ndarray:
     return 0.5 * (lo + hi)
 
 
+def _split_shallowest(p: np.ndarray, r: np.ndarray, d1: int, rng: np.random.Generator) -> None:
+    """Re-split, in place, positions ``1..d1`` of the mean-only hypotheses ``p`` ``(N, depth)``.
+
+    A mean accept length at the shallowest measured depth ``d1`` fixes ``E[L(d1)]`` but not how it
+    divides among positions ``1..d1``; the decay rule fitted across depths (``r``, per hypothesis)
+    is the central split. Each hypothesis leans (:func:`_toward`) from it towards the ends of
+    ``[min(r, lo), max(r, hi)]``, ``(lo, hi)`` = :data:`DECAY_PRIOR`, solves ``p1`` so that
+    ``E[L(d1)]`` is kept, and scales ``p_(d1+1)`` so that the probability of reaching each position
+    past ``d1`` is kept too: every measured and deeper depth keeps its accept length, only depths
+    below ``d1`` move. A split that would need ``p_(d1+1) > 1`` leans half as far (up to six times),
+    then keeps the fitted split.
+    """
+    n = p.shape[0]
+    keep = np.cumprod(p[:, :d1], axis=1)
+    e_d1 = 1.0 + keep.sum(axis=1)
+    up, mag = _toward(rng, n)
+    lo, hi = np.minimum(r, DECAY_PRIOR[0]), np.maximum(r, DECAY_PRIOR[1])
+    nxt = p[:, d1] if p.shape[1] > d1 else np.zeros(n)
+    todo = np.ones(n, dtype=bool)
+    for _ in range(7):
+        r_in = np.where(up, r + mag * (hi - r), r - mag * (r - lo))
+        p1 = _solve_p1(e_d1, r_in, d1)
+        split = np.clip(p1[:, None] * r_in[:, None] ** np.arange(d1), 0.0, 1.0)
+        reach = np.prod(split, axis=1)
+        scaled = np.divide(nxt * keep[:, -1], reach, out=np.full(n, np.inf), where=reach > 0)
+        ok = todo & (scaled <= 1.0)
+        p[ok, :d1] = split[ok]
+        if p.shape[1] > d1:
+            p[ok, d1] = scaled[ok]
+        todo &= ~ok
+        if not todo.any():
+            break
+        mag = np.where(todo, 0.5 * mag, mag)
+
+
 def sample_acceptance(acc: cm.AcceptanceModel, max_steps: int, n: int,
-                      rng: np.random.Generator) -> tuple[np.ndarray, int]:
+                      rng: np.random.Generator, shallowest: Optional[int] = None) -> tuple[np.ndarray, int]:
     """``(p, D)``: ``p`` of shape ``(n, max_steps)``, conditional acceptance per position per hypothesis.
 
-    ``D`` is the deepest measured position (module docstring for the hypotheses).
+    ``D`` is the deepest measured position (module docstring for the hypotheses). ``shallowest``:
+    the shallowest candidate depth; from mean accept lengths at several depths, positions below
+    the shallowest measured depth are re-split (:func:`_split_shallowest`) only when a candidate
+    lies below it (no other depth's prediction moves).
     """
     d = acc.observed_depth
     depth = max(max_steps, d)
@@ -223,6 +265,8 @@ def sample_acceptance(acc: cm.AcceptanceModel, max_steps: int, n: int,
         j = np.arange(depth)
         p = np.clip(p1[:, None] * r[:, None] ** j, 0.0, 1.0)
         rb = np.minimum(r, 1.0) * _beyond_factor(rng, n)
+        if len(depths) >= 2 and shallowest is not None and shallowest < depths[0]:
+            _split_shallowest(p, r, depths[0], rng)
     else:
         pos = acc.measured
         a = np.array([q.accepted for q in pos], dtype=float)
@@ -394,7 +438,7 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
     steps = sorted(set(int(s) for s in steps))
     spec = [s for s in steps if s > 0]
     smax = max(spec) if spec else 1
-    p, depth = sample_acceptance(acc, smax, n, rng)
+    p, depth = sample_acceptance(acc, smax, n, rng, shallowest=min(spec) if spec else None)
     e_all = 1.0 + np.concatenate([np.zeros((n, 1)), np.cumsum(np.cumprod(p, axis=1), axis=1)], axis=1)  # E[L(S)], S=0..
     base = cost.baseline_step_ms(bs)
     widths = [bs * (s + 1) for s in spec]

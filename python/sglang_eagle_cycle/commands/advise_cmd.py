@@ -59,7 +59,8 @@ def _baseline_item(text: str) -> tuple[int, float]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected TOK_S or BS:TOK_S, got {text!r}") from None
     if not math.isfinite(value) or value <= 0 or key < 0 or (sep and key == 0):
-        raise argparse.ArgumentTypeError(f"expected a positive finite throughput (and batch size), got {text!r}")
+        what = "a positive finite throughput and a batch size >= 1" if sep else "a positive finite throughput"
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
     if key > MAX_BS:
         raise argparse.ArgumentTypeError(f"batch size {key} above {MAX_BS}, got {text!r}")
     from ..advise import MAX_TOK_S
@@ -386,9 +387,17 @@ def _decode_batch_runs(name: str, path: str, db: dict):
 def _resolve_baselines(runs, found: dict, given, batch_sizes=None) -> tuple[dict[int, float], list[str]]:
     """Baselines by batch size, and notes: --baseline-tok-s over the inputs' own.
 
-    A value without a batch size (a bare ``--baseline-tok-s``, a seed file's, a no-spec log's;
-    key 0) belongs to the batch size of the runs, which must then be unique. A batch size given
-    twice on the command line is refused; a command-line value replacing an input's is noted.
+    A bare ``--baseline-tok-s X`` (key 0) is the baseline at ``--batch-sizes N`` when one size is
+    given, else at the runs' batch size, which must then be unique. A baseline an INPUT carries
+    without a batch size (a seed file's, a no-spec log's) belongs to the runs' batch size; with
+    runs at several sizes it is used only if the command line does not already give each of them
+    one (then it is dropped with a note). A batch size given twice on the command line is refused;
+    a command-line value replacing an input's is noted; a baseline at a batch size with neither a
+    run nor a prediction is dropped with a note.
+
+    Raises:
+        UsageError: a bare value (command line or INPUT) whose batch size cannot be told, or a
+            batch size given two values on the command line.
     """
     from ..errors import UsageError
 
@@ -402,22 +411,34 @@ def _resolve_baselines(runs, found: dict, given, batch_sizes=None) -> tuple[dict
     found_bare = found.get(0)
     inputs = {k: v for k, v in found.items() if k}
     sizes = sorted({r.bs for r in runs if r.fitted and r.topk == 1})
-    if bare is not None and batch_sizes and len(set(batch_sizes)) == 1:
-        sizes = sorted(set(batch_sizes))  # --batch-sizes N: a bare --baseline-tok-s is the one at N
-    if bare is not None or found_bare is not None:
-        if len(sizes) != 1:
-            raise UsageError(f"runs at several batch sizes ({', '.join(map(str, sizes))}): give the baseline as "
-                             "BS:TOK_S per batch size, or one value with --batch-sizes N for the batch size it is for")
-        if bare is not None and sizes[0] in explicit:
-            raise UsageError(f"--baseline-tok-s given twice for bs {sizes[0]} (the runs' batch size): "
-                             f"{bare:g} and {sizes[0]}:{explicit[sizes[0]]:g}")
-        if bare is not None:
-            explicit[sizes[0]] = bare
-        if found_bare is not None:
+    notes: list[str] = []
+    if bare is not None:
+        target = sorted(set(batch_sizes)) if batch_sizes and len(set(batch_sizes)) == 1 else sizes
+        if len(target) != 1:
+            raise UsageError(f"runs at several batch sizes ({', '.join(map(str, sizes))}): a bare --baseline-tok-s "
+                             f"{bare:g} does not say which it is for: give BS:TOK_S per batch size, or one value "
+                             "with --batch-sizes N")
+        if target[0] in explicit:
+            raise UsageError(f"--baseline-tok-s given twice for bs {target[0]}: {bare:g} and "
+                             f"{target[0]}:{explicit[target[0]]:g}")
+        explicit[target[0]] = bare
+    if found_bare is not None:
+        if len(sizes) == 1:
             inputs.setdefault(sizes[0], found_bare)
-    notes = [f"--baseline-tok-s {v:g} tok/s at bs {k} replaces the inputs' {inputs[k]:g}"
-             for k, v in sorted(explicit.items()) if k in inputs and inputs[k] != v]
-    return {**inputs, **explicit}, notes
+        elif all(s in explicit or s in inputs for s in sizes):
+            notes.append(f"an INPUT's baseline without a batch size ({found_bare:g} tok/s) not used: the runs are "
+                         "at several batch sizes and each has its own")
+        else:
+            raise UsageError(f"runs at several batch sizes ({', '.join(map(str, sizes))}) and an INPUT's baseline "
+                             f"({found_bare:g} tok/s) without one: give --baseline-tok-s BS:TOK_S for each of them")
+    notes += [f"--baseline-tok-s {v:g} tok/s at bs {k} replaces the inputs' {inputs[k]:g}"
+              for k, v in sorted(explicit.items()) if k in inputs and inputs[k] != v]
+    out = {**inputs, **explicit}
+    wanted = set(sizes) | set(batch_sizes or ())
+    for k in sorted(set(out) - wanted):
+        where = "--baseline-tok-s" if k in explicit else "the inputs' baseline"
+        notes.append(f"{where} at bs {k} ({out.pop(k):g} tok/s) not used: no run and no --batch-sizes at bs {k}")
+    return out, notes
 
 
 #: config keys only an EAGLE draft head has
@@ -473,8 +494,9 @@ def _fmt(x, nd=2, sign=False):
     return f"{x:+.{nd}f}" if sign else f"{x:.{nd}f}"
 
 
-def _print_unsettled(b, console) -> None:
-    """The 'not settled' line of batch advice ``b``: the one run to do next, as launch flags."""
+def _print_unsettled(b, console, measured: int = 1) -> None:
+    """The 'not settled' line of batch advice ``b``: the one run to do next, as launch flags;
+    ``measured``: how many depths were measured at that batch size (the wording of what to pass)."""
     dec = b.decision
     if dec is None or dec.settled:
         return
@@ -486,8 +508,14 @@ def _print_unsettled(b, console) -> None:
     flags = (f"--speculative-num-steps {dec.next_run} --speculative-eagle-topk 1 "
              f"--speculative-num-draft-tokens {dec.next_run + 1}")
     where = (f"at {lo} steps (predicted, not measured)" if lo == hi else f"between {lo} and {hi} steps")
-    console.print(f"[bold yellow]not settled[/] {where} at bs {b.bs}: run `{flags}` once and pass both logs "
+    what = "pass both logs" if measured <= 1 else "pass its log with the others"
+    console.print(f"[bold yellow]not settled[/] {where} at bs {b.bs}: run `{flags}` once and {what} "
                   f"(expected 95th-percentile regret after it: {100 * dec.regret_95_after:.1f}%)", soft_wrap=True)
+
+
+def _measured(advice, bs: int) -> int:
+    """Distinct chain-drafting depths measured at batch size ``bs``."""
+    return len({s for (b, s), r in advice.measured.items() if b == bs and r.topk == 1})
 
 
 def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
@@ -535,7 +563,7 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
         console.print(f"[bold green]recommended at bs {b.bs}[/]: {what}")
         console.print(f"  why: {rec.reason}")
         if b is not advice.primary:
-            _print_unsettled(b, console)
+            _print_unsettled(b, console, _measured(advice, b.bs))
     for item in advice.not_modelled:
         console.print(f"  not modelled: steps {item['steps']} topk {item['topk']}: {item['reason']}")
     p = advice.primary.recommendation
@@ -549,7 +577,7 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
         else:
             console.print(f"launch: --speculative-num-steps {p.steps} --speculative-eagle-topk 1 "
                           f"--speculative-num-draft-tokens {p.steps + 1} (bs {advice.primary.bs})", soft_wrap=True)
-        _print_unsettled(advice.primary, console)
+        _print_unsettled(advice.primary, console, _measured(advice, advice.primary.bs))
         return
     console.print(f"wrote {plan_path}: buckets " + ", ".join(f"bs>={k}: {v} steps" for k, v in plan.buckets.items()))
     for msg in plan.merged:
@@ -560,7 +588,7 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
                       "disable speculation for that load instead")
     console.print(f"launch with: --speculative-adaptive --speculative-adaptive-config {plan_path} "
                   f"--speculative-num-steps {plan.launch_steps} --speculative-eagle-topk 1", soft_wrap=True)
-    _print_unsettled(advice.primary, console)
+    _print_unsettled(advice.primary, console, _measured(advice, advice.primary.bs))
 
 
 def _input_files(args, target_config: Path | None) -> list[tuple[str, str]]:
