@@ -486,6 +486,9 @@ class ProtocolResult:
     measured: list = field(default_factory=list)
     unmeasured: list = field(default_factory=list)
     failure: Optional[str] = None
+    forecast_after: Optional[float] = None
+    settled_final: Optional[bool] = None
+    regret_95_final: Optional[float] = None
 
     @property
     def coverage(self) -> Optional[float]:
@@ -544,9 +547,14 @@ def run_protocol(world: World, advise: Callable[[list[str]], dict] = advise_in_p
             nxt = (doc.get("next_run") or {}).get("steps")
             if not isinstance(nxt, int) or not 1 <= nxt <= POSITIONS:
                 raise AdviseFailed(0, f"settled is false but next_run.steps is {nxt!r} (worlds log 1..{POSITIONS})")
+            after = (doc.get("next_run") or {}).get("regret_95_after")
+            res.forecast_after = float(after) if isinstance(after, (int, float)) else None
             log_run(nxt)
             doc = advise([*logs, *tail])
         res.pick = _pick(doc)
+        res.settled_final = doc.get("settled")
+        r95 = doc.get("regret_95")
+        res.regret_95_final = float(r95) if isinstance(r95, (int, float)) else None
     except AdviseFailed as exc:
         res.failure = f"rc={exc.rc}: {exc.line}"
         return res
@@ -583,7 +591,10 @@ def score(results: list[ProtocolResult]) -> dict:
     ``within_2pct``: worlds whose pick has regret <= 2%; ``mean_regret``/``max_regret`` over the
     worlds that did not fail; ``coverage``: share of unmeasured depths 1..8 whose ``tok_s_95``
     holds the true tok/s; ``median_width``: median ``(high - low) / predicted`` over those;
-    ``mean_runs``: runs per world; ``failures``: worlds where advise failed.
+    ``mean_runs``: runs per world; ``failures``: worlds where advise failed. ``forecasts``: over
+    the worlds with a second run whose first call forecast a 95th-percentile regret after it of at
+    most 2% (``next_run.regret_95_after``), how many there were and how many second calls settled
+    (the forecast checked against what the second run showed).
     """
     ok = [r for r in results if r.failure is None]
     regrets = [r.regret for r in ok]
@@ -599,5 +610,8 @@ def score(results: list[ProtocolResult]) -> dict:
         "median_width": statistics.median(widths) if widths else None,
         "mean_runs": statistics.fmean(r.runs for r in results) if results else None,
         "failures": len(results) - len(ok),
+        "forecasts": {"settle_forecast": len(fc := [r for r in ok if r.forecast_after is not None
+                                                    and r.forecast_after <= 0.02]),
+                      "settled": sum(1 for r in fc if r.settled_final)},
         "failure_lines": sorted({r.failure for r in results if r.failure}),
     }

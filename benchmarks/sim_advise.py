@@ -147,6 +147,10 @@ def print_text(ws, results, summ, elapsed: float) -> None:
     for r in results:
         if r.failure:
             print(f"{r.name}: advise failed: {r.failure}")
+    fc = summ["forecasts"]
+    if fc["settle_forecast"]:
+        print(f"second runs forecast to settle (expected 95th-percentile regret after <= 2%): {fc['settle_forecast']}; "
+              f"settled: {fc['settled']} (not a target: the forecast checked against what the run showed)")
     print(f"{summ['intervals']} intervals scored; {elapsed:.1f} s")
 
 

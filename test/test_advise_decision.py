@@ -76,6 +76,7 @@ def test_seed_one_run_is_not_settled_and_brackets_the_2_step_optimum(tmp_path):
     nxt = doc["next_run"]
     assert nxt["steps"] in (1, 2, 3) and nxt["num_draft_tokens"] == nxt["steps"] + 1 and nxt["topk"] == 1
     assert "regret" in nxt["why"]
+    assert 0 <= nxt["regret_95_after"] < doc["regret_95"]
     two = cand(doc, 2)
     lo, hi = two["tok_s_95"]
     assert lo <= SEED_BEST_TOK_S <= hi

@@ -649,6 +649,7 @@ class BatchAdvice:
         nxt = None
         if dec.next_run is not None:
             nxt = {"steps": dec.next_run, "topk": 1, "num_draft_tokens": dec.next_run + 1,
+                   "regret_95_after": round(dec.regret_95_after, 4),
                    "why": (f"a run at {cm.steps_text(dec.next_run)} is expected to cut the pick's 95th-percentile "
                            f"regret from {100 * dec.regret_95:.1f}% to {100 * dec.regret_95_after:.1f}%")}
         return {"settled": dec.settled, "regret_95": round(dec.regret_95, 4), "next_run": nxt}
