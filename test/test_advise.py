@@ -512,6 +512,24 @@ def test_non_finite_baseline_option_refused(capsys, seed_inspect, value):
     assert_refused(capsys, seed_inspect, "--baseline-tok-s", value, match="finite")
 
 
+@pytest.mark.parametrize("value, match", [
+    ("0:88", "expected a batch size >= 1 before the colon, got '0:88'"),
+    ("1e-9", "1e-09 tok/s is not a throughput (expected 0.01 to 1e+08)"),
+    ("-5", "expected a positive finite throughput, got '-5'"),
+])
+def test_bad_baseline_option_says_which_part_is_wrong(capsys, seed_inspect, value, match):
+    assert_refused(capsys, seed_inspect, "--baseline-tok-s", value, match=match)
+
+
+def test_an_empty_input_is_named_as_given(capsys, tmp_path):
+    fifo = tmp_path / "empty.fifo"
+    os.mkfifo(fifo)
+    import threading
+
+    threading.Thread(target=lambda: open(fifo, "w").close(), daemon=True).start()
+    assert_refused(capsys, fifo, match=f"{fifo}: empty file")
+
+
 @pytest.mark.parametrize("value", ["abc", [1], 0, True, -1, {"x": 1}])
 def test_bad_seed_wrapper_baseline_refused(capsys, seed, tmp_path, value):
     path = _variant(seed, tmp_path, "seed", lambda g, w: w["inputs"].update(baseline_no_spec_tok_s=value))

@@ -168,6 +168,8 @@ _POSITIVE_PHASES = ("verify_ms", "total_ms")
 MAX_PHASE_MS = 60_000.0
 #: largest plausible output throughput of one server (tok/s); beyond it a figure is refused
 MAX_TOK_S = 1e8
+#: smallest throughput a baseline given on the command line may be (tok/s): below, not a measurement
+MIN_TOK_S = 0.01
 #: shortest plausible mean cycle (ms): below it the throughput is not a measurement (infinite tok/s)
 MIN_CYCLE_MS = 1e-3
 
@@ -647,11 +649,20 @@ class BatchAdvice:
         if dec is None:
             return {"settled": None, "regret_95": None, "next_run": None}
         nxt = None
-        if dec.next_run is not None:
+        if dec.next_run is not None and dec.no_run_at_bs:
+            nxt = {"steps": dec.next_run, "topk": 1, "num_draft_tokens": dec.next_run + 1, "bs": self.bs,
+                   "regret_95_after": None, "useful": True,
+                   "why": (f"no run at bs {self.bs}: its figures are carried over from the runs' batch sizes; "
+                           f"a run at bs {self.bs} at {cm.steps_text(dec.next_run)} measures them")}
+        elif dec.next_run is not None:
+            why = (f"a run at {cm.steps_text(dec.next_run)} is expected to cut the pick's 95th-percentile "
+                   f"regret from {100 * dec.regret_95:.1f}% to {100 * dec.regret_95_after:.1f}%")
+            if not dec.useful:
+                why += (f", less than {100 * unc.MIN_CUT:.0f}% of it: no single run is expected to settle this (the remaining doubt "
+                        "lies in the runs' own noise or across several depths at once: longer runs at the contending "
+                        "depths narrow it)")
             nxt = {"steps": dec.next_run, "topk": 1, "num_draft_tokens": dec.next_run + 1,
-                   "regret_95_after": round(dec.regret_95_after, 4),
-                   "why": (f"a run at {cm.steps_text(dec.next_run)} is expected to cut the pick's 95th-percentile "
-                           f"regret from {100 * dec.regret_95:.1f}% to {100 * dec.regret_95_after:.1f}%")}
+                   "regret_95_after": round(dec.regret_95_after, 4), "useful": dec.useful, "why": why}
         return {"settled": dec.settled, "regret_95": round(dec.regret_95, 4), "next_run": nxt}
 
 
@@ -770,6 +781,8 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
                          f"({old}: draft_ms from the cycle's start); their phase times mean different "
                          "things: advise one kind at a time")
     notes, not_modelled = list(notes), list(not_modelled)
+    runs, more = _distinct_runs(runs)
+    notes += more
     hosts = [r.host_ms for r in runs if r.fitted and r.host_ms is not None]
     if hosts:
         span = f"{min(hosts):.2f}" if f"{min(hosts):.2f}" == f"{max(hosts):.2f}" else f"{min(hosts):.2f}-{max(hosts):.2f}"
@@ -808,13 +821,85 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
             ens = unc.build(acc, cost, obs, bs, [c.steps for c in cands])
             cands = _from_ensemble(cands, ens)
             dec = unc.decide(ens, measured=[r.steps for r in fitted if r.bs == bs])
-            rec = _recommend(cands, dec, ens)
+            won = _measured_winner(dec.pick, [r for r in fitted if r.bs == bs], [c.steps for c in cands])
+            if won is not None:
+                winner, loser, gap = won
+                notes.append(f"bs {bs}: {cm.steps_text(winner.steps)} measured {winner.tok_s:.1f} tok/s, "
+                             f"{gap:.1f} standard errors above the {loser.tok_s:.1f} measured at "
+                             f"{cm.steps_text(loser.steps)}, which the model ranked first: the measurement wins")
+                dec = unc.decide(ens, measured=[r.steps for r in fitted if r.bs == bs], pick=winner.steps)
+            if bs not in run_bs:
+                dec = unc.unmeasured_batch(dec, cm.best_speculative(cands).steps)
+            rec = _recommend(cands, dec, ens, run_bs)
             notes += _fit_notes(cands, [r for r in fitted if r.bs == bs])
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         per_bs.append(BatchAdvice(bs, cands, rec, cm.best_speculative(cands).steps, dec))
     measured = {(r.bs, r.steps): r for r in modelled}
     return Advice(acc, cost, per_bs, primary, measured, list(modelled), notes, not_modelled)
+
+
+def _distinct_runs(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
+    """``runs`` with any run given twice (a copied log, a log beside its own inspect document)
+    counted once, and a note for each: identical batch size, depth, cycle count, accept length,
+    tok/s and mean cycle time. Runs without a cycle count (table rows) are never merged."""
+    seen: dict[tuple, Run] = {}
+    out, notes = [], []
+    for r in runs:
+        total = r.total_ms()
+        key = (r.bs, r.steps, r.topk, r.cycles, None if r.accept_len is None else round(r.accept_len, 4),
+               None if r.tok_s is None else round(r.tok_s, 3), None if total is None else round(total, 4))
+        twin = seen.get(key) if r.cycles else None
+        if twin is not None:
+            notes.append(f"{r.source} holds the same run as {twin.source} (bs {r.bs}, {cm.steps_text(r.steps)}, "
+                         f"{r.cycles} cycles, identical accept length and tok/s): counted once")
+            continue
+        seen[key] = r
+        out.append(r)
+    return out, notes
+
+
+#: a run without a noise estimate (a table row, a bench record, stock Decode batch lines) gets a
+#: zero-width interval at its own depth; a miss there is called a poor fit only past this (percent)
+UNKNOWN_NOISE_PCT = 1.0
+#: a measured depth overrules the model's pick (itself measured) when its measured tok/s is higher
+#: by more than this many standard errors of the difference (a two-sided 95% test)
+MEASURED_WINS_Z = 1.96
+
+
+def run_rel_se(r: Run) -> Optional[float]:
+    """Relative standard error of run ``r``'s measured tok/s: the cycle time's
+    (``total_sd / sqrt(cycles) / total_ms``) and the accept length's (chain variance from the
+    per-position counts over ``bs * cycles`` request-cycles, :func:`costmodel.accept_len_moments`)
+    in quadrature; None when the cycle time's noise is unknown (tables, bench records, stock lines)."""
+    total = r.total_ms()
+    if not r.cycles or r.total_sd is None or not total or not (r.phases and r.phases.get("total_ms")):
+        return None
+    rel = (r.total_sd / math.sqrt(r.cycles) / total) ** 2
+    if r.counts:
+        probs = [a / n if n else 0.0 for a, n in r.counts]
+        mean, var = cm.accept_len_moments(probs)
+        rel += var / (r.bs * r.cycles) / mean ** 2
+    return math.sqrt(rel)
+
+
+def _measured_winner(pick: int, runs: Sequence[Run], steps: Sequence[int]) -> Optional[tuple[Run, Run, float]]:
+    """``(winner, pick's run, z)`` when the pick was measured and another measured candidate depth
+    beat it by more than :data:`MEASURED_WINS_Z` standard errors (both noises known), else None."""
+    meas = {r.steps: r for r in runs if r.tok_s and r.topk == 1 and r.steps in steps}
+    mine = meas.get(pick)
+    se_p = run_rel_se(mine) if mine is not None else None
+    if se_p is None:
+        return None
+    best = None
+    for r in meas.values():
+        se = run_rel_se(r)
+        if r is mine or se is None or r.tok_s <= mine.tok_s:
+            continue
+        z = (r.tok_s - mine.tok_s) / math.hypot(r.tok_s * se, mine.tok_s * se_p)
+        if z > MEASURED_WINS_Z and (best is None or r.tok_s > best[0].tok_s):
+            best = (r, mine, z)
+    return best
 
 
 def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble) -> list[cm.Candidate]:
@@ -849,7 +934,8 @@ def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble) -> list[cm.
 
 
 def _fit_notes(cands: Sequence[cm.Candidate], runs: Sequence[Run]) -> list[str]:
-    """One note per measured depth whose measured tok/s lies outside the prediction's 95% interval.
+    """One note per measured depth whose measured tok/s lies outside the prediction's 95% interval
+    (for a run without a noise estimate, only a miss over :data:`UNKNOWN_NOISE_PCT`).
 
     The model's curves pass through every measured point, so a miss there means the runs disagree
     with each other under the model (acceptance pooled over runs, or phases that do not add up to
@@ -863,12 +949,15 @@ def _fit_notes(cands: Sequence[cm.Candidate], runs: Sequence[Run]) -> list[str]:
             continue
         if not c.tok_s_low <= r.tok_s <= c.tok_s_high:
             off = 100.0 * (c.tok_s - r.tok_s) / r.tok_s
+            if run_rel_se(r) is None and abs(off) <= UNKNOWN_NOISE_PCT:
+                continue   # no noise estimate (table, bench record, stock line): the interval cannot hold it
             out.append(f"the model fits poorly at {cm.steps_text(r.steps)} (bs {r.bs}): measured {r.tok_s:.1f} tok/s, "
                        f"predicted {c.tok_s:.1f} (95%: {c.tok_s_low:.1f}-{c.tok_s_high:.1f}), {off:+.1f}% ({r.source})")
     return out
 
 
-def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemble) -> cm.Recommendation:
+def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemble,
+               run_bs: Sequence[int] = ()) -> cm.Recommendation:
     """The decision's pick, with why: its throughput and interval, what the next step would cost, and
     whether the data settle it (95th-percentile regret against the best depth)."""
     by = {c.steps: c for c in cands}
@@ -878,6 +967,10 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
              if dec.settled else
              f"not settled: its 95th-percentile regret is {100 * dec.regret_95:.1f}% (over "
              f"{100 * unc.SETTLED_REGRET:.0f}%)")
+    if dec.no_run_at_bs:
+        state = (f"not settled: no run at bs {pick.bs}, every figure here is carried over from bs "
+                 f"{', '.join(map(str, run_bs))} (how the costs scale with the batch is not among the hypotheses; "
+                 f"the {100 * dec.regret_95:.1f}% regret is within them only)")
     if dec.pick == 0:
         best = cm.best_speculative(cands)
         reason = (f"turn speculation off (restart without --speculative-algorithm; adaptive steps 0 still runs "
@@ -886,6 +979,8 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
                   f"{best.tok_s_high:.1f}); {state}")
         if dec.settled:
             reason += "; no run at another depth is expected to change that"
+        elif dec.no_run_at_bs:
+            reason += f"; a run at bs {pick.bs} decides"
         elif dec.next_run is not None:
             reason += f"; a run at {cm.steps_text(dec.next_run)} could change it"
         return cm.Recommendation(0, pick, reason, base_tok)

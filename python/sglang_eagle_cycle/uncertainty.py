@@ -49,7 +49,9 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   ``y0 (x / x0)^beta``, ``beta ~ U(0, 1)`` (flat to proportional).
 * **Between measured widths**: ``y0 + (y1 - y0) t^g``, ``t`` the position between them in the
   width, or (MoE target) in the expected distinct experts ``E (1 - (1 - k/E)^n)`` (each
-  hypothesis takes one shape), ``log g ~ U(-log BEND, log BEND)``: saturating to steepening.
+  hypothesis takes one shape), ``log g ~ U(-log BEND, log BEND)``: saturating to steepening,
+  drawn for each interval on its own (a bend seen between two widths says nothing of another
+  interval's).
   Between the anchor and the first measured width, unbent.
 * **Beyond the highest measured width**: a straight line whose slope is ``u`` times the last
   secant (proportional growth ``y/x`` when there is one point); central ``u = 1``, extremes
@@ -117,6 +119,10 @@ KNEE_EXPONENT = (1.0, 1.25)
 PAD_RATIO = 4.0 / 3.0
 #: unknown draft-step cost as a multiple of the draft-extend at width bs (low, high)
 UNKNOWN_STEP = (0.25, 1.5)
+#: a further run counts as useful when it is expected to cut the pick's 95th-percentile regret by at
+#: least this share of it; otherwise the advice says no single run is expected to settle it (the best
+#: depths lie within the measurements' noise of each other, or the doubt is one no run resolves)
+MIN_CUT = 0.10
 #: settled when the pick's 95th-percentile regret is at most this
 SETTLED_REGRET = 0.02
 #: central interval
@@ -135,6 +141,10 @@ class Ensemble:
         phases: ``{"draft_ms", "verify_ms", "extend_ms", "other_ms", "total_ms"}`` -> ``(N, len(steps))`` ms.
         depth: deepest measured acceptance position.
         sources: per depth, the source that dominates its interval (None for steps 0).
+        run_se: per depth, the relative standard error of the tok/s a new run there would measure
+            (cycle-time and accept-length sampling, as long as the measured runs); 0 when unknown.
+        tok_s_shape: ``tok_s`` without the errors of the measured means (the shape hypotheses
+            alone): what a new run can reveal (:func:`decide`).
     """
 
     bs: int
@@ -144,6 +154,8 @@ class Ensemble:
     phases: dict[str, np.ndarray]
     depth: int
     sources: list[Optional[str]]
+    run_se: Optional[np.ndarray] = None
+    tok_s_shape: Optional[np.ndarray] = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,6 +359,12 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
     knee_a = None
     if use_anchor and meas is None and x0 > KNEE_MIN_TOKENS:
         knee_a = np.where(rng.uniform(0.0, 1.0, n) < KNEE_SHARE, rng.uniform(*KNEE_EXPONENT, n), np.nan)
+    # each interval between measured widths bends on its own: a bend seen in one says nothing of
+    # another's (padding steps, a knee), so measuring inside one interval informs only that one
+    first_bent = 1 if use_anchor else 0
+    gam = np.repeat(gamma[:, None], max(len(nx) - 1, 1), axis=1)
+    for k in range(first_bent + 1, len(nx) - 1):
+        gam[:, k] = np.exp(rng.uniform(-math.log(BEND), math.log(BEND), n))
     for qi, x in enumerate(xq):
         if use_anchor and x < x0:
             chord = _between(x, nx, ny, 0, shapes, shape_idx, None, n)
@@ -380,7 +398,7 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
         else:
             i = min(max(int(np.searchsorted(nx, x)) - 1, 0), len(nx) - 2)
             # between two measured widths: bent either way; between the anchor and the first: the shapes
-            out[:, qi] = _between(x, nx, ny, i, shapes, shape_idx, None if (use_anchor and i == 0) else gamma, n)
+            out[:, qi] = _between(x, nx, ny, i, shapes, shape_idx, None if (use_anchor and i == 0) else gam[:, i], n)
     return np.maximum(out, 0.0)
 
 
@@ -470,6 +488,7 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         tpts = _points(obs, "total_ms")
         total = sample_curve(tpts, widths, n, rng, anchor=anchor)
     noisy = [o for o in obs if o.bs == bs and o.total_se_ms]
+    shape_total = total
     if noisy and spec:
         total = total + measurement_noise(noisy, widths, n, rng)
     if np.any(~np.isfinite(total)) or np.any(total <= 0):
@@ -506,7 +525,32 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
                            "draft step cost": np.ptp(np.percentile(d[:, i], LEVELS))}
                 src = max(spreads, key=spreads.get)
             sources[steps.index(s)] = src
-    return Ensemble(bs, steps, tok, acc_len, ph, depth, sources)
+    tok_shape = tok.copy()
+    if spec:
+        tok_shape[:, cols] = 1000.0 * bs * e / np.maximum(shape_total, 1e-9)
+    return Ensemble(bs, steps, tok, acc_len, ph, depth, sources, _run_se(obs, bs, steps, p), tok_shape)
+
+
+def _run_se(obs: Sequence[cm.CycleObservation], bs: int, steps: Sequence[int], p: np.ndarray) -> np.ndarray:
+    """Per depth in ``steps``: the relative standard error of a new run's tok/s, as long as the
+    median measured run at ``bs`` (cycles): ``sqrt((se_T / T)^2 + (sd_L / sqrt(bs c) / E[L])^2)``,
+    the cycle time's relative error taken from the measured runs (``total_se_ms / total_ms``,
+    median) and the accept length's from the chain's variance (:func:`costmodel.accept_len_moments`,
+    median hypothesis). 0 for steps 0 and when no run at ``bs`` reports its noise."""
+    noisy = [o for o in obs if o.bs == bs and o.total_se_ms and o.total_ms > 0]
+    out = np.zeros(len(steps))
+    if not noisy:
+        return out
+    rel_t = float(np.median([o.total_se_ms / o.total_ms for o in noisy]))
+    cycles = float(np.median([o.weight for o in noisy]))
+    pm = np.median(p, axis=0)
+    for i, s in enumerate(steps):
+        if s <= 0:
+            continue
+        mean, var = cm.accept_len_moments(pm[:s])
+        rel_l = math.sqrt(var / max(1.0, bs * cycles)) / mean
+        out[i] = math.sqrt(rel_t ** 2 + rel_l ** 2)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -523,8 +567,12 @@ class Decision:
         regret_95: 95th percentile over hypotheses of ``1 - tok_s(pick) / max_s tok_s(s)``.
         settled: ``regret_95 <= SETTLED_REGRET``.
         next_run: depth whose measurement most reduces that regret (None when settled or when
-            no unmeasured depth would reduce it).
+            every candidate depth was measured).
         regret_95_after: the 95th-percentile regret expected after measuring ``next_run``.
+        no_run_at_bs: no run measured this batch size (:func:`unmeasured_batch`).
+        useful: whether ``next_run`` is expected to cut the regret by at least :data:`MIN_CUT`
+            of it; when not, no single run is expected to settle the decision (the best depths
+            lie within the measurements' noise, or the doubt is one no run resolves).
     """
 
     pick: int
@@ -532,33 +580,53 @@ class Decision:
     settled: bool
     next_run: Optional[int]
     regret_95_after: Optional[float]
+    useful: bool = True
+    no_run_at_bs: bool = False
+
+
+def unmeasured_batch(dec: Decision, best_speculative: int) -> Decision:
+    """``dec`` at a batch size no run measured: never settled, since how the costs scale with the
+    batch is not among the hypotheses (every figure there is carried over from other batch sizes);
+    ``next_run`` is a run at that batch size, at the pick (``best_speculative`` when the pick is
+    speculation off), with no regret forecast."""
+    steps = dec.pick if dec.pick > 0 else best_speculative
+    return Decision(dec.pick, dec.regret_95, False, steps, None, True, True)
 
 
 def _regret(tok: np.ndarray, pick_col: int) -> np.ndarray:
     return 1.0 - tok[:, pick_col] / tok.max(axis=1)
 
 
-def decide(ens: Ensemble, measured: Sequence[int] = (), bins: int = 10) -> Decision:
+def decide(ens: Ensemble, measured: Sequence[int] = (), bins: int = 10, pick: Optional[int] = None) -> Decision:
     """Pick, 95th-percentile regret, and the one run that would most reduce it.
 
     ``next_run``: for each unmeasured depth ``c >= 1``, the hypotheses are split into ``bins``
-    equal-count groups by their tok/s at ``c`` (what a run at ``c`` would reveal); in each group
-    the pick is redone and the regret recomputed; the 95th percentile of the regret over all
-    groups is the regret expected after that run. The depth with the lowest wins (ties: nearest
-    to the pick). Measured depths (``measured``) are not proposed.
+    equal-count groups by what a run at ``c`` would show: their tok/s at ``c`` from the shape
+    hypotheses alone (a new run does not reveal the errors of the runs already made, which stay
+    in every hypothesis' regret) times ``1 + se z``, the new run's own sampling error
+    (:attr:`Ensemble.run_se`, ``z ~ N(0, 1)``); in each group the pick is redone and the regret
+    recomputed; the 95th percentile of the regret over all groups is the regret expected after
+    that run (a preposterior analysis). The depth with the lowest wins (ties: nearest to the
+    pick). Measured depths (``measured``) are not proposed; a run expected to cut the regret by
+    less than :data:`MIN_CUT` of it is still named, with ``useful`` False. ``pick``: a depth
+    decided elsewhere (a measurement that wins over the model), else the highest mean tok/s.
     """
     tok = ens.tok_s
     mean = tok.mean(axis=0)
     order = sorted(range(len(ens.steps)), key=lambda i: (-mean[i], ens.steps[i]))
-    pc = order[0]
+    pc = order[0] if pick is None else ens.steps.index(pick)
     r95 = float(np.percentile(_regret(tok, pc), 95))
     if r95 <= SETTLED_REGRET:
         return Decision(ens.steps[pc], r95, True, None, None)
     best = None
+    # what a run at c would show: each hypothesis' tok/s there with that run's own sampling error
+    z = np.random.default_rng(len(tok)).standard_normal(len(tok))
     for ci, c in enumerate(ens.steps):
         if c <= 0 or c in measured:
             continue
-        idx = np.argsort(tok[:, ci], kind="stable")
+        se = float(ens.run_se[ci]) if ens.run_se is not None else 0.0
+        seen = tok[:, ci] if ens.tok_s_shape is None else ens.tok_s_shape[:, ci]
+        idx = np.argsort(seen * (1.0 + se * z), kind="stable")
         after = np.empty(len(idx))
         for grp in np.array_split(idx, bins):
             sub = tok[grp]
@@ -568,5 +636,5 @@ def decide(ens: Ensemble, measured: Sequence[int] = (), bins: int = 10) -> Decis
         if best is None or key < best[0]:
             best = (key, c, val)
     if best is None:
-        return Decision(ens.steps[pc], r95, False, None, None)
-    return Decision(ens.steps[pc], r95, False, best[1], best[2])
+        return Decision(ens.steps[pc], r95, False, None, None, False)
+    return Decision(ens.steps[pc], r95, False, best[1], best[2], best[2] <= (1.0 - MIN_CUT) * r95)

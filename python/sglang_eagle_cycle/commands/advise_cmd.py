@@ -58,15 +58,17 @@ def _baseline_item(text: str) -> tuple[int, float]:
         key = int(bs) if sep else 0
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected TOK_S or BS:TOK_S, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0 or key < 0 or (sep and key == 0):
-        what = "a positive finite throughput and a batch size >= 1" if sep else "a positive finite throughput"
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive finite throughput, got {text!r}")
+    if key < 0 or (sep and key == 0):
+        raise argparse.ArgumentTypeError(f"expected a batch size >= 1 before the colon, got {text!r}")
     if key > MAX_BS:
         raise argparse.ArgumentTypeError(f"batch size {key} above {MAX_BS}, got {text!r}")
-    from ..advise import MAX_TOK_S
+    from ..advise import MAX_TOK_S, MIN_TOK_S
 
-    if value > MAX_TOK_S:
-        raise argparse.ArgumentTypeError(f"{value:.3g} tok/s is not a throughput (at most {MAX_TOK_S:.0e}), got {text!r}")
+    if value > MAX_TOK_S or value < MIN_TOK_S:
+        raise argparse.ArgumentTypeError(f"{value:.3g} tok/s is not a throughput (expected {MIN_TOK_S:g} to "
+                                         f"{MAX_TOK_S:.0e}), got {text!r}")
     return key, value
 
 
@@ -339,14 +341,20 @@ def _from_log(name: str, path: str):
     from .. import advise as adv
     from ..report import inspect_paths, load_baseline
 
-    doc = inspect_paths([path], warn=lambda msg: None)
+    from ..errors import UsageError
+
+    try:
+        doc = inspect_paths([path], warn=lambda msg: None)
+    except UsageError as exc:  # name the file as the user gave it, not a spooled copy
+        raise UsageError(str(exc).replace(path, name)) from None
     runs, _, notes = adv.runs_from_inspect(doc, name)
     base: dict[int, float] = {}
     db = doc.get("decode_batch") or {}
     if not runs and db.get("intervals") and not db.get("intervals_with_accept") and name != "-":
         base = dict(load_baseline(path).by_bs)
-        notes.append(f"{name}: no-spec server log: baseline tok/s by batch size "
-                     + ", ".join(f"{k}: {v:.1f}" for k, v in base.items()))
+        if not any(n.startswith(f"{name}: no speculation") for n in notes):
+            notes.append(f"{name}: no-spec server log: baseline tok/s by batch size "
+                         + ", ".join(f"{k}: {v:.1f}" for k, v in base.items()))
     elif not runs and db.get("intervals_with_accept"):
         runs, more = _decode_batch_runs(name, path, db)
         notes += more
@@ -497,6 +505,8 @@ def _fmt(x, nd=2, sign=False):
 def _print_unsettled(b, console, measured: int = 1) -> None:
     """The 'not settled' line of batch advice ``b``: the one run to do next, as launch flags;
     ``measured``: how many depths were measured at that batch size (the wording of what to pass)."""
+    from .. import costmodel as cm
+
     dec = b.decision
     if dec is None or dec.settled:
         return
@@ -507,8 +517,19 @@ def _print_unsettled(b, console, measured: int = 1) -> None:
     lo, hi = sorted((dec.pick, dec.next_run))
     flags = (f"--speculative-num-steps {dec.next_run} --speculative-eagle-topk 1 "
              f"--speculative-num-draft-tokens {dec.next_run + 1}")
-    where = (f"at {lo} steps (predicted, not measured)" if lo == hi else f"between {lo} and {hi} steps")
+    where = (f"at {cm.steps_text(lo)} (predicted, not measured)" if lo == hi else f"between {lo} and {hi} steps")
     what = "pass both logs" if measured <= 1 else "pass its log with the others"
+    if dec.no_run_at_bs:
+        console.print(f"[bold yellow]not settled[/] at bs {b.bs}: no run at this batch size (its figures are carried "
+                      f"over from the others); run `{flags}` at bs {b.bs} and pass its log with the others",
+                      soft_wrap=True)
+        return
+    if not dec.useful:
+        console.print(f"[bold yellow]not settled[/] at bs {b.bs} (95th-percentile regret {100 * dec.regret_95:.1f}%), "
+                      f"and no single run is expected to settle it: the most useful one, `{flags}`, would leave "
+                      f"{100 * dec.regret_95_after:.1f}%. The remaining doubt lies in the runs' own "
+                      "noise or across several depths at once; longer runs at the contending depths narrow it", soft_wrap=True)
+        return
     console.print(f"[bold yellow]not settled[/] {where} at bs {b.bs}: run `{flags}` once and {what} "
                   f"(expected 95th-percentile regret after it: {100 * dec.regret_95_after:.1f}%)", soft_wrap=True)
 
@@ -519,16 +540,18 @@ def _measured(advice, bs: int) -> int:
 
 
 def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
+    from rich.markup import escape
+
     from .. import costmodel as cm
     from .. import uncertainty as unc
     from ..tables import figure_table
 
     acc = advice.acceptance
-    console.print(f"[bold]acceptance[/]: {acc.source}; measured to depth {acc.observed_depth}"
+    console.print(f"[bold]acceptance[/]: {escape(acc.source)}; measured to depth {acc.observed_depth}"
                   + (f", {acc.samples} request-cycles" if acc.samples else ""))
     console.print(f"[bold]cycle time[/]: {advice.cost.mode} mode; verify shape: {advice.cost.shape.label}; {shape_note}")
     for note in list(advice.cost.notes) + advice.notes:
-        console.print(f"  note: {note}")
+        console.print(f"  note: {escape(note)}")
     for b in advice.per_bs:
         rows = []
         for c in b.candidates:
@@ -561,11 +584,11 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
         what = ("turn speculation OFF" if rec.speculation_off else
                 f"{cm.steps_text(rec.steps)} (topk 1, {rec.steps + 1} draft tokens)")
         console.print(f"[bold green]recommended at bs {b.bs}[/]: {what}")
-        console.print(f"  why: {rec.reason}")
+        console.print(f"  why: {escape(rec.reason)}")
         if b is not advice.primary:
             _print_unsettled(b, console, _measured(advice, b.bs))
     for item in advice.not_modelled:
-        console.print(f"  not modelled: steps {item['steps']} topk {item['topk']}: {item['reason']}")
+        console.print(f"  not modelled: steps {item['steps']} topk {item['topk']}: {escape(item['reason'])}")
     p = advice.primary.recommendation
     picks = {b.bs: b.recommendation.steps for b in advice.per_bs}
     if plan is None and len(set(picks.values())) > 1:
@@ -581,7 +604,7 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
         return
     console.print(f"wrote {plan_path}: buckets " + ", ".join(f"bs>={k}: {v} steps" for k, v in plan.buckets.items()))
     for msg in plan.merged:
-        console.print(f"  note: {msg}")
+        console.print(f"  note: {escape(msg)}")
     for k in plan.off_buckets:
         console.print(f"  [yellow]warning[/]: bucket bs>={k}: speculation is predicted slower than none; "
                       f"it pins its fastest depth {plan.buckets[k]} (steps 0 would still run draft-extend): "
@@ -651,7 +674,8 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag}: the file name is empty")
     runs, found_base, notes, not_modelled, desc = _collect(args)
     if not runs:
-        raise UsageError("no speculative run found in the inputs")
+        why = [n for n in notes if n.endswith("not used")]
+        raise UsageError("no speculative run found in the inputs" + (f" ({why[0]})" if why else ""))
     baselines, more = _resolve_baselines(runs, found_base, args.baseline_tok_s, args.batch_sizes)
     notes += more
     shape, shape_note, target_config = _shape(args)
