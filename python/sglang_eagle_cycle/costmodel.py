@@ -402,7 +402,8 @@ class AcceptanceModel:
                     m = min(pt.steps + 1.0, max(1.0, pt.accept_len + sign * half))
                     shifted[sign].append((pt.steps, m))
             low, high = fit_decay_rule(shifted[-1], weights), fit_decay_rule(shifted[1], weights)
-        kind = "constant rate" if len({p.steps for p in points}) == 1 else "p_j = p1 r^(j-1)"
+        kind = ("one depth: p_j = p1 r^(j-1), r not measured" if len({p.steps for p in points}) == 1
+                else "p_j = p1 r^(j-1)")
         pos = tuple(
             Position(j, rule.p(j), low.p(j) if low else None, high.p(j) if high else None, source="rule")
             for j in range(1, depth + 1)
