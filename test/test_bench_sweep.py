@@ -317,7 +317,10 @@ def test_url_mode_measures_the_standin_built_values(running_standin, tmp_path, c
     assert [b["concurrency"] for b in best["best"]] == [1, 4]
     assert all(b["steps"] == 3 and b["speedup_vs_baseline"] is None for b in best["best"])
 
-    # non-streaming requests: same throughput and accept length, no TTFT/ITL
+    # non-streaming requests: same throughput and accept length, no TTFT/ITL. Throughput is checked
+    # against what the stand-in served (bench_window_matches_served): a loaded fresh-clone run served
+    # these two requests 26% slower than built (137.9 against 185.5 tok/s), which no bench error explains
+    before = len(standin.served(log_path.read_text()))
     out2 = tmp_path / "url_nostream.jsonl"
     assert bench_main(["--url", url, "--concurrency", "2", "--num-prompts", "2", "--no-stream",
                        "--max-new-tokens", str(m), "--warmup-requests", "0", "--output", str(out2),
@@ -325,8 +328,12 @@ def test_url_mode_measures_the_standin_built_values(running_standin, tmp_path, c
     (r,) = read_jsonl(out2)
     built = standin.expected(3, p=k["p"], base_ms=k["base_ms"], step_ms=k["step_ms"],
                              max_new_tokens=m, concurrency=2)
-    assert within(r["output_tok_s"], built.output_tok_s) and within(r["accept_len_mean"], built.accept_len)
+    mine = standin.served(log_path.read_text())[before:]
+    assert len(mine) == 2 and bench_window_matches_served(r["output_tok_s"], mine), \
+        (r["output_tok_s"], standin.served_tok_s(mine), built)
+    assert within(r["accept_len_mean"], built.accept_len)
     assert r["ttft_ms"] is None and r["itl_ms"] is None and r["cycle"] is None
+    before += len(mine)
 
     # --duration: requests are sent for 0.5 s, the ones in flight finish and count
     out3 = tmp_path / "url_duration.jsonl"
@@ -338,7 +345,9 @@ def test_url_mode_measures_the_standin_built_values(running_standin, tmp_path, c
     # a loaded machine stretches a request past its built time); the window holds the 0.5 s
     assert 2 <= r["num_prompts"] <= 2 * math.ceil(0.5 / built.request_s)
     assert r["duration_s"] >= 0.5
-    assert within(r["output_tok_s"], built.output_tok_s)
+    mine = standin.served(log_path.read_text())[before:]
+    assert len(mine) == r["num_prompts"] and bench_window_matches_served(r["output_tok_s"], mine), \
+        (r["output_tok_s"], standin.served_tok_s(mine), built)
 
 
 # ---------------------------------------------------------------------------------------------
