@@ -17,6 +17,7 @@ Usage::
     python benchmarks/sim_advise.py                      # 24 worlds, seed 0, first run 3 or 5 (every kind gets both)
     python benchmarks/sim_advise.py --worlds 48 --seed 3 --first-steps 5 --json
     python benchmarks/sim_advise.py --wide                # broader ranges, some outside the model's
+    python benchmarks/sim_advise.py --blind [--iid]       # a generator written without the model
 
 Exit 0 whenever the protocol ran (this prints figures; it is not a test); 2 on bad arguments.
 """
@@ -35,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import advise_worlds as aw  # noqa: E402
+import advise_worlds_blind as awb  # noqa: E402
 from sglang_eagle_cycle.argtypes import int_in  # noqa: E402
 
 #: Targets the summary is printed against: (figure, comparison, value).
@@ -61,9 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--first-steps", choices=("3", "5", "alternate"), default="alternate",
                    help="depth of the first run (default: 3 for worlds 0-5, 5 for 6-11, and so on: the worlds "
                         "cycle over the six kinds, so every kind is started at both)")
-    p.add_argument("--wide", action="store_true",
-                   help="draw the worlds from wider ranges, some outside the advisor's assumptions "
-                        "(advise_worlds.draw_wide_world): a stress test")
+    kind = p.add_mutually_exclusive_group()
+    kind.add_argument("--wide", action="store_true",
+                      help="draw the worlds from wider ranges, some outside the advisor's assumptions "
+                           "(advise_worlds.draw_wide_world): a stress test")
+    kind.add_argument("--blind", action="store_true",
+                      help="worlds from advise_worlds_blind.py, a generator written from the issue's text "
+                           "without reading the advisor's model: an out-of-sample check")
+    p.add_argument("--iid", action="store_true",
+                   help="with --blind: no per-request difficulty, drift or persistent easy/hard text, so "
+                        "every cycle is an independent sample as the advisor assumes")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     return p
 
@@ -82,8 +91,18 @@ def _fmt_pct(x) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def run(worlds: int, seed: int, first_mode: str, wide: bool = False) -> tuple[list, list, float]:
-    ws = aw.make_worlds(worlds, seed, wide=wide)
+def make(worlds: int, seed: int, wide: bool = False, blind: bool = False, iid: bool = False) -> list:
+    """The worlds of one seed: :func:`advise_worlds.make_worlds` (``wide``: its broader ranges), or
+    ``blind``: :func:`advise_worlds_blind.make_worlds` (``iid``: without persistent per-request
+    differences or drift)."""
+    if blind:
+        return awb.make_worlds(worlds, seed, iid=iid)
+    return aw.make_worlds(worlds, seed, wide=wide)
+
+
+def run(worlds: int, seed: int, first_mode: str, wide: bool = False, blind: bool = False,
+        iid: bool = False) -> tuple[list, list, float]:
+    ws = make(worlds, seed, wide, blind, iid)
     results = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sim-advise-") as tmp:
@@ -154,16 +173,29 @@ def print_text(ws, results, summ, elapsed: float) -> None:
     print(f"{summ['intervals']} intervals scored; {elapsed:.1f} s")
 
 
+def _world_doc(w) -> dict:
+    """A world as JSON: the dataclass fields of :class:`advise_worlds.World`, or, for a blind
+    world, its label fields and noise-free tok/s per depth."""
+    try:
+        return asdict(w)
+    except TypeError:
+        return {"name": w.name, "kind": w.kind, "bs": w.bs, "family": w.family,
+                "true_tok_s": [w.true_tok_s(s) for s in aw.DEPTHS]}
+
+
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    ws, results, elapsed = run(args.worlds, args.seed, args.first_steps, args.wide)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.iid and not args.blind:
+        parser.error("--iid goes with --blind")
+    ws, results, elapsed = run(args.worlds, args.seed, args.first_steps, args.wide, args.blind, args.iid)
     summ = aw.score(results)
     if args.json:
         doc = {"schema": "eagle-cycle-sim-advise/1", "seed": args.seed, "first_steps": args.first_steps,
-               "wide": args.wide,
+               "wide": args.wide, "blind": args.blind, "iid": args.iid,
                "summary": summ,
                "targets": [{"figure": k, "op": op, "target": t} for k, op, t in TARGETS],
-               "worlds": [{"world": asdict(w), "result": asdict(r)} for w, r in zip(ws, results)],
+               "worlds": [{"world": _world_doc(w), "result": asdict(r)} for w, r in zip(ws, results)],
                "elapsed_s": round(elapsed, 2)}
         print(json.dumps(doc))
     else:

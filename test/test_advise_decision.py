@@ -360,6 +360,65 @@ def test_acceptance_hypotheses_from_counts_keep_measured_positions_and_never_ris
     assert hi - lo > 0.15                                   # and genuinely uncertain there
 
 
+def test_a_rising_measured_trend_continues_no_faster_and_capped():
+    """Measured positions rising 0.5 -> 0.6 -> 0.7 (easy text survives the first drafts): beyond
+    them acceptance keeps rising in most hypotheses, never faster than the fitted rate (about 1.18
+    per position) and never above RISE_CAP; a falling trend (the test above) never rises."""
+    acc = cm.AcceptanceModel.from_counts([(5000, 10000), (3000, 5000), (2100, 3000)])
+    p, depth = unc.sample_acceptance(acc, 8, 3000, np.random.default_rng(4))
+    assert depth == 3
+    assert np.mean(p[:, 3] > p[:, 2]) > 0.6                                   # the rise goes on
+    assert np.mean(p[:, 7]) > np.mean(p[:, 2]) + 0.05
+    assert p[:, 3:].max() <= unc.RISE_CAP + 1e-12                            # capped
+    rate = p[:, 3] / p[:, 2]
+    assert np.percentile(rate, 99) <= 1.25                                    # no faster than measured
+
+
+def test_saturation_through_three_nodes_recovers_the_scale():
+    """``A - B exp(-x / lam)`` through three exact nodes gives back ``lam``; a straight line or a
+    steepening curve is not a saturation."""
+    x = np.array([10.0, 30.0, 60.0])
+    y = 10.0 - 8.0 * np.exp(-x / 20.0)
+    lam, ok = unc._saturation(x, np.vstack([y, 1.0 + 0.1 * x, 1.0 + 0.001 * x ** 2]))
+    assert ok.tolist() == [True, False, False]
+    assert lam[0] == pytest.approx(20.0, rel=1e-3)
+    on = unc._on_saturation(100.0, (lam, ok), x, y[None, :], 1)
+    assert on[0] == pytest.approx(10.0 - 8.0 * np.exp(-5.0), rel=1e-6)
+
+
+def test_a_saturating_verify_is_continued_as_one_and_a_flat_one_with_a_large_overhead_is_not():
+    """An MoE verify (256 experts, top-8: y = 4 + 0.2 * distinct experts, the decode step on the
+    curve at bs 16) measured at widths 64 and 128: past them the central hypotheses follow the
+    saturation (55.1 ms at 192 tokens), where the last secant continued says 60.2, which stays
+    inside the envelope as its upper extreme's way; between them the curve bends the same way. A
+    communication-bound verify (flat, 35% above the decode step) makes the first segment steep only
+    through the overhead: continued straight."""
+    def moe(w):
+        return 4.0 + 0.2 * 256 * (1 - (1 - 8 / 256) ** w)
+    pts = [(64.0, moe(64)), (128.0, moe(128))]
+    y = unc.sample_curve(pts, [96.0, 192.0], 4000, np.random.default_rng(5), anchor=(16.0, moe(16)))
+    straight = pts[1][1] + (pts[1][1] - pts[0][1])
+    assert np.median(y[:, 1]) == pytest.approx(moe(192), rel=0.01)
+    assert np.percentile(y[:, 1], 97.5) > moe(192) + 0.5 * (straight - moe(192))
+    assert np.median(y[:, 0]) == pytest.approx(moe(96), rel=0.01)
+    assert np.median(y[:, 0]) > 0.5 * (pts[0][1] + pts[1][1]) + 0.5       # above the chord
+    comm = [(16.0, 20.0 * 1.35 + 0.08), (48.0, 20.0 * 1.35 + 0.4)]
+    y = unc.sample_curve(comm, [72.0], 4000, np.random.default_rng(5), anchor=(8.0, 20.0))
+    assert np.median(y[:, 0]) == pytest.approx(comm[1][1] + 0.01 * 24.0, abs=0.02)
+
+
+def test_a_steep_slope_between_narrow_runs_is_a_padding_step_not_a_knee():
+    """bs 2, runs at widths 12 and 18 whose slope (0.5 ms/token) is steeper than every chord from
+    the decode step (10 ms at width 2): at 10 tokens the chord stays central, not the slope continued
+    down (12 ms). The same shape at widths past the compute threshold is a knee: continued."""
+    narrow = unc.sample_curve([(12.0, 13.0), (18.0, 16.0)], [10.0], 4000, np.random.default_rng(6),
+                              anchor=(2.0, 10.0))
+    assert np.median(narrow[:, 0]) > 12.4
+    wide = unc.sample_curve([(96.0, 13.0), (144.0, 16.0)], [80.0], 4000, np.random.default_rng(6),
+                            anchor=(16.0, 10.0))
+    assert np.median(wide[:, 0]) == pytest.approx(13.0 - 3.0 / 48.0 * 16.0, abs=0.05)
+
+
 def test_mean_only_acceptance_splits_the_shallowest_depth_only_below_it():
     """Mean accept lengths at 3 and 5 steps: below 3 steps the split among positions 1-3 is a
     hypothesis (leaning from the fitted rule to DECAY_PRIOR's ends); E[L(3)], E[L(5)] and every
