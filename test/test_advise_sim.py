@@ -145,3 +145,43 @@ def test_wide_worlds_reach_outside_the_default_ranges_and_advise_never_fails_on_
                for i, w in enumerate(ws[:6])]
     assert [r.failure for r in results] == [None] * 6
     assert all(0.0 <= r.regret < 1.0 and r.runs in (1, 2) for r in results)
+
+
+@pytest.fixture(scope="module")
+def awb(aw):
+    spec = importlib.util.spec_from_file_location("advise_worlds_blind", REPO / "benchmarks" / "advise_worlds_blind.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_blind_worlds_log_what_their_truth_says_and_the_protocol_runs_on_them(aw, awb, tmp_path):
+    """``advise_worlds_blind.py`` (the generator written without the model): its lines parse, a long
+    iid run's mean accept length and period match the world's expected ones, and the scoring protocol
+    runs on one world of each kind without an error (picks are printed by the benchmark, not graded)."""
+    ws = awb.make_worlds(6, 3, iid=True)
+    assert [w.kind for w in ws] == list(awb.KINDS)
+    assert [w.true_tok_s(2) for w in ws] == [w.true_tok_s(2) for w in awb.make_worlds(6, 3, iid=True)]
+    no_stalls = [w for w in ws if not w.p_stall]
+    assert len(no_stalls) >= 2
+    for w in ws[:1] + no_stalls[:2]:
+        assert w.true_tok_s(0) == pytest.approx(1000.0 * w.bs / w.decode_ms())
+        recs = [parse_line(ln) for ln in w.log_lines(3, 1500, random.Random(4))]
+        assert all(r is not None and r.config == (w.bs, 3, 1, 4) for r in recs)
+        acc = [a for r in recs for a in r.accepts]
+        assert statistics.fmean(acc) == pytest.approx(w.mean_accept(3), rel=0.05)
+        if not w.p_stall:
+            # the mean period is the phase means' sum (every noise factor has mean 1)
+            period = statistics.fmean(r.total_ms + (r.gap_ms or 0.0) for r in recs[1:])
+            assert period == pytest.approx(w.period_ms(3), rel=0.03)
+    results = [aw.run_protocol(w, aw.advise_in_process, aw.first_steps(i), random.Random(f"test-blind:{i}"), tmp_path)
+               for i, w in enumerate(ws)]
+    assert [r.failure for r in results] == [None] * 6
+    assert all(0.0 <= r.regret < 1.0 and r.runs in (1, 2) for r in results)
+
+
+def test_sim_advise_refuses_iid_without_blind():
+    import subprocess
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "sim_advise.py"), "--iid"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "--iid goes with --blind" in out.stderr and "Traceback" not in out.stderr
