@@ -14,6 +14,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from cyclegen import generate, log_lines
@@ -375,6 +376,9 @@ def _assert_same_tallies(got, expected):
     for a, b in zip(got, expected):
         assert [list(d.items()) for d in a.phases.values()] == [list(d.items()) for d in b.phases.values()]
         assert list(a.hist.items()) == list(b.hist.items())
+        # the per-line accept lengths and periods, in file order (batch means read them)
+        for x, y in zip(a.series, b.series):
+            np.testing.assert_allclose(x, y, rtol=0, atol=1e-9)
 
 
 def _two_readers(text):

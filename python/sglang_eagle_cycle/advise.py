@@ -40,6 +40,8 @@ BENCH_SCHEMA = "eagle-cycle-bench/1"
 
 #: largest cycle or request-cycle count accepted (beyond it a float loses integer precision)
 MAX_COUNT = 10 ** 15
+#: largest standard error of a mean accept length read from an inspect group (tokens)
+MAX_ACCEPT_SE = 64.0
 #: largest routed-expert count read from a target config
 MAX_EXPERTS = 1 << 20
 
@@ -65,6 +67,10 @@ class Run:
         host_ms: ``draft_prep_ms + gap_ms`` (device-span runs): host preparation and idle time
             per cycle, a cost of its own that does not grow with the depth.
         total_sd: standard deviation of the per-cycle time over the cycles (ms), None when unknown.
+        accept_se, period_se: standard errors of the mean accept length (tokens) and of the mean
+            cycle period (ms) by batch means over the cycle sequence (``batch_se`` of an inspect
+            group, :mod:`.series`), None when unknown. They hold what the per-cycle spread misses:
+            requests whose text stays easy or hard over many cycles, drift.
     """
 
     source: str
@@ -81,6 +87,31 @@ class Run:
     device_spans: Optional[bool] = None
     host_ms: Optional[float] = None
     total_sd: Optional[float] = None
+    accept_se: Optional[float] = None
+    period_se: Optional[float] = None
+
+    def iid_accept_se(self) -> Optional[float]:
+        """Standard error of the mean accept length were every request-cycle independent (tokens):
+        the chain's variance from the per-position counts over ``bs * cycles``; None without counts."""
+        if not self.counts or not self.cycles:
+            return None
+        mean, var = cm.accept_len_moments([a / n if n else 0.0 for a, n in self.counts])
+        return math.sqrt(var / (self.bs * self.cycles))
+
+    def accept_dispersion(self) -> float:
+        """How many times the independent-cycles variance of the mean accept length the cycle
+        sequence shows (``(accept_se / iid_accept_se)^2``, at least 1; 1 when either is unknown)."""
+        iid = self.iid_accept_se()
+        if not self.accept_se or not iid:
+            return 1.0
+        return max(1.0, (self.accept_se / iid) ** 2)
+
+    def total_se_ms(self) -> Optional[float]:
+        """Standard error of the mean cycle time (ms): the larger of ``total_sd / sqrt(cycles)``
+        and the batch-means ``period_se``; None when the per-cycle spread is unknown."""
+        if self.total_sd is None or not self.cycles or not (self.phases and self.phases.get("total_ms")):
+            return None
+        return max(self.total_sd / math.sqrt(self.cycles), self.period_se or 0.0)
 
     def total_ms(self) -> Optional[float]:
         """Mean cycle time: measured, else ``1000 bs accept_len / tok_s``."""
@@ -99,9 +130,7 @@ class Run:
             bs=self.bs, steps=self.steps, total_ms=total, draft_ms=ph.get("draft_ms"),
             verify_ms=ph.get("verify_ms"), extend_ms=ph.get("extend_ms"), other_ms=ph.get("other_ms"),
             weight=float(self.cycles or 1),
-            total_se_ms=(self.total_sd / math.sqrt(self.cycles)
-                         if self.total_sd is not None and self.cycles and self.phases
-                         and self.phases.get("total_ms") else None),
+            total_se_ms=self.total_se_ms(),
         )
 
 
@@ -348,6 +377,7 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
             if isinstance(total_doc, Mapping) else None
         if total_sd is not None and total_sd > MAX_PHASE_MS:
             raise UsageError(f"{what}.phases.total_ms.sd: {total_sd:.3g} ms is not a decode-cycle spread")
+        accept_se, period_se = _batch_se(g.get("batch_se"), f"{what}.batch_se")
         runs.append(Run(
             source=f"{source}#{i}", bs=bs, steps=steps, topk=topk,
             num_draft_tokens=ndt,
@@ -356,7 +386,7 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
             phases=phases if any(v is not None for v in phases.values()) else None,
             tok_s=_tok(g.get("tok_s"), f"{what}.tok_s"),
             device_spans=spans if spans is not None else (False if phases_doc else None), host_ms=host,
-            total_sd=total_sd,
+            total_sd=total_sd, accept_se=accept_se, period_se=period_se,
         ))
     base: dict[int, float] = {}
     db = doc.get("decode_batch")
@@ -365,6 +395,21 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
         base[0] = float(db["gen_tok_s_mean"])
         notes.append(f"{source}: no speculation in its Decode batch lines: baseline {base[0]:.1f} tok/s")
     return runs, base, notes
+
+
+def _batch_se(doc: Any, what: str) -> tuple[Optional[float], Optional[float]]:
+    """``(accept_len SE, period_ms SE)`` from an inspect group's ``batch_se`` (absent or null: unknown)."""
+    if doc is None:
+        return None, None
+    if not isinstance(doc, Mapping):
+        raise UsageError(f"{what}: expected an object")
+    acc = _num(doc.get("accept_len"), f"{what}.accept_len", nonneg=True)
+    per = _num(doc.get("period_ms"), f"{what}.period_ms", nonneg=True)
+    if acc is not None and acc > MAX_ACCEPT_SE:
+        raise UsageError(f"{what}.accept_len: {acc:.3g} tokens is not a standard error of a mean accept length")
+    if per is not None and per > MAX_PHASE_MS:
+        raise UsageError(f"{what}.period_ms: {per:.3g} ms is not a standard error of a cycle time")
+    return acc, per
 
 
 def unwrap_seed(doc: Any, source: str = "input") -> tuple[Any, Optional[float]]:
@@ -713,12 +758,65 @@ class Advice:
                           "total_ms": None if r.total_ms() is None else round(r.total_ms(), 4),
                           "per_request_counts": r.counts is not None, "fitted": r.fitted,
                           "device_spans": r.device_spans,
-                          "host_ms": None if r.host_ms is None else round(r.host_ms, 4)}
+                          "host_ms": None if r.host_ms is None else round(r.host_ms, 4),
+                          "batch_se": None if r.accept_se is None and r.period_se is None else
+                          {"accept_len": r.accept_se, "period_ms": r.period_se,
+                           "dispersion": round(r.accept_dispersion(), 3)}}
                          for r in self.runs],
                 "not_modelled": self.not_modelled,
                 "notes": self.notes,
             },
         }
+
+
+#: a pooled acceptance dispersion from this factor up is named in the notes
+DISPERSION_NOTE = 1.5
+
+
+def _pooled_dispersion(counted: Sequence[Run]) -> tuple[float, float]:
+    """``(dispersion, between)`` of the pooled per-position counts of ``counted`` (runs with counts).
+
+    Within runs: each run's request-cycles weigh ``1 / dispersion`` (:meth:`Run.accept_dispersion`),
+    so the pooled factor is the ``reached``-weighted harmonic mean. Between runs: at the positions
+    two runs or more reached, Cochran's ``Q`` of the runs' rates about their pooled rate, each with
+    its own (dispersed) binomial variance, over its degrees of freedom is the multiplicative
+    heterogeneity ``H^2`` (Higgins and Thompson, Stat. Med. 21 (2002) 1539, eq. 6); ``between`` is
+    ``max(1, H^2)`` and multiplies the dispersion: runs whose request mixes differ more than their
+    noise say so. 1 with one run."""
+    n1 = [float(r.counts[0][1]) for r in counted]
+    phi = [r.accept_dispersion() for r in counted]
+    eff = sum(n / f for n, f in zip(n1, phi))
+    within = sum(n1) / eff if eff > 0 else 1.0
+    q = df = 0.0
+    depth = max(len(r.counts) for r in counted)
+    for j in range(depth):
+        rows = [(a / f, n / f) for r, f in zip(counted, phi) if j < len(r.counts)
+                for a, n in [r.counts[j]] if n > 0]
+        if len(rows) < 2:
+            continue
+        pbar = sum(a for a, _ in rows) / sum(n for _, n in rows)
+        v = pbar * (1.0 - pbar)
+        if v <= 0.0:
+            continue
+        q += sum((a / n - pbar) ** 2 * n / v for a, n in rows)
+        df += len(rows) - 1
+    between = max(1.0, q / df) if df else 1.0
+    return within * between, between
+
+
+def _effective_samples(r: Run) -> Optional[int]:
+    """Request-cycles behind ``r``'s mean accept length (``bs * cycles``), fewer when batch means
+    show a larger standard error than independent request-cycles would: ``var / accept_se^2`` with
+    ``var`` the Bhatia-Davis bound ``(m - 1)(steps + 1 - m)`` on the variance of an accept length of
+    mean ``m`` (Bhatia and Davis, Amer. Math. Monthly 107 (2000) 353), so the count shrinks no
+    more than the standard error demands. None without a cycle count."""
+    if not r.cycles:
+        return None
+    n = r.cycles * r.bs
+    if r.accept_se and r.accept_len:
+        var = max((r.accept_len - 1.0) * (r.steps + 1.0 - r.accept_len), 1e-9)
+        n = min(n, max(1, int(var / r.accept_se ** 2)))
+    return n
 
 
 def build_acceptance(runs: Sequence[Run]) -> tuple[cm.AcceptanceModel, list[str]]:
@@ -739,11 +837,17 @@ def build_acceptance(runs: Sequence[Run]) -> tuple[cm.AcceptanceModel, list[str]
         if len(counted) < len(runs):
             notes.append(f"{len(runs) - len(counted)} run(s) without per-request accept lengths "
                          "not used for acceptance")
+        dispersion, between = _pooled_dispersion(counted)
+        if dispersion >= DISPERSION_NOTE:
+            notes.append(f"acceptance varies {dispersion:.1f}x more than independent request-cycles would ("
+                         + ("between the runs, beyond each run's own noise" if between > 1.0 else
+                            "batch means over the cycle sequence: requests that stay easy or hard")
+                         + "); its intervals count that many times fewer samples")
         try:
-            return cm.AcceptanceModel.from_counts([tuple(t) for t in total]), notes
+            return cm.AcceptanceModel.from_counts([tuple(t) for t in total], dispersion=dispersion), notes
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    points = [cm.MeanPoint(r.steps, r.accept_len, r.cycles * r.bs if r.cycles else None)
+    points = [cm.MeanPoint(r.steps, r.accept_len, _effective_samples(r))
               for r in runs if r.accept_len is not None]
     if not points:
         raise UsageError("no accept length in the inputs: nothing to model acceptance from")
@@ -869,17 +973,18 @@ MEASURED_WINS_Z = 1.96
 
 def run_rel_se(r: Run) -> Optional[float]:
     """Relative standard error of run ``r``'s measured tok/s: the cycle time's
-    (``total_sd / sqrt(cycles) / total_ms``) and the accept length's (chain variance from the
-    per-position counts over ``bs * cycles`` request-cycles, :func:`costmodel.accept_len_moments`)
-    in quadrature; None when the cycle time's noise is unknown (tables, bench records, stock lines)."""
+    (:meth:`Run.total_se_ms` / ``total_ms``) and the accept length's (the larger of the chain
+    variance from the per-position counts over ``bs * cycles`` request-cycles,
+    :func:`costmodel.accept_len_moments`, and the batch-means ``accept_se``) in quadrature; None when the cycle time's noise is unknown (tables, bench records, stock lines)."""
     total = r.total_ms()
-    if not r.cycles or r.total_sd is None or not total or not (r.phases and r.phases.get("total_ms")):
+    se_t = r.total_se_ms()
+    if se_t is None or not total:
         return None
-    rel = (r.total_sd / math.sqrt(r.cycles) / total) ** 2
-    if r.counts:
-        probs = [a / n if n else 0.0 for a, n in r.counts]
-        mean, var = cm.accept_len_moments(probs)
-        rel += var / (r.bs * r.cycles) / mean ** 2
+    rel = (se_t / total) ** 2
+    iid = r.iid_accept_se()
+    if iid is not None:
+        mean = cm.accept_len_moments([a / n if n else 0.0 for a, n in r.counts])[0]
+        rel += (max(iid, r.accept_se or 0.0) / mean) ** 2
     return math.sqrt(rel)
 
 

@@ -32,9 +32,10 @@ Usage::
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import groupby
 from operator import itemgetter
 from typing import Optional
@@ -97,6 +98,9 @@ class ConfigTally:
         hist: ``{accept length: requests}`` summed over the cycles.
         device_spans: the lines are device-span lines (``draft_prep_ms``, ``gap_ms`` in ``phases``).
         adaptive: ``{"explore" | "exploit": cycles}`` for lines with the ``adaptive=`` field, else empty.
+        series: ``(accept_len, period_ms)`` per line in chunk order, float arrays of shape
+            ``(cycles,)``: the line's ``accept_len`` (tokens) and ``total_ms`` plus ``gap_ms`` (ms),
+            NaN for ``-`` (:class:`~sglang_eagle_cycle.series.CycleSeries`).
     """
 
     config: tuple[int, int, int, int]
@@ -105,6 +109,7 @@ class ConfigTally:
     hist: Counter
     device_spans: bool = False
     adaptive: Optional[dict] = None
+    series: Optional[tuple[np.ndarray, np.ndarray]] = field(default=None, compare=False)
 
 
 def _valid_column(key: str, values) -> bool:
@@ -301,7 +306,12 @@ def _scan_tokens(text: str, n: int) -> Optional[list[ConfigTally]]:
     if single:   # the last field's values were counted while checking the line ends
         counts = {key: heads if key == keys[-1] else Counter(cols[key]) for key in counted}
         tally = _tally(tuple(c[0] for c in config_cols), n, counts, spans)
-        return None if tally is None or not _sums_ok(cols, spans) else [tally]
+        if tally is None or not _sums_ok(cols, spans):
+            return None
+        if spans and keys[-1] == "gap_ms":
+            cols["gap_ms"] = [t.partition("\n")[0] for t in last_col]
+        tally.series = _token_series(cols, spans, range(n))
+        return [tally]
     if spans:   # the last column holds "gap_ms=v\n<next line's first word>": keep the value per line
         cols[keys[-1]] = [t.partition("\n")[0] for t in last_col]
     configs = list(zip(*config_cols))
@@ -312,12 +322,27 @@ def _scan_tokens(text: str, n: int) -> Optional[list[ConfigTally]]:
         size = sum(1 for _ in run)
         pick = itemgetter(*order[start:start + size])
         counts = {key: Counter(pick(cols[key]) if size > 1 else [pick(cols[key])]) for key in counted}
+        rows = sorted(order[start:start + size])
         start += size
         tally = _tally(config, size, counts, spans)
         if tally is None:
             return None
+        tally.series = _token_series(cols, spans, rows)
         out.append(tally)
     return out if _sums_ok(cols, spans) else None
+
+
+def _token_series(cols: dict[str, list[str]], spans: bool, rows) -> tuple[np.ndarray, np.ndarray]:
+    """:attr:`ConfigTally.series` of the lines ``rows`` (ascending) from the token columns (values checked)."""
+    def floats(key: str) -> np.ndarray:
+        start = len(key) + 1
+        col = cols[key]
+        return np.array([math.nan if col[i][start:] == "-" else float(col[i][start:]) for i in rows], dtype=float)
+
+    period = floats("total_ms")
+    if spans:
+        period = period + np.nan_to_num(floats("gap_ms"), nan=0.0)
+    return floats("accept_len"), period
 
 
 # ---------------------------------------------------------------------------------------------
@@ -649,11 +674,38 @@ def _scan_array(text: str, n: int, drop: bool = False):
         keep = ~bad
         groups = [(config, kept) for config, rows in groups
                   for kept in [np.flatnonzero(keep) if rows is None else rows[keep[rows]]] if len(kept)]
+    series = _array_series(grid, columns, spans)
+    if series is None:               # a value in another form: the token reader decides
+        return None
     out = []
     for config, rows in groups:
         counts = {key: grid.counts(*columns[key], rows) for key in counted}
         tally = _tally(config, n if rows is None else len(rows), counts, spans)
         if tally is None:
             return None
+        tally.series = series if rows is None else (series[0][rows], series[1][rows])
         out.append(tally)
     return (out, dropped) if drop else out
+
+
+def _cents(grid: _Grid, column: tuple[np.ndarray, np.ndarray, np.ndarray], head: int) -> Optional[np.ndarray]:
+    """One column's values in hundredths (:func:`_hundredths`), ``head``: its key's length + 1."""
+    start, end, keys = column
+    if keys.dtype == np.uint64:
+        return _hundredths_short(keys, end - start - head)
+    return _hundredths(grid, start + head, end)
+
+
+def _array_series(grid: _Grid, columns: dict, spans: bool) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """:attr:`ConfigTally.series` of every line of the chunk; None when a value is not written
+    with two decimals."""
+    got = {}
+    for key in ("accept_len", "total_ms") + (("gap_ms",) if spans else ()):
+        cents = _cents(grid, columns[key], len(key) + 1)
+        if cents is None:
+            return None
+        got[key] = np.where(cents < 0, np.nan, cents / 100.0)
+    period = got["total_ms"]
+    if spans:
+        period = period + np.nan_to_num(got["gap_ms"], nan=0.0)
+    return got["accept_len"], period

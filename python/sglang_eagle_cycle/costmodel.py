@@ -347,16 +347,23 @@ class AcceptanceModel:
     rule_high: Optional[DecayRule] = None
     #: the mean accept lengths it was built from (:meth:`from_means`; empty for counts)
     points: tuple[MeanPoint, ...] = ()
+    #: variance of the measured acceptance over what independent request-cycles give (>= 1;
+    #: from batch means over the cycle sequence): counts weigh ``1 / dispersion`` in intervals
+    dispersion: float = 1.0
 
     @classmethod
-    def from_counts(cls, counts: Sequence[tuple[int, int]]) -> "AcceptanceModel":
+    def from_counts(cls, counts: Sequence[tuple[int, int]], dispersion: float = 1.0) -> "AcceptanceModel":
         """From per-position ``(accepted, reached)`` counts (sum them over runs of any depth).
 
         Positions never reached are dropped from the end; ``samples`` = reached at position 1.
+        ``dispersion`` (>= 1): the counts' variance over the binomial one; the Wilson intervals use
+        ``counts / dispersion`` as their sample.
 
         Raises:
-            ValueError: no position was reached, or accepted > reached somewhere.
+            ValueError: no position was reached, accepted > reached somewhere, or dispersion < 1.
         """
+        if not dispersion >= 1.0:
+            raise ValueError(f"dispersion {dispersion!r} is below 1")
         counts = [(int(a), int(n)) for a, n in counts]
         while counts and counts[-1][1] == 0:
             counts.pop()
@@ -366,12 +373,12 @@ class AcceptanceModel:
         for j, (a, n) in enumerate(counts, start=1):
             if n == 0:
                 raise ValueError(f"position {j} never reached while a deeper one was")
-            lo, hi = wilson_interval(a, n)
+            lo, hi = wilson_interval(a / dispersion, n / dispersion)
             pos.append(Position(j, a / n, lo, hi, a, n, "measured"))
         rule = fit_decay_to_positions([q.p for q in pos], [q.reached for q in pos])
         return cls(
             source="per-request accept lengths", observed_depth=len(pos), measured=tuple(pos),
-            rule=rule, samples=counts[0][1],
+            rule=rule, samples=counts[0][1], dispersion=float(dispersion),
         )
 
     @classmethod
@@ -453,6 +460,7 @@ class AcceptanceModel:
     def to_dict(self, steps: int) -> dict:
         return {
             "source": self.source, "observed_depth": self.observed_depth, "samples": self.samples,
+            "dispersion": _rnd(self.dispersion, 3),
             "decay_rule": {"p1": _rnd(self.rule.p1, 4), "r": _rnd(self.rule.r, 4)},
             "per_position_acceptance": [q.to_dict() for q in self.positions(max(steps, self.observed_depth))],
         }

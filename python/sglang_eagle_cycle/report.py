@@ -51,6 +51,7 @@ from .decode_batch import MARKER as DECODE_MARKER
 from .decode_batch import DecodeBatchStats, parse_decode_batch
 from .errors import UsageError
 from .bulkscan import scan_chunk, scan_chunk_dropping
+from .series import CycleSeries
 from .logfiles import CHUNK_CHARS, LogReadStopped, LogUnreadable, iter_chunks, label_of
 
 SCHEMA = "eagle-cycle-inspect/1"
@@ -206,6 +207,7 @@ class Group:
     lines: int = 0                # cycle lines behind the times (every rank's), weighted by n
     rank_phases: dict = field(default_factory=dict)   # rank -> phase -> [summed ms, cycles]
     adaptive: Counter = field(default_factory=Counter)  # "explore"/"exploit" -> cycles (adaptive= lines)
+    series: CycleSeries = field(default_factory=CycleSeries)  # accept length and period in file order
 
     def add_record(self, rec: CycleRecord, new_cycle: bool = True) -> None:
         """Add one record's times; its cycles, acceptance and tokens only when ``new_cycle`` (False
@@ -236,6 +238,8 @@ class Group:
         self.cycles += w
         if rec.adaptive:
             self.adaptive[rec.adaptive] += w
+        if rec.total_ms is not None:
+            self.series.add(rec.accept_len, rec.total_ms + (rec.gap_ms or 0.0), w)
         hist = rec.histogram()
         if hist:
             self.add_hist(hist)
@@ -328,7 +332,16 @@ class Group:
             "cycle_lines": self.lines,
             "rank_spread": self.rank_spread(),
             "adaptive_cycles": {m: self.adaptive[m] for m in ADAPTIVE_MODES if m in self.adaptive} or None,
+            "batch_se": _batch_se(self.series),
         }
+
+
+def _batch_se(series: CycleSeries) -> Optional[dict[str, Any]]:
+    se = series.standard_errors()
+    if se is None:
+        return None
+    return {"accept_len": _round(se["accept_len"], 6), "period_ms": _round(se["period_ms"], 6),
+            "batch_cycles": se["batch_cycles"], "cycles": se["cycles"]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -558,6 +571,8 @@ class LogReader:
             g.add_hist(t.hist)
             if t.adaptive:
                 g.adaptive.update(t.adaptive)
+            if t.series is not None:
+                g.series.add_arrays(*t.series)
             res.cycles += t.cycles
         return True
 

@@ -13,10 +13,13 @@ central form and alternatives, a hypothesis leans to one side (half each way) by
 the way to that side's extreme (:func:`_toward`): most stay near the central form, the 2.5th and
 97.5th percentiles reach 90% of the way to the extremes.
 
-* **Measured positions**: ``p_j ~ Beta(a + 1/2, n - a + 1/2)`` from ``a`` accepted of ``n``
-  reached (Jeffreys posterior of a binomial proportion). From mean accept lengths only, each
+* **Measured positions**: ``p_j ~ Beta(a / phi + 1/2, (n - a) / phi + 1/2)`` from ``a`` accepted
+  of ``n`` reached (Jeffreys posterior of a binomial proportion), ``phi`` the pooled
+  :attr:`costmodel.AcceptanceModel.dispersion` (``advise``: batch means over each run's cycle
+  sequence and the runs' disagreement, at least 1): request-cycles of requests that stay easy
+  or hard are fewer independent samples than they look. From mean accept lengths only, each
   mean is drawn from its sampling distribution (``sd`` of the accept length implied by the
-  rule, cycles taken as independent) and the decay rule ``p_j = p1 r^(j-1)`` refitted; with one
+  rule over the request-cycles, fewer when batch means say so) and the decay rule ``p_j = p1 r^(j-1)`` refitted; with one
   depth the split between ``p1`` and ``r`` is unknown and ``r`` is drawn from
   :data:`DECAY_PRIOR`. With several depths the split of the shallowest one's accept length
   among its positions is still unknown (2.1 at 2 and at 5 steps fits ``p1 = 0.86, p2 = 0.27``
@@ -78,8 +81,9 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   (only 1-step runs) drawn as :data:`UNKNOWN_STEP` times the draft-extend at width ``bs``.
   Other time (and host preparation and gaps): as measured, depth-independent.
 * **Measurement noise of the cycle times**: the measured mean cycle time at each width is off by
-  its standard error (per-cycle sd / sqrt(cycles), from ``inspect``'s ``sd``), carried to the
-  other widths by :func:`measurement_noise`.
+  its standard error (the larger of per-cycle sd / sqrt(cycles), from ``inspect``'s ``sd``, and
+  the batch-means error of the period, ``batch_se``), carried to the other widths by
+  :func:`measurement_noise`.
 
 These ranges are assumptions, not fits to any benchmark. A world outside them can fall outside
 the intervals: a verify-mode overhead above 50% of the decode step with one measured width,
@@ -87,8 +91,8 @@ acceptance that rises beyond the measured positions faster than the measured one
 that below a measured point grows faster than ``x^1.25`` (a per-token cost rising by more than
 19% per doubling of the width), a staircase (padding to CUDA-graph or kernel tile sizes) whose
 steps fall between measured widths, a cost that more than steepens by half past the measured
-widths, or runs whose acceptance or cycle time drift or differ by request mix more than their
-per-cycle noise says (every cycle is taken as an independent sample). The advisor names the
+widths, or runs whose acceptance or cycle time wander over spans longer than an eighth of the run
+(batch means see only shorter ones) or whose request mix differs from the next run's. The advisor names the
 source that dominates each interval, so the run that would check it is clear.
 """
 
@@ -316,7 +320,8 @@ def sample_acceptance(acc: cm.AcceptanceModel, max_steps: int, n: int,
         pos = acc.measured
         a = np.array([q.accepted for q in pos], dtype=float)
         reached = np.array([q.reached for q in pos], dtype=float)
-        pm = rng.beta(a + 0.5, reached - a + 0.5, size=(n, len(pos)))
+        phi = max(1.0, float(acc.dispersion))   # overdispersed counts weigh 1 / phi
+        pm = rng.beta(a / phi + 0.5, (reached - a) / phi + 0.5, size=(n, len(pos)))
         if len(pos) >= 2:
             rb = _beyond_rate(_decay_fit(pm, reached), rng)
         else:
@@ -621,15 +626,16 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
     tok_shape = tok.copy()
     if spec:
         tok_shape[:, cols] = 1000.0 * bs * e / np.maximum(shape_total, 1e-9)
-    return Ensemble(bs, steps, tok, acc_len, ph, depth, sources, _run_se(obs, bs, steps, p), tok_shape)
+    return Ensemble(bs, steps, tok, acc_len, ph, depth, sources, _run_se(obs, bs, steps, p, acc.dispersion), tok_shape)
 
 
-def _run_se(obs: Sequence[cm.CycleObservation], bs: int, steps: Sequence[int], p: np.ndarray) -> np.ndarray:
+def _run_se(obs: Sequence[cm.CycleObservation], bs: int, steps: Sequence[int], p: np.ndarray,
+            dispersion: float = 1.0) -> np.ndarray:
     """Per depth in ``steps``: the relative standard error of a new run's tok/s, as long as the
     median measured run at ``bs`` (cycles): ``sqrt((se_T / T)^2 + (sd_L / sqrt(bs c) / E[L])^2)``,
     the cycle time's relative error taken from the measured runs (``total_se_ms / total_ms``,
     median) and the accept length's from the chain's variance (:func:`costmodel.accept_len_moments`,
-    median hypothesis). 0 for steps 0 and when no run at ``bs`` reports its noise."""
+    median hypothesis) times ``dispersion`` (:attr:`costmodel.AcceptanceModel.dispersion`). 0 for steps 0 and when no run at ``bs`` reports its noise."""
     noisy = [o for o in obs if o.bs == bs and o.total_se_ms and o.total_ms > 0]
     out = np.zeros(len(steps))
     if not noisy:
@@ -641,7 +647,7 @@ def _run_se(obs: Sequence[cm.CycleObservation], bs: int, steps: Sequence[int], p
         if s <= 0:
             continue
         mean, var = cm.accept_len_moments(pm[:s])
-        rel_l = math.sqrt(var / max(1.0, bs * cycles)) / mean
+        rel_l = math.sqrt(dispersion * var / max(1.0, bs * cycles)) / mean
         out[i] = math.sqrt(rel_t ** 2 + rel_l ** 2)
     return out
 
