@@ -123,3 +123,50 @@ def test_batch_se_in_an_inspect_document_is_checked():
                      ({"period_ms": "x"}, "expected a finite number")):
         with pytest.raises(adv.UsageError, match=msg):
             adv.runs_from_inspect({"groups": [{**base, "batch_se": bad}]}, "d")
+
+
+def test_batch_se_bounds_are_the_groups_own(tmp_path):
+    base = {"bs": 3, "steps": 3, "topk": 1, "cycles": 2000, "accept_len_mean": 2.4,
+            "phases": {"total_ms": {"mean": 15.0, "sd": 1.0}}}
+    for bad, msg in (({"accept_len": 2.0}, r"at 3 steps \(at most 1.5\)"),
+                     ({"period_ms": 20.0}, "mean cycle time of 15 ms"),
+                     ({"accept_len": 0.02, "batch_cycles": "x"}, "batch_cycles"),
+                     ({"accept_len": 0.02, "cycles": -5}, "batch_se.cycles")):
+        with pytest.raises(adv.UsageError, match=msg):
+            adv.runs_from_inspect({"groups": [{**base, "batch_se": bad}]}, "d")
+
+
+def test_a_log_beside_an_older_inspect_document_keeps_its_batch_means(tmp_path):
+    import json
+
+    from sglang_eagle_cycle import cli
+
+    log = _persistent_log(tmp_path, "slow.log", 0.5, 0.002)
+    doc = inspect_paths([log])
+    for g in doc["groups"]:
+        g.pop("batch_se")                           # as inspect wrote it before batch_se
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    for order in ([str(old), str(log)], [str(log), str(old)]):
+        import contextlib
+        import io
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            assert cli.main(["advise", *order, "--baseline-tok-s", "200", "--json"]) == 0
+        got = json.loads(buf.getvalue())
+        assert got["inputs"]["acceptance"]["dispersion"] > 4.0
+        assert len(got["inputs"]["runs"]) == 1 and got["inputs"]["runs"][0]["batch_se"] is not None
+        assert any("counted once" in n for n in got["inputs"]["notes"])
+
+
+def test_advise_says_when_a_gzip_log_is_cut(tmp_path, capsys):
+    import gzip
+
+    from sglang_eagle_cycle import cli
+
+    data = gzip.compress(_persistent_log(tmp_path, "slow.log", 0.5, 0.02).read_bytes())
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    assert cli.main(["advise", str(cut), "--baseline-tok-s", "200"]) == 0
+    err = capsys.readouterr().err
+    assert "reading stopped early (truncated gzip" in err and str(cut) in err

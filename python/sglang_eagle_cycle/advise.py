@@ -40,8 +40,6 @@ BENCH_SCHEMA = "eagle-cycle-bench/1"
 
 #: largest cycle or request-cycle count accepted (beyond it a float loses integer precision)
 MAX_COUNT = 10 ** 15
-#: largest standard error of a mean accept length read from an inspect group (tokens)
-MAX_ACCEPT_SE = 64.0
 #: largest routed-expert count read from a target config
 MAX_EXPERTS = 1 << 20
 
@@ -377,7 +375,7 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
             if isinstance(total_doc, Mapping) else None
         if total_sd is not None and total_sd > MAX_PHASE_MS:
             raise UsageError(f"{what}.phases.total_ms.sd: {total_sd:.3g} ms is not a decode-cycle spread")
-        accept_se, period_se = _batch_se(g.get("batch_se"), f"{what}.batch_se")
+        accept_se, period_se = _batch_se(g.get("batch_se"), f"{what}.batch_se", steps, phases["total_ms"])
         runs.append(Run(
             source=f"{source}#{i}", bs=bs, steps=steps, topk=topk,
             num_draft_tokens=ndt,
@@ -397,18 +395,29 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
     return runs, base, notes
 
 
-def _batch_se(doc: Any, what: str) -> tuple[Optional[float], Optional[float]]:
-    """``(accept_len SE, period_ms SE)`` from an inspect group's ``batch_se`` (absent or null: unknown)."""
+def _batch_se(doc: Any, what: str, steps: int, total_ms: Optional[float]) -> tuple[Optional[float], Optional[float]]:
+    """``(accept_len SE, period_ms SE)`` from an inspect group's ``batch_se`` (absent or null: unknown).
+
+    Raises:
+        UsageError: not an object; a value that is not a finite non-negative number; an accept-length
+            error above ``steps / 2`` (the largest standard deviation of a value in ``1..steps + 1``);
+            a period error above the group's mean cycle time; ``batch_cycles`` or ``cycles`` not a
+            count.
+    """
     if doc is None:
         return None, None
     if not isinstance(doc, Mapping):
         raise UsageError(f"{what}: expected an object")
     acc = _num(doc.get("accept_len"), f"{what}.accept_len", nonneg=True)
     per = _num(doc.get("period_ms"), f"{what}.period_ms", nonneg=True)
-    if acc is not None and acc > MAX_ACCEPT_SE:
-        raise UsageError(f"{what}.accept_len: {acc:.3g} tokens is not a standard error of a mean accept length")
-    if per is not None and per > MAX_PHASE_MS:
-        raise UsageError(f"{what}.period_ms: {per:.3g} ms is not a standard error of a cycle time")
+    for key in ("batch_cycles", "cycles"):
+        _int(doc.get(key), f"{what}.{key}", maximum=MAX_COUNT, allow_none=True)
+    if acc is not None and acc > steps / 2:
+        raise UsageError(f"{what}.accept_len: {acc:.3g} tokens is not a standard error of a mean accept length "
+                         f"at {cm.steps_text(steps)} (at most {steps / 2:g})")
+    if per is not None and per > (total_ms if total_ms else MAX_PHASE_MS):
+        raise UsageError(f"{what}.period_ms: {per:.3g} ms is not a standard error of a mean cycle time"
+                         + (f" of {total_ms:.3g} ms" if total_ms else ""))
     return acc, per
 
 
@@ -943,10 +952,16 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
     return Advice(acc, cost, per_bs, primary, measured, list(modelled), notes, not_modelled)
 
 
+def _has_batch_se(r: Run) -> bool:
+    return r.accept_se is not None or r.period_se is not None
+
+
 def _distinct_runs(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
     """``runs`` with any run given twice (a copied log, a log beside its own inspect document)
     counted once, and a note for each: identical batch size, depth, cycle count, accept length,
-    tok/s and mean cycle time. Runs without a cycle count (table rows) are never merged."""
+    tok/s and mean cycle time. The first copy is kept unless only a later one carries batch-means
+    errors (a log beside an inspect document written before ``batch_se``). Runs without a cycle
+    count (table rows) are never merged."""
     seen: dict[tuple, Run] = {}
     out, notes = [], []
     for r in runs:
@@ -955,8 +970,12 @@ def _distinct_runs(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
                None if r.tok_s is None else round(r.tok_s, 3), None if total is None else round(total, 4))
         twin = seen.get(key) if r.cycles else None
         if twin is not None:
+            kept = twin
+            if _has_batch_se(r) and not _has_batch_se(twin):   # keep the copy that knows its batch means
+                out[out.index(twin)] = seen[key] = kept = r
             notes.append(f"{r.source} holds the same run as {twin.source} (bs {r.bs}, {cm.steps_text(r.steps)}, "
-                         f"{r.cycles} cycles, identical accept length and tok/s): counted once")
+                         f"{r.cycles} cycles, identical accept length and tok/s): counted once, as "
+                         f"{kept.source}" + (" (its batch-means errors)" if kept is r else ""))
             continue
         seen[key] = r
         out.append(r)

@@ -343,11 +343,20 @@ def _from_log(name: str, path: str):
 
     from ..errors import UsageError
 
+    stopped: list[str] = []   # a truncated gzip or an unreadable tail: said, as inspect says it
+
+    def keep(msg: str) -> None:
+        if "reading stopped early" in msg:
+            stopped.append(msg.replace(path, name))
+
     try:
-        doc = inspect_paths([path], warn=lambda msg: None)
+        doc = inspect_paths([path], warn=keep)
     except UsageError as exc:  # name the file as the user gave it, not a spooled copy
         raise UsageError(str(exc).replace(path, name)) from None
+    for msg in stopped:
+        _warn(msg)
     runs, _, notes = adv.runs_from_inspect(doc, name)
+    notes = stopped + notes
     base: dict[int, float] = {}
     db = doc.get("decode_batch") or {}
     if not runs and db.get("intervals") and not db.get("intervals_with_accept") and name != "-":
