@@ -108,6 +108,19 @@ def within(measured: float, built: float, tol: float = 0.10) -> bool:
 EDGE_S = 0.2
 
 
+#: how late one request of the stand-in may finish on a loaded machine: its ticks keep an absolute
+#: clock, so a stalled tick delays the request once and the next ticks catch up (a fresh-clone run
+#: with the suite's own workers on the 2 cores saw 0.40 s against 0.32 s built)
+STALL_S = 0.15
+
+
+def served_in(measured: float, built: float, tol: float = 0.10) -> bool:
+    """A stand-in request's service time: never more than ``tol`` below the built one (sleeps only
+    run late), above it by at most ``tol`` plus :data:`STALL_S` (one stall): a wrong token count per
+    cycle (a factor of 2 or more at these sizes) still fails."""
+    return built * (1 - tol) <= measured <= built * (1 + tol) + STALL_S
+
+
 def bench_window_matches_served(tok_s: float, reqs) -> bool:
     """The bench's window (its tokens / its tok/s) holds the served span and exceeds it by at most
     10% plus :data:`EDGE_S`: a wrong token count or time unit fails, client latency does not."""
@@ -391,7 +404,7 @@ def test_launch_sweep_then_resume_skips_finished_configurations(tmp_path):
         assert x["status"] == "ok" and bench_window_matches_served(x["output_tok_s"], mine), \
             (x, standin.served_tok_s(mine))
         for q in mine:
-            assert within(q.finished - q.arrived, built.request_s), (q, built)
+            assert served_in(q.finished - q.arrived, built.request_s), (q, built)
         assert x["speedup_vs_baseline"] == pytest.approx(x["output_tok_s"] / base[x["concurrency"]], abs=1e-3)
         if x["steps"]:
             assert within(x["accept_len_mean"], built.accept_len)
