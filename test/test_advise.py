@@ -835,3 +835,18 @@ def test_adaptive_candidates_for_the_cost_policy(capsys, tmp_path, seed_inspect)
     assert rc == 2 and "--adaptive-candidates" in err and "exists" in err and err.count("\n") == 1
     rc, _, err = run_advise(capsys, seed_inspect, "--adaptive-candidates", "x.json", "--adaptive-config", "x.json")
     assert rc == 2 and "same file" in err
+
+
+@pytest.mark.parametrize("phases", [[], 0, "", False])
+def test_phases_that_are_not_an_object_are_refused_even_when_empty(capsys, seed, tmp_path, phases):
+    # these once read as "no phase data" and dropped the run to totals mode without a word
+    path = _variant(seed, tmp_path, "phases", lambda g, w: g.update(phases=phases))
+    assert_refused(capsys, path, "--baseline-tok-s", "88.8", match="groups[0].phases: expected an object")
+
+
+def test_a_byte_order_mark_before_a_document_is_not_part_of_it(capsys, seed, tmp_path):
+    plain = _variant(seed, tmp_path, "plain", lambda g, w: None)
+    bom = tmp_path / "bom.json"
+    bom.write_text("\ufeff" + plain.read_text(), encoding="utf-8")
+    got = advise_json(capsys, bom, "--baseline-tok-s", "88.8")
+    assert got["recommended"] == advise_json(capsys, plain, "--baseline-tok-s", "88.8")["recommended"]

@@ -252,9 +252,13 @@ def test_baseline_number_and_log(capsys, log, tmp_path):
     rc, out, _ = run_cli(capsys, log, "--json", "--baseline", f"1:{fast}", "--baseline", f"4:{fast}")
     codes = [f["code"] for f in json.loads(out)["findings"]]
     assert rc == 0 and codes.count("slower_than_baseline") == len(doc["groups"]) + 1   # + the Decode batch line
-    rc, out, _ = run_cli(capsys, log, "--json", "--baseline", f"4:{fast}")   # bs 1 has no baseline
+    rc, out, err = run_cli(capsys, log, "--json", "--baseline", f"4:{fast}")   # bs 1 has no baseline
     slow = [f for f in json.loads(out)["findings"] if f["code"] == "slower_than_baseline"]
     assert rc == 0 and {(f["config"] or {}).get("bs", f["evidence"].get("bs")) for f in slow} == {4}
+    assert "warning" not in err
+    # a batch size the log never ran at is said, not silently dropped (advise says it too)
+    rc, out, err = run_cli(capsys, log, "--json", "--baseline", f"4:{fast}", "--baseline", "8:100")
+    assert rc == 0 and "--baseline for bs 8: no cycles at that batch size" in err and err.count("\n") == 1
     for bad in (["--baseline", "0:50"], ["--baseline", "4:x"], ["--baseline", "4:50", "--baseline", "88"]):
         rc, _, err = run_cli(capsys, log, *bad)
         assert rc == 2 and "baseline" in err and err.count("\n") == 1

@@ -345,7 +345,9 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
         if steps == 0:
             notes.append(f"{what}: 0-step group skipped")
             continue
-        phases_doc = g.get("phases") or {}
+        phases_doc = g.get("phases")
+        if phases_doc is None:
+            phases_doc = {}
         if not isinstance(phases_doc, Mapping):
             raise UsageError(f"{what}.phases: expected an object")
         phases = {k: _phase_mean(phases_doc, k, f"{what}.phases")

@@ -175,6 +175,8 @@ def _loads(text: str, where: str):
     """``json.loads`` with every failure as a one-line UsageError (deep nesting, huge integers too)."""
     from ..errors import UsageError
 
+    if text.startswith("\ufeff"):   # a byte-order mark some editors write: not part of the document
+        text = text[1:]
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -259,6 +259,12 @@ def main(args: argparse.Namespace) -> int:
         doc = inspect_paths(args.logs, baseline=_baseline(args.baseline), warn=_warn,
                             on_record=_guarded(writer.add, trace_out) if writer else None,
                             on_rejected=_show_rejected, max_rejected=args.show_rejected, groups_out=groups)
+        base = _baseline(args.baseline)
+        if isinstance(base, dict) and doc["groups"]:
+            unused = sorted(set(base) - {g["bs"] for g in doc["groups"]})
+            if unused:
+                _warn(f"--baseline for bs {', '.join(map(str, unused))}: no cycles at that batch size in the "
+                      "input; not used")
         if writer is not None:
             with trace_out.guard():
                 writer.close()
