@@ -69,6 +69,8 @@ class Run:
             cycle period (ms) by batch means over the cycle sequence (``batch_se`` of an inspect
             group, :mod:`.series`), None when unknown. They hold what the per-cycle spread misses:
             requests whose text stays easy or hard over many cycles, drift.
+        tok_s_se: standard error of ``tok_s`` itself (tok/s), where neither the cycle time's nor the
+            acceptance's is known: stock Decode batch lines (batch means over their intervals).
     """
 
     source: str
@@ -87,6 +89,7 @@ class Run:
     total_sd: Optional[float] = None
     accept_se: Optional[float] = None
     period_se: Optional[float] = None
+    tok_s_se: Optional[float] = None
 
     def iid_accept_se(self) -> Optional[float]:
         """Standard error of the mean accept length were every request-cycle independent (tokens):
@@ -108,6 +111,9 @@ class Run:
         """Standard error of the mean cycle time (ms): the larger of ``total_sd / sqrt(cycles)``
         and the batch-means ``period_se``; None when the per-cycle spread is unknown."""
         if self.total_sd is None or not self.cycles or not (self.phases and self.phases.get("total_ms")):
+            if self.tok_s_se and self.tok_s and not (self.phases and self.phases.get("total_ms")):
+                total = self.total_ms()   # from tok/s: its relative error is the tok/s one
+                return None if total is None else total * self.tok_s_se / self.tok_s
             return None
         return max(self.total_sd / math.sqrt(self.cycles), self.period_se or 0.0)
 
@@ -770,6 +776,7 @@ class Advice:
                           "per_request_counts": r.counts is not None, "fitted": r.fitted,
                           "device_spans": r.device_spans,
                           "host_ms": None if r.host_ms is None else round(r.host_ms, 4),
+                          "tok_s_se": None if r.tok_s_se is None else round(r.tok_s_se, 4),
                           "batch_se": None if r.accept_se is None and r.period_se is None else
                           {"accept_len": r.accept_se, "period_ms": r.period_se,
                            "dispersion": round(r.accept_dispersion(), 3)}}
@@ -996,8 +1003,11 @@ def run_rel_se(r: Run) -> Optional[float]:
     """Relative standard error of run ``r``'s measured tok/s: the cycle time's
     (:meth:`Run.total_se_ms` / ``total_ms``) and the accept length's (the larger of the chain
     variance from the per-position counts over ``bs * cycles`` request-cycles,
-    :func:`costmodel.accept_len_moments`, and the batch-means ``accept_se``) in quadrature; None when the cycle time's noise is unknown (tables, bench records, stock lines)."""
+    :func:`costmodel.accept_len_moments`, and the batch-means ``accept_se``) in quadrature; for stock
+    Decode batch lines, ``tok_s_se / tok_s``; None when the cycle time's noise is unknown (tables, bench records, stock lines)."""
     total = r.total_ms()
+    if r.tok_s_se is not None and r.tok_s and r.total_sd is None:
+        return r.tok_s_se / r.tok_s   # stock Decode batch lines: the tok/s series' own error
     se_t = r.total_se_ms()
     if se_t is None or not total:
         return None

@@ -34,9 +34,12 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Optional
+
+import numpy as np
 
 MARKER = "Decode batch"
 
@@ -150,12 +153,45 @@ class _Mean:
         return round(self.total / self.count, 6) if self.count else None
 
 
+class _SeriesMean(_Mean):
+    """A :class:`_Mean` that also keeps its values in order (one float per interval)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values = array("d")
+
+    def add(self, x: float) -> None:
+        super().add(x)
+        self.values.append(x)
+
+    def merge(self, other: "_Mean") -> None:
+        super().merge(other)
+        self.values.extend(getattr(other, "values", ()))
+
+    def standard_error(self) -> Optional[float]:
+        """Overlapping-batch-means standard error of the mean (:func:`.series.obm_standard_error`,
+        batches an eighth of the intervals); None below :data:`MIN_SE_INTERVALS` intervals."""
+        if len(self.values) < MIN_SE_INTERVALS:
+            return None
+        from .series import BATCHES, obm_standard_error
+
+        v = np.frombuffer(self.values, dtype=float)
+        return obm_standard_error(v, max(1, len(v) // BATCHES))
+
+
+#: fewest speculative Decode batch intervals at one batch size behind a standard error of their mean
+MIN_SE_INTERVALS = 16
+
+
 class DecodeBatchStats:
     """Counts and unweighted means of decode intervals from one log (or several, via :meth:`merge`).
 
     An interval printed by several ranks (same text after ``Decode batch``, different rank label,
     within :data:`TP_REPEAT_WINDOW` intervals) counts once. Lines with no rank label are never
-    treated as repeats. Memory: a few numbers per batch size, plus the repeat window.
+    treated as repeats. Memory: a few numbers per batch size, one per speculative interval (for the
+    standard error of its mean), plus the repeat window.
     """
 
     def __init__(self) -> None:
@@ -166,7 +202,7 @@ class DecodeBatchStats:
         self.gen_tok_s = _Mean()
         #: ``{running_req: mean gen tok/s}`` of intervals without / with speculative fields.
         self.gen_tok_s_by_bs_plain: dict[int, _Mean] = {}
-        self.gen_tok_s_by_bs_spec: dict[int, _Mean] = {}
+        self.gen_tok_s_by_bs_spec: dict[int, _SeriesMean] = {}   # in log order, for its standard error
         self.all_accepted = True  # every interval with an accept rate had accept rate 1.0
         self._recent: deque[tuple[str, set]] = deque(maxlen=TP_REPEAT_WINDOW)
 
@@ -189,7 +225,7 @@ class DecodeBatchStats:
         self.gen_tok_s.add(d.gen_tok_s)
         if d.accept_len is not None:
             self.accept_len.add(d.accept_len)
-            self.gen_tok_s_by_bs_spec.setdefault(d.running_req, _Mean()).add(d.gen_tok_s)
+            self.gen_tok_s_by_bs_spec.setdefault(d.running_req, _SeriesMean()).add(d.gen_tok_s)
         else:
             self.gen_tok_s_by_bs_plain.setdefault(d.running_req, _Mean()).add(d.gen_tok_s)
         if d.accept_rate is not None:
@@ -204,10 +240,10 @@ class DecodeBatchStats:
         self.accept_len.merge(other.accept_len)
         self.accept_rate.merge(other.accept_rate)
         self.gen_tok_s.merge(other.gen_tok_s)
-        for mine, theirs in ((self.gen_tok_s_by_bs_plain, other.gen_tok_s_by_bs_plain),
-                             (self.gen_tok_s_by_bs_spec, other.gen_tok_s_by_bs_spec)):
+        for mine, theirs, kind in ((self.gen_tok_s_by_bs_plain, other.gen_tok_s_by_bs_plain, _Mean),
+                                   (self.gen_tok_s_by_bs_spec, other.gen_tok_s_by_bs_spec, _SeriesMean)):
             for bs, mean in theirs.items():
-                mine.setdefault(bs, _Mean()).merge(mean)
+                mine.setdefault(bs, kind()).merge(mean)
         self.all_accepted = self.all_accepted and other.all_accepted
 
     def summary(self) -> dict[str, Any]:
@@ -228,6 +264,12 @@ class DecodeBatchStats:
     def spec_tok_s_by_bs(self) -> dict[int, float]:
         """``{batch size: mean gen tok/s}`` of intervals with speculative fields."""
         return {bs: m.value for bs, m in sorted(self.gen_tok_s_by_bs_spec.items())}
+
+    def spec_tok_s_se_by_bs(self) -> dict[int, Optional[float]]:
+        """``{batch size: standard error of that mean (tok/s)}`` by overlapping batch means over the
+        intervals in log order (intervals at other batch sizes left out); None below
+        :data:`MIN_SE_INTERVALS` intervals."""
+        return {bs: m.standard_error() for bs, m in sorted(self.gen_tok_s_by_bs_spec.items())}
 
 
 #: ``speculative_<name>`` in SGLang's start-up ``server_args=`` line, in both shapes it has had:

@@ -395,8 +395,9 @@ def _decode_batch_runs(name: str, path: str, db: dict):
     steps, topk = spec["num_steps"], spec.get("eagle_topk") or 1
     ndt = spec.get("num_draft_tokens")
     accept = db.get("accept_len_mean")
+    se = res.decode.spec_tok_s_se_by_bs()
     runs = [adv.Run(source=f"{name} (Decode batch, bs {bs})", bs=bs, steps=steps, topk=topk, num_draft_tokens=ndt,
-                    accept_len=accept, tok_s=tok)
+                    accept_len=accept, tok_s=tok, tok_s_se=se.get(bs))
             for bs, tok in res.decode.spec_tok_s_by_bs().items() if tok and tok > 0 and bs >= 1]
     return runs, [f"{name}: stock Decode batch lines at {steps} steps (from its server_args line): mean accept "
                   f"length {accept:.2f} over {db['intervals_with_accept']} intervals, tok/s per batch size "
