@@ -99,9 +99,16 @@ class CycleSeries:
         if self.broken:
             return
         keep = ~(np.isnan(accept_len) | np.isnan(period_ms))
-        self._pend_acc.extend(accept_len[keep].tolist())
-        self._pend_per.extend(period_ms[keep].tolist())
-        self._flush()
+        a, p = accept_len[keep], period_ms[keep]
+        if self._pend_acc:
+            a = np.concatenate((np.asarray(self._pend_acc, dtype=float), a))
+            p = np.concatenate((np.asarray(self._pend_per, dtype=float), p))
+        k = len(a) // BLOCK
+        if k:
+            self._acc.frombytes(a[:k * BLOCK].reshape(k, BLOCK).mean(axis=1).tobytes())
+            self._per.frombytes(p[:k * BLOCK].reshape(k, BLOCK).mean(axis=1).tobytes())
+        self._pend_acc = a[k * BLOCK:].tolist()
+        self._pend_per = p[k * BLOCK:].tolist()
 
     def _flush(self) -> None:
         k = len(self._pend_acc) // BLOCK
