@@ -850,3 +850,23 @@ def test_a_byte_order_mark_before_a_document_is_not_part_of_it(capsys, seed, tmp
     bom.write_text("\ufeff" + plain.read_text(), encoding="utf-8")
     got = advise_json(capsys, bom, "--baseline-tok-s", "88.8")
     assert got["recommended"] == advise_json(capsys, plain, "--baseline-tok-s", "88.8")["recommended"]
+
+
+def test_stdin_takes_an_inspect_document_and_bench_records_as_well_as_a_log(capsys, tmp_path):
+    """``advise -`` read only logs: an inspect --json piped in was "nothing to inspect"."""
+    from sglang_eagle_cycle.report import inspect_paths
+
+    log = tmp_path / "server.log"
+    _write_log(log, {2: 300, 6: 900}, seed=2)
+    base = ["--baseline-tok-s", "100", "--max-steps", "6", "--json"]
+    plain = advise_json(capsys, log, *base[:-1])
+    rec = {"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": 2, "topk": 1,
+           "num_draft_tokens": 3, "concurrency": BS, "status": "ok", "output_tok_s": 150.0, "accept_len_mean": 2.0}
+    for data, check in ((log.read_bytes(), lambda d: d["recommended"] == plain["recommended"]),
+                        (("\ufeff" + json.dumps(inspect_paths([log]), indent=1)).encode(),
+                         lambda d: d["recommended"] == plain["recommended"]),
+                        ((json.dumps(rec) + "\n").encode(), lambda d: d["inputs"]["runs"][0]["steps"] == 2)):
+        proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "advise", "-", *base],
+                              input=data, capture_output=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr.decode()
+        assert check(json.loads(proc.stdout))

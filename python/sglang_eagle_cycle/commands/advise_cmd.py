@@ -9,9 +9,10 @@ INPUT is any of:
   * an ``eagle-cycle inspect --json`` document (optional parts may be missing or null);
     a file wrapping one as ``{"inputs": {"inspect_json": {...}, "baseline_no_spec_tok_s": X}}``
     (the repository's ``data/benchmarks/seed_kimi_k25.json``) is unwrapped and its baseline used;
-  * server logs or our JSONL (anything ``eagle-cycle inspect`` reads; ``-`` for stdin);
+  * server logs or our JSONL (anything ``eagle-cycle inspect`` reads);
     a log of a server without speculation supplies the baseline;
   * ``bench_eagle_cycle.py`` output (``eagle-cycle-bench/1`` JSONL; steps 0 records are baselines).
+``-`` reads one of them from stdin (a log is streamed; a document or JSONL is copied first).
 Or a published table: ``--table FILE --model NAME --benchmark NAME [--draft NAME] [--fit S,K,T ...]``
 in the SpecBundle format (draft names match case- and punctuation-insensitively).
 
@@ -32,6 +33,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -279,6 +281,28 @@ def _readable_again(name: str, spool: Path) -> Path:
     return copy
 
 
+def _stdin_document(spool: Path) -> Optional[Path]:
+    """A copy of stdin in ``spool`` when it holds a JSON document or JSONL (its first bytes, after a
+    byte-order mark and blanks, open an object or an array), else None: a log is streamed from
+    stdin as inspect streams it, never copied. Only what the stream has buffered is looked at."""
+    buf = getattr(sys.stdin, "buffer", None)
+    peek = getattr(buf, "peek", None)
+    if peek is None:
+        return None
+    try:
+        head = peek(1 << 16)
+    except (OSError, ValueError):
+        return None
+    body = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    # "[2026-12-01 10:00:00 TP0] ..." is a log line's prefix, "[{" or "[[" an array (as _sniff reads it)
+    if not (body.startswith(b"{") or (body.startswith(b"[") and body[1:].lstrip()[:1] in (b"[", b"{", b'"', b"]"))):
+        return None
+    copy = spool / "stdin.json"
+    with copy.open("wb") as dst:
+        shutil.copyfileobj(buf, dst)
+    return copy
+
+
 def _collect_inputs(args, names: list[str], spool: Path):
     from .. import advise as adv
     from ..errors import UsageError
@@ -290,7 +314,9 @@ def _collect_inputs(args, names: list[str], spool: Path):
         if name != "-" and Path(name).is_dir():
             raise UsageError(f"{name}: is a directory")
         path = _readable_again(name, spool)
-        kind = "log" if name == "-" else _sniff(path)
+        if name == "-":
+            path = _stdin_document(spool) or path
+        kind = "log" if name == "-" and str(path) == "-" else _sniff(path)
         if kind == "json":
             doc, seed_base = adv.unwrap_seed(_read_json(path), name)
             if isinstance(doc, dict) and "groups" in doc:
