@@ -108,14 +108,17 @@ class Run:
         return max(1.0, (self.accept_se / iid) ** 2)
 
     def total_se_ms(self) -> Optional[float]:
-        """Standard error of the mean cycle time (ms): the larger of ``total_sd / sqrt(cycles)``
-        and the batch-means ``period_se``; None when the per-cycle spread is unknown."""
-        if self.total_sd is None or not self.cycles or not (self.phases and self.phases.get("total_ms")):
-            if self.tok_s_se and self.tok_s and not (self.phases and self.phases.get("total_ms")):
-                total = self.total_ms()   # from tok/s: its relative error is the tok/s one
-                return None if total is None else total * self.tok_s_se / self.tok_s
+        """Standard error of the mean cycle time (ms): for a measured one, the larger of
+        ``total_sd / sqrt(cycles)`` and the batch-means ``period_se``; for one derived from tok/s
+        (stock Decode batch lines), the tok/s error's share of it; None when neither is known."""
+        if self.phases and self.phases.get("total_ms"):
+            if self.total_sd is None or not self.cycles:
+                return None
+            return max(self.total_sd / math.sqrt(self.cycles), self.period_se or 0.0)
+        total = self.total_ms()
+        if self.tok_s_se is None or total is None:
             return None
-        return max(self.total_sd / math.sqrt(self.cycles), self.period_se or 0.0)
+        return total * self.tok_s_se / self.tok_s
 
     def total_ms(self) -> Optional[float]:
         """Mean cycle time: measured, else ``1000 bs accept_len / tok_s``."""
@@ -1004,10 +1007,9 @@ def run_rel_se(r: Run) -> Optional[float]:
     (:meth:`Run.total_se_ms` / ``total_ms``) and the accept length's (the larger of the chain
     variance from the per-position counts over ``bs * cycles`` request-cycles,
     :func:`costmodel.accept_len_moments`, and the batch-means ``accept_se``) in quadrature; for stock
-    Decode batch lines, ``tok_s_se / tok_s``; None when the cycle time's noise is unknown (tables, bench records, stock lines)."""
+    Decode batch lines, ``tok_s_se / tok_s``; None when the cycle time's noise is unknown (tables,
+    bench records, stock lines of fewer than 16 intervals)."""
     total = r.total_ms()
-    if r.tok_s_se is not None and r.tok_s and r.total_sd is None:
-        return r.tok_s_se / r.tok_s   # stock Decode batch lines: the tok/s series' own error
     se_t = r.total_se_ms()
     if se_t is None or not total:
         return None

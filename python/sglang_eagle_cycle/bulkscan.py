@@ -303,17 +303,15 @@ def _scan_tokens(text: str, n: int) -> Optional[list[ConfigTally]]:
         if g.count("graph=1") + g.count("graph=0") != n:
             return None
     counted = _COUNTED[spans] + (("adaptive",) if keys is KEYS_ADAPTIVE else ())
+    if spans:   # the last column holds "gap_ms=v\n<next line's first word>": keep the value per line
+        cols[keys[-1]] = [t.partition("\n")[0] for t in last_col]
     if single:   # the last field's values were counted while checking the line ends
         counts = {key: heads if key == keys[-1] else Counter(cols[key]) for key in counted}
         tally = _tally(tuple(c[0] for c in config_cols), n, counts, spans)
         if tally is None or not _sums_ok(cols, spans):
             return None
-        if spans and keys[-1] == "gap_ms":
-            cols["gap_ms"] = [t.partition("\n")[0] for t in last_col]
         tally.series = _token_series(cols, spans, range(n))
         return [tally]
-    if spans:   # the last column holds "gap_ms=v\n<next line's first word>": keep the value per line
-        cols[keys[-1]] = [t.partition("\n")[0] for t in last_col]
     configs = list(zip(*config_cols))
     order = sorted(range(n), key=configs.__getitem__)
     out = []
@@ -322,7 +320,7 @@ def _scan_tokens(text: str, n: int) -> Optional[list[ConfigTally]]:
         size = sum(1 for _ in run)
         pick = itemgetter(*order[start:start + size])
         counts = {key: Counter(pick(cols[key]) if size > 1 else [pick(cols[key])]) for key in counted}
-        rows = sorted(order[start:start + size])
+        rows = order[start:start + size]   # ascending: the sort by configuration is stable
         start += size
         tally = _tally(config, size, counts, spans)
         if tally is None:
@@ -556,31 +554,49 @@ def _hundredths_short(keys: np.ndarray, length: np.ndarray) -> Optional[np.ndarr
     return np.where(dash, -1, x.view(np.int64))
 
 
-def _bad_sums(grid: _Grid, columns: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, int]],
-              spans: bool) -> Optional[np.ndarray]:
-    """Lines whose parts do not add up to their ``total_ms`` (``cycle.plausible``), decided in
-    hundredths: bool shape ``(n,)``; None when a value is not in the two-decimal form.
+def _cents(grid: _Grid, columns: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
+           keys: tuple[str, ...]) -> Optional[dict[str, np.ndarray]]:
+    """The columns ``keys`` in hundredths (:func:`_hundredths`; ``-1`` for ``-``), int64 shape ``(n,)``
+    each; None when a value is not in the two-decimal form.
 
     Args:
-        columns: per key, ``(token start, token end, value keys, key length + 1)``.
+        columns: per key, ``(token start, token end, value keys)``; each token is ``key=value``.
     """
-    cents = {}
-    for key in _SUM_PARTS[spans] + ("total_ms",):
-        start, end, keys, head = columns[key]
-        if keys.dtype == np.uint64:
-            value = _hundredths_short(keys, end - start - head)
+    out = {}
+    for key in keys:
+        start, end, values = columns[key]
+        head = len(key) + 1
+        if values.dtype == np.uint64:
+            cents = _hundredths_short(values, end - start - head)
         else:
-            value = _hundredths(grid, start + head, end)
-        if value is None:
+            cents = _hundredths(grid, start + head, end)
+        if cents is None:
             return None
-        cents[key] = value
-    total = cents.pop("total_ms")
-    spent = sum(np.maximum(v, 0) for v in cents.values())
+        out[key] = cents
+    return out
+
+
+def _bad_sums(cents: dict[str, np.ndarray], spans: bool) -> np.ndarray:
+    """Lines whose parts do not add up to their ``total_ms`` (``cycle.plausible``), decided in
+    hundredths (``cents``: :func:`_cents` of the parts and the total): bool shape ``(n,)``."""
+    total = cents["total_ms"]
+    spent = sum(np.maximum(cents[key], 0) for key in _SUM_PARTS[spans])
     over = spent - total
     bad = over > _SUM_TOLERANCE_CS
     if spans:
         bad |= -over > _SUM_TOLERANCE_CS
     return bad & (total >= 0)
+
+
+def _array_series(cents: dict[str, np.ndarray], spans: bool) -> tuple[np.ndarray, np.ndarray]:
+    """:attr:`ConfigTally.series` of every line of the chunk from its :func:`_cents`."""
+    def ms(key: str) -> np.ndarray:
+        return np.where(cents[key] < 0, np.nan, cents[key] / 100.0)
+
+    period = ms("total_ms")
+    if spans:
+        period = period + np.nan_to_num(ms("gap_ms"), nan=0.0)
+    return ms("accept_len"), period
 
 
 def _config_groups(raw: bytes, config_columns: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -639,7 +655,6 @@ def _scan_array(text: str, n: int, drop: bool = False):
     if not ((end - start == len(_PREFIX_BYTES)).all() and grid.starts_with(start, _PREFIX_BYTES)):
         return None
     columns = {}   # key -> (token start, token end, value keys), each shape (n,)
-    summed = {}    # key -> (start, end, value keys, head length): the parts of the cycle and its total
     for t, key in enumerate(keys, start=p + 1):
         start, end = grid.token(t)
         if key == "accepts":   # accepts= or accept_hist= in the whole chunk, else keyed by the token
@@ -658,15 +673,14 @@ def _scan_array(text: str, n: int, drop: bool = False):
                 return None
             continue
         columns[key] = (start, end, values)
-        if key in _SUM_PARTS[spans] or key == "total_ms":
-            summed[key] = (start, end, values, len(head))
     groups = _config_groups(raw, [columns[k] for k in CONFIG_FIELDS])
     for key, col in zip(CONFIG_FIELDS, zip(*(config for config, _ in groups))):
         if not _valid_column(key, col):
             return None
-    bad = _bad_sums(grid, summed, spans)
-    if bad is None:                  # a value in another form: the token reader decides
+    cents = _cents(grid, columns, _SUM_PARTS[spans] + ("total_ms", "accept_len") + (("gap_ms",) if spans else ()))
+    if cents is None:                # a value in another form: the token reader decides
         return None
+    bad = _bad_sums(cents, spans)
     dropped = int(np.count_nonzero(bad))
     if dropped and not drop:
         return None
@@ -674,9 +688,7 @@ def _scan_array(text: str, n: int, drop: bool = False):
         keep = ~bad
         groups = [(config, kept) for config, rows in groups
                   for kept in [np.flatnonzero(keep) if rows is None else rows[keep[rows]]] if len(kept)]
-    series = _array_series(grid, columns, spans)
-    if series is None:               # a value in another form: the token reader decides
-        return None
+    series = _array_series(cents, spans)
     out = []
     for config, rows in groups:
         counts = {key: grid.counts(*columns[key], rows) for key in counted}
@@ -686,26 +698,3 @@ def _scan_array(text: str, n: int, drop: bool = False):
         tally.series = series if rows is None else (series[0][rows], series[1][rows])
         out.append(tally)
     return (out, dropped) if drop else out
-
-
-def _cents(grid: _Grid, column: tuple[np.ndarray, np.ndarray, np.ndarray], head: int) -> Optional[np.ndarray]:
-    """One column's values in hundredths (:func:`_hundredths`), ``head``: its key's length + 1."""
-    start, end, keys = column
-    if keys.dtype == np.uint64:
-        return _hundredths_short(keys, end - start - head)
-    return _hundredths(grid, start + head, end)
-
-
-def _array_series(grid: _Grid, columns: dict, spans: bool) -> Optional[tuple[np.ndarray, np.ndarray]]:
-    """:attr:`ConfigTally.series` of every line of the chunk; None when a value is not written
-    with two decimals."""
-    got = {}
-    for key in ("accept_len", "total_ms") + (("gap_ms",) if spans else ()):
-        cents = _cents(grid, columns[key], len(key) + 1)
-        if cents is None:
-            return None
-        got[key] = np.where(cents < 0, np.nan, cents / 100.0)
-    period = got["total_ms"]
-    if spans:
-        period = period + np.nan_to_num(got["gap_ms"], nan=0.0)
-    return got["accept_len"], period

@@ -371,14 +371,11 @@ def _from_log(name: str, path: str):
 
     from ..errors import UsageError
 
-    stopped: list[str] = []   # a truncated gzip or an unreadable tail: said, as inspect says it
-
-    def keep(msg: str) -> None:
-        if "reading stopped early" in msg:
-            stopped.append(msg.replace(path, name))
-
+    # one path: an unusable file raises, so a warning is a truncated gzip or an unreadable tail,
+    # said as inspect says it
+    stopped: list[str] = []
     try:
-        doc = inspect_paths([path], warn=keep)
+        doc = inspect_paths([path], warn=lambda msg: stopped.append(msg.replace(path, name)))
     except UsageError as exc:  # name the file as the user gave it, not a spooled copy
         raise UsageError(str(exc).replace(path, name)) from None
     for msg in stopped:

@@ -256,10 +256,10 @@ def main(args: argparse.Namespace) -> int:
         writer = TraceWriter(trace_out.fh, max_cycles_per_track=args.trace_max_cycles or None)
     try:
         groups: list = []
-        doc = inspect_paths(args.logs, baseline=_baseline(args.baseline), warn=_warn,
+        base = _baseline(args.baseline)
+        doc = inspect_paths(args.logs, baseline=base, warn=_warn,
                             on_record=_guarded(writer.add, trace_out) if writer else None,
                             on_rejected=_show_rejected, max_rejected=args.show_rejected, groups_out=groups)
-        base = _baseline(args.baseline)
         if isinstance(base, dict) and doc["groups"]:
             unused = sorted(set(base) - {g["bs"] for g in doc["groups"]})
             if unused:
