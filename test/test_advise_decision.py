@@ -416,6 +416,22 @@ def test_a_saturating_verify_is_continued_as_one_and_a_flat_one_with_a_large_ove
     assert np.median(y[:, 0]) == pytest.approx(comm[1][1] + 0.01 * 24.0, abs=0.02)
 
 
+def test_a_flat_last_secant_is_not_carried_flat_beyond_the_runs():
+    """bs 2, runs at widths 6 and 8 that pad to one CUDA-graph size (14 ms both), the decode step
+    10 ms at width 2: the last secant is flat, yet the next size may cost what the chord from the
+    decode step says. At width 10 the central curve stays the flat secant, and the upper extreme
+    reaches towards that chord (0.67 ms/token at no verify-mode overhead: 15.3 ms), where it used
+    to be 14 ms in every hypothesis. A last secant that is not flat (a steady slope) keeps its
+    envelope: at most 1.5 times that secant beyond."""
+    y = unc.sample_curve([(6.0, 14.0), (8.0, 14.0)], [10.0], 4000, np.random.default_rng(8),
+                         anchor=(2.0, 10.0))[:, 0]
+    assert np.percentile(y, 45) == pytest.approx(14.0)
+    assert 14.0 + 0.5 * 2 * (14.0 - 10.0) / 6.0 < np.percentile(y, 97.5) <= 14.0 + 2 * (14.0 - 10.0) / 6.0 + 1e-9
+    steady = unc.sample_curve([(6.0, 13.0), (8.0, 14.0)], [10.0], 4000, np.random.default_rng(8),
+                              anchor=(2.0, 10.0))[:, 0]
+    assert steady.max() <= 14.0 + 1.5 * 0.5 * 2 + 1e-9
+
+
 def test_a_steep_slope_between_narrow_runs_is_a_padding_step_not_a_knee():
     """bs 2, runs at widths 12 and 18 whose slope (0.5 ms/token) is steeper than every chord from
     the decode step (10 ms at width 2): at 10 tokens the chord stays central, not the slope continued
