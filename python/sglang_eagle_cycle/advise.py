@@ -32,7 +32,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from . import costmodel as cm
 from . import uncertainty as unc
-from .argtypes import MAX_BS, MAX_STEPS
+from .argtypes import MAX_BS, MAX_STEPS, MAX_TOK_S
 from .errors import UsageError
 
 INSPECT_SCHEMA = "eagle-cycle-inspect/1"
@@ -202,10 +202,6 @@ _POSITIVE_PHASES = ("verify_ms", "total_ms")
 #: longest plausible mean of one phase of a decode cycle (ms): a minute per cycle is a stalled
 #: server, not a measurement; larger values are refused (they printed 309-digit reasons)
 MAX_PHASE_MS = 60_000.0
-#: largest plausible output throughput of one server (tok/s); beyond it a figure is refused
-MAX_TOK_S = 1e8
-#: smallest throughput a baseline given on the command line may be (tok/s): below, not a measurement
-MIN_TOK_S = 0.01
 #: shortest plausible mean cycle (ms): below it the throughput is not a measurement (infinite tok/s)
 MIN_CYCLE_MS = 1e-3
 
@@ -668,7 +664,7 @@ def shape_from_config(cfg: Mapping) -> tuple[cm.WidthShape, str]:
     dense targets, with a description of what was found.
 
     Raises:
-        UsageError: an expert field that is not an integer (``"384"``, ``384.5``), more than
+        UsageError: an expert field that is not an integer (``"384"``, ``384.5``) or is negative, more than
             :data:`MAX_EXPERTS` experts, or more experts per token than experts.
     """
     from .wiring import _is_int, field_values, find_field
@@ -677,6 +673,9 @@ def shape_from_config(cfg: Mapping) -> tuple[cm.WidthShape, str]:
         bad = next(((v, path) for v, path in field_values(cfg, key) if not _is_int(v)), None)
         if bad is not None:
             raise UsageError(f"target config: {bad[1]}={_short(bad[0])} is not an integer")
+        neg = next(((v, path) for v, path in field_values(cfg, key) if v < 0), None)
+        if neg is not None:
+            raise UsageError(f"target config: {neg[1]}={neg[0]} is negative")
     experts = next((f for f in (find_field(cfg, k) for k in _EXPERT_KEYS) if f and f[0] > 1), None)
     topk = next((f for f in (find_field(cfg, k) for k in _TOPK_KEYS) if f and f[0] >= 1), None)
     if experts and experts[0] > MAX_EXPERTS:
@@ -720,10 +719,14 @@ class BatchAdvice:
                    "why": (f"no run at bs {self.bs}: its figures are carried over from the runs' batch sizes; "
                            f"a run at bs {self.bs} at {cm.steps_text(dec.next_run)} measures them")}
         elif dec.next_run is not None:
-            why = (f"a run at {cm.steps_text(dec.next_run)} is expected to cut the pick's 95th-percentile "
-                   f"regret from {100 * dec.regret_95:.1f}% to {100 * dec.regret_95_after:.1f}%")
+            if dec.regret_95_after < dec.regret_95:
+                why = (f"a run at {cm.steps_text(dec.next_run)} is expected to cut the pick's 95th-percentile "
+                       f"regret from {100 * dec.regret_95:.1f}% to {100 * dec.regret_95_after:.1f}%")
+            else:  # the run lowers the mean regret, not its 95th percentile
+                why = (f"a run at {cm.steps_text(dec.next_run)} is the most useful one, yet the pick's 95th-percentile "
+                       f"regret is expected to stay at {100 * dec.regret_95_after:.1f}% (now {100 * dec.regret_95:.1f}%)")
             if not dec.useful:
-                why += (f", less than {100 * unc.MIN_CUT:.0f}% of it: no single run is expected to settle this (the remaining doubt "
+                why += (f", cut by less than {100 * unc.MIN_CUT:.0f}% of it: no single run is expected to settle this (the remaining doubt "
                         "lies in the runs' own noise or across several depths at once: longer runs at the contending "
                         "depths narrow it)")
             nxt = {"steps": dec.next_run, "topk": 1, "num_draft_tokens": dec.next_run + 1,

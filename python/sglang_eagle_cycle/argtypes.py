@@ -13,6 +13,10 @@ from typing import Callable, Optional
 MAX_STEPS = 64
 #: largest batch size read from inputs or advised for (a CUDA-graph list up to it stays small)
 MAX_BS = 65536
+#: largest plausible output throughput of one server (tok/s); beyond it a figure is refused
+MAX_TOK_S = 1e8
+#: smallest throughput a baseline given on the command line may be (tok/s): below, not a measurement
+MIN_TOK_S = 0.01
 
 
 def int_in(lo: int, hi: Optional[int] = None) -> Callable[[str], int]:

@@ -77,9 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("eagle-cycle: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader stopped early (``| head``): keep a verdict already decided
         _silence_stdout()
-        return 0
+        return int(getattr(args, "_rc_decided", 0))
     except RecursionError:
         print(f"eagle-cycle {args.command}: error: input nested too deeply to read", file=sys.stderr)
         return 2

@@ -22,6 +22,7 @@ import gzip
 import io
 import os
 import re
+import stat
 import sys
 import zlib
 from pathlib import Path
@@ -73,6 +74,16 @@ def label_of(path: PathLike) -> str:
     return STDIN_LABEL if text == "-" else text
 
 
+def is_device(path: PathLike) -> bool:
+    """Whether ``path`` (links followed) is a character or block device (``/dev/zero``, a disk):
+    a stream that may never end, or not a log at all. Pipes and FIFOs are not devices."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+
+
 def _open_binary(path: PathLike, label: str) -> tuple[BinaryIO, bool]:
     """(stream, close_it) for a path or stdin; raises LogUnreadable."""
     if os.fspath(path) == "-":
@@ -80,6 +91,8 @@ def _open_binary(path: PathLike, label: str) -> tuple[BinaryIO, bool]:
     p = Path(path)
     if p.is_dir():
         raise LogUnreadable(label, "is a directory, not a log file")
+    if is_device(p):
+        raise LogUnreadable(label, "a device, not a log file or pipe")
     try:
         return open(p, "rb", buffering=1 << 16), True
     except FileNotFoundError:

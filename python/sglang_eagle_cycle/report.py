@@ -49,6 +49,7 @@ from . import cycle
 from .cycle import ADAPTIVE_MODES, ALL_PHASES, PREFIX, CycleRecord, max_accept_len
 from .decode_batch import MARKER as DECODE_MARKER
 from .decode_batch import DecodeBatchStats, parse_decode_batch
+from .argtypes import MAX_TOK_S, MIN_TOK_S
 from .errors import UsageError
 from .bulkscan import scan_chunk, scan_chunk_dropping
 from .series import CycleSeries
@@ -757,6 +758,9 @@ def load_baseline(baseline: Baseline) -> Optional[BaselineRef]:
                 raise UsageError(f"baseline batch size must be a positive integer, got {bs!r}")
             if isinstance(tok, bool) or not isinstance(tok, (int, float)) or not math.isfinite(tok) or tok <= 0:
                 raise UsageError(f"baseline at bs {bs} must be a positive tok/s, got {tok}")
+            if not MIN_TOK_S <= tok <= MAX_TOK_S:
+                raise UsageError(f"baseline at bs {bs}: {tok:.3g} tok/s is not a throughput (expected "
+                                 f"{MIN_TOK_S:g} to {MAX_TOK_S:.0e})")
             by_bs[bs] = float(tok)
         if not by_bs:
             raise UsageError("baseline: no batch size given")
@@ -766,6 +770,9 @@ def load_baseline(baseline: Baseline) -> Optional[BaselineRef]:
     if isinstance(baseline, (int, float)) and not isinstance(baseline, bool):
         if not math.isfinite(baseline) or baseline <= 0:
             raise UsageError(f"baseline must be a positive tok/s, got {baseline}")
+        if not MIN_TOK_S <= baseline <= MAX_TOK_S:
+            raise UsageError(f"baseline {baseline:.3g} tok/s is not a throughput (expected {MIN_TOK_S:g} to "
+                             f"{MAX_TOK_S:.0e})")
         return BaselineRef(tok_s=float(baseline))
     reader = LogReader()
     res = reader.read(baseline)

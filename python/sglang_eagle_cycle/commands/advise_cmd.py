@@ -37,6 +37,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 from ..argtypes import MAX_BS, MAX_STEPS, int_in
 
@@ -66,7 +67,7 @@ def _baseline_item(text: str) -> tuple[int, float]:
         raise argparse.ArgumentTypeError(f"expected a batch size >= 1 before the colon, got {text!r}")
     if key > MAX_BS:
         raise argparse.ArgumentTypeError(f"batch size {key} above {MAX_BS}, got {text!r}")
-    from ..advise import MAX_TOK_S, MIN_TOK_S
+    from ..argtypes import MAX_TOK_S, MIN_TOK_S
 
     if value > MAX_TOK_S or value < MIN_TOK_S:
         raise argparse.ArgumentTypeError(f"{value:.3g} tok/s is not a throughput (expected {MIN_TOK_S:g} to "
@@ -158,19 +159,22 @@ def _sniff(path: Path) -> str:
     return "json"
 
 
-def _read_json(path: Path):
+def _read_json(path: Path, label: Optional[str] = None):
+    """One JSON document from ``path``; errors name ``label`` (the INPUT as given: ``-`` for a
+    spooled stdin) or the path."""
     from ..errors import UsageError
 
+    where = label or str(path)
     try:
         with _open_text(path) as fh:
             text = fh.read()
     except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
+        raise UsageError(f"{where}: no such file") from None
     except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory") from None
+        raise UsageError(f"{where}: is a directory") from None
     except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise UsageError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
-    return _loads(text, str(path))
+        raise UsageError(f"{where}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    return _loads(text, where)
 
 
 def _loads(text: str, where: str):
@@ -306,6 +310,7 @@ def _stdin_document(spool: Path) -> Optional[Path]:
 def _collect_inputs(args, names: list[str], spool: Path):
     from .. import advise as adv
     from ..errors import UsageError
+    from ..logfiles import is_device
 
     runs, base, notes, logs, unfiltered = [], {}, [], [], []
     for name in names:
@@ -313,12 +318,14 @@ def _collect_inputs(args, names: list[str], spool: Path):
             raise UsageError(f"{name}: no such file")
         if name != "-" and Path(name).is_dir():
             raise UsageError(f"{name}: is a directory")
+        if name != "-" and is_device(name):
+            raise UsageError(f"{name}: a device, not a file or pipe")
         path = _readable_again(name, spool)
         if name == "-":
             path = _stdin_document(spool) or path
         kind = "log" if name == "-" and str(path) == "-" else _sniff(path)
         if kind == "json":
-            doc, seed_base = adv.unwrap_seed(_read_json(path), name)
+            doc, seed_base = adv.unwrap_seed(_read_json(path, "<stdin>" if name == "-" else name), name)
             if isinstance(doc, dict) and "groups" in doc:
                 r, b, n = adv.runs_from_inspect(doc, name)
                 if seed_base:
@@ -457,14 +464,15 @@ def _resolve_baselines(runs, found: dict, given, batch_sizes=None) -> tuple[dict
     notes: list[str] = []
     if bare is not None:
         target = sorted(set(batch_sizes)) if batch_sizes and len(set(batch_sizes)) == 1 else sizes
-        if len(target) != 1:
+        if len(target) > 1:  # none: no chain-drafting run at all, which advise names itself
             raise UsageError(f"runs at several batch sizes ({', '.join(map(str, sizes))}): a bare --baseline-tok-s "
                              f"{bare:g} does not say which it is for: give BS:TOK_S per batch size, or one value "
                              "with --batch-sizes N")
-        if target[0] in explicit:
+        if target and target[0] in explicit:
             raise UsageError(f"--baseline-tok-s given twice for bs {target[0]}: {bare:g} and "
                              f"{target[0]}:{explicit[target[0]]:g}")
-        explicit[target[0]] = bare
+        if target:
+            explicit[target[0]] = bare
     if found_bare is not None:
         if len(sizes) == 1:
             inputs.setdefault(sizes[0], found_bare)
@@ -659,12 +667,14 @@ def _input_files(args, target_config: Path | None) -> list[tuple[str, str]]:
     return files
 
 
-def _write_adaptive(path_text: str, plan, force: bool, inputs, flag: str = "--adaptive-config") -> Path:
-    """Write the adaptive config to ``path_text``; ``inputs`` are :func:`_input_files`' pairs.
+def _check_output(path_text: str, force: bool, inputs, flag: str = "--adaptive-config") -> Path:
+    """The output path ``path_text``, once it is known that it may be written; ``inputs`` are
+    :func:`_input_files`' pairs. Every output is checked before any is written, so a refused one
+    leaves no other behind.
 
     Raises:
         UsageError: the path is a directory or one of the inputs (even with ``force``), or
-            exists without ``force``, or cannot be written.
+            exists without ``force``.
     """
     from ..errors import UsageError
     from ..logfiles import same_file
@@ -680,6 +690,17 @@ def _write_adaptive(path_text: str, plan, force: bool, inputs, flag: str = "--ad
             raise UsageError(f"{flag} {path}: is one of the inputs{given}")
     if path.exists() and not force:
         raise UsageError(f"{flag} {path}: file exists, not overwritten (use --force)")
+    return path
+
+
+def _write_adaptive(path: Path, plan, force: bool, flag: str = "--adaptive-config") -> Path:
+    """Write the adaptive config to ``path`` (checked by :func:`_check_output`).
+
+    Raises:
+        UsageError: the file appeared since it was checked (without ``force``), or cannot be written.
+    """
+    from ..errors import UsageError
+
     try:
         mode = "w" if force else "x"
         with path.open(mode, encoding="utf-8") as fh:
@@ -714,6 +735,9 @@ def main(args: argparse.Namespace) -> int:
     baselines, more = _resolve_baselines(runs, found_base, args.baseline_tok_s, args.batch_sizes)
     notes += more
     shape, shape_note, target_config = _shape(args)
+    outputs = {flag: _check_output(value, args.force, _input_files(args, target_config), flag)
+               for flag, value in (("--adaptive-config", args.adaptive_config),
+                                   ("--adaptive-candidates", args.adaptive_candidates)) if value}
     if args.steps_candidates:
         steps = sorted(set(args.steps_candidates))
     else:
@@ -723,15 +747,13 @@ def main(args: argparse.Namespace) -> int:
                         notes=notes, not_modelled=not_modelled)
     if not baselines:
         advice.notes.append("no baseline (--baseline-tok-s): no speedups, speculation off never considered")
-    plan = plan_path = None
-    if args.adaptive_config:
-        plan = adv.adaptive_config(advice, args.cuda_graph_bs)
-        plan_path = _write_adaptive(args.adaptive_config, plan, args.force, _input_files(args, target_config))
-    cand_plan = cand_path = None
-    if args.adaptive_candidates:
-        cand_plan = adv.adaptive_candidates(advice, args.cuda_graph_bs)
-        cand_path = _write_adaptive(args.adaptive_candidates, cand_plan, args.force, _input_files(args, target_config),
-                                    "--adaptive-candidates")
+    plan = adv.adaptive_config(advice, args.cuda_graph_bs) if args.adaptive_config else None
+    cand_plan = adv.adaptive_candidates(advice, args.cuda_graph_bs) if args.adaptive_candidates else None
+    plan_path = cand_path = None
+    if plan is not None:
+        plan_path = _write_adaptive(outputs["--adaptive-config"], plan, args.force)
+    if cand_plan is not None:
+        cand_path = _write_adaptive(outputs["--adaptive-candidates"], cand_plan, args.force, "--adaptive-candidates")
     if args.json:
         out = advice.to_dict()
         out["inputs"].update({"source": desc, "baseline_tok_s": {str(k): v for k, v in baselines.items()},

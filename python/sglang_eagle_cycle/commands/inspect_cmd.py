@@ -147,9 +147,12 @@ def _baseline(values: list[str] | None):
         bs, sep, tok = value.partition(":")
         if sep and bs.strip().isdigit():
             try:
-                pairs[int(bs)] = float(tok)
+                key, tok_s = int(bs), float(tok)
             except ValueError:
                 raise UsageError(f"--baseline {value}: expected BS:TOK_S (e.g. 8:612.5)") from None
+            if key in pairs:  # as advise reads --baseline-tok-s
+                raise UsageError(f"--baseline given twice for bs {key} ({pairs[key]:g} and {tok_s:g})")
+            pairs[key] = tok_s
             continue
         if len(values) > 1:
             raise UsageError(f"--baseline {value}: with several --baseline values each must be BS:TOK_S")

@@ -86,21 +86,26 @@ def main(args: argparse.Namespace) -> int:
 
     text = None if args.json else render_report(report, target_path, target_cfg, draft_path, draft_cfg, header)
     if not getattr(args, "probe", False):
-        print(json.dumps(report.to_dict()) if args.json else text)
-        return 1 if report.errors else 0
+        # the verdict stands even when the reader closes the pipe early (``| head -1``)
+        args._rc_decided = 1 if report.errors else 0
+        print(json.dumps(report.to_dict()) if args.json else text, flush=True)
+        return args._rc_decided
 
     from ..wiring.probe import exit_code
     from .probe_cmd import render as render_probe
     from .probe_cmd import run_probe
 
+    args._rc_decided = 1 if report.errors else 0
     if text is not None:  # the static report first: it stands even when the probe cannot run
         print(text, end="\n\n", flush=True)
     result = run_probe(args, target_path.parent, draft_path.parent)
+    args._rc_decided = 1 if report.errors else exit_code(result)
     if args.json:
         print(json.dumps({**report.to_dict(), "probe": result}))
     else:
         print(render_probe(result))
-    return 1 if report.errors else exit_code(result)
+    sys.stdout.flush()
+    return args._rc_decided
 
 
 def _is_local(arg: str) -> bool:

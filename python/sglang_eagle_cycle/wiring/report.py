@@ -6,6 +6,7 @@ problems, the startup log line and the ``--json`` object).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 
 from .config import ENV_CONVENTION, ENV_IDS, _is_int
@@ -125,6 +126,9 @@ class WiringReport:
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in _JSON_KEYS}
+        if isinstance(self.ids, (list, tuple)):
+            # a declared id JSON cannot hold (NaN, Infinity: Python's reader accepts them) is shown as text
+            d["ids"] = [str(x) if isinstance(x, float) and not math.isfinite(x) else x for x in self.ids]
         d["problems"] = [p.to_dict() for p in self.problems]
         return d
 

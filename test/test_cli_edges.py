@@ -1,0 +1,132 @@
+"""Edges a new user's review of the CLI found: outputs left behind by a refused run, a verdict lost
+to a closed pipe, inputs that never end, and messages that named the wrong thing."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sglang_eagle_cycle import cli
+
+SEED = "data/benchmarks/seed_kimi_k25.json"
+EMBEDDING_CASE = "data/configs/03-kimi-k25-embedding-minus1-four-ids"
+
+
+def call(*argv):
+    """``(rc, stdout, stderr)`` of ``eagle-cycle ARGV`` in this process."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main([str(a) for a in argv])
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_a_refused_output_leaves_no_other_output_behind(tmp_path, repo_root):
+    keep = tmp_path / "keep.json"
+    keep.write_text("mine\n")
+    new = tmp_path / "new.json"
+    rc, _, err = call("advise", repo_root / SEED, "--baseline-tok-s", "88.8",
+                      "--adaptive-config", new, "--adaptive-candidates", keep)
+    assert rc == 2 and "--adaptive-candidates" in err and "file exists" in err
+    assert not new.exists() and keep.read_text() == "mine\n"
+    # with both paths free, both are written
+    cand = tmp_path / "cand.json"
+    rc, _, _ = call("advise", repo_root / SEED, "--baseline-tok-s", "88.8",
+                    "--adaptive-config", new, "--adaptive-candidates", cand)
+    assert rc == 0 and json.loads(new.read_text()) and json.loads(cand.read_text())
+
+
+class _ClosedPipe(io.StringIO):
+    """A stdout whose reader has gone (``| head -1`` after its line)."""
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_wiring_keeps_its_verdict_when_the_reader_closes_the_pipe(repo_root, monkeypatch):
+    case = repo_root / EMBEDDING_CASE
+    monkeypatch.setattr("sys.stdout", _ClosedPipe())
+    assert cli.main(["wiring", str(case / "target"), str(case / "draft")]) == 1     # id -1: an error
+    monkeypatch.setattr("sys.stdout", _ClosedPipe())
+    good = repo_root / "data/configs/01-kimi-k25-ids-2-30-58-layer-output"
+    assert cli.main(["wiring", str(good / "target"), str(good / "draft")]) == 0
+
+
+def test_wiring_json_is_strict_json_when_a_declared_id_is_nan(tmp_path, repo_root):
+    case = repo_root / "data/configs/01-kimi-k25-ids-2-30-58-layer-output"
+    draft = tmp_path / "draft"
+    shutil.copytree(case / "draft", draft)
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["eagle_config"] = {**cfg.get("eagle_config", {}), "eagle_aux_hidden_state_layer_ids": [2, 30, float("nan")]}
+    (draft / "config.json").write_text(json.dumps(cfg))          # Python writes NaN; its reader takes it back
+    rc, out, _ = call("wiring", case / "target", draft, "--json")
+
+    def no_constants(name):
+        raise AssertionError(f"not strict JSON: {name}")
+
+    doc = json.loads(out, parse_constant=no_constants)
+    assert rc == 1 and doc["ids"] == [2, 30, "nan"]
+    assert [p["code"] for p in doc["problems"] if p["level"] == "error"] == ["non_integer_ids"]
+
+
+def _cycle_log(path: Path) -> Path:
+    import random
+
+    from cyclegen import generate, log_lines
+
+    run = generate(random.Random(3), bs=1, steps=3, cycles=40, p=[0.8, 0.7, 0.6])
+    path.write_text("\n".join(log_lines(run.records)) + "\n")
+    return path
+
+
+def test_inspect_reads_baselines_as_advise_does(tmp_path):
+    log = _cycle_log(tmp_path / "server.log")
+    rc, _, err = call("inspect", log, "--baseline", "1:80", "--baseline", "1:95")
+    assert rc == 2 and err.strip() == "eagle-cycle inspect: error: --baseline given twice for bs 1 (80 and 95)"
+    for value in ("1e308", "1:1e9", "0.001"):
+        rc, _, err = call("inspect", log, "--baseline", value)
+        assert rc == 2 and "is not a throughput" in err and len(err.strip().splitlines()) == 1
+    assert call("inspect", log, "--baseline", "1:80")[0] == 0
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+@pytest.mark.parametrize("command", ["inspect", "advise"])
+def test_a_device_is_refused_not_read_forever(command):
+    rc, _, err = call(command, "/dev/zero")
+    assert rc == 2 and "/dev/zero: a device" in err and len(err.strip().splitlines()) == 1
+
+
+def test_stdin_errors_name_stdin_not_the_spool_file(repo_root):
+    text = (repo_root / SEED).read_text()[:500]
+    proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "advise", "-"], input=text,
+                          capture_output=True, text=True, cwd=repo_root, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("eagle-cycle advise: error: <stdin>: invalid JSON")
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_tree_drafting_runs_alone_are_named_whatever_the_baseline(tmp_path):
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text(json.dumps({"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": 3, "topk": 2,
+                                 "num_draft_tokens": 8, "concurrency": 1, "status": "ok", "output_tok_s": 95.0,
+                                 "accept_len_mean": 2.4, "cycle": None}) + "\n")
+    for extra in ([], ["--baseline-tok-s", "88.8"]):
+        rc, _, err = call("advise", bench, *extra)
+        assert rc == 2 and "no chain-drafting (topk 1) run" in err, err
+
+
+def test_a_negative_expert_count_is_refused(tmp_path, repo_root):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"num_hidden_layers": 61, "hidden_size": 7168, "n_routed_experts": -5,
+                               "num_experts_per_tok": 8}))
+    rc, _, err = call("advise", repo_root / SEED, "--baseline-tok-s", "88.8", "--target-config", cfg)
+    assert rc == 2 and err.strip() == "eagle-cycle advise: error: target config: n_routed_experts=-5 is negative"
