@@ -307,7 +307,15 @@ def test_rounding_of_the_parts_is_not_damage():
     lambda d: {**d, "total_ms": 0.0},
     lambda d: {**d, "verify_ms": d["verify_ms"] + 5.0},
     lambda d: {**d, "bs": MAX_BS + 1},
-], ids=["empty accepts", "total 0", "parts above the total", "bs beyond any batch"])
+    lambda d: {**d, "rank": ["TP0"]},
+    lambda d: {**d, "rank": 5},
+    lambda d: {**d, "graph": "yes"},
+    lambda d: {**d, "cycle": -1},
+    lambda d: {**d, "cycle": 10 ** 30},
+    lambda d: {**d, "accepts": [1, 1], "accept_len": 2.0},
+], ids=["empty accepts", "total 0", "parts above the total", "bs beyond any batch", "rank a list",
+        "rank a number", "graph a word", "cycle negative", "cycle beyond any counter",
+        "accept_len not the mean of accepts"])
 def test_impossible_jsonl_record_is_damaged(tmp_path, edit):
     run = generate(random.Random(1408), bs=2, steps=3, cycles=20, p=P, spans=True)
     records = [json.loads(to_json(r)) for r in run.records]
@@ -350,3 +358,17 @@ def test_bulk_reader_leaves_out_lines_whose_parts_miss_the_total(tmp_path, spans
     doc = inspect_paths([path])
     assert doc == _slow([path])
     assert doc["unparsed_lines"] == 200 and sum(g["cycles"] for g in doc["groups"]) == 1200
+
+
+def test_jsonl_field_kinds_are_named_in_the_rejection():
+    run = generate(random.Random(1409), bs=2, steps=3, cycles=3, p=P, spans=True)
+    rec = json.loads(to_json(run.records[1]))
+    assert cycle.json_rejection(rec) is None and cycle.from_json({**rec, "rank": "TP3"}).rank == "TP3"
+    assert cycle.json_rejection({**rec, "rank": {"a": 1}}) == "rank is not text"
+    assert cycle.json_rejection({**rec, "graph": 2}) == "graph is not 0 or 1"
+    assert cycle.from_json({**rec, "graph": True}).graph is True
+    assert cycle.json_rejection({**rec, "cycle": -1}) == "cycle=-1 is not a cycle counter"
+    assert cycle.json_rejection({**rec, "accepts": [1, 1], "accept_len": 2.0}) == "accept_len is not the mean of accepts"
+    # a record converted from a line keeps the line's 2-decimal accept_len: not damage
+    assert cycle.json_rejection({**rec, "accepts": [1, 2, 2], "bs": 3, "accept_len": 1.67}) != \
+        "accept_len is not the mean of accepts"

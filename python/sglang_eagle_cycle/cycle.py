@@ -83,6 +83,9 @@ MAX_LINE_STEPS = 1024
 MAX_LINE_MS = 1e6
 #: Largest ``tok_s``, ``n`` or histogram count a line may claim.
 MAX_LINE_COUNT = 10 ** 12
+#: a per-cycle JSONL record's ``accept_len`` is the mean of its ``accepts`` to within this (the
+#: JSONL keeps 4 decimals, a line 2; a record converted from a line keeps the line's rounding)
+ACCEPT_LEN_TOLERANCE = 0.0051
 #: Largest batch (``bs``) a line may claim: the largest batch size ``eagle-cycle`` reads anywhere.
 MAX_LINE_BS = MAX_BS
 #: How far (ms) a per-cycle line's parts may miss its ``total_ms``: six numbers rounded to 2 decimals
@@ -611,6 +614,10 @@ def _json_record(obj: Any) -> "CycleRecord | str":
         )
         if None in (rec.cycle, rec.bs, rec.steps, rec.topk, rec.draft_tokens):
             return "cycle, bs, steps, topk or draft_tokens is null"
+        if not 0 <= rec.cycle <= MAX_LINE_COUNT:
+            return f"cycle={rec.cycle} is not a cycle counter"
+        if obj.get("graph", 0) not in (0, 1):  # True and False are 1 and 0
+            return "graph is not 0 or 1"
         for k in PHASES:
             setattr(rec, k, _num(obj.get(k)))
         if "draft_prep_ms" in obj:
@@ -626,13 +633,18 @@ def _json_record(obj: Any) -> "CycleRecord | str":
         if obj.get("draft_step_ms"):
             rec.draft_step_ms = [_num(x) for x in obj["draft_step_ms"]]
         if obj.get("rank"):
-            rec.rank = str(obj["rank"])
+            if not isinstance(obj["rank"], str):
+                return "rank is not text"
+            rec.rank = obj["rank"]
         if obj.get("adaptive") is not None:
             if obj["adaptive"] not in ADAPTIVE_MODES:
                 return "adaptive is not explore or exploit"
             rec.adaptive = obj["adaptive"]
         if obj.get("ts") is not None:
             rec.ts = _num(obj["ts"])
+        if (rec.n is None and rec.accepts and rec.accept_len is not None and None not in rec.accepts
+                and abs(rec.accept_len - sum(rec.accepts) / len(rec.accepts)) > ACCEPT_LEN_TOLERANCE):
+            return "accept_len is not the mean of accepts"
         return rec
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError):
         return "a field is missing or not a number of the right kind"
