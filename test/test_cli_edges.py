@@ -24,7 +24,10 @@ def call(*argv):
     """``(rc, stdout, stderr)`` of ``eagle-cycle ARGV`` in this process."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = cli.main([str(a) for a in argv])
+        try:
+            rc = cli.main([str(a) for a in argv])
+        except SystemExit as exc:  # argparse's own errors
+            rc = exc.code
     return rc, out.getvalue(), err.getvalue()
 
 
@@ -130,3 +133,15 @@ def test_a_negative_expert_count_is_refused(tmp_path, repo_root):
                                "num_experts_per_tok": 8}))
     rc, _, err = call("advise", repo_root / SEED, "--baseline-tok-s", "88.8", "--target-config", cfg)
     assert rc == 2 and err.strip() == "eagle-cycle advise: error: target config: n_routed_experts=-5 is negative"
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--baseline-tok-s", "-inf"], "expected a positive finite throughput, got '-inf'"),
+    (["--baseline-tok-s", "-1:88"], "expected a batch size >= 1 before the colon, got '-1:88'"),
+    (["--fit", "-3,1,4"], "expected STEPS,TOPK,TOKENS (positive ints), got '-3,1,4'"),
+    (["--steps-candidates", "-1"], "expected an integer in 0..64, got -1"),
+])
+def test_a_negative_value_reaches_its_check(repo_root, argv, says):
+    """argparse took ``-1:88`` for an option and said "expected at least one argument"."""
+    rc, _, err = call("advise", repo_root / SEED, *argv)
+    assert rc == 2 and err.strip().endswith(says) and len(err.strip().splitlines()) == 1

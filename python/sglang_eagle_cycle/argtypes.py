@@ -38,3 +38,18 @@ def int_in(lo: int, hi: Optional[int] = None) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def negative_values_are_values(parser: argparse.ArgumentParser) -> None:
+    """Let ``parser`` read ``-inf``, ``-1e3``, ``-1:88`` or ``-3,1,4`` as option values.
+
+    argparse takes an argument that starts with ``-`` for an option unless it looks like a plain
+    negative number, so ``--baseline-tok-s -1:88`` failed with "expected at least one argument"
+    instead of the value check's own message. No option of ours starts with a digit, ``inf`` or
+    ``nan``, so every such argument is passed on as a value (to be refused by its type).
+    """
+    import re
+
+    if hasattr(parser, "_negative_number_matcher"):
+        parser._negative_number_matcher = re.compile(
+            r"^-(?:[\d.][\d.,:eE+-]*|inf(?:inity)?|nan)$", re.IGNORECASE)

@@ -39,7 +39,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from ..argtypes import MAX_BS, MAX_STEPS, int_in
+from ..argtypes import MAX_BS, MAX_STEPS, int_in, negative_values_are_values
 
 DEFAULT_MAX_STEPS = 10
 
@@ -77,6 +77,7 @@ def _baseline_item(text: str) -> tuple[int, float]:
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    negative_values_are_values(parser)  # `--baseline-tok-s -1:88` reaches the value check
     parser.add_argument("inputs", nargs="*", metavar="INPUT",
                         help="inspect --json documents, logs/JSONL inspect reads, or bench JSONL")
     t = parser.add_argument_group("published table")

@@ -35,7 +35,7 @@ import sys
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
-    from ..argtypes import int_in
+    from ..argtypes import int_in, negative_values_are_values
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter   # keep the examples' lines
     parser.add_argument("logs", nargs="+", metavar="LOG", help="server log, .gz log, JSONL, or - for stdin")
@@ -60,13 +60,8 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                         "each was rejected (default 0)")
     parser.add_argument("--force", action="store_true", help="overwrite existing output files (a symlink "
                         "is kept: its target is overwritten)")
-    # argparse reads "-inf" / "-1e3" as an option string, so `--baseline -inf` failed with "expected one
-    # argument"; let every negative number through as a value, to be refused by the baseline check.
-    if hasattr(parser, "_negative_number_matcher"):
-        import re
-
-        parser._negative_number_matcher = re.compile(
-            r"^-(?:(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|inf(?:inity)?|nan)$", re.IGNORECASE)
+    # `--baseline -inf` reaches the baseline check, which names the problem
+    negative_values_are_values(parser)
 
 
 def _warn(message: str) -> None:
