@@ -145,3 +145,47 @@ def test_a_negative_value_reaches_its_check(repo_root, argv, says):
     """argparse took ``-1:88`` for an option and said "expected at least one argument"."""
     rc, _, err = call("advise", repo_root / SEED, *argv)
     assert rc == 2 and err.strip().endswith(says) and len(err.strip().splitlines()) == 1
+
+
+def test_a_terminated_advise_leaves_no_spool_behind(tmp_path, repo_root):
+    """``timeout 30 eagle-cycle advise <(endless)`` used to leave its spool (the pipe's copy, which
+    had grown to 11 GB on /dev/zero) in the temp folder: SIGTERM now ends the command as an exit."""
+    import signal
+    import threading
+    import time
+
+    fifo = tmp_path / "endless.log"
+    os.mkfifo(fifo)
+    spool_root = tmp_path / "tmp"
+    spool_root.mkdir()
+    stop = threading.Event()
+
+    def writer():
+        try:
+            with open(fifo, "w") as fh:
+                while not stop.is_set():
+                    fh.write("[2026-12-04 10:00:00] an unrelated log line\n")
+                    fh.flush()
+                    time.sleep(0.01)
+        except OSError:   # the reader is gone
+            pass
+
+    proc = subprocess.Popen([sys.executable, "-m", "sglang_eagle_cycle.cli", "advise", str(fifo)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=repo_root,
+                            env={**os.environ, "TMPDIR": str(spool_root)})
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not list(spool_root.glob("eagle-cycle-advise-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(spool_root.glob("eagle-cycle-advise-*")), "advise never started its spool"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        stop.set()
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert list(spool_root.iterdir()) == []

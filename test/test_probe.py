@@ -171,18 +171,28 @@ def test_plugin_best_with_wiring_error_exits_1(tmp_path, capsys):
     assert "verdict: plugin_best" in out and "wiring errors: aux_capture_off_fc_mismatch" in out
 
 
-def test_offloaded_target_states(tmp_path):
-    """--max-memory: accelerate offloads most of the target to disk; the states do not change."""
+def test_offloaded_target_states(tmp_path, monkeypatch):
+    """--max-memory: accelerate offloads most of the target to disk; the states do not change, and
+    the offload folder is removed with the model (it was left in the temp folder; with ``.bin``
+    weights it holds the part of the target that did not fit)."""
+    import gc
+    import tempfile
+
     from sglang_eagle_cycle.wiring.probe import greedy_continue, load_target, target_forward
     from sglang_eagle_cycle.tiny.load import load_target as tiny_target
 
     d = cached("llama")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     hf = load_target(d / "target", max_memory="4MB")
     assert "disk" in {str(v) for v in hf.hf_device_map.values()}
+    (offload,) = tmp_path.glob("eagle-cycle-probe-offload-*")   # empty here: safetensors are read in place
     prompts = torch.tensor(json.loads((d / "eval_prompts.json").read_text())["held_out_prompts"][:2])
     seqs = greedy_continue(hf, prompts, 4)
     states, _ = target_forward(hf, seqs)
     assert (states - torch.stack(tiny_target(d / "target").states(seqs))).abs().max().item() < 1e-4
+    del hf
+    gc.collect()
+    assert not offload.exists()
 
 
 # ----------------------------------------------------------------------------- unusable input

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from . import __version__
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             return 130
     parser = build_parser()
     args = parser.parse_args(argv)
+    previous = _exit_on_sigterm()
     try:
         return int(args._main(args) or 0)
     except UsageError as exc:
@@ -88,6 +90,23 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"eagle-cycle {args.command}: error: cannot write output: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def _exit_on_sigterm():
+    """Make SIGTERM (``timeout``, ``kill``) end the command as an exit, so that its temporary files
+    (advise's stdin and pipe spool, probe's offload folder) are removed on the way out; returns the
+    handler it replaced (None where none can be set: not the main thread)."""
+    try:
+        return signal.signal(signal.SIGTERM, _terminated)
+    except (ValueError, OSError):
+        return None
 
 
 def _silence_stdout() -> None:

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,6 +136,7 @@ def load_target(target_dir: Path, device: str = "cpu", dtype: str = "float32", m
     hf_logging.disable_progress_bar()  # the probe's own bar is the one on stderr
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
     kwargs: dict = {"dtype": torch_dtype}
+    offload = None
     if max_memory is not None:
         if device != "cpu":
             raise UsageError("--max-memory offloads to CPU memory and disk: use it with --device cpu")
@@ -141,12 +144,18 @@ def load_target(target_dir: Path, device: str = "cpu", dtype: str = "float32", m
             import accelerate  # noqa: F401
         except ImportError:
             raise UsageError("--max-memory needs the 'accelerate' package (pip install accelerate)") from None
-        kwargs.update(device_map="auto", max_memory={"cpu": max_memory},
-                      offload_folder=tempfile.mkdtemp(prefix="eagle-cycle-probe-offload-"))
+        offload = tempfile.mkdtemp(prefix="eagle-cycle-probe-offload-")
+        kwargs.update(device_map="auto", max_memory={"cpu": max_memory}, offload_folder=offload)
     try:
         model = AutoModelForCausalLM.from_pretrained(str(target_dir), **kwargs)
     except Exception as exc:  # noqa: BLE001 - any loader failure is unusable input
+        if offload is not None:
+            shutil.rmtree(offload, ignore_errors=True)
         raise UsageError(f"{target_dir}: cannot load the target with transformers ({_short_exc(exc)})") from None
+    if offload is not None:
+        # the offloaded weights (as large as the part of the target that did not fit) go with the
+        # model, or at the latest when the process exits
+        weakref.finalize(model, shutil.rmtree, offload, ignore_errors=True)
     if max_memory is None:
         model = model.to(device)
     return model.eval()
