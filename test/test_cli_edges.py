@@ -44,6 +44,14 @@ def test_a_refused_output_leaves_no_other_output_behind(tmp_path, repo_root):
     rc, _, _ = call("advise", repo_root / SEED, "--baseline-tok-s", "88.8",
                     "--adaptive-config", new, "--adaptive-candidates", cand)
     assert rc == 0 and json.loads(new.read_text()) and json.loads(cand.read_text())
+    # a second output in a missing folder, or the first one named another way, is refused before any write
+    first = tmp_path / "first.json"
+    for second, says in ((tmp_path / "nodir" / "c.json", "no directory"),
+                         (tmp_path / "." / "first.json", "name the same file")):
+        for force in ([], ["--force"]):
+            rc, _, err = call("advise", repo_root / SEED, "--baseline-tok-s", "88.8", *force,
+                              "--adaptive-config", first, "--adaptive-candidates", second)
+            assert rc == 2 and says in err and not first.exists(), (second, force, err)
 
 
 class _ClosedPipe(io.StringIO):
@@ -80,6 +88,11 @@ def test_wiring_json_is_strict_json_when_a_declared_id_is_nan(tmp_path, repo_roo
     doc = json.loads(out, parse_constant=no_constants)
     assert rc == 1 and doc["ids"] == [2, 30, "nan"]
     assert [p["code"] for p in doc["problems"] if p["level"] == "error"] == ["non_integer_ids"]
+    for ids, shown in ((float("nan"), "nan"), ([[2, float("inf")], 30], [[2, "inf"], 30])):
+        cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = ids
+        (draft / "config.json").write_text(json.dumps(cfg))
+        rc, out, _ = call("wiring", case / "target", draft, "--json")
+        assert json.loads(out, parse_constant=no_constants)["ids"] == shown and rc in (1, 2)
 
 
 def _cycle_log(path: Path) -> Path:
@@ -103,9 +116,10 @@ def test_inspect_reads_baselines_as_advise_does(tmp_path):
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
-@pytest.mark.parametrize("command", ["inspect", "advise"])
-def test_a_device_is_refused_not_read_forever(command):
-    rc, _, err = call(command, "/dev/zero")
+@pytest.mark.parametrize("argv", [["inspect", "/dev/zero"], ["advise", "/dev/zero"],
+                                  ["advise", "--table", "/dev/zero", "--model", "m", "--benchmark", "b"]])
+def test_a_device_is_refused_not_read_forever(argv):
+    rc, _, err = call(*argv)
     assert rc == 2 and "/dev/zero: a device" in err and len(err.strip().splitlines()) == 1
 
 

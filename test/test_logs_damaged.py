@@ -365,6 +365,8 @@ def test_jsonl_field_kinds_are_named_in_the_rejection():
     rec = json.loads(to_json(run.records[1]))
     assert cycle.json_rejection(rec) is None and cycle.from_json({**rec, "rank": "TP3"}).rank == "TP3"
     assert cycle.json_rejection({**rec, "rank": {"a": 1}}) == "rank is not text"
+    assert cycle.json_rejection({**rec, "rank": 0}) == "rank is not text"
+    assert cycle.from_json({**rec, "rank": ""}).rank is None
     assert cycle.json_rejection({**rec, "graph": 2}) == "graph is not 0 or 1"
     assert cycle.from_json({**rec, "graph": True}).graph is True
     assert cycle.json_rejection({**rec, "cycle": -1}) == "cycle=-1 is not a cycle counter"

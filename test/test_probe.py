@@ -195,6 +195,27 @@ def test_offloaded_target_states(tmp_path, monkeypatch):
     assert not offload.exists()
 
 
+def test_an_interrupted_offloaded_load_leaves_no_folder(tmp_path, monkeypatch):
+    """SIGTERM (SystemExit 143 in the CLI) or Ctrl-C while the target loads: the offload folder goes,
+    the interruption passes through; a loader error is unusable input, and leaves no folder either."""
+    import tempfile
+
+    from transformers import AutoModelForCausalLM
+
+    from sglang_eagle_cycle.errors import UsageError
+    from sglang_eagle_cycle.wiring.probe import load_target
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for raised, expected in ((SystemExit(143), SystemExit), (KeyboardInterrupt(), KeyboardInterrupt),
+                             (OSError("disk full"), UsageError)):
+        def stopped(*a, **k):
+            raise raised
+        monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", stopped)
+        with pytest.raises(expected):
+            load_target(tmp_path, max_memory="4MB")
+        assert not list(tmp_path.glob("eagle-cycle-probe-offload-*")), raised
+
+
 # ----------------------------------------------------------------------------- unusable input
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA message")
 def test_cuda_unavailable(capsys):

@@ -10,7 +10,8 @@ Usage::
     eagle-cycle sweep (--launch ... | --url URL) [--steps 1 2 3] [--concurrency 1 8] [-- SERVER ARGS]
 
 Exit codes: 0 success, 1 a check found an error-level problem, 2 unusable input
-(one line on stderr, never a traceback), 130 interrupted.
+(one line on stderr, never a traceback), 130 interrupted, 143 stopped by SIGTERM (every command but
+``sweep``, which stops its servers and exits 130, removes its temporary files on the way out).
 """
 
 from __future__ import annotations

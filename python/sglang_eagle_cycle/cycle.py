@@ -632,10 +632,10 @@ def _json_record(obj: Any) -> "CycleRecord | str":
             rec.total_max_ms = _num(obj.get("total_max_ms"))
         if obj.get("draft_step_ms"):
             rec.draft_step_ms = [_num(x) for x in obj["draft_step_ms"]]
-        if obj.get("rank"):
+        if obj.get("rank") is not None:
             if not isinstance(obj["rank"], str):
                 return "rank is not text"
-            rec.rank = obj["rank"]
+            rec.rank = obj["rank"] or None
         if obj.get("adaptive") is not None:
             if obj["adaptive"] not in ADAPTIVE_MODES:
                 return "adaptive is not explore or exploit"

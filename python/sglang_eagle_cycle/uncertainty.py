@@ -75,7 +75,8 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
 * **Beyond the highest measured width**: a straight line whose slope is ``u`` times the last
   secant (proportional growth ``y/x`` when there is one point); central ``u = 1``, extremes
   :data:`BEYOND_SLOPE`: a flat curve from the nearest measured point (``u = 0``) to one that
-  steepens by half or, for the verify with two measured widths or more whose last secant is below
+  steepens by half or, for a curve with an anchor (the verify; the whole cycle from totals-only
+  inputs) and two measured widths or more whose last secant is below
   :data:`FLAT_SECANT` of the chord from the decode-step anchor to the highest measured point, to
   that chord (two widths padded to one CUDA-graph size, or on one side of an all-reduce threshold,
   measure a flat last secant that says nothing of the next size; over ``benchmarks/sim_advise.py

@@ -164,8 +164,11 @@ def _read_json(path: Path, label: Optional[str] = None):
     """One JSON document from ``path``; errors name ``label`` (the INPUT as given: ``-`` for a
     spooled stdin) or the path."""
     from ..errors import UsageError
+    from ..logfiles import is_device
 
     where = label or str(path)
+    if is_device(path):
+        raise UsageError(f"{where}: a device, not a file or pipe")
     try:
         with _open_text(path) as fh:
             text = fh.read()
@@ -691,6 +694,9 @@ def _check_output(path_text: str, force: bool, inputs, flag: str = "--adaptive-c
             raise UsageError(f"{flag} {path}: is one of the inputs{given}")
     if path.exists() and not force:
         raise UsageError(f"{flag} {path}: file exists, not overwritten (use --force)")
+    parent = path.resolve().parent
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: no directory {parent}")
     return path
 
 
@@ -722,7 +728,8 @@ def main(args: argparse.Namespace) -> int:
                         ("--adaptive-candidates", args.adaptive_candidates)):
         if value == "-":
             raise UsageError(f"{flag} -: stdout carries the advice; give a file name")
-    if args.adaptive_config and args.adaptive_candidates and args.adaptive_config == args.adaptive_candidates:
+    if args.adaptive_config and args.adaptive_candidates and (
+            os.path.realpath(args.adaptive_config) == os.path.realpath(args.adaptive_candidates)):
         raise UsageError("--adaptive-config and --adaptive-candidates name the same file")
     for flag, value in (("--adaptive-config", args.adaptive_config), ("--adaptive-candidates", args.adaptive_candidates),
                         ("--target-config", args.target_config),

@@ -148,9 +148,11 @@ def load_target(target_dir: Path, device: str = "cpu", dtype: str = "float32", m
         kwargs.update(device_map="auto", max_memory={"cpu": max_memory}, offload_folder=offload)
     try:
         model = AutoModelForCausalLM.from_pretrained(str(target_dir), **kwargs)
-    except Exception as exc:  # noqa: BLE001 - any loader failure is unusable input
-        if offload is not None:
+    except BaseException as exc:  # noqa: BLE001 - any loader failure is unusable input
+        if offload is not None:  # a failed or interrupted (SIGTERM, Ctrl-C) load leaves no folder
             shutil.rmtree(offload, ignore_errors=True)
+        if not isinstance(exc, Exception):
+            raise
         raise UsageError(f"{target_dir}: cannot load the target with transformers ({_short_exc(exc)})") from None
     if offload is not None:
         # the offloaded weights (as large as the part of the target that did not fit) go with the

@@ -60,6 +60,17 @@ class Problem:
         return {"level": self.level, "code": self.code, "message": self.message}
 
 
+def _json_safe(value):
+    """``value`` with every non-finite float, at any depth of lists and objects, as its text (``"nan"``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    return value
+
+
 _JSON_KEYS = ("num_layers", "ids", "ids_source", "reading", "positions", "stock_positions", "stock_family",
               "stock_ids_hint", "fc_in_features", "problems")
 
@@ -126,9 +137,8 @@ class WiringReport:
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in _JSON_KEYS}
-        if isinstance(self.ids, (list, tuple)):
-            # a declared id JSON cannot hold (NaN, Infinity: Python's reader accepts them) is shown as text
-            d["ids"] = [str(x) if isinstance(x, float) and not math.isfinite(x) else x for x in self.ids]
+        # a declared id JSON cannot hold (NaN, Infinity: Python's reader accepts them) is shown as text
+        d["ids"] = _json_safe(self.ids)
         d["problems"] = [p.to_dict() for p in self.problems]
         return d
 
