@@ -742,6 +742,19 @@ def _nothing_message(files: list[FileResult]) -> str:
     return "nothing to inspect: " + "; ".join(parts)
 
 
+def _baseline_tok_s(tok: Any, what: str) -> float:
+    """``tok`` as a baseline throughput (tok/s), ``what`` naming it in the error.
+
+    Raises:
+        UsageError: not a number, not finite or not positive, or outside ``MIN_TOK_S..MAX_TOK_S``.
+    """
+    if isinstance(tok, bool) or not isinstance(tok, (int, float)) or not math.isfinite(tok) or tok <= 0:
+        raise UsageError(f"{what} must be a positive tok/s, got {tok}")
+    if not MIN_TOK_S <= tok <= MAX_TOK_S:
+        raise UsageError(f"{what}: {tok:.3g} tok/s is not a throughput (expected {MIN_TOK_S:g} to {MAX_TOK_S:.0e})")
+    return float(tok)
+
+
 def load_baseline(baseline: Baseline) -> Optional[BaselineRef]:
     """A number (tok/s) or a no-speculation server log (per-batch-size gen throughput).
 
@@ -756,24 +769,14 @@ def load_baseline(baseline: Baseline) -> Optional[BaselineRef]:
         for bs, tok in baseline.items():
             if not isinstance(bs, int) or isinstance(bs, bool) or bs < 1:
                 raise UsageError(f"baseline batch size must be a positive integer, got {bs!r}")
-            if isinstance(tok, bool) or not isinstance(tok, (int, float)) or not math.isfinite(tok) or tok <= 0:
-                raise UsageError(f"baseline at bs {bs} must be a positive tok/s, got {tok}")
-            if not MIN_TOK_S <= tok <= MAX_TOK_S:
-                raise UsageError(f"baseline at bs {bs}: {tok:.3g} tok/s is not a throughput (expected "
-                                 f"{MIN_TOK_S:g} to {MAX_TOK_S:.0e})")
-            by_bs[bs] = float(tok)
+            by_bs[bs] = _baseline_tok_s(tok, f"baseline at bs {bs}")
         if not by_bs:
             raise UsageError("baseline: no batch size given")
         return BaselineRef(by_bs=by_bs, source="--baseline")
     if isinstance(baseline, (str, os.PathLike)) and not os.fspath(baseline).strip():
         raise UsageError("baseline is empty: give the no-speculation tok/s or a no-speculation server log")
     if isinstance(baseline, (int, float)) and not isinstance(baseline, bool):
-        if not math.isfinite(baseline) or baseline <= 0:
-            raise UsageError(f"baseline must be a positive tok/s, got {baseline}")
-        if not MIN_TOK_S <= baseline <= MAX_TOK_S:
-            raise UsageError(f"baseline {baseline:.3g} tok/s is not a throughput (expected {MIN_TOK_S:g} to "
-                             f"{MAX_TOK_S:.0e})")
-        return BaselineRef(tok_s=float(baseline))
+        return BaselineRef(tok_s=_baseline_tok_s(baseline, "baseline"))
     reader = LogReader()
     res = reader.read(baseline)
     if res.error:

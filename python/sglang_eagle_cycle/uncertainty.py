@@ -396,8 +396,8 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
     # flatter than FLAT_SECANT of the chord from the anchor to the last node, up to that chord
     top = BEYOND_SLOPE[1] * sec
     if use_anchor and len(nx) >= 3:
-        chord = np.maximum(0.0, ny[:, -1] - ny[:, 0]) / (nx[-1] - nx[0])
-        top = np.where(sec < FLAT_SECANT * chord, np.maximum(top, chord), top)
+        across = np.maximum(0.0, ny[:, -1] - ny[:, 0]) / (nx[-1] - nx[0])   # anchor to last node
+        top = np.where(sec < FLAT_SECANT * across, np.maximum(top, across), top)
     bslope = np.where(up, sec + umag * (top - sec), (1.0 - umag * (1.0 - BEYOND_SLOPE[0])) * sec)
     # below the lowest measured width (with an anchor): each hypothesis leans from the central
     # curve towards the envelope of the curves that also fit (module docstring)

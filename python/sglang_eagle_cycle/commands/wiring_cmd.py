@@ -85,9 +85,9 @@ def main(args: argparse.Namespace) -> int:
                         context_length=getattr(args, "context_length", None))
 
     text = None if args.json else render_report(report, target_path, target_cfg, draft_path, draft_cfg, header)
+    # the verdict stands even when the reader closes the pipe early (``| head -1``): cli.main returns it
+    args._rc_decided = 1 if report.errors else 0
     if not getattr(args, "probe", False):
-        # the verdict stands even when the reader closes the pipe early (``| head -1``)
-        args._rc_decided = 1 if report.errors else 0
         print(json.dumps(report.to_dict()) if args.json else text, flush=True)
         return args._rc_decided
 
@@ -95,7 +95,6 @@ def main(args: argparse.Namespace) -> int:
     from .probe_cmd import render as render_probe
     from .probe_cmd import run_probe
 
-    args._rc_decided = 1 if report.errors else 0
     if text is not None:  # the static report first: it stands even when the probe cannot run
         print(text, end="\n\n", flush=True)
     result = run_probe(args, target_path.parent, draft_path.parent)
