@@ -19,7 +19,12 @@ Model (units: ms, tokens, tok/s; chain drafting, topk 1, ``num_draft_tokens = st
       shape(n) = fixed_ms + slope_ms * m + knee_slope_ms * max(0, m - knee_tokens)
                  + moe_ms_per_expert * E * (1 - (1 - k/E)^m)
 
-  with ``m = n`` padded up to the next CUDA-graph bucket when ``buckets`` is set. The last term
+  with ``m = n`` padded up to the next bucket when ``buckets`` is set (a staircase in the verified
+  width: a stress case. SGLang 0.5.23's graph runners pad the *batch* to a captured batch size and
+  verify ``padded_bs * num_draft_tokens`` tokens (``decode_cuda_graph_runner.py``, the draft and
+  draft-extend runners alike), so at one batch size a real server's verify width grows linearly
+  with the depth and graph padding adds no step between depths; a width staircase there comes
+  from kernel tile sizes, smaller). The last term
   is the expected number of distinct experts touched by ``m`` tokens each routed to ``k`` of
   ``E`` experts (occupancy: each expert is missed by one token with probability ``1 - k/E``).
 * ``decode_ms``: the no-speculation decode step at ``bs`` (the whole step, ms).
@@ -58,7 +63,8 @@ DEPTHS = tuple(range(0, 9))
 KINDS = ("dense", "moe", "comm", "graph_buckets", "large_batch", "predictable")
 #: Batch sizes worlds are drawn from.
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
-#: CUDA-graph sizes SGLang captures by default (tokens); widths pad up to the next one.
+#: Bucket sizes (tokens) the ``graph_buckets`` worlds pad the verified width to: the batch sizes SGLang
+#: captures by default, used as token counts (a stress case; SGLang pads the batch, module docstring).
 GRAPH_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128,
                  144, 160, 176, 192, 208, 224, 240, 256, 288, 320, 352, 384, 416, 448, 480, 512,
                  576, 640, 704, 768, 832, 896, 960, 1024)

@@ -96,8 +96,10 @@ These ranges are assumptions, not fits to any benchmark. A world outside them ca
 the intervals: a verify-mode overhead above 50% of the decode step with one measured width,
 acceptance that rises beyond the measured positions faster than the measured ones did, a cost
 that below a measured point grows faster than ``x^1.25`` (a per-token cost rising by more than
-19% per doubling of the width), a staircase (padding to CUDA-graph or kernel tile sizes) whose
-steps fall between measured widths, a cost that more than steepens by half past the measured
+19% per doubling of the width), a staircase (padding the verified width to kernel tile sizes, or
+to CUDA-graph sizes in an engine that pads tokens: SGLang 0.5.23 pads the batch to a captured
+batch size and verifies ``padded_bs * num_draft_tokens`` tokens, so at one batch size its graph
+padding adds no step between depths) whose steps fall between measured widths, a cost that more than steepens by half past the measured
 widths, or runs whose acceptance or cycle time wander over spans longer than an eighth of the run
 (batch means see only shorter ones) or whose request mix differs from the next run's. The advisor names the
 source that dominates each interval, so the run that would check it is clear.
