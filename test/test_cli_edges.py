@@ -203,3 +203,16 @@ def test_a_terminated_advise_leaves_no_spool_behind(tmp_path, repo_root):
         proc.communicate()
     assert proc.returncode == 128 + signal.SIGTERM
     assert list(spool_root.iterdir()) == []
+
+
+def test_table_from_stdin_and_a_seed_wrapper_without_a_document_say_what_they_are(tmp_path):
+    # --table is a file: '-' used to be looked up as a file named '-' ("-: no such file")
+    rc, _, err = call("advise", "--table", "-", "--model", "m", "--benchmark", "b")
+    assert rc == 2 and "--table reads a file, not stdin" in err
+    # a seed wrapper whose inspect_json is not a document used to be called a published table
+    wrapped = tmp_path / "wrapped.json"
+    for inner in ([], {}, "x"):
+        wrapped.write_text(json.dumps({"inputs": {"inspect_json": inner, "baseline_no_spec_tok_s": 88.8}}))
+        rc, _, err = call("advise", wrapped, "--baseline-tok-s", "88.8")
+        assert rc == 2 and "not an eagle-cycle inspect --json document" in err, (inner, err)
+        assert "published table" not in err and (inner == {} or "inputs.inspect_json" in err)

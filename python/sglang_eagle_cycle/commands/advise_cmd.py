@@ -233,6 +233,8 @@ def _collect(args):
     if args.table:
         if args.inputs:
             raise UsageError("give either INPUT files or --table, not both")
+        if args.table == "-":
+            raise UsageError("--table reads a file, not stdin: give the table's path")
         if not args.model or not args.benchmark:
             raise UsageError("--table needs --model and --benchmark")
         sel = adv.runs_from_table(_read_json(Path(args.table)), args.model, args.benchmark, args.draft,
@@ -335,6 +337,8 @@ def _collect_inputs(args, names: list[str], spool: Path):
                 if seed_base:
                     b = {0: seed_base}
                     n.append(f"{name}: baseline {seed_base} tok/s from inputs.baseline_no_spec_tok_s")
+            elif isinstance(doc, dict) and isinstance(doc.get("inputs"), dict) and "inspect_json" in doc["inputs"]:
+                raise UsageError(f"{name}: inputs.inspect_json is not an eagle-cycle inspect --json document")
             elif isinstance(doc, dict) and all(isinstance(v, dict) for v in doc.values()) and doc:
                 raise UsageError(f"{name}: looks like a published table: use --table {name} --model NAME --benchmark NAME")
             else:
