@@ -216,3 +216,30 @@ def test_table_from_stdin_and_a_seed_wrapper_without_a_document_say_what_they_ar
         rc, _, err = call("advise", wrapped, "--baseline-tok-s", "88.8")
         assert rc == 2 and "not an eagle-cycle inspect --json document" in err, (inner, err)
         assert "published table" not in err and (inner == {} or "inputs.inspect_json" in err)
+
+
+@pytest.mark.parametrize("case", ["input", "directory", "exists", "no_parent", "dangling"])
+def test_inspect_and_advise_refuse_an_output_in_the_same_words(tmp_path, repo_root, case):
+    """One check (``logfiles.check_output``) for every output file of both commands: the refusal reads
+    ``FLAG PATH: why`` in each, and nothing is written."""
+    log = tmp_path / "run.log"
+    log.write_text((repo_root / "data" / "logs" / sorted(os.listdir(repo_root / "data" / "logs"))[0]).read_text())
+    out = {"input": log, "directory": tmp_path, "exists": tmp_path / "old.json",
+           "no_parent": tmp_path / "nodir" / "x.json", "dangling": tmp_path / "link.json"}[case]
+    if case == "exists":
+        out.write_text("mine\n")
+    if case == "dangling":
+        out.symlink_to(tmp_path / "elsewhere" / "x.json")
+    why = {"input": "is one of the inputs", "directory": "is a directory",
+           "exists": "file exists, not overwritten (use --force)", "no_parent": "no directory",
+           "dangling": "a dangling symlink"}[case]
+    seed = tmp_path / "seed.json"
+    seed.write_text((repo_root / SEED).read_text())
+    for argv, flag, target in ((["inspect", log, "--trace"], "--trace", out),
+                               (["advise", seed, "--baseline-tok-s", "88.8", "--adaptive-config"], "--adaptive-config",
+                                seed if case == "input" else out)):
+        rc, stdout, err = call(*argv, target)
+        assert rc == 2 and err.count("\n") == 1 and f"error: {flag} {target}: {why}" in err, (argv, err)
+    if case == "exists":
+        assert out.read_text() == "mine\n"
+    assert not (tmp_path / "nodir").exists() and not (tmp_path / "elsewhere").exists()

@@ -379,7 +379,7 @@ def test_force_through_a_symlink_writes_its_target_and_keeps_the_link(capsys, lo
     # a symlink to an input log is the input log
     alias = tmp_path / "alias.log"
     alias.symlink_to(log)
-    _one_error_line(*run_cli(capsys, log, "--csv", alias, "--force"), "input log")
+    _one_error_line(*run_cli(capsys, log, "--csv", alias, "--force"), "is one of the inputs")
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])

@@ -26,7 +26,7 @@ import stat
 import sys
 import zlib
 from pathlib import Path
-from typing import BinaryIO, Iterator, Optional, Union
+from typing import BinaryIO, Iterable, Iterator, Optional, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -263,6 +263,38 @@ def iter_chunks(path: PathLike, chunk_chars: int = CHUNK_CHARS) -> Iterator[str]
     finally:
         if close_it:
             raw.close()
+
+
+def check_output(path_text: str, flag: str, force: bool, inputs: Iterable[tuple[str, str]] = ()) -> Path:
+    """The output path ``path_text`` given as ``flag``, once it is known that it may be written.
+
+    Commands check every output before they write any, so a refused one leaves no other behind.
+    ``inputs``: ``(path, label)`` for every file the command reads (``label`` is appended to the
+    message, e.g. ``" (--baseline)"``).
+
+    Raises:
+        UsageError: one line, ``"FLAG PATH: why"``: the name is empty; the path is one of the
+            inputs, a dangling symlink (writing through it would create its target) or a directory
+            (even with ``force``); it exists without ``force``; its directory does not exist.
+    """
+    from .errors import UsageError
+
+    if not path_text.strip():
+        raise UsageError(f"{flag}: the file name is empty")
+    path = Path(path_text)
+    for name, label in inputs:
+        if same_file(name, path):
+            raise UsageError(f"{flag} {path}: is one of the inputs{label}; not written over it")
+    if path.is_symlink() and not path.exists():
+        raise UsageError(f"{flag} {path}: a dangling symlink (to {os.readlink(path)}); not written through it")
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory")
+    if os.path.lexists(path) and not force:
+        raise UsageError(f"{flag} {path}: file exists, not overwritten (use --force)")
+    parent = path.resolve().parent
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: no directory {parent}")
+    return path
 
 
 def same_file(a: PathLike, b: PathLike) -> bool:

@@ -675,37 +675,8 @@ def _input_files(args, target_config: Path | None) -> list[tuple[str, str]]:
     return files
 
 
-def _check_output(path_text: str, force: bool, inputs, flag: str = "--adaptive-config") -> Path:
-    """The output path ``path_text``, once it is known that it may be written; ``inputs`` are
-    :func:`_input_files`' pairs. Every output is checked before any is written, so a refused one
-    leaves no other behind.
-
-    Raises:
-        UsageError: the path is a directory or one of the inputs (even with ``force``), or
-            exists without ``force``.
-    """
-    from ..errors import UsageError
-    from ..logfiles import same_file
-
-    path = Path(path_text)
-    if path.is_symlink() and not path.exists():
-        raise UsageError(f"{flag} {path}: a symlink to a missing file ({os.readlink(path)}); "
-                         "not written through it")
-    if path.is_dir():
-        raise UsageError(f"{flag} {path}: is a directory")
-    for name, given in inputs:
-        if same_file(name, path):
-            raise UsageError(f"{flag} {path}: is one of the inputs{given}")
-    if path.exists() and not force:
-        raise UsageError(f"{flag} {path}: file exists, not overwritten (use --force)")
-    parent = path.resolve().parent
-    if not parent.is_dir():
-        raise UsageError(f"{flag} {path}: no directory {parent}")
-    return path
-
-
 def _write_adaptive(path: Path, plan, force: bool, flag: str = "--adaptive-config") -> Path:
-    """Write the adaptive config to ``path`` (checked by :func:`_check_output`).
+    """Write the adaptive config to ``path`` (checked by :func:`logfiles.check_output`).
 
     Raises:
         UsageError: the file appeared since it was checked (without ``force``), or cannot be written.
@@ -727,6 +698,7 @@ def _write_adaptive(path: Path, plan, force: bool, flag: str = "--adaptive-confi
 def main(args: argparse.Namespace) -> int:
     from .. import advise as adv
     from ..errors import UsageError
+    from ..logfiles import check_output
 
     for flag, value in (("--adaptive-config", args.adaptive_config),
                         ("--adaptive-candidates", args.adaptive_candidates)):
@@ -747,7 +719,7 @@ def main(args: argparse.Namespace) -> int:
     baselines, more = _resolve_baselines(runs, found_base, args.baseline_tok_s, args.batch_sizes)
     notes += more
     shape, shape_note, target_config = _shape(args)
-    outputs = {flag: _check_output(value, args.force, _input_files(args, target_config), flag)
+    outputs = {flag: check_output(value, flag, args.force, _input_files(args, target_config))
                for flag, value in (("--adaptive-config", args.adaptive_config),
                                    ("--adaptive-candidates", args.adaptive_candidates)) if value}
     if args.steps_candidates:

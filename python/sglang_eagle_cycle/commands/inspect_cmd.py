@@ -79,8 +79,10 @@ def _show_rejected(item: dict) -> None:
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before anything is read or written, outputs that cannot be written as asked
+    (:func:`logfiles.check_output` for each named file)."""
     from ..errors import UsageError
-    from ..logfiles import same_file
+    from ..logfiles import check_output
 
     stdout = [flag for flag, on in (("--json", args.json), ("--csv -", args.csv == "-"),
                                     ("--prometheus -", args.prometheus == "-")) if on]
@@ -97,30 +99,18 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise UsageError(f"--plot {args.plot}: .pgf needs a LaTeX install; use .png, .svg or .pdf")
         if fmt not in FigureCanvasBase.get_supported_filetypes():
             raise UsageError(f"--plot {args.plot}: unknown image format (use .png, .svg or .pdf)")
-    for flag, value in (("--csv", args.csv), ("--plot", args.plot), ("--trace", args.trace),
-                        ("--prometheus", args.prometheus)):
-        if value is not None and not value.strip():
+    named = [(flag, value) for flag, value in (("--csv", args.csv), ("--plot", args.plot), ("--trace", args.trace),
+                                               ("--prometheus", args.prometheus))
+             if value is not None and not (value == "-" and flag in ("--csv", "--prometheus"))]   # those two: stdout
+    for flag, value in named:
+        if not value.strip():
             raise UsageError(f"{flag}: the file name is empty")
-    outputs = [p for p in (None if args.csv == "-" else args.csv, args.plot, args.trace,
-                           None if args.prometheus == "-" else args.prometheus) if p]
-    if len(set(map(os.path.realpath, outputs))) < len(outputs):
+    if len({os.path.realpath(value) for _, value in named}) < len(named):
         raise UsageError("the same file is given for two outputs")
-    inputs = [p for p in args.logs if p != "-"]
-    for value in args.baseline or []:
-        if value not in ("", "-") and ":" not in value:
-            inputs.append(value)
-    for out in outputs:
-        if any(same_file(p, out) for p in inputs):
-            raise UsageError(f"{out} is an input log; refusing to write over it")
-        if os.path.islink(out) and not os.path.exists(out):
-            raise UsageError(f"{out} is a dangling symlink (to {os.readlink(out)}); refusing to write through it")
-        if os.path.isdir(out):
-            raise UsageError(f"{out} is a directory")
-        if os.path.lexists(out) and not args.force:
-            raise UsageError(f"{out} exists; pass --force to overwrite it")
-        parent = os.path.dirname(os.path.realpath(out))
-        if not os.path.isdir(parent):
-            raise UsageError(f"cannot write {out}: no directory {parent}")
+    inputs = [(p, "") for p in args.logs if p != "-"]
+    inputs += [(value, " (--baseline)") for value in args.baseline or [] if value not in ("", "-") and ":" not in value]
+    for flag, value in named:
+        check_output(value, flag, args.force, inputs)
 
 
 def _plot_format(path: str) -> str:
