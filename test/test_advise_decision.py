@@ -549,26 +549,3 @@ def test_a_large_batch_run_past_the_knee_does_not_settle_on_speculation_off(tmp_
     doc = advise_json(*logs, *tail)
     assert doc["recommended"]["steps"] == 1
 
-
-
-def test_the_pick_is_the_lowest_expected_regret_not_the_highest_mean():
-    """Two equally likely hypotheses: 1 step makes 100 tok/s in both; 2 steps 60 in one and 150 in
-    the other. The mean favours 2 steps (105 against 100), but its regret averages 20% (40% in the
-    first hypothesis) against 16.7% for 1 step (a third of 150 missed in the second): the pick is 1
-    step, and the recommendation names the depth whose mean is higher."""
-    from types import SimpleNamespace
-
-    from sglang_eagle_cycle import advise as adv
-
-    tok = np.array([[100.0, 60.0], [100.0, 150.0]] * 50)
-    ens = unc.Ensemble(bs=1, steps=[1, 2], tok_s=tok, accept_len=np.ones_like(tok), phases={}, depth=2,
-                       sources=[None, None])
-    assert list(unc.mean_regret(tok)) == pytest.approx([1 / 6, 0.2])
-    dec = unc.decide(ens, measured=[1, 2])
-    assert dec.pick == 1 and dec.regret_95 == pytest.approx(1 / 3)
-    cands = [SimpleNamespace(steps=1, tok_s=100.0), SimpleNamespace(steps=2, tok_s=105.0)]
-    clause = adv._higher_mean(cands, dec, ens)
-    assert "2 steps predicts more, 105.0 tok/s" in clause and "20.00% against 16.67%" in clause
-    # a measurement that won over the model (the pick given) is explained elsewhere: no clause
-    won = unc.decide(ens, measured=[1, 2], pick=2)
-    assert won.pick == 2 and adv._higher_mean(cands, won, ens) == ""

@@ -1141,24 +1141,7 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
                      "draft-extend": (nxt.cycle.extend_ms or 0.0) - (pick.cycle.extend_ms or 0.0)}
             name = max(parts, key=parts.get)
             clause += f", mostly {name} (+{parts[name]:.2f} ms)"
-    return cm.Recommendation(dec.pick, pick, f"{head}{clause}{_higher_mean(cands, dec, ens)}; {state}", base_tok)
-
-
-def _higher_mean(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemble) -> str:
-    """A clause naming the depth with a higher predicted (mean) tok/s than the pick, when there is
-    one: the pick minimises the expected regret (:func:`uncertainty.decide`), which can differ from
-    the highest mean when that depth's figure leans on hypotheses where every depth is fast."""
-    by = {c.steps: c for c in cands}
-    top = max((c for c in cands if c.steps > 0 and c.tok_s is not None), key=lambda c: c.tok_s, default=None)
-    pick = by[dec.pick]
-    if top is None or top.steps == dec.pick or pick.tok_s is None or top.tok_s <= pick.tok_s:
-        return ""
-    loss = unc.mean_regret(ens.tok_s)
-    mine, theirs = loss[ens.steps.index(dec.pick)], loss[ens.steps.index(top.steps)]
-    if theirs < mine:   # a measurement won over the model: said in the notes
-        return ""
-    return (f" ({cm.steps_text(top.steps)} predicts more, {top.tok_s:.1f} tok/s, but its expected regret "
-            f"is higher: {100 * theirs:.2f}% against {100 * mine:.2f}%)")
+    return cm.Recommendation(dec.pick, pick, f"{head}{clause}; {state}", base_tok)
 
 
 # ---------------------------------------------------------------------------------------------

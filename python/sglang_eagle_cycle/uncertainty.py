@@ -684,8 +684,7 @@ class Decision:
     """The pick and whether the data settle it.
 
     Attributes:
-        pick: the depth with the lowest mean regret over the ensemble (:func:`_lowest_regret`;
-            0 = speculation off).
+        pick: the depth with the highest expected tok/s over the ensemble (0 = speculation off).
         regret_95: 95th percentile over hypotheses of ``1 - tok_s(pick) / max_s tok_s(s)``.
         settled: ``regret_95 <= SETTLED_REGRET``.
         next_run: depth whose measurement most reduces that regret (None when settled or when
@@ -719,28 +718,6 @@ def _regret(tok: np.ndarray, pick_col: int) -> np.ndarray:
     return 1.0 - tok[:, pick_col] / tok.max(axis=1)
 
 
-def _lowest_regret(tok: np.ndarray) -> int:
-    """The column of ``tok`` ``(N, k)`` (tok/s per hypothesis and depth) with the lowest mean regret
-    ``1 - tok_s(c) / max_c' tok_s(c')`` over the hypotheses: the Bayes choice under the issue's regret
-    loss. Ties (to 1e-9): the higher mean tok/s, then the leftmost (shallower) column.
-
-    Unlike the highest mean tok/s, it weighs every hypothesis' shortfall by that hypothesis' own
-    best, so hypotheses in which every depth is fast do not outvote the rest. Over
-    ``benchmarks/sim_advise.py`` (against the highest mean): ``--blind --iid`` seeds 0-31 mean regret
-    0.689% -> 0.667%, ``--wide`` seeds 0-47 0.443% -> 0.433%, our own worlds seeds 0-47 0.162% ->
-    0.161%, ``--blind`` as drawn 0.754% -> 0.762%.
-    """
-    mean_tok = tok.mean(axis=0)
-    loss = mean_regret(tok)
-    return min(range(tok.shape[1]), key=lambda i: (round(float(loss[i]), 9), -float(mean_tok[i]), i))
-
-
-def mean_regret(tok: np.ndarray) -> np.ndarray:
-    """``(k,)``: per column of ``tok`` ``(N, k)`` (tok/s per hypothesis and depth), the regret
-    ``1 - tok_s(c) / max_c' tok_s(c')`` averaged over the hypotheses (a fraction)."""
-    return (1.0 - tok / tok.max(axis=1, keepdims=True)).mean(axis=0)
-
-
 def decide(ens: Ensemble, measured: Sequence[int] = (), bins: int = 10, pick: Optional[int] = None) -> Decision:
     """Pick, 95th-percentile regret, and the one run that would most reduce it.
 
@@ -757,11 +734,12 @@ def decide(ens: Ensemble, measured: Sequence[int] = (), bins: int = 10, pick: Op
     best, the mean 0.17% and 61. Measured depths (``measured``) are not proposed; a run expected
     to cut the 95th-percentile regret by less than :data:`MIN_CUT` of it is still named, with
     ``useful`` False. ``pick``: a depth decided elsewhere (a measurement that wins over the
-    model), else the lowest mean regret (:func:`_lowest_regret`), and the pick is redone the same
-    way in each group.
+    model), else the highest mean tok/s.
     """
     tok = ens.tok_s
-    pc = _lowest_regret(tok) if pick is None else ens.steps.index(pick)
+    mean = tok.mean(axis=0)
+    order = sorted(range(len(ens.steps)), key=lambda i: (-mean[i], ens.steps[i]))
+    pc = order[0] if pick is None else ens.steps.index(pick)
     r95 = float(np.percentile(_regret(tok, pc), 95))
     if r95 <= SETTLED_REGRET:
         return Decision(ens.steps[pc], r95, True, None, None)
@@ -777,7 +755,7 @@ def decide(ens: Ensemble, measured: Sequence[int] = (), bins: int = 10, pick: Op
         after = np.empty(len(idx))
         for grp in np.array_split(idx, bins):
             sub = tok[grp]
-            after[grp] = _regret(sub, _lowest_regret(sub))
+            after[grp] = _regret(sub, int(np.argmax(sub.mean(axis=0))))
         # chosen by the regret expected after the run (its mean over the hypotheses); its 95th
         # percentile is the forecast reported beside it
         key = (round(float(after.mean()), 5), abs(c - ens.steps[pc]), c)
