@@ -162,6 +162,49 @@ def test_sweep_of_steps_1_to_5_in_one_log_recommends_the_measured_best(tmp_path)
             assert c["tok_s_95"][0] <= c["measured_tok_s"] * 1.01 and c["measured_tok_s"] * 0.99 <= c["tok_s_95"][1]
 
 
+# A sweep of steps 1-5 against test/standin_server.py, as `eagle-cycle sweep` writes it (figures from a
+# new user's run, 2026-12-05): steps -> (output tok/s, accept hist, cycles, cycle-group accept_len batch SE)
+STANDIN_SWEEP = {1: (124.682, {"1": 120, "2": 192}, 312, 0.004987), 2: (136.042, {"1": 8, "2": 248}, 256, 0.0),
+                 3: (140.654, {"2": 168, "3": 56}, 224, 0.0), 4: (133.648, {"1": 8, "2": 128, "3": 80}, 216, 0.009317),
+                 5: (128.6, {"1": 8, "2": 104, "3": 96}, 208, 0.00832)}
+
+
+def _standin_bench_records():
+    def ph(mean):
+        return {"mean": mean, "sd": 0.0}
+    recs = [{"schema": "eagle-cycle-bench/1", "model": "m", "draft": None, "steps": 0, "topk": None,
+             "num_draft_tokens": None, "concurrency": 1, "status": "ok", "output_tok_s": 87.988}]
+    for s, (tok, hist, cycles, acc_se) in STANDIN_SWEEP.items():
+        n = sum(hist.values())
+        mean = sum(int(k) * v for k, v in hist.items()) / n
+        total = 11.3 + 1.4 + 1.4 * (s - 1)
+        grp = {"bs": 1, "steps": s, "topk": 1, "draft_tokens": s + 1, "device_spans": False, "cycles": cycles,
+               "phases": {"draft_ms": ph(1.4 * (s - 1)) if s > 1 else ph(None), "verify_ms": ph(11.3),
+                          "extend_ms": ph(1.4), "other_ms": ph(0.0), "total_ms": ph(total)},
+               "accept_len_mean": mean, "accept_hist": hist,
+               "batch_se": {"accept_len": acc_se, "period_ms": 0.0, "batch_cycles": 24, "cycles": cycles}}
+        recs.append({"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": s, "topk": 1,
+                     "num_draft_tokens": s + 1, "concurrency": 1, "status": "ok", "output_tok_s": tok,
+                     "accept_len_mean": round(mean, 4), "accept_hist": hist, "cycle": grp})
+    return recs
+
+
+def test_a_stand_in_sweep_of_bench_records_never_recommends_a_measured_depth_beaten_beyond_noise(tmp_path):
+    """The issue's own case: `eagle-cycle sweep` over steps 1-5 against the stand-in server measures
+    3 steps fastest (140.7 tok/s) and 2 steps at 136.0. The pooled chain model ranks 2 steps first (the
+    stand-in's acceptance is no chain: p2 is 0 at 2 steps and 0.25-0.48 deeper), and bench records
+    used to carry no noise estimate, so the measurement never won: advise recommended 2 steps. The
+    records' cycle groups give it (accept-length chain variance and batch means; cycle times exact
+    here): 3 steps is 2.4 standard errors above 2, and the measurement wins."""
+    path = tmp_path / "sweep.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _standin_bench_records()))
+    doc = advise_json(path)
+    assert doc["recommended"]["steps"] == 3
+    assert any("3 steps measured 140.7 tok/s" in n and "the measurement wins" in n for n in doc["inputs"]["notes"])
+    measured = {c["steps"]: c["measured_tok_s"] for c in doc["candidates"] if c.get("measured_tok_s")}
+    assert measured[3] == max(measured.values()) == pytest.approx(140.654, abs=0.01)
+
+
 # --- stock Decode batch logs at several depths ----------------------------------------------------
 
 

@@ -491,19 +491,21 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         counts = counts_from_hist(rec.get("accept_hist"), steps, what)
         if topk != 1:
             counts = None
-        phases, cycles = None, None
+        phases, cycles, noise = None, None, {}
         grp = rec.get("cycle")
         if isinstance(grp, Mapping):
             sub, _, _ = runs_from_inspect({"groups": [grp]}, what)
             if sub and sub[0].steps == steps:
                 # the cycle breakdown was measured at the running batch size, which may be below
-                # the client concurrency
+                # the client concurrency; its noise (cycle-time spread, batch means) is the noise of
+                # the record's tok/s too: the decode cycles are where the run's randomness lies
                 bs, phases, cycles = sub[0].bs, sub[0].phases, sub[0].cycles
                 counts = counts or sub[0].counts
+                noise = {"total_sd": sub[0].total_sd, "accept_se": sub[0].accept_se, "period_se": sub[0].period_se}
         ndt = _int(rec.get("num_draft_tokens"), f"{what}.num_draft_tokens", allow_none=True)
         _check_chain_tokens(topk, steps, ndt, what)
         runs.append(Run(source=what, bs=bs, steps=steps, topk=topk, num_draft_tokens=ndt,
-                        cycles=cycles, accept_len=accept, counts=counts, phases=phases, tok_s=tok))
+                        cycles=cycles, accept_len=accept, counts=counts, phases=phases, tok_s=tok, **noise))
     if len(seen) > 1:
         names = ", ".join(sorted(f"{m} + {d}" for m, d in seen))
         raise UsageError(f"{source}: records of several model/draft pairs ({names}): choose with --model/--draft")
