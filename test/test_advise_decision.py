@@ -203,6 +203,11 @@ def test_a_stand_in_sweep_of_bench_records_never_recommends_a_measured_depth_bea
     assert any("3 steps measured 140.7 tok/s" in n and "the measurement wins" in n for n in doc["inputs"]["notes"])
     measured = {c["steps"]: c["measured_tok_s"] for c in doc["candidates"] if c.get("measured_tok_s")}
     assert measured[3] == max(measured.values()) == pytest.approx(140.654, abs=0.01)
+    # the adaptive config pins what is recommended (it used to pin the model's 2 steps beside a 3-step launch)
+    cfg = tmp_path / "adaptive.json"
+    doc = advise_json(path, "--adaptive-config", cfg)
+    assert doc["adaptive_config"]["speculative_num_steps"] == 3
+    assert json.loads(cfg.read_text())["1"] == {"candidate_steps": [3]}
 
 
 # --- stock Decode batch logs at several depths ----------------------------------------------------
@@ -592,3 +597,41 @@ def test_a_large_batch_run_past_the_knee_does_not_settle_on_speculation_off(tmp_
     doc = advise_json(*logs, *tail)
     assert doc["recommended"]["steps"] == 1
 
+
+
+def _bench_file(path, recs, prefix=""):
+    path.write_text(prefix + "".join(json.dumps(r) + "\n" for r in recs), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("damage, says", [
+    (lambda rs: rs[1].update(model=["a"]), ".model: expected a name"),                 # used to be a traceback
+    (lambda rs: rs[1].update(draft={"a": 1}), ".draft: expected a name"),
+    (lambda rs: rs[1].update(status=1), ".status: expected text"),
+    (lambda rs: rs[1].update(cycle="garbage"), ".cycle: expected an object"),         # used to be ignored
+    (lambda rs: rs[3]["cycle"].update(steps=2, draft_tokens=3), ".cycle: a group at 2 steps in a record at 3 steps"),
+    (lambda rs: rs[1]["cycle"].update(bs=4), ".cycle: batch size 4 above the record's concurrency 1"),
+    (lambda rs: rs[0].update(model="other"), "a no-spec baseline of another model (other)"),
+])
+def test_damaged_or_foreign_bench_records_are_refused_in_one_line(tmp_path, damage, says):
+    recs = _standin_bench_records()
+    damage(recs)
+    rc, out, err = advise(_bench_file(tmp_path / "sweep.jsonl", recs))
+    assert rc == 2 and out == "" and says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_bench_records_of_two_pairs_in_two_files_are_refused_and_odd_but_valid_files_are_read(tmp_path):
+    recs = _standin_bench_records()
+    mine = _bench_file(tmp_path / "mine.jsonl", recs)
+    theirs = _bench_file(tmp_path / "theirs.jsonl", [dict(r, model="other") for r in recs])
+    rc, _, err = advise(mine, theirs)
+    assert rc == 2 and "another model/draft pair" in err and "choose with --model" in err
+    assert advise_json(mine, theirs, "--model", "m")["recommended"]["steps"] == 3
+    # a byte-order mark, and a first record longer than the 64 KiB the input kind is told from (a
+    # failed run keeps its server's log tail): both are bench JSONL, read as such
+    bom = _bench_file(tmp_path / "bom.jsonl", recs, prefix="\ufeff")
+    failed = {"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": 6, "topk": 1,
+              "num_draft_tokens": 7, "concurrency": 1, "status": "error", "error": "server died: " + "é" * 70000}
+    long_first = _bench_file(tmp_path / "long.jsonl", [failed] + recs)
+    for path in (bom, long_first):
+        assert advise_json(path)["recommended"]["steps"] == 3, path

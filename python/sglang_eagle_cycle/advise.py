@@ -71,6 +71,8 @@ class Run:
             requests whose text stays easy or hard over many cycles, drift.
         tok_s_se: standard error of ``tok_s`` itself (tok/s), where neither the cycle time's nor the
             acceptance's is known: stock Decode batch lines (batch means over their intervals).
+        pair: ``"model + draft"`` of a bench record (None for other inputs): runs of two pairs are
+            never fitted together.
     """
 
     source: str
@@ -90,6 +92,7 @@ class Run:
     accept_se: Optional[float] = None
     period_se: Optional[float] = None
     tok_s_se: Optional[float] = None
+    pair: Optional[str] = None
 
     def iid_accept_se(self) -> Optional[float]:
         """Standard error of the mean accept length were every request-cycle independent (tokens):
@@ -319,8 +322,12 @@ def _counts_from_group(g: Mapping, steps: int, what: str) -> Optional[list[tuple
     return from_ppa if from_ppa is not None else from_hist
 
 
-def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float], list[str]]:
+def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None
+                      ) -> tuple[list[Run], dict[int, float], list[str]]:
     """Runs from an ``eagle-cycle inspect --json`` document.
+
+    ``group_label``: how errors name a group (default ``"SOURCE: groups[i]"``), e.g. a bench
+    record's ``cycle`` group.
 
     Each group ``(bs, steps, topk, draft_tokens)`` is one run; phase means, accept-length
     histogram and per-position counts are used when present (they may be missing or null).
@@ -341,7 +348,7 @@ def runs_from_inspect(doc: Any, source: str) -> tuple[list[Run], dict[int, float
         raise UsageError(f"{source}: schema {schema!r} is not {INSPECT_SCHEMA}")
     runs, notes = [], []
     for i, g in enumerate(doc["groups"]):
-        what = f"{source}: groups[{i}]"
+        what = group_label or f"{source}: groups[{i}]"
         if not isinstance(g, Mapping):
             raise UsageError(f"{what}: expected an object")
         bs = _int(g.get("bs"), f"{what}.bs", maximum=MAX_BS)
@@ -466,14 +473,20 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
     """
     runs, notes = [], []
     base_runs: dict[int, list[float]] = {}
-    seen = set()
+    seen, base_models = set(), set()
     for i, rec in enumerate(records):
         what = f"{source}:{i + 1}"
         if not isinstance(rec, Mapping) or rec.get("schema") != BENCH_SCHEMA:
             raise UsageError(f"{what}: not an {BENCH_SCHEMA} record")
-        if rec.get("status") != "ok":
+        status = rec.get("status")
+        if not isinstance(status, str):
+            raise UsageError(f"{what}.status: expected text (\"ok\" or an error), got {_short(status)}")
+        for key in ("model", "draft"):
+            if rec.get(key) is not None and not isinstance(rec.get(key), str):
+                raise UsageError(f"{what}.{key}: expected a name, got {_short(rec.get(key))}")
+        if status != "ok":
             continue
-        if model and normalise_name(rec.get("model", "")) != normalise_name(model):
+        if model and normalise_name(rec.get("model") or "") != normalise_name(model):
             continue
         steps = _int(rec.get("steps"), f"{what}.steps", minimum=0, maximum=MAX_STEPS)
         if steps and draft and normalise_name(rec.get("draft") or "") != normalise_name(draft):
@@ -482,6 +495,7 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         tok = _tok(rec.get("output_tok_s"), f"{what}.output_tok_s", positive=True)
         if steps == 0:
             base_runs.setdefault(bs, []).append(tok)
+            base_models.add(rec.get("model"))
             continue
         seen.add((rec.get("model"), rec.get("draft")))
         topk = _int(rec.get("topk", 1), f"{what}.topk")
@@ -493,9 +507,17 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
             counts = None
         phases, cycles, noise = None, None, {}
         grp = rec.get("cycle")
+        if grp is not None and not isinstance(grp, Mapping):
+            raise UsageError(f"{what}.cycle: expected an object (the run's cycle group) or null, got {_short(grp)}")
         if isinstance(grp, Mapping):
-            sub, _, _ = runs_from_inspect({"groups": [grp]}, what)
-            if sub and sub[0].steps == steps:
+            sub, _, _ = runs_from_inspect({"groups": [grp]}, what, group_label=f"{what}.cycle")
+            if sub and sub[0].steps != steps:
+                raise UsageError(f"{what}.cycle: a group at {cm.steps_text(sub[0].steps)} in a record at "
+                                 f"{cm.steps_text(steps)}: not this run's cycles")
+            if sub and sub[0].bs > bs:
+                raise UsageError(f"{what}.cycle: batch size {sub[0].bs} above the record's concurrency {bs}: "
+                                 "not this run's cycles")
+            if sub:
                 # the cycle breakdown was measured at the running batch size, which may be below
                 # the client concurrency; its noise (cycle-time spread, batch means) is the noise of
                 # the record's tok/s too: the decode cycles are where the run's randomness lies
@@ -505,10 +527,15 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         ndt = _int(rec.get("num_draft_tokens"), f"{what}.num_draft_tokens", allow_none=True)
         _check_chain_tokens(topk, steps, ndt, what)
         runs.append(Run(source=what, bs=bs, steps=steps, topk=topk, num_draft_tokens=ndt,
-                        cycles=cycles, accept_len=accept, counts=counts, phases=phases, tok_s=tok, **noise))
+                        cycles=cycles, accept_len=accept, counts=counts, phases=phases, tok_s=tok, **noise,
+                        pair=f"{rec.get('model')} + {rec.get('draft')}"))
     if len(seen) > 1:
         names = ", ".join(sorted(f"{m} + {d}" for m, d in seen))
         raise UsageError(f"{source}: records of several model/draft pairs ({names}): choose with --model/--draft")
+    other = {m for m in base_models if seen and normalise_name(m or "") not in {normalise_name(m2 or "") for m2, _ in seen}}
+    if other:
+        raise UsageError(f"{source}: a no-spec baseline of another model ({', '.join(sorted(map(str, other)))}) "
+                         f"than its runs ({', '.join(sorted(str(m) for m, _ in seen))}): choose with --model")
     base = {bs: sum(toks) / len(toks) for bs, toks in base_runs.items()}
     for bs, toks in base_runs.items():
         if len(toks) > 1:   # a sweep re-run appends another baseline; the last one used to win silently
@@ -699,8 +726,9 @@ def shape_from_config(cfg: Mapping) -> tuple[cm.WidthShape, str]:
 class BatchAdvice:
     """Candidates and the recommendation at one batch size.
 
-    ``adaptive_steps`` is the fastest depth ``> 0``: what an adaptive-config bucket pins even
-    when the recommendation is to turn speculation off (SGLang's steps 0 still runs draft-extend).
+    ``adaptive_steps`` is what an adaptive-config bucket pins: the recommended depth, or the
+    fastest depth ``> 0`` when the recommendation is to turn speculation off (SGLang's steps 0 still
+    runs draft-extend).
     """
 
     bs: int
@@ -964,7 +992,10 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
             notes += _fit_notes(cands, [r for r in fitted if r.bs == bs])
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        per_bs.append(BatchAdvice(bs, cands, rec, cm.best_speculative(cands).steps, dec))
+        # the adaptive config pins the recommended depth (a measurement that won over the model
+        # included); with speculation off, the fastest depth (SGLang's steps 0 still drafts)
+        pinned = rec.steps if rec.steps > 0 else cm.best_speculative(cands).steps
+        per_bs.append(BatchAdvice(bs, cands, rec, pinned, dec))
     measured = {(r.bs, r.steps): r for r in modelled}
     return Advice(acc, cost, per_bs, primary, measured, list(modelled), notes, not_modelled)
 

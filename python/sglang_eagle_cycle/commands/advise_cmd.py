@@ -145,6 +145,13 @@ def _sniff(path: Path) -> str:
     if not body.startswith(("{", "[")):
         return "log"
     first = body.split("\n", 1)[0]
+    if "\n" not in body and len(head) == 1 << 16:
+        # a first line longer than the head (a bench record holding a crashed server's log tail)
+        try:
+            with _open_text(path) as fh:
+                first = fh.readline(1 << 26).lstrip("\ufeff \t\r")
+        except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile):
+            return "log"
     try:
         obj = json.loads(first)
     except RecursionError:
@@ -204,7 +211,7 @@ def _bench_records(path: Path):
 
     try:
         with _open_text(path) as fh:
-            first = next((ln for ln in fh if ln.strip()), "")
+            first = next((ln for ln in fh if ln.strip()), "").lstrip("\ufeff")
             try:
                 head = json.loads(first)
             except RecursionError:
@@ -217,7 +224,7 @@ def _bench_records(path: Path):
             out = []
             for i, ln in enumerate(fh, start=1):
                 if ln.strip():
-                    out.append(_loads(ln, f"{path}:{i}"))
+                    out.append(_loads(ln.lstrip("\ufeff") if i == 1 else ln, f"{path}:{i}"))
             return out
     except UnicodeDecodeError:
         return None
@@ -345,6 +352,10 @@ def _collect_inputs(args, names: list[str], spool: Path):
                 raise UsageError(f"{name}: not an eagle-cycle inspect --json document")
         elif kind == "bench" and (records := _bench_records(path)) is not None:
             r, b, n = adv.runs_from_bench(records, name, args.model, args.draft)
+            pairs = {x.pair for x in runs + r if x.pair is not None}
+            if len(pairs) > 1:
+                raise UsageError(f"{name}: bench records of another model/draft pair than the earlier inputs' "
+                                 f"({', '.join(sorted(pairs))}): choose with --model/--draft")
             runs += r
             notes += n
             for k, v in b.items():
