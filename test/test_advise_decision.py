@@ -635,3 +635,20 @@ def test_bench_records_of_two_pairs_in_two_files_are_refused_and_odd_but_valid_f
     long_first = _bench_file(tmp_path / "long.jsonl", [failed] + recs)
     for path in (bom, long_first):
         assert advise_json(path)["recommended"]["steps"] == 3, path
+
+
+def test_whole_cycle_times_of_another_batch_size_do_not_stand_in_for_this_ones(tmp_path):
+    """Bench records without cycle groups (whole-cycle times from tok/s only) at concurrency 1 and 4.
+    The 1-step run at bs 4 verifies 8 tokens, as 7 steps would at bs 1, but its cycle has no draft
+    steps: taken as bs 1's cycle at width 8, it made 7 steps (never run) the pick at bs 1, 'settled'
+    at 0% regret. Only bs 1's runs now shape bs 1's curve."""
+    recs = [dict(r, cycle=None) for r in _standin_bench_records()]
+    bs4_tok = {0: 351.7, 1: 499.4, 2: 543.0, 3: 561.0, 4: 532.9, 5: 511.9}
+    for r in list(recs):
+        hist = {k: 4 * v for k, v in (r.get("accept_hist") or {}).items()} or None
+        recs.append(dict(r, concurrency=4, output_tok_s=bs4_tok[r["steps"]], accept_hist=hist))
+    doc = advise_json(_bench_file(tmp_path / "nocycle.jsonl", recs))
+    for b in doc["per_batch_size"]:
+        assert b["recommended"]["steps"] <= 5, b   # a measured depth: 6-8 rest on the curve beyond the runs
+    one = next(b for b in doc["per_batch_size"] if b["bs"] == 1)
+    assert one["recommended"]["steps"] in (1, 2, 3) and one["settled"] is False

@@ -605,7 +605,11 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         ph["draft_ms"][:, cols], ph["verify_ms"][:, cols], ph["extend_ms"][:, cols] = d, v, x
         ph["other_ms"][:, cols] = other
     else:
-        tpts = _points(obs, "total_ms")
+        # whole-cycle times include the draft steps, which grow with the depth, not the width: a
+        # cycle at another batch size and the same width is another depth's, so only this batch
+        # size's runs make the curve (all of them where none ran here: carried over, never settled)
+        here = [o for o in obs if o.bs == bs]
+        tpts = _points(here or obs, "total_ms")
         total = sample_curve(tpts, widths, n, rng, anchor=anchor)
     noisy = [o for o in obs if o.bs == bs and o.total_se_ms]
     shape_total = total
