@@ -1059,16 +1059,19 @@ def run_rel_se(r: Run) -> Optional[float]:
 
 def _measured_winner(pick: int, runs: Sequence[Run], steps: Sequence[int]) -> Optional[tuple[Run, Run, float]]:
     """``(winner, pick's run, z)`` when the pick was measured and another measured candidate depth
-    beat it by more than :data:`MEASURED_WINS_Z` standard errors (both noises known), else None."""
+    beat it by more than :data:`MEASURED_WINS_Z` standard errors, else None. A run without a noise
+    estimate (a table row, a bench record without its cycle group) counts as :data:`UNKNOWN_NOISE_PCT`
+    wide at 95% (relative SE ``UNKNOWN_NOISE_PCT / 100 / MEASURED_WINS_Z``), as its poor-fit check does."""
     meas = {r.steps: r for r in runs if r.tok_s and r.topk == 1 and r.steps in steps}
     mine = meas.get(pick)
-    se_p = run_rel_se(mine) if mine is not None else None
-    if se_p is None:
+    if mine is None:
         return None
+    unknown = UNKNOWN_NOISE_PCT / 100.0 / MEASURED_WINS_Z
+    se_p = run_rel_se(mine) or unknown
     best = None
     for r in meas.values():
-        se = run_rel_se(r)
-        if r is mine or se is None or r.tok_s <= mine.tok_s:
+        se = run_rel_se(r) or unknown
+        if r is mine or r.tok_s <= mine.tok_s:
             continue
         z = (r.tok_s - mine.tok_s) / math.hypot(r.tok_s * se, mine.tok_s * se_p)
         if z > MEASURED_WINS_Z and (best is None or r.tok_s > best[0].tok_s):
