@@ -656,3 +656,20 @@ def test_whole_cycle_times_of_another_batch_size_do_not_stand_in_for_this_ones(t
         assert b["recommended"]["steps"] <= 5, b   # a measured depth: 6-8 rest on the curve beyond the runs
     one = next(b for b in doc["per_batch_size"] if b["bs"] == 1)
     assert one["recommended"]["steps"] in (1, 2, 3) and one["settled"] is False
+
+
+def test_a_log_with_nothing_in_it_among_several_is_skipped_with_a_warning(tmp_path):
+    """`eagle-cycle sweep` keeps every server's log, the no-spec one included; passing them all
+    (`sweep_server_logs/*.log`) stopped advise at the first log without cycle or Decode batch lines,
+    where inspect warns and goes on. Among several inputs it is now skipped with a warning; alone it
+    is still the error."""
+    w = _sweep_world()
+    run = tmp_path / "steps3.log"
+    run.write_text("\n".join(w.log_lines(3, 400, random.Random(3))) + "\n")
+    empty = tmp_path / "server_baseline.log"
+    empty.write_text("[2026-12-05 00:53:04] stand-in server: model=org/target steps=0\n")
+    rc, out, err = advise(empty, run, "--baseline-tok-s", w.true_tok_s(0))
+    assert rc == 0 and "recommended at bs 4" in out
+    assert f"warning: {empty}: no [eagle-cycle], JSONL or Decode batch line" in err and "skipped" in err
+    rc, out, err = advise(empty, "--baseline-tok-s", w.true_tok_s(0))
+    assert rc == 2 and "nothing to inspect" in err and out == ""

@@ -377,7 +377,17 @@ def _collect_inputs(args, names: list[str], spool: Path):
         _warn(f"{opts} filter{'s' if '/' not in opts else ''} bench JSONL records only: ignored for "
               + ", ".join(unfiltered))
     for name, path in logs:
-        r, b, n = _from_log(name, str(path))
+        try:
+            r, b, n = _from_log(name, str(path))
+        except UsageError as exc:
+            # among several inputs, a log with nothing in it (a sweep's no-spec stand-in log) is
+            # skipped with a warning, as inspect does; alone it is the error
+            if len(names) == 1 or not str(exc).startswith("nothing to inspect: "):
+                raise
+            why = str(exc)[len("nothing to inspect: "):]
+            _warn(f"{why}: skipped")
+            notes.append(f"{why}: not used")
+            continue
         runs += r
         notes += n
         for k, v in b.items():
