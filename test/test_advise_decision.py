@@ -673,3 +673,25 @@ def test_a_log_with_nothing_in_it_among_several_is_skipped_with_a_warning(tmp_pa
     assert f"warning: {empty}: no [eagle-cycle], JSONL or Decode batch line" in err and "skipped" in err
     rc, out, err = advise(empty, "--baseline-tok-s", w.true_tok_s(0))
     assert rc == 2 and "nothing to inspect" in err and out == ""
+
+
+def test_a_bench_records_own_server_log_counts_once(tmp_path):
+    """A sweep's bench records carry each run's cycle group read from its server log (`cycle.file`);
+    given the records and those logs, every run was counted twice (twice the request-cycles). The log
+    a record names is now counted once, as the record, with a note."""
+    w = _sweep_world()
+    log = tmp_path / "server_steps3.log"
+    log.write_text("\n".join(w.log_lines(3, 300, random.Random(4))) + "\n")
+    recs = _standin_bench_records()
+    recs[3]["cycle"]["file"] = str(log)
+    bench = _bench_file(tmp_path / "sweep.jsonl", recs)
+    alone = advise_json(bench)
+    both = advise_json(bench, log)
+    assert both["inputs"]["acceptance"]["samples"] == alone["inputs"]["acceptance"]["samples"]
+    assert len(both["inputs"]["runs"]) == len(alone["inputs"]["runs"])
+    assert any(n.startswith(f"{log}: the server log of bench record") and "counted once" in n
+               for n in both["inputs"]["notes"])
+    # a log no record names is a run of its own
+    other = tmp_path / "other.log"
+    other.write_text(log.read_text())
+    assert len(advise_json(bench, other)["inputs"]["runs"]) == len(alone["inputs"]["runs"]) + 1

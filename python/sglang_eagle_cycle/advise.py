@@ -73,6 +73,8 @@ class Run:
             acceptance's is known: stock Decode batch lines (batch means over their intervals).
         pair: ``"model + draft"`` of a bench record (None for other inputs): runs of two pairs are
             never fitted together.
+        log_file: the server log a bench record's cycle group was read from (``cycle.file``), so
+            that the same log given as an INPUT is not counted twice.
     """
 
     source: str
@@ -93,6 +95,7 @@ class Run:
     period_se: Optional[float] = None
     tok_s_se: Optional[float] = None
     pair: Optional[str] = None
+    log_file: Optional[str] = None
 
     def iid_accept_se(self) -> Optional[float]:
         """Standard error of the mean accept length were every request-cycle independent (tokens):
@@ -523,7 +526,8 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
                 # the record's tok/s too: the decode cycles are where the run's randomness lies
                 bs, phases, cycles = sub[0].bs, sub[0].phases, sub[0].cycles
                 counts = counts or sub[0].counts
-                noise = {"total_sd": sub[0].total_sd, "accept_se": sub[0].accept_se, "period_se": sub[0].period_se}
+                noise = {"total_sd": sub[0].total_sd, "accept_se": sub[0].accept_se, "period_se": sub[0].period_se,
+                         "log_file": grp.get("file") if isinstance(grp.get("file"), str) else None}
         ndt = _int(rec.get("num_draft_tokens"), f"{what}.num_draft_tokens", allow_none=True)
         _check_chain_tokens(topk, steps, ndt, what)
         runs.append(Run(source=what, bs=bs, steps=steps, topk=topk, num_draft_tokens=ndt,

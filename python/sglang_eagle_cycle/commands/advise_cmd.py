@@ -376,7 +376,15 @@ def _collect_inputs(args, names: list[str], spool: Path):
         opts = "/".join(o for o, v in (("--model", args.model), ("--draft", args.draft)) if v)
         _warn(f"{opts} filter{'s' if '/' not in opts else ''} bench JSONL records only: ignored for "
               + ", ".join(unfiltered))
+    from ..logfiles import same_file
+
     for name, path in logs:
+        twin = next((r for r in runs if r.log_file and name != "-" and os.path.exists(r.log_file)
+                     and same_file(r.log_file, name)), None)
+        if twin is not None:
+            notes.append(f"{name}: the server log of bench record {twin.source} ({adv.cm.steps_text(twin.steps)}), whose "
+                         "cycles that record already holds: counted once, as the record")
+            continue
         try:
             r, b, n = _from_log(name, str(path))
         except UsageError as exc:
