@@ -243,3 +243,20 @@ def test_inspect_and_advise_refuse_an_output_in_the_same_words(tmp_path, repo_ro
     if case == "exists":
         assert out.read_text() == "mine\n"
     assert not (tmp_path / "nodir").exists() and not (tmp_path / "elsewhere").exists()
+
+
+def test_inspect_names_a_sweeps_bench_jsonl_and_the_command_that_reads_it(tmp_path, repo_root):
+    bench = tmp_path / "sweep.jsonl"
+    bench.write_text(json.dumps({"schema": "eagle-cycle-bench/1", "model": "m", "steps": 0, "concurrency": 1,
+                                 "status": "ok", "output_tok_s": 88.0}) + "\n")
+    rc, out, err = call("inspect", bench)
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert "nothing to inspect" in err and f"eagle-cycle bench JSONL: read it with `eagle-cycle advise {bench}`" in err
+    log = repo_root / "data" / "logs" / "decode_batch_variants.log"
+    rc, out, err = call("inspect", bench, log)
+    assert rc in (0, 1) and f"{bench}: no [eagle-cycle]" in err and "read it with `eagle-cycle advise" in err
+    # an ordinary log with nothing in it gets no such hint
+    plain = tmp_path / "plain.log"
+    plain.write_text("nothing here\n")
+    rc, _, err = call("inspect", plain)
+    assert rc == 2 and "bench JSONL" not in err

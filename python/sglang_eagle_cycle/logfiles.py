@@ -297,6 +297,25 @@ def check_output(path_text: str, flag: str, force: bool, inputs: Iterable[tuple[
     return path
 
 
+def is_bench_jsonl(path: PathLike) -> bool:
+    """True when ``path`` (a regular file, plain or gzip) starts with an ``eagle-cycle-bench/1`` record:
+    the depth sweep's JSONL, which ``eagle-cycle advise`` reads and ``inspect`` does not. Never raises."""
+    import json
+
+    try:
+        if str(path) == "-" or not os.path.isfile(path):
+            return False
+        for chunk in iter_chunks(path):
+            line = next((ln for ln in chunk.lstrip("\ufeff").splitlines() if ln.strip()), None)
+            if line is None:
+                continue
+            rec = json.loads(line)
+            return isinstance(rec, dict) and rec.get("schema") == "eagle-cycle-bench/1"
+    except Exception:  # noqa: BLE001 - a hint only: anything unreadable is not bench JSONL
+        return False
+    return False
+
+
 def same_file(a: PathLike, b: PathLike) -> bool:
     """True when ``a`` and ``b`` name one file: through symbolic links, hard links and relative paths.
 

@@ -232,6 +232,8 @@ def _write_file(path: str, write, mode: str = "w") -> None:
 def main(args: argparse.Namespace) -> int:
     import json
 
+    from ..errors import UsageError
+    from ..logfiles import is_bench_jsonl
     from ..report import inspect_paths
     from ..trace import TraceWriter
     from ..report_table import render_table, write_csv
@@ -245,9 +247,21 @@ def main(args: argparse.Namespace) -> int:
     try:
         groups: list = []
         base = _baseline(args.baseline)
-        doc = inspect_paths(args.logs, baseline=base, warn=_warn,
-                            on_record=_guarded(writer.add, trace_out) if writer else None,
-                            on_rejected=_show_rejected, max_rejected=args.show_rejected, groups_out=groups)
+        bench = [p for p in args.logs if is_bench_jsonl(p)]
+
+        def warn(msg: str) -> None:   # a sweep's bench JSONL is named as such, with the command that reads it
+            hit = next((p for p in bench if msg.startswith(f"{p}: no [eagle-cycle]")), None)
+            _warn(msg if hit is None else f"{msg}; it is eagle-cycle bench JSONL: read it with `eagle-cycle advise {hit}`")
+
+        try:
+            doc = inspect_paths(args.logs, baseline=base, warn=warn,
+                                on_record=_guarded(writer.add, trace_out) if writer else None,
+                                on_rejected=_show_rejected, max_rejected=args.show_rejected, groups_out=groups)
+        except UsageError as exc:
+            if bench and str(exc).startswith("nothing to inspect: "):
+                raise UsageError(f"{exc}; {', '.join(bench)}: eagle-cycle bench JSONL: read it with "
+                                 f"`eagle-cycle advise {' '.join(bench)}`") from None
+            raise
         if isinstance(base, dict) and doc["groups"]:
             unused = sorted(set(base) - {g["bs"] for g in doc["groups"]})
             if unused:
