@@ -308,6 +308,12 @@ def test_a_measured_depth_clearly_faster_than_the_measured_pick_wins():
     assert adv._measured_winner(6, [unknown6, seven], [0, 6, 7, 8])[0] is seven
     assert adv._measured_winner(6, [unknown6, run(7, 2515.0, 2.0)], [0, 6, 7, 8]) is None
     assert adv._measured_winner(5, [six, seven], [0, 5, 6, 7]) is None        # an unmeasured pick: the model's
+    # two runs at the pick's depth count together (a sweep re-run into the same file): 2500 and 2570
+    # average about 2534 (inverse-variance), 1.0% below the 2560 at 7 steps, which wins; only the last run at a depth used to count
+    again = dataclasses.replace(six, tok_s=2570.0, phases={"total_ms": 1000.0 * 32 * 4.0 / 2570.0}, source="r6b")
+    won = adv._measured_winner(6, [six, again, seven], [0, 6, 7, 8])
+    assert won is not None and won[0] is seven and won[1].tok_s == pytest.approx(2534.0, abs=1.0)
+    assert adv._measured_winner(6, [six, again, seven], [0, 6, 7, 8])[1].source.startswith("2 runs")
 
 
 def test_the_same_run_given_twice_counts_once(tmp_path):
@@ -631,14 +637,38 @@ def test_bench_records_of_two_pairs_in_two_files_are_refused_and_odd_but_valid_f
     rc, _, err = advise(mine, theirs)
     assert rc == 2 and "another model/draft pair" in err and "choose with --model" in err
     assert advise_json(mine, theirs, "--model", "m")["recommended"]["steps"] == 3
+    # a baseline of another model in a file of its own (it used to be used silently), either order
+    spec = _bench_file(tmp_path / "spec.jsonl", recs[1:])
+    other_base = _bench_file(tmp_path / "base.jsonl", [dict(recs[0], model="other/m", output_tok_s=175.6)])
+    for order in ((spec, other_base), (other_base, spec)):
+        rc, _, err = advise(*order)
+        assert rc == 2 and "a no-spec bench baseline of another model (other/m)" in err, err
+    # names are compared as --model/--draft match them (case and punctuation aside): not two pairs
+    shouty = _bench_file(tmp_path / "shouty.jsonl", [dict(r, model="M") for r in recs[3:]])
+    assert advise_json(mine, shouty)["recommended"]["steps"] == 3
+    mixed = _bench_file(tmp_path / "mixed.jsonl", recs[:3] + [dict(r, model="M") for r in recs[3:]])
+    assert advise_json(mixed)["recommended"]["steps"] == 3
     # a byte-order mark, and a first record longer than the 64 KiB the input kind is told from (a
     # failed run keeps its server's log tail): both are bench JSONL, read as such
     bom = _bench_file(tmp_path / "bom.jsonl", recs, prefix="\ufeff")
     failed = {"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": 6, "topk": 1,
               "num_draft_tokens": 7, "concurrency": 1, "status": "error", "error": "server died: " + "é" * 70000}
     long_first = _bench_file(tmp_path / "long.jsonl", [failed] + recs)
-    for path in (bom, long_first):
-        assert advise_json(path)["recommended"]["steps"] == 3, path
+    bom_blank = _bench_file(tmp_path / "bom_blank.jsonl", recs, prefix="\ufeff\n")
+    blank_long = _bench_file(tmp_path / "blank_long.jsonl", [failed] + recs, prefix="\n")
+    # a record cut short by a killed sweep, which closes it with a newline and skips it on resume
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(json.dumps(recs[0]) + "\n" + json.dumps(recs[1])[:60] + "\n"
+                   + "".join(json.dumps(r) + "\n" for r in recs[1:]))
+    for path in (bom, long_first, bom_blank, blank_long, cut):
+        rc, out, err = advise(path, "--json")
+        assert rc == 0 and json.loads(out)["recommended"]["steps"] == 3, (path, err)
+        assert ("a record cut short" in err) == (path == cut)
+    # any other line that is not JSON is still the error
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(cut.read_text().replace(json.dumps(recs[1])[:60], "garbage"))
+    rc, _, err = advise(bad)
+    assert rc == 2 and f"{bad}:2: invalid JSON" in err
 
 
 def test_whole_cycle_times_of_another_batch_size_do_not_stand_in_for_this_ones(tmp_path):
@@ -678,20 +708,46 @@ def test_a_log_with_nothing_in_it_among_several_is_skipped_with_a_warning(tmp_pa
 def test_a_bench_records_own_server_log_counts_once(tmp_path):
     """A sweep's bench records carry each run's cycle group read from its server log (`cycle.file`);
     given the records and those logs, every run was counted twice (twice the request-cycles). The log
-    a record names is now counted once, as the record, with a note."""
+    a record names counts once, as the record; so does a copy elsewhere (moved, renamed, gzipped) whose
+    groups are exactly a record's; a log that only overlaps a record's depth gets a warning."""
+    import gzip
+
+    from sglang_eagle_cycle.report import inspect_paths
+
     w = _sweep_world()
     log = tmp_path / "server_steps3.log"
     log.write_text("\n".join(w.log_lines(3, 300, random.Random(4))) + "\n")
-    recs = _standin_bench_records()
-    recs[3]["cycle"]["file"] = str(log)
-    bench = _bench_file(tmp_path / "sweep.jsonl", recs)
-    alone = advise_json(bench)
-    both = advise_json(bench, log)
-    assert both["inputs"]["acceptance"]["samples"] == alone["inputs"]["acceptance"]["samples"]
-    assert len(both["inputs"]["runs"]) == len(alone["inputs"]["runs"])
-    assert any(n.startswith(f"{log}: the server log of bench record") and "counted once" in n
-               for n in both["inputs"]["notes"])
-    # a log no record names is a run of its own
+    grp = inspect_paths([str(log)])["groups"][0]
+    grp["file"] = str(log)
+    rec = {"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": 3, "topk": 1, "num_draft_tokens": 4,
+           "concurrency": grp["bs"], "status": "ok", "output_tok_s": grp["tok_s"] * 0.97, "cycle": grp}
+    bench = _bench_file(tmp_path / "sweep.jsonl", [rec])
+    alone = advise_json(bench, "--baseline-tok-s", w.true_tok_s(0))
+    copy = tmp_path / "moved" / "renamed.log.gz"
+    copy.parent.mkdir()
+    copy.write_bytes(gzip.compress(log.read_bytes()))
+    for given, says in ((log, "the server log bench record"), (copy, "are those of bench record")):
+        rc, out, err = advise(bench, given, "--baseline-tok-s", w.true_tok_s(0), "--json")
+        both = json.loads(out)
+        assert rc == 0 and both["inputs"]["acceptance"]["samples"] == alone["inputs"]["acceptance"]["samples"]
+        assert len(both["inputs"]["runs"]) == 1 and "count twice" not in err
+        assert any(n.startswith(str(given)) and says in n and "counted once" in n for n in both["inputs"]["notes"])
+    # another log at the record's depth (other cycles): a run of its own, with a warning
     other = tmp_path / "other.log"
-    other.write_text(log.read_text())
-    assert len(advise_json(bench, other)["inputs"]["runs"]) == len(alone["inputs"]["runs"]) + 1
+    other.write_text("\n".join(w.log_lines(3, 200, random.Random(9))) + "\n")
+    rc, out, err = advise(bench, other, "--baseline-tok-s", w.true_tok_s(0), "--json")
+    assert rc == 0 and len(json.loads(out)["inputs"]["runs"]) == 2 and "its cycles count twice" in err
+
+
+def test_a_record_whose_cycles_ran_below_its_concurrency_competes_with_its_groups_throughput(tmp_path):
+    """A concurrency-2 record whose cycle group ran at bs 1 (the sweep keeps the group with the most
+    cycles) was placed at bs 1 with the client's concurrency-2 throughput: 263.5 tok/s at 2 steps
+    then 'won' over every bs-1 run. The group's own tok/s stands for it now, with a note."""
+    recs = _standin_bench_records()
+    extra = json.loads(json.dumps(recs[2]))          # the 2-step record, its group at bs 1
+    extra.update(concurrency=2, output_tok_s=263.5)
+    extra["cycle"]["tok_s"] = 137.4
+    doc = advise_json(_bench_file(tmp_path / "sweep.jsonl", recs + [extra]))
+    assert doc["recommended"]["steps"] == 3
+    assert any("below the concurrency 2" in n and "137.4 tok/s stands for the run" in n for n in doc["inputs"]["notes"])
+    assert not any("263.5" in n for n in doc["inputs"]["notes"] if "measurement wins" in n)

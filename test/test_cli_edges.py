@@ -260,3 +260,13 @@ def test_inspect_names_a_sweeps_bench_jsonl_and_the_command_that_reads_it(tmp_pa
     plain.write_text("nothing here\n")
     rc, _, err = call("inspect", plain)
     assert rc == 2 and "bench JSONL" not in err
+
+
+@pytest.mark.parametrize("flag", ["--plot", "--trace"])
+def test_inspect_refuses_stdout_for_a_plot_or_a_trace(tmp_path, repo_root, flag):
+    """`--csv -` and `--prometheus -` write to stdout; `--plot -` and `--trace -` used to write a file
+    named '-' in the current directory."""
+    log = repo_root / "data" / "logs" / "decode_batch_variants.log"
+    rc, out, err = call("inspect", log, flag, "-")
+    assert rc == 2 and out == "" and f"{flag} -: writes a file, not stdout" in err and err.count("\n") == 1
+    assert not os.path.exists("-")

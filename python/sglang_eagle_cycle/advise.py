@@ -71,8 +71,8 @@ class Run:
             requests whose text stays easy or hard over many cycles, drift.
         tok_s_se: standard error of ``tok_s`` itself (tok/s), where neither the cycle time's nor the
             acceptance's is known: stock Decode batch lines (batch means over their intervals).
-        pair: ``"model + draft"`` of a bench record (None for other inputs): runs of two pairs are
-            never fitted together.
+        pair: ``(model, draft)`` of a bench record (None for other inputs): runs of two pairs
+            (:func:`pair_key`) are never fitted together.
         log_file: the server log a bench record's cycle group was read from (``cycle.file``), so
             that the same log given as an INPUT is not counted twice.
     """
@@ -94,7 +94,7 @@ class Run:
     accept_se: Optional[float] = None
     period_se: Optional[float] = None
     tok_s_se: Optional[float] = None
-    pair: Optional[str] = None
+    pair: Optional[tuple] = None
     log_file: Optional[str] = None
 
     def iid_accept_se(self) -> Optional[float]:
@@ -194,6 +194,12 @@ def _int(v: Any, what: str, *, minimum: int = 1, maximum: Optional[int] = None,
 def normalise_name(name: str) -> str:
     """Lower-case alphanumerics only: ``"Spec for ge"`` and ``"SpecForge"`` compare equal."""
     return re.sub(r"[^a-z0-9]", "", str(name).lower())
+
+
+def pair_key(model: Optional[str], draft: Optional[str]) -> tuple[str, str]:
+    """``(model, draft)`` as compared: :func:`normalise_name` of each (None as empty), as the
+    ``--model``/``--draft`` filters match them."""
+    return normalise_name(model or ""), normalise_name(draft or "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -462,13 +468,15 @@ def unwrap_seed(doc: Any, source: str = "input") -> tuple[Any, Optional[float]]:
 
 
 def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = None,
-                    draft: Optional[str] = None) -> tuple[list[Run], dict[int, float], list[str]]:
+                    draft: Optional[str] = None, baseline_models: Optional[list] = None
+                    ) -> tuple[list[Run], dict[int, float], list[str]]:
     """Runs and baselines from ``eagle-cycle-bench/1`` JSONL records.
 
     Only ``status == "ok"`` records count. ``steps == 0`` records are no-spec baselines at their
     concurrency (several at one concurrency: their mean, with a note); the others are runs at batch size = concurrency, or at the ``cycle`` group's
     batch size with its phase breakdown when the record has one. ``model``/``draft`` filter
-    (normalised names; baselines have no draft).
+    (normalised names; baselines have no draft). ``baseline_models``: when given, the model of every
+    no-spec record used is appended to it (for checks across files).
 
     Raises:
         UsageError: a record that is not a bench record, or records of several models/drafts
@@ -476,7 +484,8 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
     """
     runs, notes = [], []
     base_runs: dict[int, list[float]] = {}
-    seen, base_models = set(), set()
+    seen: dict[tuple[str, str], tuple] = {}
+    base_models = set()
     for i, rec in enumerate(records):
         what = f"{source}:{i + 1}"
         if not isinstance(rec, Mapping) or rec.get("schema") != BENCH_SCHEMA:
@@ -499,8 +508,10 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         if steps == 0:
             base_runs.setdefault(bs, []).append(tok)
             base_models.add(rec.get("model"))
+            if baseline_models is not None:
+                baseline_models.append(rec.get("model"))
             continue
-        seen.add((rec.get("model"), rec.get("draft")))
+        seen.setdefault(pair_key(rec.get("model"), rec.get("draft")), (rec.get("model"), rec.get("draft")))
         topk = _int(rec.get("topk", 1), f"{what}.topk")
         accept = _num(rec.get("accept_len_mean"), f"{what}.accept_len_mean")
         if accept is not None and not 1.0 <= accept <= steps + 1 + 1e-9:
@@ -524,6 +535,11 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
                 # the cycle breakdown was measured at the running batch size, which may be below
                 # the client concurrency; its noise (cycle-time spread, batch means) is the noise of
                 # the record's tok/s too: the decode cycles are where the run's randomness lies
+                if sub[0].bs < bs:   # the client's throughput is not that batch size's
+                    notes.append(f"{what}: its cycle group ran at bs {sub[0].bs}, below the concurrency {bs}: "
+                                 + (f"the group's {sub[0].tok_s:.1f} tok/s stands for the run, not the client's "
+                                    f"{tok:.1f}" if sub[0].tok_s else "no measured tok/s at that batch size"))
+                    tok = sub[0].tok_s
                 bs, phases, cycles = sub[0].bs, sub[0].phases, sub[0].cycles
                 counts = counts or sub[0].counts
                 noise = {"total_sd": sub[0].total_sd, "accept_se": sub[0].accept_se, "period_se": sub[0].period_se,
@@ -532,14 +548,14 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         _check_chain_tokens(topk, steps, ndt, what)
         runs.append(Run(source=what, bs=bs, steps=steps, topk=topk, num_draft_tokens=ndt,
                         cycles=cycles, accept_len=accept, counts=counts, phases=phases, tok_s=tok, **noise,
-                        pair=f"{rec.get('model')} + {rec.get('draft')}"))
+                        pair=(rec.get("model"), rec.get("draft"))))
     if len(seen) > 1:
-        names = ", ".join(sorted(f"{m} + {d}" for m, d in seen))
+        names = ", ".join(sorted(f"{m} + {d}" for m, d in seen.values()))
         raise UsageError(f"{source}: records of several model/draft pairs ({names}): choose with --model/--draft")
-    other = {m for m in base_models if seen and normalise_name(m or "") not in {normalise_name(m2 or "") for m2, _ in seen}}
+    other = {m for m in base_models if seen and normalise_name(m or "") not in {k[0] for k in seen}}
     if other:
         raise UsageError(f"{source}: a no-spec baseline of another model ({', '.join(sorted(map(str, other)))}) "
-                         f"than its runs ({', '.join(sorted(str(m) for m, _ in seen))}): choose with --model")
+                         f"than its runs ({', '.join(sorted(str(m) for m, _ in seen.values()))}): choose with --model")
     base = {bs: sum(toks) / len(toks) for bs, toks in base_runs.items()}
     for bs, toks in base_runs.items():
         if len(toks) > 1:   # a sweep re-run appends another baseline; the last one used to win silently
@@ -1065,19 +1081,34 @@ def _measured_winner(pick: int, runs: Sequence[Run], steps: Sequence[int]) -> Op
     """``(winner, pick's run, z)`` when the pick was measured and another measured candidate depth
     beat it by more than :data:`MEASURED_WINS_Z` standard errors, else None. A run without a noise
     estimate (a table row, a bench record without its cycle group) counts as :data:`UNKNOWN_NOISE_PCT`
-    wide at 95% (relative SE ``UNKNOWN_NOISE_PCT / 100 / MEASURED_WINS_Z``), as its poor-fit check does."""
-    meas = {r.steps: r for r in runs if r.tok_s and r.topk == 1 and r.steps in steps}
-    mine = meas.get(pick)
-    if mine is None:
-        return None
+    wide at 95% (relative SE ``UNKNOWN_NOISE_PCT / 100 / MEASURED_WINS_Z``), as its poor-fit check does.
+    Several runs at one depth (a sweep re-run into the same file) count together: their
+    inverse-variance mean tok/s and its error (the run returned is then a copy holding that mean)."""
     unknown = UNKNOWN_NOISE_PCT / 100.0 / MEASURED_WINS_Z
-    se_p = run_rel_se(mine) or unknown
+    by_depth: dict[int, list[Run]] = {}
+    for r in runs:
+        if r.tok_s and r.topk == 1 and r.steps in steps:
+            by_depth.setdefault(r.steps, []).append(r)
+
+    def pooled(rs: list[Run]) -> tuple[Run, float]:
+        """(a run holding the depth's mean tok/s, its absolute standard error in tok/s)"""
+        w = [1.0 / (r.tok_s * (run_rel_se(r) or unknown)) ** 2 for r in rs]
+        mean = sum(wi * r.tok_s for wi, r in zip(w, rs)) / sum(w)
+        one = rs[0] if len(rs) == 1 else dataclasses.replace(
+            rs[0], tok_s=mean, source=f"{len(rs)} runs ({', '.join(r.source for r in rs)})")
+        return one, 1.0 / math.sqrt(sum(w))
+
+    if pick not in by_depth:
+        return None
+    mine, se_p = pooled(by_depth[pick])
     best = None
-    for r in meas.values():
-        se = run_rel_se(r) or unknown
-        if r is mine or r.tok_s <= mine.tok_s:
+    for depth, rs in by_depth.items():
+        if depth == pick:
             continue
-        z = (r.tok_s - mine.tok_s) / math.hypot(r.tok_s * se, mine.tok_s * se_p)
+        r, se = pooled(rs)
+        if r.tok_s <= mine.tok_s:
+            continue
+        z = (r.tok_s - mine.tok_s) / math.hypot(se, se_p)
         if z > MEASURED_WINS_Z and (best is None or r.tok_s > best[0].tok_s):
             best = (r, mine, z)
     return best

@@ -33,6 +33,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -149,7 +150,12 @@ def _sniff(path: Path) -> str:
         # a first line longer than the head (a bench record holding a crashed server's log tail)
         try:
             with _open_text(path) as fh:
-                first = fh.readline(1 << 26).lstrip("\ufeff \t\r")
+                first = ""
+                while not first.strip("\ufeff \t\r\n"):
+                    first = fh.readline(1 << 26)
+                    if not first:
+                        break
+                first = first.lstrip("\ufeff \t\r")
         except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile):
             return "log"
     try:
@@ -204,6 +210,11 @@ def _loads(text: str, where: str):
         raise UsageError(f"{where}: invalid JSON ({str(exc).splitlines()[0]})") from None
 
 
+#: the start of a bench record as the sweep writes it (its first key): a line that begins so and is not
+#: valid JSON is a record cut short by a killed writer
+_CUT_RECORD = re.compile(r'\s*\{\s*"schema"\s*:\s*"eagle-cycle-bench/1"')
+
+
 def _bench_records(path: Path):
     """The decoded records when ``path`` is bench JSONL, else None (it is a log for inspect)."""
     from ..advise import BENCH_SCHEMA
@@ -211,7 +222,7 @@ def _bench_records(path: Path):
 
     try:
         with _open_text(path) as fh:
-            first = next((ln for ln in fh if ln.strip()), "").lstrip("\ufeff")
+            first = next((ln for ln in fh if ln.strip("\ufeff \t\r\n")), "").lstrip("\ufeff")
             try:
                 head = json.loads(first)
             except RecursionError:
@@ -223,8 +234,20 @@ def _bench_records(path: Path):
             fh.seek(0)
             out = []
             for i, ln in enumerate(fh, start=1):
-                if ln.strip():
-                    out.append(_loads(ln.lstrip("\ufeff") if i == 1 else ln, f"{path}:{i}"))
+                if i == 1:
+                    ln = ln.lstrip("\ufeff")
+                if not ln.strip():
+                    continue
+                try:
+                    out.append(json.loads(ln))
+                except RecursionError:
+                    out.append(_loads(ln, f"{path}:{i}"))   # raises: nested too deeply
+                except ValueError:
+                    # a record of ours cut short by a killed sweep (which closes it with a newline and
+                    # skips it when it resumes) is skipped the same way; any other bad line is an error
+                    if not _CUT_RECORD.match(ln):
+                        out.append(_loads(ln, f"{path}:{i}"))   # raises, naming the line
+                    _warn(f"{path}:{i}: a record cut short (a sweep stopped while writing it): skipped")
             return out
     except UnicodeDecodeError:
         return None
@@ -326,6 +349,7 @@ def _collect_inputs(args, names: list[str], spool: Path):
     from ..logfiles import is_device
 
     runs, base, notes, logs, unfiltered = [], {}, [], [], []
+    baseline_models: list = []
     for name in names:
         if name != "-" and not Path(name).exists():
             raise UsageError(f"{name}: no such file")
@@ -351,11 +375,17 @@ def _collect_inputs(args, names: list[str], spool: Path):
             else:
                 raise UsageError(f"{name}: not an eagle-cycle inspect --json document")
         elif kind == "bench" and (records := _bench_records(path)) is not None:
-            r, b, n = adv.runs_from_bench(records, name, args.model, args.draft)
-            pairs = {x.pair for x in runs + r if x.pair is not None}
+            r, b, n = adv.runs_from_bench(records, name, args.model, args.draft, baseline_models)
+            pairs = {adv.pair_key(*x.pair): x.pair for x in runs + r if x.pair is not None}
             if len(pairs) > 1:
                 raise UsageError(f"{name}: bench records of another model/draft pair than the earlier inputs' "
-                                 f"({', '.join(sorted(pairs))}): choose with --model/--draft")
+                                 f"({', '.join(sorted(f'{m} + {d}' for m, d in pairs.values()))}): "
+                                 "choose with --model/--draft")
+            models = {k[0] for k in pairs}
+            foreign = sorted({str(m) for m in baseline_models if models and adv.normalise_name(m or "") not in models})
+            if foreign:
+                raise UsageError(f"{name}: a no-spec bench baseline of another model ({', '.join(foreign)}) than the "
+                                 f"runs' ({', '.join(sorted(str(m) for m, _ in pairs.values()))}): choose with --model")
             runs += r
             notes += n
             for k, v in b.items():
@@ -379,11 +409,11 @@ def _collect_inputs(args, names: list[str], spool: Path):
     from ..logfiles import same_file
 
     for name, path in logs:
-        twin = next((r for r in runs if r.log_file and name != "-" and os.path.exists(r.log_file)
-                     and same_file(r.log_file, name)), None)
-        if twin is not None:
-            notes.append(f"{name}: the server log of bench record {twin.source} ({adv.cm.steps_text(twin.steps)}), whose "
-                         "cycles that record already holds: counted once, as the record")
+        named = next((r for r in runs if r.log_file and name != "-" and os.path.exists(r.log_file)
+                      and same_file(r.log_file, name)), None)
+        if named is not None:
+            notes.append(f"{name}: the server log bench record {named.source} ({adv.cm.steps_text(named.steps)}) "
+                         "read its cycles from: counted once, as the records")
             continue
         try:
             r, b, n = _from_log(name, str(path))
@@ -396,11 +426,40 @@ def _collect_inputs(args, names: list[str], spool: Path):
             _warn(f"{why}: skipped")
             notes.append(f"{why}: not used")
             continue
-        runs += r
+        kept = []
+        for run in r:
+            twin = next((x for x in runs if x.pair is not None and _same_cycles(x, run)), None)
+            if twin is None:
+                kept.append(run)
+            else:
+                notes.append(f"{name}: its cycles at bs {run.bs}, {adv.cm.steps_text(run.steps)} are those of bench "
+                             f"record {twin.source} (the same count, accept length and cycle time): counted once, "
+                             "as the record")
+        overlap = sorted({(x.bs, x.steps) for x in kept for y in runs if y.pair is not None and y.cycles
+                          and (y.bs, y.steps) == (x.bs, x.steps)})
+        if overlap:
+            _warn(f"{name}: cycles at {', '.join(f'bs {b_}, {adv.cm.steps_text(s_)}' for b_, s_ in overlap)}, where "
+                  "bench records already hold cycle groups: if it is a copy of their server log, its cycles count "
+                  "twice; give the records or the logs")
+        runs += kept
         notes += n
         for k, v in b.items():
             base.setdefault(k, v)
     return runs, base, notes, [], {"files": list(names)}
+
+
+def _same_cycles(record, run) -> bool:
+    """Whether a log's ``run`` holds the cycles a bench ``record`` already carries in its cycle group
+    (whatever the log's name or place: a moved, copied or compressed server log): the same batch size,
+    depth, topk and cycle count, the same mean cycle time and, where both have them, the same
+    per-position counts. (The record's own ``accept_len_mean`` is the client's, not the group's.)"""
+    if (record.bs, record.steps, record.topk, record.cycles) != (run.bs, run.steps, run.topk, run.cycles) \
+            or not run.cycles:
+        return False
+    a, b = record.total_ms(), run.total_ms()
+    if a is None or b is None or abs(a - b) > 1e-3 * max(1.0, abs(b)):
+        return False
+    return not (record.counts and run.counts) or list(record.counts) == list(run.counts)
 
 
 def _warn(message: str) -> None:

@@ -105,6 +105,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
     for flag, value in named:
         if not value.strip():
             raise UsageError(f"{flag}: the file name is empty")
+        if value == "-":   # --csv - and --prometheus - are stdout; an image or a trace is not
+            raise UsageError(f"{flag} -: writes a file, not stdout; give a file name")
     if len({os.path.realpath(value) for _, value in named}) < len(named):
         raise UsageError("the same file is given for two outputs")
     inputs = [(p, "") for p in args.logs if p != "-"]
