@@ -519,7 +519,7 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         counts = counts_from_hist(rec.get("accept_hist"), steps, what)
         if topk != 1:
             counts = None
-        phases, cycles, noise = None, None, {}
+        phases, cycles, from_group = None, None, {}
         grp = rec.get("cycle")
         if grp is not None and not isinstance(grp, Mapping):
             raise UsageError(f"{what}.cycle: expected an object (the run's cycle group) or null, got {_short(grp)}")
@@ -542,12 +542,12 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
                     tok = sub[0].tok_s
                 bs, phases, cycles = sub[0].bs, sub[0].phases, sub[0].cycles
                 counts = counts or sub[0].counts
-                noise = {"total_sd": sub[0].total_sd, "accept_se": sub[0].accept_se, "period_se": sub[0].period_se,
-                         "log_file": grp.get("file") if isinstance(grp.get("file"), str) else None}
+                from_group = {"total_sd": sub[0].total_sd, "accept_se": sub[0].accept_se, "period_se": sub[0].period_se,
+                              "log_file": grp.get("file") if isinstance(grp.get("file"), str) else None}
         ndt = _int(rec.get("num_draft_tokens"), f"{what}.num_draft_tokens", allow_none=True)
         _check_chain_tokens(topk, steps, ndt, what)
         runs.append(Run(source=what, bs=bs, steps=steps, topk=topk, num_draft_tokens=ndt,
-                        cycles=cycles, accept_len=accept, counts=counts, phases=phases, tok_s=tok, **noise,
+                        cycles=cycles, accept_len=accept, counts=counts, phases=phases, tok_s=tok, **from_group,
                         pair=(rec.get("model"), rec.get("draft"))))
     if len(seen) > 1:
         names = ", ".join(sorted(f"{m} + {d}" for m, d in seen.values()))

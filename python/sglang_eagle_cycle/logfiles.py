@@ -302,6 +302,8 @@ def is_bench_jsonl(path: PathLike) -> bool:
     the depth sweep's JSONL, which ``eagle-cycle advise`` reads and ``inspect`` does not. Never raises."""
     import json
 
+    from .sweep.records import SCHEMA
+
     try:
         if str(path) == "-" or not os.path.isfile(path):
             return False
@@ -310,7 +312,7 @@ def is_bench_jsonl(path: PathLike) -> bool:
             if line is None:
                 continue
             rec = json.loads(line)
-            return isinstance(rec, dict) and rec.get("schema") == "eagle-cycle-bench/1"
+            return isinstance(rec, dict) and rec.get("schema") == SCHEMA
     except Exception:  # noqa: BLE001 - a hint only: anything unreadable is not bench JSONL
         return False
     return False

@@ -40,6 +40,8 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from ..sweep.records import SCHEMA as BENCH_SCHEMA
+
 from ..argtypes import MAX_BS, MAX_STEPS, int_in, negative_values_are_values
 
 DEFAULT_MAX_STEPS = 10
@@ -135,8 +137,6 @@ def _sniff(path: Path) -> str:
     inspect reads, our cycle JSONL included). Unreadable files are ``"log"``: inspect says why."""
     import gzip
 
-    from ..advise import BENCH_SCHEMA
-
     try:
         with _open_text(path) as fh:
             head = fh.read(1 << 16)
@@ -212,12 +212,11 @@ def _loads(text: str, where: str):
 
 #: the start of a bench record as the sweep writes it (its first key): a line that begins so and is not
 #: valid JSON is a record cut short by a killed writer
-_CUT_RECORD = re.compile(r'\s*\{\s*"schema"\s*:\s*"eagle-cycle-bench/1"')
+_CUT_RECORD = re.compile(r'\s*\{\s*"schema"\s*:\s*"' + re.escape(BENCH_SCHEMA) + '"')
 
 
 def _bench_records(path: Path):
     """The decoded records when ``path`` is bench JSONL, else None (it is a log for inspect)."""
-    from ..advise import BENCH_SCHEMA
     from ..errors import UsageError
 
     try:
@@ -346,7 +345,7 @@ def _stdin_document(spool: Path) -> Optional[Path]:
 def _collect_inputs(args, names: list[str], spool: Path):
     from .. import advise as adv
     from ..errors import UsageError
-    from ..logfiles import is_device
+    from ..logfiles import is_device, same_file
 
     runs, base, notes, logs, unfiltered = [], {}, [], [], []
     baseline_models: list = []
@@ -406,8 +405,6 @@ def _collect_inputs(args, names: list[str], spool: Path):
         opts = "/".join(o for o, v in (("--model", args.model), ("--draft", args.draft)) if v)
         _warn(f"{opts} filter{'s' if '/' not in opts else ''} bench JSONL records only: ignored for "
               + ", ".join(unfiltered))
-    from ..logfiles import same_file
-
     for name, path in logs:
         named = next((r for r in runs if r.log_file and name != "-" and os.path.exists(r.log_file)
                       and same_file(r.log_file, name)), None)

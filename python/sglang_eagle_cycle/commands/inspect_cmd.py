@@ -249,10 +249,10 @@ def main(args: argparse.Namespace) -> int:
     try:
         groups: list = []
         base = _baseline(args.baseline)
-        bench = [p for p in args.logs if is_bench_jsonl(p)]
-
-        def warn(msg: str) -> None:   # a sweep's bench JSONL is named as such, with the command that reads it
-            hit = next((p for p in bench if msg.startswith(f"{p}: no [eagle-cycle]")), None)
+        # a sweep's bench JSONL is named as such, with the command that reads it; looked for only
+        # in an input that gave nothing, so an ordinary run reads no file twice
+        def warn(msg: str) -> None:
+            hit = next((p for p in args.logs if msg.startswith(f"{p}: no [eagle-cycle]") and is_bench_jsonl(p)), None)
             _warn(msg if hit is None else f"{msg}; it is eagle-cycle bench JSONL: read it with `eagle-cycle advise {hit}`")
 
         try:
@@ -260,7 +260,8 @@ def main(args: argparse.Namespace) -> int:
                                 on_record=_guarded(writer.add, trace_out) if writer else None,
                                 on_rejected=_show_rejected, max_rejected=args.show_rejected, groups_out=groups)
         except UsageError as exc:
-            if bench and str(exc).startswith("nothing to inspect: "):
+            bench = [p for p in args.logs if is_bench_jsonl(p)] if str(exc).startswith("nothing to inspect: ") else []
+            if bench:
                 raise UsageError(f"{exc}; {', '.join(bench)}: eagle-cycle bench JSONL: read it with "
                                  f"`eagle-cycle advise {' '.join(bench)}`") from None
             raise
