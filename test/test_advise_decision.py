@@ -621,7 +621,9 @@ def _bench_file(path, recs, prefix=""):
     (lambda rs: rs[1].update(cycle="garbage"), ".cycle: expected an object"),         # used to be ignored
     (lambda rs: rs[3]["cycle"].update(steps=2, draft_tokens=3), ".cycle: a group at 2 steps in a record at 3 steps"),
     (lambda rs: rs[1]["cycle"].update(bs=4), ".cycle: batch size 4 above the record's concurrency 1"),
-    (lambda rs: rs[0].update(model="other"), "a no-spec baseline of another model (other)"),
+    (lambda rs: rs[0].update(model="other"), "a no-spec bench baseline of another model (other)"),
+    # within one file in the words used across files (one shared check)
+    (lambda rs: rs[2].update(model="other"), "bench records of several model/draft pairs (m + d, other + d)"),
 ])
 def test_damaged_or_foreign_bench_records_are_refused_in_one_line(tmp_path, damage, says):
     recs = _standin_bench_records()
@@ -635,7 +637,7 @@ def test_bench_records_of_two_pairs_in_two_files_are_refused_and_odd_but_valid_f
     mine = _bench_file(tmp_path / "mine.jsonl", recs)
     theirs = _bench_file(tmp_path / "theirs.jsonl", [dict(r, model="other") for r in recs])
     rc, _, err = advise(mine, theirs)
-    assert rc == 2 and "another model/draft pair" in err and "choose with --model" in err
+    assert rc == 2 and "several model/draft pairs" in err and "choose with --model" in err
     assert advise_json(mine, theirs, "--model", "m")["recommended"]["steps"] == 3
     # a baseline of another model in a file of its own (it used to be used silently), either order
     spec = _bench_file(tmp_path / "spec.jsonl", recs[1:])

@@ -202,6 +202,32 @@ def pair_key(model: Optional[str], draft: Optional[str]) -> tuple[str, str]:
     return normalise_name(model or ""), normalise_name(draft or "")
 
 
+def check_one_pair(pairs: Mapping[tuple[str, str], tuple], baseline_models: Iterable[Optional[str]],
+                   source: str) -> None:
+    """Refuse bench runs of several model/draft pairs, or a no-spec baseline of another model.
+
+    One check for records within one file (:func:`runs_from_bench`) and across the files of one
+    ``advise`` call, so both say the same.
+
+    Args:
+        pairs: :func:`pair_key` of each speculative run's model/draft -> the names as written.
+        baseline_models: the model of each no-spec record used (as written; None when unnamed).
+        source: the input named in the message.
+
+    Raises:
+        UsageError: more than one pair, or a baseline whose model is none of the runs'.
+    """
+    if len(pairs) > 1:
+        names = ", ".join(sorted(f"{m} + {d}" for m, d in pairs.values()))
+        raise UsageError(f"{source}: bench records of several model/draft pairs ({names}): "
+                         "choose with --model/--draft")
+    models = {k[0] for k in pairs}
+    foreign = sorted({str(m) for m in baseline_models if models and normalise_name(m or "") not in models})
+    if foreign:
+        raise UsageError(f"{source}: a no-spec bench baseline of another model ({', '.join(foreign)}) than the "
+                         f"runs' ({', '.join(sorted(str(m) for m, _ in pairs.values()))}): choose with --model")
+
+
 # ---------------------------------------------------------------------------------------------
 # inspect --json documents
 # ---------------------------------------------------------------------------------------------
@@ -549,13 +575,7 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         runs.append(Run(source=what, bs=bs, steps=steps, topk=topk, num_draft_tokens=ndt,
                         cycles=cycles, accept_len=accept, counts=counts, phases=phases, tok_s=tok, **from_group,
                         pair=(rec.get("model"), rec.get("draft"))))
-    if len(seen) > 1:
-        names = ", ".join(sorted(f"{m} + {d}" for m, d in seen.values()))
-        raise UsageError(f"{source}: records of several model/draft pairs ({names}): choose with --model/--draft")
-    other = {m for m in base_models if seen and normalise_name(m or "") not in {k[0] for k in seen}}
-    if other:
-        raise UsageError(f"{source}: a no-spec baseline of another model ({', '.join(sorted(map(str, other)))}) "
-                         f"than its runs ({', '.join(sorted(str(m) for m, _ in seen.values()))}): choose with --model")
+    check_one_pair(seen, base_models, source)
     base = {bs: sum(toks) / len(toks) for bs, toks in base_runs.items()}
     for bs, toks in base_runs.items():
         if len(toks) > 1:   # a sweep re-run appends another baseline; the last one used to win silently

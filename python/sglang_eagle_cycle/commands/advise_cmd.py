@@ -375,16 +375,9 @@ def _collect_inputs(args, names: list[str], spool: Path):
                 raise UsageError(f"{name}: not an eagle-cycle inspect --json document")
         elif kind == "bench" and (records := _bench_records(path)) is not None:
             r, b, n = adv.runs_from_bench(records, name, args.model, args.draft, baseline_models)
-            pairs = {adv.pair_key(*x.pair): x.pair for x in runs + r if x.pair is not None}
-            if len(pairs) > 1:
-                raise UsageError(f"{name}: bench records of another model/draft pair than the earlier inputs' "
-                                 f"({', '.join(sorted(f'{m} + {d}' for m, d in pairs.values()))}): "
-                                 "choose with --model/--draft")
-            models = {k[0] for k in pairs}
-            foreign = sorted({str(m) for m in baseline_models if models and adv.normalise_name(m or "") not in models})
-            if foreign:
-                raise UsageError(f"{name}: a no-spec bench baseline of another model ({', '.join(foreign)}) than the "
-                                 f"runs' ({', '.join(sorted(str(m) for m, _ in pairs.values()))}): choose with --model")
+            # across files, as within one (runs_from_bench): one model/draft pair, its own baselines
+            adv.check_one_pair({adv.pair_key(*x.pair): x.pair for x in runs + r if x.pair is not None},
+                               baseline_models, name)
             runs += r
             notes += n
             for k, v in b.items():
