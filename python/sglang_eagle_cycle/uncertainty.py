@@ -84,13 +84,6 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   from 24 to 23 of 384, over our own worlds' seeds 0-15 coverage from 94.9% to 95.4%, picks
   unchanged). For a hypothesis whose last three nodes saturate, the saturating curve is the
   central form instead, leaning to the same two extremes.
-* **Padded widths**: :data:`PAD_SHARE` of the verify hypotheses run every forward at its width
-  padded up to a size list (:data:`PAD_SIZES`: past 8 tokens, powers of two or the common CUDA-graph
-  capture list), the decode step included, and are drawn as above through the padded points
-  (:func:`_padded`): a staircase, where a deeper depth can cost no more than a shallower one. A
-  list under which two measured widths share a size but not a cost is refuted. SGLang 0.5.23 pads
-  the batch, not the verified width (its graph runners verify ``padded_bs * num_draft_tokens``
-  tokens), but kernel tiles and engines that capture graphs by token count pad the width.
 * Draft-extend: the same, without an anchor. Draft step: measured per draft forward; unknown
   (only 1-step runs) drawn as :data:`UNKNOWN_STEP` times the draft-extend at width ``bs``.
   Other time (and host preparation and gaps): as measured, depth-independent.
@@ -103,8 +96,10 @@ These ranges are assumptions, not fits to any benchmark. A world outside them ca
 the intervals: a verify-mode overhead above 50% of the decode step with one measured width,
 acceptance that rises beyond the measured positions faster than the measured ones did, a cost
 that below a measured point grows faster than ``x^1.25`` (a per-token cost rising by more than
-19% per doubling of the width), a staircase on other sizes than :data:`PAD_SIZES` (or one
-with per-size jitter) whose steps fall between measured widths, a cost that more than steepens by half past the measured
+19% per doubling of the width), a staircase (padding the verified width to kernel tile sizes, or
+to CUDA-graph sizes in an engine that pads tokens: SGLang 0.5.23 pads the batch to a captured
+batch size and verifies ``padded_bs * num_draft_tokens`` tokens, so at one batch size its graph
+padding adds no step between depths) whose steps fall between measured widths, a cost that more than steepens by half past the measured
 widths, or runs whose acceptance or cycle time wander over spans longer than an eighth of the run
 (batch means see only shorter ones) or whose request mix differs from the next run's. The advisor names the
 source that dominates each interval, so the run that would check it is clear.
@@ -167,27 +162,6 @@ PAD_RATIO = 4.0 / 3.0
 #: threshold) show, and it says nothing of the next size. A saturating MoE verify measured at 64 and
 #: 128 tokens (256 experts, top-8) has a last secant of 0.34-0.57 of that chord and keeps its envelope
 FLAT_SECANT = 0.25
-#: share of the verify hypotheses whose widths are padded up to a size list (:func:`_padded`): a
-#: staircase the smooth curves do not have. Measured with ``benchmarks/sim_advise.py`` (mean over 2-3
-#: ensemble seeds, seeds 0-47 of ours and of ``--wide``, 0-31 of ``--blind``): coverage of the
-#: unmeasured depths rose 1-3 points (``--blind --iid`` 87.7 to 90.6%, ``--blind`` 86.6 to 89.6%), the
-#: worlds more than 3% below their best fell (``--blind --iid`` 50 to 45 of 768, ``--blind`` 57 to 54,
-#: ``--wide`` 45 to 41 of 1,152), mean regret stayed within the ensemble's own noise (0.02 points)
-#: except on our own worlds (0.164 to 0.185%), for +0.01-0.02 runs per world and 1-2.5 points of
-#: interval width
-PAD_SHARE = 0.2
-#: the size lists a padded hypothesis pads to (tokens), one drawn per hypothesis: every width up to 8,
-#: then powers of two (kernel tiles, power-of-two graph lists), or then 12, 16, 24, every 8 to 256 and
-#: every 16 beyond (the form of the lists engines capture CUDA graphs at: SGLang's batch sizes, vLLM's
-#: token counts). Widths up to 8 stay as they are: SGLang captures sizes 1-8 one by one, and padding
-#: them too (3 tokens to 4, 5-7 to 8) made the Kimi-K2.5 seed's 5-step run pick 1 step, which its
-#: sweep measured slower than 2 (with them padded, our own worlds, whose CUDA-graph kind pads those
-#: widths too, kept a mean regret of 0.165%)
-PAD_SIZES = (tuple(list(range(1, 9)) + [2 ** i for i in range(4, 15)]),
-             tuple(list(range(1, 9)) + [12, 16, 24] + list(range(32, 257, 8)) + list(range(272, 16385, 16))))
-#: two measured widths that pad to one size must measure within this share of each other, else the
-#: list is refuted for every hypothesis (run-to-run noise and host costs that grow with the width)
-PAD_TOL = 0.05
 #: unknown draft-step cost as a multiple of the draft-extend at width bs (low, high)
 UNKNOWN_STEP = (0.25, 1.5)
 #: a further run counts as useful when it is expected to cut the pick's 95th-percentile regret by at
@@ -514,44 +488,6 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
     return np.maximum(out, 0.0)
 
 
-def _pad_to(x: float, sizes: Sequence[int]) -> float:
-    """The smallest size ``>= x`` (``x`` itself past the largest)."""
-    return float(next((b for b in sizes if b >= x - 1e-9), x))
-
-
-def _padded(v: np.ndarray, pts: Sequence[tuple[float, float]], xq: Sequence[float], rng: np.random.Generator,
-            anchor: tuple[float, float], shapes: Sequence) -> np.ndarray:
-    """``v`` ``(n, len(xq))`` with :data:`PAD_SHARE` of its rows (ms) replaced by padded hypotheses.
-
-    A padded hypothesis takes one list of :data:`PAD_SIZES` and runs every forward at its width
-    padded up to the next size: the measured widths and the decode step's move to their padded
-    widths (measurements that land on one size are averaged), a curve is drawn through them as
-    :func:`sample_curve` draws any, and each query width reads it at its padded width. Widths that
-    share a size then cost the same, and the step to the next size is as steep as the curve there.
-    A list under which two measured widths share a size yet differ by more than :data:`PAD_TOL`
-    is refuted: its rows keep their smooth curves.
-    """
-    n = len(v)
-    which = rng.uniform(0.0, 1.0, n) < PAD_SHARE
-    pick = rng.integers(0, len(PAD_SIZES), n)
-    out = v.copy()
-    for k, sizes in enumerate(PAD_SIZES):
-        rows = which & (pick == k)
-        groups: dict[float, list[float]] = {}
-        for x, y in pts:
-            groups.setdefault(_pad_to(x, sizes), []).append(y)
-        if not rows.any() or any(max(g) > (1.0 + PAD_TOL) * min(g) for g in groups.values()):
-            continue
-        ppts = sorted((x, float(np.mean(g))) for x, g in groups.items())
-        pa = (_pad_to(anchor[0], sizes), anchor[1])
-        below = pa[0] < ppts[0][0]
-        sub = sample_curve(ppts, [_pad_to(x, sizes) for x in xq], n, rng, anchor=pa if below else None, shapes=shapes)
-        if not below:   # the decode step pads to the lowest measured width's size: still a floor
-            sub = np.maximum(sub, anchor[1])
-        out[rows] = sub[rows]
-    return out
-
-
 def _saturation(nx3: np.ndarray, ny3: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(lam, ok)`` per hypothesis: the scale ``lam`` (tokens) of ``y = A - B exp(-x / lam)``
     through the three nodes ``nx3`` (ascending widths) with values ``ny3`` ``(N, 3)`` (ms), and
@@ -655,10 +591,7 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
     cols = [steps.index(s) for s in spec]
     if cost.mode == "phases" and phased:
         shapes = (cm.LINEAR, cost.shape) if cost.shape.num_experts else (cm.LINEAR,)
-        vpts = _points(phased, "verify_ms")
-        v = sample_curve(vpts, widths, n, rng, anchor=anchor, shapes=shapes)
-        if anchor is not None:
-            v = _padded(v, vpts, widths, rng, anchor, shapes)
+        v = sample_curve(_points(phased, "verify_ms"), widths, n, rng, anchor=anchor, shapes=shapes)
         xpts = _points(phased, "extend_ms")
         x = sample_curve(xpts, widths + [bs], n, rng)
         x_bs = x[:, -1]
@@ -835,4 +768,3 @@ def decide(ens: Ensemble, measured: Sequence[int] = (), bins: int = 10, pick: Op
     if best is None:
         return Decision(ens.steps[pc], r95, False, None, None, False)
     return Decision(ens.steps[pc], r95, False, best[1], best[2], best[2] <= (1.0 - MIN_CUT) * r95)
-
