@@ -734,6 +734,16 @@ def test_a_bench_records_own_server_log_counts_once(tmp_path):
         assert rc == 0 and both["inputs"]["acceptance"]["samples"] == alone["inputs"]["acceptance"]["samples"]
         assert len(both["inputs"]["runs"]) == 1 and "count twice" not in err
         assert any(n.startswith(str(given)) and says in n and "counted once" in n for n in both["inputs"]["notes"])
+    # the named log also holds cycles no record has (a sweep stopped before its next record): those count
+    longer = tmp_path / "server_steps3_then_5.log"
+    longer.write_text(log.read_text() + "\n".join(w.log_lines(5, 300, random.Random(5))) + "\n")
+    grp5 = dict(grp, file=str(longer))
+    rec5 = dict(rec, cycle=grp5)
+    bench5 = _bench_file(tmp_path / "sweep5.jsonl", [rec5])
+    rc, out, err = advise(bench5, longer, "--baseline-tok-s", w.true_tok_s(0), "--json")
+    got = json.loads(out)
+    assert rc == 0 and sorted(r["steps"] for r in got["inputs"]["runs"]) == [3, 5] and "count twice" not in err
+    assert any("at bs" in n and "5 steps, which no bench record holds, are used" in n for n in got["inputs"]["notes"])
     # another log at the record's depth (other cycles): a run of its own, with a warning
     other = tmp_path / "other.log"
     other.write_text("\n".join(w.log_lines(3, 200, random.Random(9))) + "\n")

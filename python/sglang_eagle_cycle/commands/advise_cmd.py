@@ -399,23 +399,36 @@ def _collect_inputs(args, names: list[str], spool: Path):
         _warn(f"{opts} filter{'s' if '/' not in opts else ''} bench JSONL records only: ignored for "
               + ", ".join(unfiltered))
     for name, path in logs:
-        named = next((r for r in runs if r.log_file and name != "-" and os.path.exists(r.log_file)
-                      and same_file(r.log_file, name)), None)
-        if named is not None:
-            notes.append(f"{name}: the server log bench record {named.source} ({adv.cm.steps_text(named.steps)}) "
-                         "read its cycles from: counted once, as the records")
-            continue
+        named = [r for r in runs if r.log_file and name != "-" and os.path.exists(r.log_file)
+                 and same_file(r.log_file, name)]
+        if named:
+            notes.append(f"{name}: the server log bench record{'s' if len(named) > 1 else ''} "
+                         f"{', '.join(f'{x.source} ({adv.cm.steps_text(x.steps)})' for x in named)} read "
+                         f"{'their' if len(named) > 1 else 'its'} cycles from: counted once, as the records")
         try:
             r, b, n = _from_log(name, str(path))
         except UsageError as exc:
             # among several inputs, a log with nothing in it (a sweep's no-spec stand-in log) is
             # skipped with a warning, as inspect does; alone it is the error
+            if named:
+                continue
             if len(names) == 1 or not str(exc).startswith("nothing to inspect: "):
                 raise
             why = str(exc)[len("nothing to inspect: "):]
             _warn(f"{why}: skipped")
             notes.append(f"{why}: not used")
             continue
+        if named:
+            # the records hold this log's cycles at their batch sizes and depths, as time windows of it;
+            # what it holds elsewhere (a sweep stopped before the record of its next concurrency was
+            # written) no record has, and counts
+            held = {(x.bs, x.steps, x.topk) for x in named}
+            r = [x for x in r if (x.bs, x.steps, x.topk) not in held]
+            if not r:
+                continue
+            notes.append(f"{name}: its cycles at {', '.join(f'bs {x.bs}, {adv.cm.steps_text(x.steps)}' for x in r)}, "
+                         "which no bench record holds, are used")
+            b, n = {}, []
         kept = []
         for run in r:
             twin = next((x for x in runs if x.pair is not None and _same_cycles(x, run)), None)
