@@ -707,6 +707,11 @@ def test_a_log_with_nothing_in_it_among_several_is_skipped_with_a_warning(tmp_pa
     assert rc == 2 and "nothing to inspect" in err and out == ""
 
 
+def _write_lines(path: Path, lines) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def test_a_bench_records_own_server_log_counts_once(tmp_path):
     """A sweep's bench records carry each run's cycle group read from its server log (`cycle.file`);
     given the records and those logs, every run was counted twice (twice the request-cycles). The log
@@ -734,6 +739,20 @@ def test_a_bench_records_own_server_log_counts_once(tmp_path):
         assert rc == 0 and both["inputs"]["acceptance"]["samples"] == alone["inputs"]["acceptance"]["samples"]
         assert len(both["inputs"]["runs"]) == 1 and "count twice" not in err
         assert any(n.startswith(str(given)) and says in n and "counted once" in n for n in both["inputs"]["notes"])
+    # an inspect document of that log holds the record's group once more: counted once, either order
+    doc = tmp_path / "inspect.json"
+    doc.write_text(json.dumps(inspect_paths([str(log)])))
+    for order in ((bench, doc), (doc, bench)):
+        got = advise_json(*order, "--baseline-tok-s", w.true_tok_s(0))
+        assert got["inputs"]["acceptance"]["samples"] == alone["inputs"]["acceptance"]["samples"]
+        assert len(got["inputs"]["runs"]) == 1
+        assert any(n.startswith(str(doc)) and "are those of bench record" in n for n in got["inputs"]["notes"])
+    # a document of other cycles at the record's depth: a run of its own, with a warning
+    other_doc = tmp_path / "other_inspect.json"
+    other_doc.write_text(json.dumps(inspect_paths([str(_write_lines(tmp_path / "o.log",
+                                                                     w.log_lines(3, 200, random.Random(11))))])))
+    rc, out, err = advise(bench, other_doc, "--baseline-tok-s", w.true_tok_s(0), "--json")
+    assert rc == 0 and len(json.loads(out)["inputs"]["runs"]) == 2 and "its cycles count twice" in err
     # the named log also holds cycles no record has (a sweep stopped before its next record): those count
     longer = tmp_path / "server_steps3_then_5.log"
     longer.write_text(log.read_text() + "\n".join(w.log_lines(5, 300, random.Random(5))) + "\n")

@@ -392,6 +392,25 @@ def _collect_inputs(args, names: list[str], spool: Path):
         notes += n
         for k, v in b.items():
             base.setdefault(k, v)
+    # an inspect document of a record's own server log holds the record's cycle group once more
+    records = [x for x in runs if x.pair is not None]
+    if records:
+        kept = []
+        for x in runs:
+            twin = None if x.pair is not None else next((y for y in records if _same_cycles(y, x)), None)
+            if twin is None:
+                kept.append(x)
+            else:
+                notes.append(f"{x.source}: its cycles at bs {x.bs}, {adv.cm.steps_text(x.steps)} are those of bench "
+                             f"record {twin.source} (the same count, accept length and cycle time): counted once, "
+                             "as the record")
+        runs = kept
+        overlap = sorted({(x.source, x.bs, x.steps) for x in runs if x.pair is None and x.cycles
+                          for y in records if y.cycles and (y.bs, y.steps) == (x.bs, x.steps)})
+        for src, b_, s_ in overlap:
+            _warn(f"{src}: cycles at bs {b_}, {adv.cm.steps_text(s_)}, where bench records already hold cycle "
+                  "groups: if it is an inspect document of their server log, its cycles count twice; give the "
+                  "records or the document")
     if args.benchmark:
         _warn("--benchmark applies to --table only: ignored")
     if (args.model or args.draft) and unfiltered:
