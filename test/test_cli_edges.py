@@ -270,3 +270,30 @@ def test_inspect_refuses_stdout_for_a_plot_or_a_trace(tmp_path, repo_root, flag)
     rc, out, err = call("inspect", log, flag, "-")
     assert rc == 2 and out == "" and f"{flag} -: writes a file, not stdout" in err and err.count("\n") == 1
     assert not os.path.exists("-")
+
+
+def test_an_input_on_standard_input_is_never_written_over(tmp_path, repo_root):
+    """``advise - ... --adaptive-config FILE --force < FILE`` replaced the bench file with the config,
+    and ``inspect - --trace FILE --force < FILE`` the log with the trace: the output check compared
+    the outputs with the named inputs only, never with the file behind standard input."""
+    seed = tmp_path / "seed.json"
+    seed.write_text((repo_root / SEED).read_text())
+    log = tmp_path / "run.log"
+    log.write_text((repo_root / "data" / "logs" / sorted(os.listdir(repo_root / "data" / "logs"))[0]).read_text())
+    cases = ((["advise", "-", "--baseline-tok-s", "88.8", "--adaptive-config"], "--adaptive-config", seed),
+             (["inspect", "-", "--trace"], "--trace", log))
+    for argv, flag, victim in cases:
+        before = victim.read_bytes()
+        for target in (victim, Path("/dev/stdin")):
+            with victim.open("rb") as stdin:
+                proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", *argv, str(target), "--force"],
+                                      stdin=stdin, capture_output=True, text=True, cwd=repo_root)
+            assert proc.returncode == 2 and proc.stdout == "", (argv, proc.stderr)
+            assert f"{flag} {target}: is the file on standard input, one of the inputs" in proc.stderr
+            assert proc.stderr.count("\n") == 1 and victim.read_bytes() == before
+    # another file as the output, standard input from a file: written as asked
+    out = tmp_path / "adaptive.json"
+    with seed.open("rb") as stdin:
+        proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "advise", "-", "--baseline-tok-s", "88.8",
+                               "--adaptive-config", str(out)], stdin=stdin, capture_output=True, text=True, cwd=repo_root)
+    assert proc.returncode == 0 and out.exists() and seed.read_text() == (repo_root / SEED).read_text(), proc.stderr

@@ -270,7 +270,8 @@ def check_output(path_text: str, flag: str, force: bool, inputs: Iterable[tuple[
 
     Commands check every output before they write any, so a refused one leaves no other behind.
     ``inputs``: ``(path, label)`` for every file the command reads (``label`` is appended to the
-    message, e.g. ``" (--baseline)"``).
+    message, e.g. ``" (--baseline)"``); ``"-"`` stands for standard input, which is compared by the
+    file behind it when that is a regular file (``< FILE``; ``/dev/stdin`` as the output too).
 
     Raises:
         UsageError: one line, ``"FLAG PATH: why"``: the name is empty; the path is one of the
@@ -283,7 +284,10 @@ def check_output(path_text: str, flag: str, force: bool, inputs: Iterable[tuple[
         raise UsageError(f"{flag}: the file name is empty")
     path = Path(path_text)
     for name, label in inputs:
-        if same_file(name, path):
+        if name == "-" and _is_stdin_file(path):
+            raise UsageError(f"{flag} {path}: is the file on standard input, one of the inputs{label}; "
+                             "not written over it")
+        if name != "-" and same_file(name, path):
             raise UsageError(f"{flag} {path}: is one of the inputs{label}; not written over it")
     if path.is_symlink() and not path.exists():
         raise UsageError(f"{flag} {path}: a dangling symlink (to {os.readlink(path)}); not written through it")
@@ -316,6 +320,20 @@ def is_bench_jsonl(path: PathLike) -> bool:
     except Exception:  # noqa: BLE001 - a hint only: anything unreadable is not bench JSONL
         return False
     return False
+
+
+def _is_stdin_file(path: PathLike) -> bool:
+    """Whether ``path`` is the regular file this process reads as standard input. Never raises."""
+    import stat
+
+    try:
+        st_in = os.fstat(0)
+        if not stat.S_ISREG(st_in.st_mode) or not os.path.exists(path):
+            return False
+        st = os.stat(path)
+        return (st.st_dev, st.st_ino) == (st_in.st_dev, st_in.st_ino)
+    except (OSError, ValueError):
+        return False
 
 
 def same_file(a: PathLike, b: PathLike) -> bool:

@@ -777,7 +777,7 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
 
 def _input_files(args, target_config: Path | None) -> list[tuple[str, str]]:
     """Every file advise read, as ``(path, how it was given)``: INPUTs, --table, --target-config's config.json."""
-    files = [(name, "") for name in args.inputs if name != "-"]
+    files = [(name, "") for name in args.inputs]   # "-": the file behind standard input, if any
     if args.table:
         files.append((args.table, " (--table)"))
     if target_config is not None:

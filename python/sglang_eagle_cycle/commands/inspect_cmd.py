@@ -109,7 +109,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag} -: writes a file, not stdout; give a file name")
     if len({os.path.realpath(value) for _, value in named}) < len(named):
         raise UsageError("the same file is given for two outputs")
-    inputs = [(p, "") for p in args.logs if p != "-"]
+    inputs = [(p, "") for p in args.logs]   # "-": the file behind standard input, if any
     inputs += [(value, " (--baseline)") for value in args.baseline or [] if value not in ("", "-") and ":" not in value]
     for flag, value in named:
         check_output(value, flag, args.force, inputs)
