@@ -782,3 +782,28 @@ def test_a_record_whose_cycles_ran_below_its_concurrency_competes_with_its_group
     assert doc["recommended"]["steps"] == 3
     assert any("below the concurrency 2" in n and "137.4 tok/s stands for the run" in n for n in doc["inputs"]["notes"])
     assert not any("263.5" in n for n in doc["inputs"]["notes"] if "measurement wins" in n)
+
+
+def test_baselines_from_several_files_are_averaged_in_any_order_and_of_one_model(tmp_path):
+    """Bench baselines at one concurrency in two files: the first file's used to win silently, so
+    the pick followed the order of the arguments. Baselines of two models with no speculative
+    record to choose between them used to be averaged (within a file) or the first taken."""
+    recs = _standin_bench_records()
+    spec = _bench_file(tmp_path / "spec.jsonl", recs[1:])
+    b100 = _bench_file(tmp_path / "b100.jsonl", [dict(recs[0], output_tok_s=100.0)])
+    b140 = _bench_file(tmp_path / "b140.jsonl", [dict(recs[0], output_tok_s=140.0)])
+    docs = [advise_json(spec, *order) for order in ((b100, b140), (b140, b100))]
+    for doc in docs:
+        assert cand(doc, 0)["predicted_tok_s"] == pytest.approx(120.0)
+        assert any(n.startswith("2 no-spec baselines at bs 1") and "their mean 120.0 is used" in n
+                   for n in doc["inputs"]["notes"])
+    assert docs[0]["recommended"] == docs[1]["recommended"]
+    # no speculative bench record: baselines of two models are refused, within a file or across files
+    seed = _write(tmp_path / "seed5.json", _doc(SEED_5))
+    both = _bench_file(tmp_path / "two.jsonl", [dict(recs[0], output_tok_s=100.0),
+                                               dict(recs[0], model="other", output_tok_s=140.0)])
+    other = _bench_file(tmp_path / "other.jsonl", [dict(recs[0], model="other", output_tok_s=140.0)])
+    for args in ((seed, both), (seed, b100, other), (seed, other, b100)):
+        rc, out, err = advise(*args)
+        assert rc == 2 and out == "" and "no-spec bench baselines of several models (m, other)" in err, err
+    assert advise_json(seed, both, "--model", "other")["candidates"][0]["predicted_tok_s"] == pytest.approx(140.0)

@@ -215,13 +215,18 @@ def check_one_pair(pairs: Mapping[tuple[str, str], tuple], baseline_models: Iter
         source: the input named in the message.
 
     Raises:
-        UsageError: more than one pair, or a baseline whose model is none of the runs'.
+        UsageError: more than one pair, a baseline whose model is none of the runs', or, with no
+            runs, baselines of several models.
     """
     if len(pairs) > 1:
         names = ", ".join(sorted(f"{m} + {d}" for m, d in pairs.values()))
         raise UsageError(f"{source}: bench records of several model/draft pairs ({names}): "
                          "choose with --model/--draft")
     models = {k[0] for k in pairs}
+    baseline_models = list(baseline_models)
+    if not pairs and len({normalise_name(m or "") for m in baseline_models}) > 1:
+        raise UsageError(f"{source}: no-spec bench baselines of several models "
+                         f"({', '.join(sorted({str(m) for m in baseline_models}))}): choose with --model")
     foreign = sorted({str(m) for m in baseline_models if models and normalise_name(m or "") not in models})
     if foreign:
         raise UsageError(f"{source}: a no-spec bench baseline of another model ({', '.join(foreign)}) than the "

@@ -348,6 +348,7 @@ def _collect_inputs(args, names: list[str], spool: Path):
     from ..logfiles import is_device, same_file
 
     runs, base, notes, logs, unfiltered = [], {}, [], [], []
+    given: dict[int, list[tuple[float, str]]] = {}   # batch size -> (no-spec tok/s, input), every input's
     baseline_models: list = []
     for name in names:
         if name != "-" and not Path(name).exists():
@@ -381,7 +382,7 @@ def _collect_inputs(args, names: list[str], spool: Path):
             runs += r
             notes += n
             for k, v in b.items():
-                base.setdefault(k, v)
+                given.setdefault(k, []).append((v, name))
             continue
         else:
             logs.append((name, path))
@@ -391,7 +392,7 @@ def _collect_inputs(args, names: list[str], spool: Path):
         runs += r
         notes += n
         for k, v in b.items():
-            base.setdefault(k, v)
+            given.setdefault(k, []).append((v, name))
     # an inspect document of a record's own server log holds the record's cycle group once more
     records = [x for x in runs if x.pair is not None]
     if records:
@@ -466,7 +467,14 @@ def _collect_inputs(args, names: list[str], spool: Path):
         runs += kept
         notes += n
         for k, v in b.items():
-            base.setdefault(k, v)
+            given.setdefault(k, []).append((v, name))
+    # several inputs' baselines at one batch size: their mean, whatever the order (the first used to win)
+    for k, vals in given.items():
+        base[k] = sum(v for v, _ in vals) / len(vals)
+        if len({round(v, 6) for v, _ in vals}) > 1:
+            notes.append(f"{len(vals)} no-spec baselines at bs {k} ("
+                         + ", ".join(f"{v:.1f} tok/s from {src}" for v, src in vals)
+                         + f"): their mean {base[k]:.1f} is used")
     return runs, base, notes, [], {"files": list(names)}
 
 
