@@ -807,3 +807,43 @@ def test_baselines_from_several_files_are_averaged_in_any_order_and_of_one_model
         rc, out, err = advise(*args)
         assert rc == 2 and out == "" and "no-spec bench baselines of several models (m, other)" in err, err
     assert advise_json(seed, both, "--model", "other")["candidates"][0]["predicted_tok_s"] == pytest.approx(140.0)
+
+
+def test_a_records_server_log_counts_once_with_or_without_its_cycle_group(tmp_path):
+    """A record without a cycle group (a sweep run without the plugin's group) names its run's log in
+    ``server_log``: given beside it, that log's cycles counted twice, silently. And a record carries
+    the client's histogram beside its group's: the group's own must be what a document of the log is
+    matched by (one verify apart, the document counted twice)."""
+    from sglang_eagle_cycle.report import inspect_paths
+
+    w = _sweep_world()
+    log = _write_lines(tmp_path / "server_steps3.log", w.log_lines(3, 300, random.Random(4)))
+    grp = inspect_paths([str(log)])["groups"][0]
+    hist = {str(k): v for k, v in grp["accept_hist"].items()}
+    client = dict(hist)
+    first = next(iter(client))
+    client[first] += 1                                   # the client saw one verify more than the window
+    bare = {"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": 3, "topk": 1,
+            "num_draft_tokens": 4, "concurrency": grp["bs"], "status": "ok", "output_tok_s": grp["tok_s"] * 0.97,
+            "accept_hist": client, "cycle": None, "server_log": str(log),
+            "accept_len_mean": sum(int(k) * v for k, v in client.items()) / sum(client.values())}
+    bench = _bench_file(tmp_path / "bare.jsonl", [bare])
+    alone = advise_json(bench, "--baseline-tok-s", w.true_tok_s(0))
+    rc, out, err = advise(bench, log, "--baseline-tok-s", w.true_tok_s(0), "--json")
+    both = json.loads(out)
+    assert rc == 0 and both["inputs"]["acceptance"]["samples"] == alone["inputs"]["acceptance"]["samples"]
+    assert len(both["inputs"]["runs"]) == 1 and "count twice" not in err
+    assert any(n.startswith(str(log)) and "counted once, as the records" in n for n in both["inputs"]["notes"])
+    # a copy of it elsewhere cannot be matched (no group to compare): a run of its own, with a warning
+    copy = _write_lines(tmp_path / "copy.log", log.read_text().splitlines())
+    rc, out, err = advise(bench, copy, "--baseline-tok-s", w.true_tok_s(0), "--json")
+    assert rc == 0 and len(json.loads(out)["inputs"]["runs"]) == 2 and "already hold a run" in err
+    # with its group as well, an inspect document of the log matches the group's histogram
+    full = dict(bare, cycle=dict(grp, file=str(log)))
+    bench2 = _bench_file(tmp_path / "full.jsonl", [full])
+    doc = tmp_path / "inspect.json"
+    doc.write_text(json.dumps(inspect_paths([str(log)])))
+    alone2 = advise_json(bench2, "--baseline-tok-s", w.true_tok_s(0))
+    got = advise_json(bench2, doc, "--baseline-tok-s", w.true_tok_s(0))
+    assert got["inputs"]["acceptance"]["samples"] == alone2["inputs"]["acceptance"]["samples"]
+    assert len(got["inputs"]["runs"]) == 1

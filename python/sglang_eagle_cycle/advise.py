@@ -73,8 +73,14 @@ class Run:
             acceptance's is known: stock Decode batch lines (batch means over their intervals).
         pair: ``(model, draft)`` of a bench record (None for other inputs): runs of two pairs
             (:func:`pair_key`) are never fitted together.
-        log_file: the server log a bench record's cycle group was read from (``cycle.file``), so
-            that the same log given as an INPUT is not counted twice.
+        log_file: the server log a bench record's cycle group was read from (``cycle.file``), else
+            its run's server log (``server_log``), so that the same log given as an INPUT is not
+            counted twice.
+        group_counts: a bench record's cycle group's own per-position counts (``counts`` holds the
+            client's histogram where the record has one): what a log or document of the same
+            cycles shows.
+        concurrency: a bench record's client concurrency (``bs`` is its cycle group's batch size):
+            its run's cycles in its server log lie at batch sizes up to it.
     """
 
     source: str
@@ -96,6 +102,8 @@ class Run:
     tok_s_se: Optional[float] = None
     pair: Optional[tuple] = None
     log_file: Optional[str] = None
+    group_counts: Optional[list[tuple[int, int]]] = None
+    concurrency: Optional[int] = None
 
     def iid_accept_se(self) -> Optional[float]:
         """Standard error of the mean accept length were every request-cycle independent (tokens):
@@ -551,6 +559,7 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         if topk != 1:
             counts = None
         phases, cycles, from_group = None, None, {}
+        concurrency = bs
         grp = rec.get("cycle")
         if grp is not None and not isinstance(grp, Mapping):
             raise UsageError(f"{what}.cycle: expected an object (the run's cycle group) or null, got {_short(grp)}")
@@ -574,12 +583,15 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
                 bs, phases, cycles = sub[0].bs, sub[0].phases, sub[0].cycles
                 counts = counts or sub[0].counts
                 from_group = {"total_sd": sub[0].total_sd, "accept_se": sub[0].accept_se, "period_se": sub[0].period_se,
-                              "log_file": grp.get("file") if isinstance(grp.get("file"), str) else None}
+                              "log_file": grp.get("file") if isinstance(grp.get("file"), str) else None,
+                              "group_counts": sub[0].counts}
+        if not from_group.get("log_file") and isinstance(rec.get("server_log"), str):
+            from_group["log_file"] = rec["server_log"]   # the run's server log, cycle group or not
         ndt = _int(rec.get("num_draft_tokens"), f"{what}.num_draft_tokens", allow_none=True)
         _check_chain_tokens(topk, steps, ndt, what)
         runs.append(Run(source=what, bs=bs, steps=steps, topk=topk, num_draft_tokens=ndt,
                         cycles=cycles, accept_len=accept, counts=counts, phases=phases, tok_s=tok, **from_group,
-                        pair=(rec.get("model"), rec.get("draft"))))
+                        pair=(rec.get("model"), rec.get("draft")), concurrency=concurrency))
     check_one_pair(seen, base_models, source)
     base = {bs: sum(toks) / len(toks) for bs, toks in base_runs.items()}
     for bs, toks in base_runs.items():

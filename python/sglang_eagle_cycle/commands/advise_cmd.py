@@ -407,10 +407,10 @@ def _collect_inputs(args, names: list[str], spool: Path):
                              "as the record")
         runs = kept
         overlap = sorted({(x.source, x.bs, x.steps) for x in runs if x.pair is None and x.cycles
-                          for y in records if y.cycles and (y.bs, y.steps) == (x.bs, x.steps)})
+                          for y in records if _holds(y, x)})
         for src, b_, s_ in overlap:
-            _warn(f"{src}: cycles at bs {b_}, {adv.cm.steps_text(s_)}, where bench records already hold cycle "
-                  "groups: if it is an inspect document of their server log, its cycles count twice; give the "
+            _warn(f"{src}: cycles at bs {b_}, {adv.cm.steps_text(s_)}, where bench records already hold a run: "
+                  "if it is an inspect document of their server log, its cycles count twice; give the "
                   "records or the document")
     if args.benchmark:
         _warn("--benchmark applies to --table only: ignored")
@@ -442,8 +442,10 @@ def _collect_inputs(args, names: list[str], spool: Path):
             # the records hold this log's cycles at their batch sizes and depths, as time windows of it;
             # what it holds elsewhere (a sweep stopped before the record of its next concurrency was
             # written) no record has, and counts
-            held = {(x.bs, x.steps, x.topk) for x in named}
-            r = [x for x in r if (x.bs, x.steps, x.topk) not in held]
+            # a record's run fills its log at every batch size up to its concurrency (ramp-up and
+            # drain), whichever one its cycle group kept
+            r = [x for x in r if not any((x.steps, x.topk) == (y.steps, y.topk) and x.bs <= (y.concurrency or y.bs)
+                                         for y in named)]
             if not r:
                 continue
             notes.append(f"{name}: its cycles at {', '.join(f'bs {x.bs}, {adv.cm.steps_text(x.steps)}' for x in r)}, "
@@ -458,11 +460,10 @@ def _collect_inputs(args, names: list[str], spool: Path):
                 notes.append(f"{name}: its cycles at bs {run.bs}, {adv.cm.steps_text(run.steps)} are those of bench "
                              f"record {twin.source} (the same count, accept length and cycle time): counted once, "
                              "as the record")
-        overlap = sorted({(x.bs, x.steps) for x in kept for y in runs if y.pair is not None and y.cycles
-                          and (y.bs, y.steps) == (x.bs, x.steps)})
+        overlap = sorted({(x.bs, x.steps) for x in kept for y in runs if y.pair is not None and _holds(y, x)})
         if overlap:
             _warn(f"{name}: cycles at {', '.join(f'bs {b_}, {adv.cm.steps_text(s_)}' for b_, s_ in overlap)}, where "
-                  "bench records already hold cycle groups: if it is a copy of their server log, its cycles count "
+                  "bench records already hold a run: if it is a copy of their server log, its cycles count "
                   "twice; give the records or the logs")
         runs += kept
         notes += n
@@ -478,18 +479,28 @@ def _collect_inputs(args, names: list[str], spool: Path):
     return runs, base, notes, [], {"files": list(names)}
 
 
+def _holds(record, run) -> bool:
+    """Whether a bench ``record``'s run may hold a log's or document's ``run``: the same depth and
+    topk, at a batch size up to the record's concurrency (its cycle group's, when it has one)."""
+    top = record.bs if record.cycles else (record.concurrency or record.bs)
+    return (record.steps, record.topk) == (run.steps, run.topk) and (
+        run.bs == record.bs if record.cycles else run.bs <= top)
+
+
 def _same_cycles(record, run) -> bool:
     """Whether a log's ``run`` holds the cycles a bench ``record`` already carries in its cycle group
     (whatever the log's name or place: a moved, copied or compressed server log): the same batch size,
     depth, topk and cycle count, the same mean cycle time and, where both have them, the same
-    per-position counts. (The record's own ``accept_len_mean`` is the client's, not the group's.)"""
+    per-position counts (the group's own, not the client's histogram the record also carries). (The
+    record's own ``accept_len_mean`` is the client's, not the group's.)"""
     if (record.bs, record.steps, record.topk, record.cycles) != (run.bs, run.steps, run.topk, run.cycles) \
             or not run.cycles:
         return False
     a, b = record.total_ms(), run.total_ms()
     if a is None or b is None or abs(a - b) > 1e-3 * max(1.0, abs(b)):
         return False
-    return not (record.counts and run.counts) or list(record.counts) == list(run.counts)
+    mine = record.group_counts if record.group_counts is not None else record.counts
+    return not (mine and run.counts) or list(mine) == list(run.counts)
 
 
 def _warn(message: str) -> None:
