@@ -621,7 +621,9 @@ def _bench_file(path, recs, prefix=""):
     (lambda rs: rs[1].update(cycle="garbage"), ".cycle: expected an object"),         # used to be ignored
     (lambda rs: rs[3]["cycle"].update(steps=2, draft_tokens=3), ".cycle: a group at 2 steps in a record at 3 steps"),
     (lambda rs: rs[1]["cycle"].update(bs=4), ".cycle: batch size 4 above the record's concurrency 1"),
-    (lambda rs: rs[0].update(model="other"), "a no-spec bench baseline of another model (other)"),
+    (lambda rs: rs[0].update(model="other"), "a no-spec bench baseline of another model (other at "),
+    # unnamed runs beside a named baseline: named as unnamed, not None
+    (lambda rs: [r.update(model=None) for r in rs[1:]], "than the runs' (unnamed)"),
     # within one file in the words used across files (one shared check)
     (lambda rs: rs[2].update(model="other"), "bench records of several model/draft pairs (m + d, other + d)"),
 ])
@@ -644,7 +646,7 @@ def test_bench_records_of_two_pairs_in_two_files_are_refused_and_odd_but_valid_f
     other_base = _bench_file(tmp_path / "base.jsonl", [dict(recs[0], model="other/m", output_tok_s=175.6)])
     for order in ((spec, other_base), (other_base, spec)):
         rc, _, err = advise(*order)
-        assert rc == 2 and "a no-spec bench baseline of another model (other/m)" in err, err
+        assert rc == 2 and f"a no-spec bench baseline of another model (other/m at {other_base}:1)" in err, err
     # names are compared as --model/--draft match them (case and punctuation aside): not two pairs
     shouty = _bench_file(tmp_path / "shouty.jsonl", [dict(r, model="M") for r in recs[3:]])
     assert advise_json(mine, shouty)["recommended"]["steps"] == 3
@@ -805,7 +807,8 @@ def test_baselines_from_several_files_are_averaged_in_any_order_and_of_one_model
     other = _bench_file(tmp_path / "other.jsonl", [dict(recs[0], model="other", output_tok_s=140.0)])
     for args in ((seed, both), (seed, b100, other), (seed, other, b100)):
         rc, out, err = advise(*args)
-        assert rc == 2 and out == "" and "no-spec bench baselines of several models (m, other)" in err, err
+        assert rc == 2 and out == "" and "no-spec bench baselines of several models (m at " in err, err
+        assert ", other at " in err and "): choose with --model" in err
     assert advise_json(seed, both, "--model", "other")["candidates"][0]["predicted_tok_s"] == pytest.approx(140.0)
 
 

@@ -210,7 +210,7 @@ def pair_key(model: Optional[str], draft: Optional[str]) -> tuple[str, str]:
     return normalise_name(model or ""), normalise_name(draft or "")
 
 
-def check_one_pair(pairs: Mapping[tuple[str, str], tuple], baseline_models: Iterable[Optional[str]],
+def check_one_pair(pairs: Mapping[tuple[str, str], tuple], baseline_models: Iterable[tuple[Optional[str], str]],
                    source: str) -> None:
     """Refuse bench runs of several model/draft pairs, or a no-spec baseline of another model.
 
@@ -219,26 +219,37 @@ def check_one_pair(pairs: Mapping[tuple[str, str], tuple], baseline_models: Iter
 
     Args:
         pairs: :func:`pair_key` of each speculative run's model/draft -> the names as written.
-        baseline_models: the model of each no-spec record used (as written; None when unnamed).
+        baseline_models: ``(model, where)`` of each no-spec record used: the model as written (None
+            when unnamed) and the record (``FILE:LINE``), named in the message.
         source: the input named in the message.
 
     Raises:
         UsageError: more than one pair, a baseline whose model is none of the runs', or, with no
             runs, baselines of several models.
     """
+    def name(m: Optional[str]) -> str:
+        return "unnamed" if m is None else str(m)
+
     if len(pairs) > 1:
-        names = ", ".join(sorted(f"{m} + {d}" for m, d in pairs.values()))
+        names = ", ".join(sorted(f"{name(m)} + {name(d)}" for m, d in pairs.values()))
         raise UsageError(f"{source}: bench records of several model/draft pairs ({names}): "
                          "choose with --model/--draft")
     models = {k[0] for k in pairs}
     baseline_models = list(baseline_models)
-    if not pairs and len({normalise_name(m or "") for m in baseline_models}) > 1:
-        raise UsageError(f"{source}: no-spec bench baselines of several models "
-                         f"({', '.join(sorted({str(m) for m in baseline_models}))}): choose with --model")
-    foreign = sorted({str(m) for m in baseline_models if models and normalise_name(m or "") not in models})
+    if not pairs and len({normalise_name(m or "") for m, _ in baseline_models}) > 1:
+        first = {}
+        for m, where in baseline_models:
+            first.setdefault(normalise_name(m or ""), f"{name(m)} at {where}")
+        raise UsageError(f"{source}: no-spec bench baselines of several models ({', '.join(sorted(first.values()))}): "
+                         "choose with --model")
+    foreign = {}
+    for m, where in baseline_models:
+        if models and normalise_name(m or "") not in models:
+            foreign.setdefault(normalise_name(m or ""), f"{name(m)} at {where}")
     if foreign:
-        raise UsageError(f"{source}: a no-spec bench baseline of another model ({', '.join(foreign)}) than the "
-                         f"runs' ({', '.join(sorted(str(m) for m, _ in pairs.values()))}): choose with --model")
+        raise UsageError(f"{source}: a no-spec bench baseline of another model ({', '.join(sorted(foreign.values()))}) "
+                         f"than the runs' ({', '.join(sorted(name(m) for m, _ in pairs.values()))}): "
+                         "choose with --model")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -514,8 +525,8 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
     Only ``status == "ok"`` records count. ``steps == 0`` records are no-spec baselines at their
     concurrency (several at one concurrency: their mean, with a note); the others are runs at batch size = concurrency, or at the ``cycle`` group's
     batch size with its phase breakdown when the record has one. ``model``/``draft`` filter
-    (normalised names; baselines have no draft). ``baseline_models``: when given, the model of every
-    no-spec record used is appended to it (for checks across files).
+    (normalised names; baselines have no draft). ``baseline_models``: when given, ``(model, FILE:LINE)``
+    of every no-spec record used is appended to it (for checks across files).
 
     Raises:
         UsageError: a record that is not a bench record, or records of several models/drafts
@@ -524,7 +535,7 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
     runs, notes = [], []
     base_runs: dict[int, list[float]] = {}
     seen: dict[tuple[str, str], tuple] = {}
-    base_models = set()
+    base_models: list[tuple[Optional[str], str]] = []
     for i, rec in enumerate(records):
         what = f"{source}:{i + 1}"
         if not isinstance(rec, Mapping) or rec.get("schema") != BENCH_SCHEMA:
@@ -546,9 +557,9 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         tok = _tok(rec.get("output_tok_s"), f"{what}.output_tok_s", positive=True)
         if steps == 0:
             base_runs.setdefault(bs, []).append(tok)
-            base_models.add(rec.get("model"))
+            base_models.append((rec.get("model"), what))
             if baseline_models is not None:
-                baseline_models.append(rec.get("model"))
+                baseline_models.append((rec.get("model"), what))
             continue
         seen.setdefault(pair_key(rec.get("model"), rec.get("draft")), (rec.get("model"), rec.get("draft")))
         topk = _int(rec.get("topk", 1), f"{what}.topk")
