@@ -850,3 +850,26 @@ def test_a_records_server_log_counts_once_with_or_without_its_cycle_group(tmp_pa
     got = advise_json(bench2, doc, "--baseline-tok-s", w.true_tok_s(0))
     assert got["inputs"]["acceptance"]["samples"] == alone2["inputs"]["acceptance"]["samples"]
     assert len(got["inputs"]["runs"]) == 1
+
+
+def test_a_log_named_by_a_record_the_filter_left_out_is_not_taken_for_the_chosen_models(tmp_path):
+    """``--model other`` with model m's record and its server log given: the log used to count as
+    model other's run (only the generic 'filters bench JSONL only' warning said anything)."""
+    from sglang_eagle_cycle.report import inspect_paths
+
+    w = _sweep_world()
+    logs, recs = {}, []
+    for model, seed in (("m", 4), ("other", 6)):
+        logs[model] = _write_lines(tmp_path / f"server_{model}.log", w.log_lines(3, 300, random.Random(seed)))
+        grp = dict(inspect_paths([str(logs[model])])["groups"][0], file=str(logs[model]))
+        recs.append({"schema": "eagle-cycle-bench/1", "model": model, "draft": "d", "steps": 3, "topk": 1,
+                     "num_draft_tokens": 4, "concurrency": grp["bs"], "status": "ok",
+                     "output_tok_s": grp["tok_s"], "cycle": grp})
+    bench = _bench_file(tmp_path / "sweep.jsonl", recs)
+    rc, out, err = advise(bench, logs["m"], "--model", "other", "--baseline-tok-s", w.true_tok_s(0), "--json")
+    got = json.loads(out)
+    assert rc == 0 and len(got["inputs"]["runs"]) == 1
+    assert f"{logs['m']}: the server log of bench record {bench}:1 (model m), which --model left out: not used" in err
+    # the chosen model's own log still counts once, as its record
+    got = advise_json(bench, logs["other"], "--model", "other", "--baseline-tok-s", w.true_tok_s(0))
+    assert len(got["inputs"]["runs"]) == 1

@@ -518,15 +518,17 @@ def unwrap_seed(doc: Any, source: str = "input") -> tuple[Any, Optional[float]]:
 
 
 def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = None,
-                    draft: Optional[str] = None, baseline_models: Optional[list] = None
-                    ) -> tuple[list[Run], dict[int, float], list[str]]:
+                    draft: Optional[str] = None, baseline_models: Optional[list] = None,
+                    excluded_logs: Optional[list] = None) -> tuple[list[Run], dict[int, float], list[str]]:
     """Runs and baselines from ``eagle-cycle-bench/1`` JSONL records.
 
     Only ``status == "ok"`` records count. ``steps == 0`` records are no-spec baselines at their
     concurrency (several at one concurrency: their mean, with a note); the others are runs at batch size = concurrency, or at the ``cycle`` group's
     batch size with its phase breakdown when the record has one. ``model``/``draft`` filter
     (normalised names; baselines have no draft). ``baseline_models``: when given, ``(model, FILE:LINE)``
-    of every no-spec record used is appended to it (for checks across files).
+    of every no-spec record used is appended to it (for checks across files); ``excluded_logs``: when
+    given, ``(log, FILE:LINE, model)`` of every record the filter left out that names its server log
+    (``cycle.file`` or ``server_log``), so that log is not taken for the chosen model's.
 
     Raises:
         UsageError: a record that is not a bench record, or records of several models/drafts
@@ -548,11 +550,16 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
                 raise UsageError(f"{what}.{key}: expected a name, got {_short(rec.get(key))}")
         if status != "ok":
             continue
-        if model and normalise_name(rec.get("model") or "") != normalise_name(model):
+        left_out = bool(model and normalise_name(rec.get("model") or "") != normalise_name(model))
+        steps = None if left_out else _int(rec.get("steps"), f"{what}.steps", minimum=0, maximum=MAX_STEPS)
+        left_out = left_out or bool(steps and draft and normalise_name(rec.get("draft") or "") != normalise_name(draft))
+        if left_out:   # baselines (steps 0) have no draft
+            if excluded_logs is not None:
+                grp = rec.get("cycle") if isinstance(rec.get("cycle"), Mapping) else {}
+                for log in (grp.get("file"), rec.get("server_log")):
+                    if isinstance(log, str) and log:
+                        excluded_logs.append((log, what, rec.get("model")))
             continue
-        steps = _int(rec.get("steps"), f"{what}.steps", minimum=0, maximum=MAX_STEPS)
-        if steps and draft and normalise_name(rec.get("draft") or "") != normalise_name(draft):
-            continue  # baselines (steps 0) have no draft
         bs = _int(rec.get("concurrency"), f"{what}.concurrency", maximum=MAX_BS)
         tok = _tok(rec.get("output_tok_s"), f"{what}.output_tok_s", positive=True)
         if steps == 0:

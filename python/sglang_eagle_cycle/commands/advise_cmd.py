@@ -350,6 +350,7 @@ def _collect_inputs(args, names: list[str], spool: Path):
     runs, base, notes, logs, unfiltered = [], {}, [], [], []
     given: dict[int, list[tuple[float, str]]] = {}   # batch size -> (no-spec tok/s, input), every input's
     baseline_models: list = []
+    excluded_logs: list = []   # (log, record, model) of records --model/--draft left out
     for name in names:
         if name != "-" and not Path(name).exists():
             raise UsageError(f"{name}: no such file")
@@ -375,7 +376,7 @@ def _collect_inputs(args, names: list[str], spool: Path):
             else:
                 raise UsageError(f"{name}: not an eagle-cycle inspect --json document")
         elif kind == "bench" and (records := _bench_records(path)) is not None:
-            r, b, n = adv.runs_from_bench(records, name, args.model, args.draft, baseline_models)
+            r, b, n = adv.runs_from_bench(records, name, args.model, args.draft, baseline_models, excluded_logs)
             # across files, as within one (runs_from_bench): one model/draft pair, its own baselines
             adv.check_one_pair({adv.pair_key(*x.pair): x.pair for x in runs + r if x.pair is not None},
                                baseline_models, name)
@@ -419,6 +420,13 @@ def _collect_inputs(args, names: list[str], spool: Path):
         _warn(f"{opts} filter{'s' if '/' not in opts else ''} bench JSONL records only: ignored for "
               + ", ".join(unfiltered))
     for name, path in logs:
+        other = next((x for x in excluded_logs if name != "-" and os.path.exists(x[0]) and same_file(x[0], name)), None)
+        if other is not None and not any(r.log_file and os.path.exists(r.log_file) and same_file(r.log_file, name)
+                                          for r in runs):
+            _warn(f"{name}: the server log of bench record {other[1]} (model {other[2]}), which "
+                  f"{'--model' if args.model else '--draft'} left out: not used")
+            notes.append(f"{name}: the server log of bench record {other[1]}, left out by the filter: not used")
+            continue
         named = [r for r in runs if r.log_file and name != "-" and os.path.exists(r.log_file)
                  and same_file(r.log_file, name)]
         if named:
