@@ -13,6 +13,7 @@ import dataclasses
 import io
 import json
 import random
+import subprocess
 import sys
 from pathlib import Path
 
@@ -831,12 +832,20 @@ def test_a_records_server_log_counts_once_with_or_without_its_cycle_group(tmp_pa
             "accept_hist": client, "cycle": None, "server_log": str(log),
             "accept_len_mean": sum(int(k) * v for k, v in client.items()) / sum(client.values())}
     bench = _bench_file(tmp_path / "bare.jsonl", [bare])
-    alone = advise_json(bench, "--baseline-tok-s", w.true_tok_s(0))
+    log_alone = advise_json(log, "--baseline-tok-s", w.true_tok_s(0))
     rc, out, err = advise(bench, log, "--baseline-tok-s", w.true_tok_s(0), "--json")
     both = json.loads(out)
-    assert rc == 0 and both["inputs"]["acceptance"]["samples"] == alone["inputs"]["acceptance"]["samples"]
+    # the log's cycles (phases, per-position counts) stand for the record, whose own figures are the client's
+    assert rc == 0 and both["inputs"]["acceptance"]["samples"] == log_alone["inputs"]["acceptance"]["samples"]
     assert len(both["inputs"]["runs"]) == 1 and "count twice" not in err
-    assert any(n.startswith(str(log)) and "counted once, as the records" in n for n in both["inputs"]["notes"])
+    assert cand(both, 3)["predicted_cycle_ms"] == cand(log_alone, 3)["predicted_cycle_ms"]
+    assert any(n.startswith(str(log)) and "its cycles stand for bench record" in n for n in both["inputs"]["notes"])
+    # on standard input from that file, the same
+    with log.open("rb") as stdin:
+        proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "advise", str(bench), "-",
+                               "--baseline-tok-s", repr(w.true_tok_s(0)), "--json"], stdin=stdin,
+                              capture_output=True, text=True)
+    assert proc.returncode == 0 and len(json.loads(proc.stdout)["inputs"]["runs"]) == 1, proc.stderr
     # a copy of it elsewhere cannot be matched (no group to compare): a run of its own, with a warning
     copy = _write_lines(tmp_path / "copy.log", log.read_text().splitlines())
     rc, out, err = advise(bench, copy, "--baseline-tok-s", w.true_tok_s(0), "--json")
@@ -873,3 +882,32 @@ def test_a_log_named_by_a_record_the_filter_left_out_is_not_taken_for_the_chosen
     # the chosen model's own log still counts once, as its record
     got = advise_json(bench, logs["other"], "--model", "other", "--baseline-tok-s", w.true_tok_s(0))
     assert len(got["inputs"]["runs"]) == 1
+    # left out by --draft: said so
+    drafts = _bench_file(tmp_path / "drafts.jsonl", [recs[0], dict(recs[1], model="m", draft="d2")])
+    rc, out, err = advise(drafts, logs["m"], "--draft", "d2", "--baseline-tok-s", w.true_tok_s(0))
+    assert rc == 0 and f"{logs['m']}: the server log of bench record {drafts}:1 (model m), which --draft left out" in err
+
+
+def test_a_named_logs_other_runs_count_and_extra_cycles_are_said(tmp_path):
+    """A log named by a concurrency-4 record's cycle group also holds a concurrency-1 run at the same
+    depth (its record not given): that run counts (it used to be taken for the bs-4 run's ramp-up and
+    dropped, with a note saying 'counted once'). A named log with more cycles at the record's batch
+    size and depth than its group holds says so."""
+    from sglang_eagle_cycle.report import inspect_paths
+
+    w4 = _sweep_world()
+    w1 = dataclasses.replace(w4, bs=1)
+    log = _write_lines(tmp_path / "server.log", w1.log_lines(3, 300, random.Random(2)) + w4.log_lines(3, 300, random.Random(3)))
+    groups = inspect_paths([str(log)])["groups"]
+    g4 = dict(next(g for g in groups if g["bs"] == 4), file=str(log))
+    rec = {"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": 3, "topk": 1, "num_draft_tokens": 4,
+           "concurrency": 4, "status": "ok", "output_tok_s": g4["tok_s"], "cycle": g4}
+    bench = _bench_file(tmp_path / "only4.jsonl", [rec])
+    got = advise_json(bench, log, "--baseline-tok-s", f"4:{w4.true_tok_s(0)}", "--baseline-tok-s", f"1:{w1.true_tok_s(0)}")
+    assert sorted(r["bs"] for r in got["inputs"]["runs"]) == [1, 4]
+    assert any("bs 1, 3 steps, which no bench record holds, are used" in n for n in got["inputs"]["notes"])
+    # the record's group cut to half its cycles: the log's other half is not used, and that is said
+    half = dict(g4, cycles=150)
+    rc, out, err = advise(_bench_file(tmp_path / "half.jsonl", [dict(rec, cycle=half)]), log,
+                          "--baseline-tok-s", f"4:{w4.true_tok_s(0)}", "--baseline-tok-s", f"1:{w1.true_tok_s(0)}")
+    assert rc == 0 and "300 cycles at bs 4, 3 steps, where bench record" in err and "holds 150" in err

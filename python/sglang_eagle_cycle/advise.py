@@ -527,7 +527,7 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
     batch size with its phase breakdown when the record has one. ``model``/``draft`` filter
     (normalised names; baselines have no draft). ``baseline_models``: when given, ``(model, FILE:LINE)``
     of every no-spec record used is appended to it (for checks across files); ``excluded_logs``: when
-    given, ``(log, FILE:LINE, model)`` of every record the filter left out that names its server log
+    given, ``(log, FILE:LINE, model, flag)`` of every record a filter left out that names its server log
     (``cycle.file`` or ``server_log``), so that log is not taken for the chosen model's.
 
     Raises:
@@ -550,15 +550,16 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
                 raise UsageError(f"{what}.{key}: expected a name, got {_short(rec.get(key))}")
         if status != "ok":
             continue
-        left_out = bool(model and normalise_name(rec.get("model") or "") != normalise_name(model))
+        left_out = "--model" if model and normalise_name(rec.get("model") or "") != normalise_name(model) else None
         steps = None if left_out else _int(rec.get("steps"), f"{what}.steps", minimum=0, maximum=MAX_STEPS)
-        left_out = left_out or bool(steps and draft and normalise_name(rec.get("draft") or "") != normalise_name(draft))
-        if left_out:   # baselines (steps 0) have no draft
+        if steps and draft and normalise_name(rec.get("draft") or "") != normalise_name(draft):
+            left_out = "--draft"   # baselines (steps 0) have no draft
+        if left_out:
             if excluded_logs is not None:
                 grp = rec.get("cycle") if isinstance(rec.get("cycle"), Mapping) else {}
                 for log in (grp.get("file"), rec.get("server_log")):
                     if isinstance(log, str) and log:
-                        excluded_logs.append((log, what, rec.get("model")))
+                        excluded_logs.append((log, what, rec.get("model"), left_out))
             continue
         bs = _int(rec.get("concurrency"), f"{what}.concurrency", maximum=MAX_BS)
         tok = _tok(rec.get("output_tok_s"), f"{what}.output_tok_s", positive=True)

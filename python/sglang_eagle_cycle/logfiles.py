@@ -336,6 +336,17 @@ def _is_stdin_file(path: PathLike) -> bool:
         return False
 
 
+def names_input(path: PathLike, name: str) -> bool:
+    """Whether the file ``path`` (a log a bench record names) is the input given as ``name``
+    (``"-"``: the regular file behind standard input). Never raises."""
+    try:
+        if name == "-":
+            return _is_stdin_file(path)
+        return os.path.exists(path) and same_file(path, name)
+    except (OSError, ValueError):
+        return False
+
+
 def same_file(a: PathLike, b: PathLike) -> bool:
     """True when ``a`` and ``b`` name one file: through symbolic links, hard links and relative paths.
 

@@ -345,7 +345,7 @@ def _stdin_document(spool: Path) -> Optional[Path]:
 def _collect_inputs(args, names: list[str], spool: Path):
     from .. import advise as adv
     from ..errors import UsageError
-    from ..logfiles import is_device, same_file
+    from ..logfiles import is_device, names_input
 
     runs, base, notes, logs, unfiltered = [], {}, [], [], []
     given: dict[int, list[tuple[float, str]]] = {}   # batch size -> (no-spec tok/s, input), every input's
@@ -420,25 +420,26 @@ def _collect_inputs(args, names: list[str], spool: Path):
         _warn(f"{opts} filter{'s' if '/' not in opts else ''} bench JSONL records only: ignored for "
               + ", ".join(unfiltered))
     for name, path in logs:
-        other = next((x for x in excluded_logs if name != "-" and os.path.exists(x[0]) and same_file(x[0], name)), None)
-        if other is not None and not any(r.log_file and os.path.exists(r.log_file) and same_file(r.log_file, name)
-                                          for r in runs):
-            _warn(f"{name}: the server log of bench record {other[1]} (model {other[2]}), which "
-                  f"{'--model' if args.model else '--draft'} left out: not used")
-            notes.append(f"{name}: the server log of bench record {other[1]}, left out by the filter: not used")
+        def names_it(log: str, name: str = name) -> bool:   # the log a record names is this input
+            return names_input(log, name)
+
+        other = next((x for x in excluded_logs if names_it(x[0])), None)
+        if other is not None and not any(r.log_file and names_it(r.log_file) for r in runs):
+            _warn(f"{name}: the server log of bench record {other[1]} (model {other[2]}), which {other[3]} "
+                  "left out: not used")
+            notes.append(f"{name}: the server log of bench record {other[1]}, left out by {other[3]}: not used")
             continue
-        named = [r for r in runs if r.log_file and name != "-" and os.path.exists(r.log_file)
-                 and same_file(r.log_file, name)]
-        if named:
-            notes.append(f"{name}: the server log bench record{'s' if len(named) > 1 else ''} "
-                         f"{', '.join(f'{x.source} ({adv.cm.steps_text(x.steps)})' for x in named)} read "
-                         f"{'their' if len(named) > 1 else 'its'} cycles from: counted once, as the records")
+        named = [x for x in runs if x.pair is not None and x.log_file and names_it(x.log_file)]
+        grouped = [x for x in named if x.cycles]     # their cycle group is a window of this log
+        bare = [x for x in named if not x.cycles]    # no group: the log is their only cycle data
         try:
             r, b, n = _from_log(name, str(path))
         except UsageError as exc:
             # among several inputs, a log with nothing in it (a sweep's no-spec stand-in log) is
             # skipped with a warning, as inspect does; alone it is the error
             if named:
+                notes.append(f"{name}: the server log of bench record{'s' if len(named) > 1 else ''} "
+                             f"{', '.join(x.source for x in named)}, with no cycle in it: not used")
                 continue
             if len(names) == 1 or not str(exc).startswith("nothing to inspect: "):
                 raise
@@ -447,17 +448,35 @@ def _collect_inputs(args, names: list[str], spool: Path):
             notes.append(f"{why}: not used")
             continue
         if named:
-            # the records hold this log's cycles at their batch sizes and depths, as time windows of it;
-            # what it holds elsewhere (a sweep stopped before the record of its next concurrency was
-            # written) no record has, and counts
-            # a record's run fills its log at every batch size up to its concurrency (ramp-up and
-            # drain), whichever one its cycle group kept
-            r = [x for x in r if not any((x.steps, x.topk) == (y.steps, y.topk) and x.bs <= (y.concurrency or y.bs)
-                                         for y in named)]
-            if not r:
-                continue
-            notes.append(f"{name}: its cycles at {', '.join(f'bs {x.bs}, {adv.cm.steps_text(x.steps)}' for x in r)}, "
-                         "which no bench record holds, are used")
+            # a record's cycle group holds this log's cycles at the group's batch size and depth; what
+            # the log holds elsewhere (another concurrency's run, a sweep stopped before that record
+            # was written) no record has, and counts
+            held = {(y.bs, y.steps, y.topk): y for y in grouped}
+            for x in r:
+                y = held.get((x.bs, x.steps, x.topk))
+                if y is not None and x.cycles and y.cycles and x.cycles > y.cycles:
+                    _warn(f"{name}: {x.cycles} cycles at bs {x.bs}, {adv.cm.steps_text(x.steps)}, where bench record "
+                          f"{y.source}'s cycle group holds {y.cycles}: only the record's are used")
+            r = [x for x in r if (x.bs, x.steps, x.topk) not in held]
+            if grouped:
+                notes.append(f"{name}: the server log bench record{'s' if len(grouped) > 1 else ''} "
+                             f"{', '.join(f'{x.source} ({adv.cm.steps_text(x.steps)})' for x in grouped)} read "
+                             f"{'their' if len(grouped) > 1 else 'its'} cycle group from: counted once, "
+                             "as the records")
+            # a record without a cycle group has the client's figures only: its log's cycles (phases,
+            # per-position counts) stand for it, and the record's own are not used beside them
+            depths = {(x.steps, x.topk) for x in r}
+            stand = [y for y in bare if (y.steps, y.topk) in depths]
+            if stand:
+                runs = [y for y in runs if not any(y is z for z in stand)]
+                notes.append(f"{name}: its cycles stand for bench record{'s' if len(stand) > 1 else ''} "
+                             f"{', '.join(f'{y.source} ({adv.cm.steps_text(y.steps)})' for y in stand)}, which "
+                             "carry no cycle group: the records' own figures are not used beside them")
+            extra = [x for x in r if (x.steps, x.topk) not in {(y.steps, y.topk) for y in stand}]
+            if extra:
+                notes.append(f"{name}: its cycles at "
+                             f"{', '.join(f'bs {x.bs}, {adv.cm.steps_text(x.steps)}' for x in extra)}, "
+                             "which no bench record holds, are used")
             b, n = {}, []
         kept = []
         for run in r:
