@@ -911,3 +911,34 @@ def test_a_named_logs_other_runs_count_and_extra_cycles_are_said(tmp_path):
     rc, out, err = advise(_bench_file(tmp_path / "half.jsonl", [dict(rec, cycle=half)]), log,
                           "--baseline-tok-s", f"4:{w4.true_tok_s(0)}", "--baseline-tok-s", f"1:{w1.true_tok_s(0)}")
     assert rc == 0 and "300 cycles at bs 4, 3 steps, where bench record" in err and "holds 150" in err
+
+
+def test_a_bare_records_log_stands_for_it_only_with_cycle_data_at_its_batch_size(tmp_path):
+    """A record without a cycle group gave way to its log whatever the log held: stock Decode batch
+    lines (a mean accept length) replaced the record's accept histogram, and a run at another batch
+    size replaced a concurrency-1 record. Now the record keeps its run in both cases; a named log
+    nothing can be read from is said in a warning."""
+    hist = {"1": 80, "2": 60, "3": 60, "4": 100}
+    bare = {"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": 3, "topk": 1,
+            "num_draft_tokens": 4, "concurrency": 1, "status": "ok", "output_tok_s": 140.0,
+            "accept_hist": hist, "accept_len_mean": 2.6, "cycle": None}
+    base = dict(bare, steps=0, draft=None, num_draft_tokens=None, accept_hist=None, accept_len_mean=None,
+                output_tok_s=90.0)
+    stock = _stock_log(tmp_path / "stock.log", 3, 2.6, 140.0)
+    bench = _bench_file(tmp_path / "b.jsonl", [base, dict(bare, server_log=str(stock))])
+    alone = advise_json(bench)
+    got = advise_json(bench, stock)
+    assert got["inputs"]["acceptance"]["samples"] == alone["inputs"]["acceptance"]["samples"]
+    assert len(got["inputs"]["runs"]) == 1
+    assert any("Decode batch lines at bs 1, 3 steps are the run of a bench record" in n for n in got["inputs"]["notes"])
+    # a log holding only a bs-4 run at the record's depth: not the concurrency-1 record's run
+    w4 = _sweep_world()
+    other = _write_lines(tmp_path / "bs4.log", w4.log_lines(3, 300, random.Random(7)))
+    bench4 = _bench_file(tmp_path / "b4.jsonl", [base, dict(bare, server_log=str(other))])
+    got = advise_json(bench4, other, "--baseline-tok-s", "1:90", "--baseline-tok-s", f"4:{w4.true_tok_s(0)}")
+    assert sorted(r["bs"] for r in got["inputs"]["runs"]) == [1, 4]
+    # a named log that cannot be read: a warning that names it, the records' own figures used
+    broken = tmp_path / "broken.log.gz"
+    broken.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    rc, out, err = advise(_bench_file(tmp_path / "bb.jsonl", [base, dict(bare, server_log=str(broken))]), broken)
+    assert rc == 0 and f"{broken}" in err and "whose own figures are used" in err

@@ -437,9 +437,11 @@ def _collect_inputs(args, names: list[str], spool: Path):
         except UsageError as exc:
             # among several inputs, a log with nothing in it (a sweep's no-spec stand-in log) is
             # skipped with a warning, as inspect does; alone it is the error
-            if named:
-                notes.append(f"{name}: the server log of bench record{'s' if len(named) > 1 else ''} "
-                             f"{', '.join(x.source for x in named)}, with no cycle in it: not used")
+            if named:   # the records stand on their own figures
+                why = str(exc).removeprefix("nothing to inspect: ")
+                _warn(f"{why}: skipped (the server log of bench record{'s' if len(named) > 1 else ''} "
+                      f"{', '.join(x.source for x in named)}, whose own figures are used)")
+                notes.append(f"{why}: not used")
                 continue
             if len(names) == 1 or not str(exc).startswith("nothing to inspect: "):
                 raise
@@ -463,21 +465,34 @@ def _collect_inputs(args, names: list[str], spool: Path):
                              f"{', '.join(f'{x.source} ({adv.cm.steps_text(x.steps)})' for x in grouped)} read "
                              f"{'their' if len(grouped) > 1 else 'its'} cycle group from: counted once, "
                              "as the records")
-            # a record without a cycle group has the client's figures only: its log's cycles (phases,
-            # per-position counts) stand for it, and the record's own are not used beside them
-            depths = {(x.steps, x.topk) for x in r}
-            stand = [y for y in bare if (y.steps, y.topk) in depths]
+            # a record without a cycle group has the client's figures only: the log's runs of its depth
+            # at batch sizes up to its concurrency are its run. Where they carry cycle data (phases,
+            # per-position counts), they stand for it and the record's own figures are not used beside
+            # them; stock Decode batch lines (a mean accept length) say less than the record's
+            # histogram, and the record keeps its run
+            def covers(y, x) -> bool:
+                return (x.steps, x.topk) == (y.steps, y.topk) and x.bs <= (y.concurrency or y.bs)
+
+            def rich(x) -> bool:
+                return bool(x.counts) or any(v for v in (x.phases or {}).values())
+
+            stand = [y for y in bare if any(covers(y, x) and rich(x) for x in r)]
+            poor = [x for x in r if not rich(x) and any(covers(y, x) for y in bare if y not in stand)]
+            r = [x for x in r if not any(x is z for z in poor)]
+            if poor:
+                notes.append(f"{name}: its Decode batch lines at "
+                             f"{', '.join(f'bs {x.bs}, {adv.cm.steps_text(x.steps)}' for x in poor)} are the run of "
+                             "a bench record whose accept histogram says more: counted once, as the record")
             if stand:
                 runs = [y for y in runs if not any(y is z for z in stand)]
                 notes.append(f"{name}: its cycles stand for bench record{'s' if len(stand) > 1 else ''} "
                              f"{', '.join(f'{y.source} ({adv.cm.steps_text(y.steps)})' for y in stand)}, which "
                              "carry no cycle group: the records' own figures are not used beside them")
-            extra = [x for x in r if (x.steps, x.topk) not in {(y.steps, y.topk) for y in stand}]
+            extra = [x for x in r if not any(covers(y, x) for y in stand)]
             if extra:
                 notes.append(f"{name}: its cycles at "
                              f"{', '.join(f'bs {x.bs}, {adv.cm.steps_text(x.steps)}' for x in extra)}, "
                              "which no bench record holds, are used")
-            b, n = {}, []
         kept = []
         for run in r:
             twin = next((x for x in runs if x.pair is not None and _same_cycles(x, run)), None)
