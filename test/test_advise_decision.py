@@ -942,3 +942,29 @@ def test_a_bare_records_log_stands_for_it_only_with_cycle_data_at_its_batch_size
     broken.write_bytes(b"\x1f\x8b\x08\x00garbage")
     rc, out, err = advise(_bench_file(tmp_path / "bb.jsonl", [base, dict(bare, server_log=str(broken))]), broken)
     assert rc == 0 and f"{broken}" in err and "whose own figures are used" in err
+
+
+def test_a_bare_record_gives_way_only_to_a_run_at_its_own_concurrency_or_when_it_has_no_acceptance(tmp_path):
+    """A concurrency-4 record without a cycle group was replaced by its log's bs-1 cycles; and a
+    record with no accept figures at all (the sweep writes nulls when the server returns no spec
+    counts) lost its stock log's mean accept length, so advise stopped at 'no accept length'."""
+    w1 = dataclasses.replace(_sweep_world(), bs=1)
+    only1 = _write_lines(tmp_path / "only_bs1.log", w1.log_lines(3, 300, random.Random(8)))
+    hist = {"1": 300, "2": 250, "3": 250, "4": 400}
+    bare4 = {"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": 3, "topk": 1,
+             "num_draft_tokens": 4, "concurrency": 4, "status": "ok", "output_tok_s": 706.0,
+             "accept_hist": hist, "accept_len_mean": 2.6, "cycle": None, "server_log": str(only1)}
+    rc, out, err = advise(_bench_file(tmp_path / "b4.jsonl", [bare4]), only1, "--baseline-tok-s", "4:400",
+                          "--baseline-tok-s", f"1:{w1.true_tok_s(0)}", "--json")
+    got = json.loads(out)
+    assert rc == 0 and sorted(r["bs"] for r in got["inputs"]["runs"]) == [1, 4]
+    assert not any("stand for" in n for n in got["inputs"]["notes"]) and "count twice" in err
+    # no accept figures in the record: its stock log's Decode batch lines stand for it
+    stock = _stock_log(tmp_path / "stock.log", 3, 2.6, 140.0)
+    base = {"schema": "eagle-cycle-bench/1", "model": "m", "draft": None, "steps": 0, "topk": None,
+            "num_draft_tokens": None, "concurrency": 1, "status": "ok", "output_tok_s": 90.0}
+    empty = dict(bare4, concurrency=1, output_tok_s=140.0, accept_hist=None, accept_len_mean=None,
+                 server_log=str(stock))
+    got = advise_json(_bench_file(tmp_path / "b1.jsonl", [base, empty]), stock)
+    assert len(got["inputs"]["runs"]) == 1 and cand(got, 3)["predicted_accept_len"] == pytest.approx(2.6, abs=0.05)
+    assert any("its cycles stand for bench record" in n for n in got["inputs"]["notes"])

@@ -470,25 +470,30 @@ def _collect_inputs(args, names: list[str], spool: Path):
             # per-position counts), they stand for it and the record's own figures are not used beside
             # them; stock Decode batch lines (a mean accept length) say less than the record's
             # histogram, and the record keeps its run
-            def covers(y, x) -> bool:
+            def covers(y, x) -> bool:   # x is (part of) record y's run: its depth, up to its concurrency
                 return (x.steps, x.topk) == (y.steps, y.topk) and x.bs <= (y.concurrency or y.bs)
 
             def rich(x) -> bool:
                 return bool(x.counts) or any(v for v in (x.phases or {}).values())
 
-            stand = [y for y in bare if any(covers(y, x) and rich(x) for x in r)]
-            poor = [x for x in r if not rich(x) and any(covers(y, x) for y in bare if y not in stand)]
+            def stands_for(x, y) -> bool:   # at the record's own concurrency, saying more than it does
+                return covers(y, x) and x.bs == (y.concurrency or y.bs) and (
+                    rich(x) or (not y.counts and y.accept_len is None))
+
+            stand = [y for y in bare if any(stands_for(x, y) for x in r)]
+            poor = [x for x in r if not rich(x) and any(covers(y, x) for y in bare if not any(y is z for z in stand))]
             r = [x for x in r if not any(x is z for z in poor)]
             if poor:
                 notes.append(f"{name}: its Decode batch lines at "
                              f"{', '.join(f'bs {x.bs}, {adv.cm.steps_text(x.steps)}' for x in poor)} are the run of "
-                             "a bench record whose accept histogram says more: counted once, as the record")
+                             "a bench record whose own accept figures say as much or more: counted once, as the "
+                             "record")
             if stand:
                 runs = [y for y in runs if not any(y is z for z in stand)]
                 notes.append(f"{name}: its cycles stand for bench record{'s' if len(stand) > 1 else ''} "
                              f"{', '.join(f'{y.source} ({adv.cm.steps_text(y.steps)})' for y in stand)}, which "
                              "carry no cycle group: the records' own figures are not used beside them")
-            extra = [x for x in r if not any(covers(y, x) for y in stand)]
+            extra = [x for x in r if not any(stands_for(x, y) for y in stand)]
             if extra:
                 notes.append(f"{name}: its cycles at "
                              f"{', '.join(f'bs {x.bs}, {adv.cm.steps_text(x.steps)}' for x in extra)}, "
