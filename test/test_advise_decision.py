@@ -968,3 +968,20 @@ def test_a_bare_record_gives_way_only_to_a_run_at_its_own_concurrency_or_when_it
     got = advise_json(_bench_file(tmp_path / "b1.jsonl", [base, empty]), stock)
     assert len(got["inputs"]["runs"]) == 1 and cand(got, 3)["predicted_accept_len"] == pytest.approx(2.6, abs=0.05)
     assert any("its cycles stand for bench record" in n for n in got["inputs"]["notes"])
+
+
+def test_a_stock_log_on_standard_input_keeps_its_depth(tmp_path):
+    """Stock Decode batch lines take their depth from the log's server_args= line, read in a second
+    pass: from stdin (a file or a pipe) that pass found nothing, and advise said the log held no
+    server_args= line."""
+    stock = _stock_log(tmp_path / "stock.log", 3, 2.6, 140.0)
+    by_path = advise_json(stock, "--baseline-tok-s", "90")
+    cmd = [sys.executable, "-m", "sglang_eagle_cycle.cli", "advise", "-", "--baseline-tok-s", "90", "--json"]
+    with stock.open("rb") as stdin:
+        from_file = subprocess.run(cmd, stdin=stdin, capture_output=True, text=True)
+    from_pipe = subprocess.run(cmd, input=stock.read_text(), capture_output=True, text=True)
+    for proc in (from_file, from_pipe):
+        assert proc.returncode == 0, proc.stderr
+        doc = json.loads(proc.stdout)
+        assert [r["steps"] for r in doc["inputs"]["runs"]] == [3]
+        assert doc["recommended"] == by_path["recommended"]

@@ -322,8 +322,8 @@ def _readable_again(name: str, spool: Path) -> Path:
 
 def _stdin_document(spool: Path) -> Optional[Path]:
     """A copy of stdin in ``spool`` when it holds a JSON document or JSONL (its first bytes, after a
-    byte-order mark and blanks, open an object or an array), else None: a log is streamed from
-    stdin as inspect streams it, never copied. Only what the stream has buffered is looked at."""
+    byte-order mark and blanks, open an object or an array), else None (a log: :func:`_stdin_log`).
+    Only what the stream has buffered is looked at."""
     buf = getattr(sys.stdin, "buffer", None)
     peek = getattr(buf, "peek", None)
     if peek is None:
@@ -337,6 +337,15 @@ def _stdin_document(spool: Path) -> Optional[Path]:
     if not (body.startswith(b"{") or (body.startswith(b"[") and body[1:].lstrip()[:1] in (b"[", b"{", b'"', b"]"))):
         return None
     copy = spool / "stdin.json"
+    with copy.open("wb") as dst:
+        shutil.copyfileobj(buf, dst)
+    return copy
+
+
+def _stdin_log(spool: Path) -> Path:
+    """A copy of the log on stdin in ``spool`` (advise reads a log more than once)."""
+    buf = getattr(sys.stdin, "buffer", sys.stdin)
+    copy = spool / "stdin.log"
     with copy.open("wb") as dst:
         shutil.copyfileobj(buf, dst)
     return copy
@@ -362,6 +371,10 @@ def _collect_inputs(args, names: list[str], spool: Path):
         if name == "-":
             path = _stdin_document(spool) or path
         kind = "log" if name == "-" and str(path) == "-" else _sniff(path)
+        if kind == "log" and str(path) == "-":
+            # a log on stdin is read more than once here (stock Decode batch lines need its start-up
+            # server_args= line, and a second pass for their batch sizes): a copy in the spool
+            path = _stdin_log(spool)
         if kind == "json":
             doc, seed_base = adv.unwrap_seed(_read_json(path, "<stdin>" if name == "-" else name), name)
             if isinstance(doc, dict) and "groups" in doc:
@@ -597,7 +610,7 @@ def _decode_batch_runs(name: str, path: str, db: dict):
     from ..report import LogReader
 
     spec = None
-    if name != "-":
+    if str(path) != "-":
         for chunk in iter_chunks(path):
             spec = speculative_server_args(chunk)
             if spec is not None:
