@@ -985,3 +985,17 @@ def test_a_stock_log_on_standard_input_keeps_its_depth(tmp_path):
         doc = json.loads(proc.stdout)
         assert [r["steps"] for r in doc["inputs"]["runs"]] == [3]
         assert doc["recommended"] == by_path["recommended"]
+
+
+def test_a_seed_files_baseline_beside_a_bench_baseline_is_not_dropped(tmp_path):
+    """A seed wrapper's baseline has no batch size; beside a bench baseline at the runs' batch size it
+    was dropped silently. Both count now, with a note."""
+    seed = {"inputs": {"baseline_no_spec_tok_s": 88.8, "inspect_json": _doc(SEED_5)}}
+    wrapper = _write(tmp_path / "seed.json", seed)
+    bench = _bench_file(tmp_path / "b.jsonl", [{"schema": "eagle-cycle-bench/1", "model": "m", "draft": None,
+                                                "steps": 0, "topk": None, "num_draft_tokens": None,
+                                                "concurrency": 1, "status": "ok", "output_tok_s": 100.0}])
+    doc = advise_json(wrapper, bench)
+    assert cand(doc, 0)["predicted_tok_s"] == pytest.approx(94.4)
+    assert any("without a batch size (88.8 tok/s)" in n and "their mean 94.4 is used" in n
+               for n in doc["inputs"]["notes"])

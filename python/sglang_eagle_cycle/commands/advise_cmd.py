@@ -671,7 +671,13 @@ def _resolve_baselines(runs, found: dict, given, batch_sizes=None) -> tuple[dict
         if target:
             explicit[target[0]] = bare
     if found_bare is not None:
-        if len(sizes) == 1:
+        if len(sizes) == 1 and sizes[0] in inputs and abs(inputs[sizes[0]] - found_bare) > 1e-9:
+            # the same batch size's baseline given with and without its batch size: both count
+            mean = (inputs[sizes[0]] + found_bare) / 2.0
+            notes.append(f"an INPUT's baseline without a batch size ({found_bare:g} tok/s) and the inputs' at bs "
+                         f"{sizes[0]} ({inputs[sizes[0]]:g}): their mean {mean:.1f} is used")
+            inputs[sizes[0]] = mean
+        elif len(sizes) == 1:
             inputs.setdefault(sizes[0], found_bare)
         elif all(s in explicit or s in inputs for s in sizes):
             notes.append(f"an INPUT's baseline without a batch size ({found_bare:g} tok/s) not used: the runs are "
