@@ -297,3 +297,18 @@ def test_an_input_on_standard_input_is_never_written_over(tmp_path, repo_root):
         proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "advise", "-", "--baseline-tok-s", "88.8",
                                "--adaptive-config", str(out)], stdin=stdin, capture_output=True, text=True, cwd=repo_root)
     assert proc.returncode == 0 and out.exists() and seed.read_text() == (repo_root / SEED).read_text(), proc.stderr
+
+
+def test_an_output_that_is_the_file_on_standard_output_is_refused(tmp_path, repo_root):
+    """``advise ... --adaptive-config /dev/stdout --force >> FILE`` emptied FILE: the output was
+    reopened with truncation."""
+    seed = tmp_path / "seed.json"
+    seed.write_text((repo_root / SEED).read_text())
+    kept = tmp_path / "kept.txt"
+    kept.write_text("mine\n")
+    with kept.open("a") as out:
+        proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "advise", str(seed), "--baseline-tok-s",
+                               "88.8", "--adaptive-config", "/dev/stdout", "--force"], stdout=out,
+                              stderr=subprocess.PIPE, text=True, cwd=repo_root)
+    assert proc.returncode == 2 and "--adaptive-config /dev/stdout: is the file on standard output" in proc.stderr
+    assert kept.read_text() == "mine\n"

@@ -274,7 +274,8 @@ def check_output(path_text: str, flag: str, force: bool, inputs: Iterable[tuple[
     file behind it when that is a regular file (``< FILE``; ``/dev/stdin`` as the output too).
 
     Raises:
-        UsageError: one line, ``"FLAG PATH: why"``: the name is empty; the path is one of the
+        UsageError: one line, ``"FLAG PATH: why"``: the name is empty; the path is the regular file
+            on standard output or error (``--force`` would truncate it); the path is one of the
             inputs, a dangling symlink (writing through it would create its target) or a directory
             (even with ``force``); it exists without ``force``; its directory does not exist.
     """
@@ -283,6 +284,9 @@ def check_output(path_text: str, flag: str, force: bool, inputs: Iterable[tuple[
     if not path_text.strip():
         raise UsageError(f"{flag}: the file name is empty")
     path = Path(path_text)
+    for fd, what in ((1, "standard output"), (2, "standard error")):
+        if _is_stdin_file(path, fd):   # reopened with truncation, it would empty what was written there
+            raise UsageError(f"{flag} {path}: is the file on {what}; give a file of its own")
     for name, label in inputs:
         if name == "-" and _is_stdin_file(path):
             raise UsageError(f"{flag} {path}: is the file on standard input, one of the inputs{label}; "
@@ -322,12 +326,13 @@ def is_bench_jsonl(path: PathLike) -> bool:
     return False
 
 
-def _is_stdin_file(path: PathLike) -> bool:
-    """Whether ``path`` is the regular file this process reads as standard input. Never raises."""
+def _is_stdin_file(path: PathLike, fd: int = 0) -> bool:
+    """Whether ``path`` is the regular file open as this process's ``fd`` (0: standard input).
+    Never raises."""
     import stat
 
     try:
-        st_in = os.fstat(0)
+        st_in = os.fstat(fd)
         if not stat.S_ISREG(st_in.st_mode) or not os.path.exists(path):
             return False
         st = os.stat(path)
