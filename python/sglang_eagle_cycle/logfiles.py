@@ -285,14 +285,12 @@ def check_output(path_text: str, flag: str, force: bool, inputs: Iterable[tuple[
         raise UsageError(f"{flag}: the file name is empty")
     path = Path(path_text)
     for fd, what in ((1, "standard output"), (2, "standard error")):
-        if _is_stdin_file(path, fd):   # reopened with truncation, it would empty what was written there
+        if _is_fd_file(path, fd):   # reopened with truncation, it would empty what was written there
             raise UsageError(f"{flag} {path}: is the file on {what}; give a file of its own")
     for name, label in inputs:
-        if name == "-" and _is_stdin_file(path):
-            raise UsageError(f"{flag} {path}: is the file on standard input, one of the inputs{label}; "
-                             "not written over it")
-        if name != "-" and same_file(name, path):
-            raise UsageError(f"{flag} {path}: is one of the inputs{label}; not written over it")
+        if _is_fd_file(path, 0) if name == "-" else same_file(name, path):
+            where = "the file on standard input, one of the inputs" if name == "-" else "one of the inputs"
+            raise UsageError(f"{flag} {path}: is {where}{label}; not written over it")
     if path.is_symlink() and not path.exists():
         raise UsageError(f"{flag} {path}: a dangling symlink (to {os.readlink(path)}); not written through it")
     if path.is_dir():
@@ -326,7 +324,7 @@ def is_bench_jsonl(path: PathLike) -> bool:
     return False
 
 
-def _is_stdin_file(path: PathLike, fd: int = 0) -> bool:
+def _is_fd_file(path: PathLike, fd: int = 0) -> bool:
     """Whether ``path`` is the regular file open as this process's ``fd`` (0: standard input).
     Never raises."""
     import stat
@@ -346,7 +344,7 @@ def names_input(path: PathLike, name: str) -> bool:
     (``"-"``: the regular file behind standard input). Never raises."""
     try:
         if name == "-":
-            return _is_stdin_file(path)
+            return _is_fd_file(path, 0)
         return os.path.exists(path) and same_file(path, name)
     except (OSError, ValueError):
         return False

@@ -322,7 +322,7 @@ def _readable_again(name: str, spool: Path) -> Path:
 
 def _stdin_document(spool: Path) -> Optional[Path]:
     """A copy of stdin in ``spool`` when it holds a JSON document or JSONL (its first bytes, after a
-    byte-order mark and blanks, open an object or an array), else None (a log: :func:`_stdin_log`).
+    byte-order mark and blanks, open an object or an array), else None (a log: :func:`_stdin_copy`).
     Only what the stream has buffered is looked at."""
     buf = getattr(sys.stdin, "buffer", None)
     peek = getattr(buf, "peek", None)
@@ -336,18 +336,14 @@ def _stdin_document(spool: Path) -> Optional[Path]:
     # "[2026-12-01 10:00:00 TP0] ..." is a log line's prefix, "[{" or "[[" an array (as _sniff reads it)
     if not (body.startswith(b"{") or (body.startswith(b"[") and body[1:].lstrip()[:1] in (b"[", b"{", b'"', b"]"))):
         return None
-    copy = spool / "stdin.json"
-    with copy.open("wb") as dst:
-        shutil.copyfileobj(buf, dst)
-    return copy
+    return _stdin_copy(spool, "stdin.json")
 
 
-def _stdin_log(spool: Path) -> Path:
-    """A copy of the log on stdin in ``spool`` (advise reads a log more than once)."""
-    buf = getattr(sys.stdin, "buffer", sys.stdin)
-    copy = spool / "stdin.log"
+def _stdin_copy(spool: Path, file_name: str) -> Path:
+    """A copy of what is left on stdin, as ``spool / file_name`` (a log: advise reads it more than once)."""
+    copy = spool / file_name
     with copy.open("wb") as dst:
-        shutil.copyfileobj(buf, dst)
+        shutil.copyfileobj(getattr(sys.stdin, "buffer", sys.stdin), dst)
     return copy
 
 
@@ -359,7 +355,7 @@ def _collect_inputs(args, names: list[str], spool: Path):
     runs, base, notes, logs, unfiltered = [], {}, [], [], []
     given: dict[int, list[tuple[float, str]]] = {}   # batch size -> (no-spec tok/s, input), every input's
     baseline_models: list = []
-    excluded_logs: list = []   # (log, record, model) of records --model/--draft left out
+    excluded_logs: list = []   # (log, record, model, flag) of records --model/--draft left out
     for name in names:
         if name != "-" and not Path(name).exists():
             raise UsageError(f"{name}: no such file")
@@ -374,7 +370,7 @@ def _collect_inputs(args, names: list[str], spool: Path):
         if kind == "log" and str(path) == "-":
             # a log on stdin is read more than once here (stock Decode batch lines need its start-up
             # server_args= line, and a second pass for their batch sizes): a copy in the spool
-            path = _stdin_log(spool)
+            path = _stdin_copy(spool, "stdin.log")
         if kind == "json":
             doc, seed_base = adv.unwrap_seed(_read_json(path, "<stdin>" if name == "-" else name), name)
             if isinstance(doc, dict) and "groups" in doc:
@@ -410,16 +406,7 @@ def _collect_inputs(args, names: list[str], spool: Path):
     # an inspect document of a record's own server log holds the record's cycle group once more
     records = [x for x in runs if x.pair is not None]
     if records:
-        kept = []
-        for x in runs:
-            twin = None if x.pair is not None else next((y for y in records if _same_cycles(y, x)), None)
-            if twin is None:
-                kept.append(x)
-            else:
-                notes.append(f"{x.source}: its cycles at bs {x.bs}, {adv.cm.steps_text(x.steps)} are those of bench "
-                             f"record {twin.source} (the same count, accept length and cycle time): counted once, "
-                             "as the record")
-        runs = kept
+        runs = [x for x in runs if x.pair is not None or not _counted_as_record(x, records, x.source, notes)]
         overlap = sorted({(x.source, x.bs, x.steps) for x in runs if x.pair is None and x.cycles
                           for y in records if _holds(y, x)})
         for src, b_, s_ in overlap:
@@ -436,13 +423,13 @@ def _collect_inputs(args, names: list[str], spool: Path):
         def names_it(log: str, name: str = name) -> bool:   # the log a record names is this input
             return names_input(log, name)
 
+        named = [x for x in runs if x.pair is not None and x.log_file and names_it(x.log_file)]
         other = next((x for x in excluded_logs if names_it(x[0])), None)
-        if other is not None and not any(r.log_file and names_it(r.log_file) for r in runs):
+        if other is not None and not named:
             _warn(f"{name}: the server log of bench record {other[1]} (model {other[2]}), which {other[3]} "
                   "left out: not used")
             notes.append(f"{name}: the server log of bench record {other[1]}, left out by {other[3]}: not used")
             continue
-        named = [x for x in runs if x.pair is not None and x.log_file and names_it(x.log_file)]
         grouped = [x for x in named if x.cycles]     # their cycle group is a window of this log
         bare = [x for x in named if not x.cycles]    # no group: the log is their only cycle data
         try:
@@ -483,18 +470,15 @@ def _collect_inputs(args, names: list[str], spool: Path):
             # per-position counts), they stand for it and the record's own figures are not used beside
             # them; stock Decode batch lines (a mean accept length) say less than the record's
             # histogram, and the record keeps its run
-            def covers(y, x) -> bool:   # x is (part of) record y's run: its depth, up to its concurrency
-                return (x.steps, x.topk) == (y.steps, y.topk) and x.bs <= (y.concurrency or y.bs)
-
             def rich(x) -> bool:
                 return bool(x.counts) or any(v for v in (x.phases or {}).values())
 
             def stands_for(x, y) -> bool:   # at the record's own concurrency, saying more than it does
-                return covers(y, x) and x.bs == (y.concurrency or y.bs) and (
+                return _holds(y, x) and x.bs == (y.concurrency or y.bs) and (
                     rich(x) or (not y.counts and y.accept_len is None))
 
             stand = [y for y in bare if any(stands_for(x, y) for x in r)]
-            poor = [x for x in r if not rich(x) and any(covers(y, x) for y in bare if not any(y is z for z in stand))]
+            poor = [x for x in r if not rich(x) and any(_holds(y, x) for y in bare if not any(y is z for z in stand))]
             r = [x for x in r if not any(x is z for z in poor)]
             if poor:
                 notes.append(f"{name}: its Decode batch lines at "
@@ -511,16 +495,9 @@ def _collect_inputs(args, names: list[str], spool: Path):
                 notes.append(f"{name}: its cycles at "
                              f"{', '.join(f'bs {x.bs}, {adv.cm.steps_text(x.steps)}' for x in extra)}, "
                              "which no bench record holds, are used")
-        kept = []
-        for run in r:
-            twin = next((x for x in runs if x.pair is not None and _same_cycles(x, run)), None)
-            if twin is None:
-                kept.append(run)
-            else:
-                notes.append(f"{name}: its cycles at bs {run.bs}, {adv.cm.steps_text(run.steps)} are those of bench "
-                             f"record {twin.source} (the same count, accept length and cycle time): counted once, "
-                             "as the record")
-        overlap = sorted({(x.bs, x.steps) for x in kept for y in runs if y.pair is not None and _holds(y, x)})
+        records = [y for y in runs if y.pair is not None]
+        kept = [x for x in r if not _counted_as_record(x, records, name, notes)]
+        overlap = sorted({(x.bs, x.steps) for x in kept for y in records if _holds(y, x)})
         if overlap:
             _warn(f"{name}: cycles at {', '.join(f'bs {b_}, {adv.cm.steps_text(s_)}' for b_, s_ in overlap)}, where "
                   "bench records already hold a run: if it is a copy of their server log, its cycles count "
@@ -541,10 +518,22 @@ def _collect_inputs(args, names: list[str], spool: Path):
 
 def _holds(record, run) -> bool:
     """Whether a bench ``record``'s run may hold a log's or document's ``run``: the same depth and
-    topk, at a batch size up to the record's concurrency (its cycle group's, when it has one)."""
-    top = record.bs if record.cycles else (record.concurrency or record.bs)
-    return (record.steps, record.topk) == (run.steps, run.topk) and (
-        run.bs == record.bs if record.cycles else run.bs <= top)
+    topk, at its cycle group's batch size, or (no group) at a batch size up to its concurrency."""
+    if (record.steps, record.topk) != (run.steps, run.topk):
+        return False
+    return run.bs == record.bs if record.cycles else run.bs <= (record.concurrency or record.bs)
+
+
+def _counted_as_record(run, records, where: str, notes: list[str]) -> bool:
+    """Whether a log's or document's ``run`` holds the cycles a bench record's group already carries
+    (:func:`_same_cycles`); if so, a note naming ``where`` says it counts once, as the record."""
+    from .. import advise as adv
+
+    twin = next((y for y in records if _same_cycles(y, run)), None)
+    if twin is not None:
+        notes.append(f"{where}: its cycles at bs {run.bs}, {adv.cm.steps_text(run.steps)} are those of bench "
+                     f"record {twin.source} (the same count, accept length and cycle time): counted once, as the record")
+    return twin is not None
 
 
 def _same_cycles(record, run) -> bool:
