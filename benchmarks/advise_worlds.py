@@ -53,7 +53,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable, Optional
 
-from sglang_eagle_cycle.cycle import format_line, make_record
+from sglang_eagle_cycle.cycle import format_line, make_record, parse_line
 
 #: Positions with a conditional acceptance in every world (the deepest depth a world can log).
 POSITIONS = 12
@@ -510,9 +510,53 @@ def _pick(doc: dict) -> int:
     return int(rec["steps"])
 
 
+#: Cycle-line forms :func:`run_protocol` can log a world in (see :func:`design_lines`).
+LINE_FORMS = ("spans", "design", "legacy")
+
+
+def design_lines(lines: list[str], form: str = "design") -> list[str]:
+    """``lines`` rewritten without device spans (``draft_prep_ms``, ``gap_ms``), ``total_ms`` being
+    the cycle's whole period so that ``tok_s`` is unchanged.
+
+    ``form``: ``"spans"`` returns ``lines`` as they are; ``"design"`` is the line of DESIGN section 3
+    as a generator written from that contract would log the same world: ``draft_ms`` holds the
+    ``num_steps - 1`` draft forwards only, and the preparation and the gap join ``other_ms``;
+    ``"legacy"`` is the plugin's line before device spans: ``draft_ms`` measured from the cycle's
+    start, so the preparation is in it (a cost that does not grow with the depth inside a phase
+    that does), the gap in ``other_ms``. Lines that do not parse are kept as they are.
+
+    Raises:
+        ValueError: ``form`` is not one of :data:`LINE_FORMS`.
+    """
+    if form not in LINE_FORMS:
+        raise ValueError(f"line form {form!r} is not one of {LINE_FORMS}")
+    if form == "spans":
+        return list(lines)
+    out = []
+    for line in lines:
+        rec = parse_line(line)
+        if rec is None or not rec.device_spans:
+            out.append(line)
+            continue
+        prep, gap = rec.draft_prep_ms or 0.0, rec.gap_ms or 0.0
+        in_draft = form == "legacy" and rec.draft_ms is not None
+        draft = None if rec.draft_ms is None else round(rec.draft_ms + (prep if in_draft else 0.0), 2)
+        other = (rec.other_ms or 0.0) + gap + (0.0 if in_draft else prep)
+        total = round((draft or 0.0) + rec.verify_ms + rec.extend_ms + other, 2)
+        accepts = list(rec.accepts) if rec.accepts is not None else \
+            [a for a, k in sorted(rec.histogram().items()) for _ in range(k)]
+        new = make_record(cycle=rec.cycle, config=(rec.bs, rec.steps, rec.topk, rec.draft_tokens),
+                          phases_ms={"draft_ms": draft, "verify_ms": rec.verify_ms,
+                                     "verify_fwd_ms": rec.verify_fwd_ms, "extend_ms": rec.extend_ms,
+                                     "total_ms": total},
+                          accepts=accepts, graph=rec.graph)
+        out.append(line[:line.index("[eagle-cycle]")] + format_line(new))
+    return out
+
+
 def run_protocol(world: World, advise: Callable[[list[str]], dict] = advise_in_process,
                  first_steps: int = 3, rng: Optional[random.Random] = None,
-                 workdir: Optional[Path] = None) -> ProtocolResult:
+                 workdir: Optional[Path] = None, lines: str = "spans") -> ProtocolResult:
     """Score ``advise`` on ``world`` by the fixed protocol.
 
     1. Log a run at ``first_steps`` and call ``advise([log, "--baseline-tok-s", X, "--json",
@@ -541,7 +585,8 @@ def run_protocol(world: World, advise: Callable[[list[str]], dict] = advise_in_p
 
     def log_run(steps: int) -> None:
         path = workdir / f"{world.name}-bs{world.bs}-steps{steps}-run{len(logs) + 1}.log"
-        path.write_text("\n".join(world.log_lines(steps, None, rng)) + "\n")
+        text = design_lines(world.log_lines(steps, None, rng), lines)
+        path.write_text("\n".join(text) + "\n")
         logs.append(str(path))
         res.measured.append(steps)
         res.runs += 1

@@ -18,6 +18,7 @@ Usage::
     python benchmarks/sim_advise.py --worlds 48 --seed 3 --first-steps 5 --json
     python benchmarks/sim_advise.py --wide                # broader ranges, some outside the model's
     python benchmarks/sim_advise.py --blind [--iid]       # a generator written without the model
+    python benchmarks/sim_advise.py --lines legacy        # cycle lines without device spans
 
 Exit 0 whenever the protocol ran (this prints figures; it is not a test); 2 on bad arguments.
 """
@@ -73,6 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iid", action="store_true",
                    help="with --blind: no per-request difficulty, drift or persistent easy/hard text, so "
                         "every cycle is an independent sample as the advisor assumes")
+    p.add_argument("--lines", choices=aw.LINE_FORMS, default="spans",
+                   help="cycle-line form of the logged runs: spans (today's plugin, default), design "
+                        "(DESIGN section 3's line, no device spans: preparation and gap in other_ms), "
+                        "legacy (the plugin's line before device spans: preparation in draft_ms)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     return p
 
@@ -101,14 +106,15 @@ def make(worlds: int, seed: int, wide: bool = False, blind: bool = False, iid: b
 
 
 def run(worlds: int, seed: int, first_mode: str, wide: bool = False, blind: bool = False,
-        iid: bool = False) -> tuple[list, list, float]:
+        iid: bool = False, lines: str = "spans") -> tuple[list, list, float]:
     ws = make(worlds, seed, wide, blind, iid)
     results = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sim-advise-") as tmp:
         for i, w in enumerate(ws):
             rng = random.Random(f"sim-advise-logs:{seed}:{i}")
-            results.append(aw.run_protocol(w, aw.advise_in_process, _first(first_mode, i), rng, Path(tmp)))
+            results.append(aw.run_protocol(w, aw.advise_in_process, _first(first_mode, i), rng, Path(tmp),
+                                           lines=lines))
     return ws, results, time.perf_counter() - t0
 
 
@@ -188,11 +194,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.iid and not args.blind:
         parser.error("--iid goes with --blind")
-    ws, results, elapsed = run(args.worlds, args.seed, args.first_steps, args.wide, args.blind, args.iid)
+    ws, results, elapsed = run(args.worlds, args.seed, args.first_steps, args.wide, args.blind, args.iid,
+                               args.lines)
     summ = aw.score(results)
     if args.json:
         doc = {"schema": "eagle-cycle-sim-advise/1", "seed": args.seed, "first_steps": args.first_steps,
                "wide": args.wide, "blind": args.blind, "iid": args.iid,
+               "lines": args.lines,
                "summary": summ,
                "targets": [{"figure": k, "op": op, "target": t} for k, op, t in TARGETS],
                "worlds": [{"world": _world_doc(w), "result": asdict(r)} for w, r in zip(ws, results)],

@@ -999,3 +999,56 @@ def test_a_seed_files_baseline_beside_a_bench_baseline_is_not_dropped(tmp_path):
     assert cand(doc, 0)["predicted_tok_s"] == pytest.approx(94.4)
     assert any("without a batch size (88.8 tok/s)" in n and "their mean 94.4 is used" in n
                for n in doc["inputs"]["notes"])
+
+
+def _draft_ensemble(observations, share):
+    acc = cm.AcceptanceModel.from_counts([(800, 1000), (640, 800), (512, 640)])
+    cost = cm.CycleCostModel.fit(observations, {1: 125.0})
+    return unc.build(acc, cost, observations, 1, [0, 1, 2, 3, 8], n=2000, draft_fixed_share=share)
+
+
+def test_a_draft_phase_at_two_depths_is_split_into_a_fixed_part_and_the_per_step_cost():
+    # lines without device spans time the draft from the cycle's start: 1.2 ms of preparation plus
+    # 0.3 ms per draft forward measure 1.8 ms at 3 steps and 2.7 ms at 6. Read as forwards alone,
+    # the 2-step draft would be 0.7 ms; the two depths say 1.5
+    obs = [cm.CycleObservation(bs=1, steps=s, total_ms=1.2 + 0.3 * (s - 1) + 5.0 + 0.5 * s + 0.9,
+                               draft_ms=1.2 + 0.3 * (s - 1), verify_ms=5.0 + 0.5 * s, extend_ms=0.5,
+                               other_ms=0.4, weight=1000.0) for s in (3, 6)]
+    ens = _draft_ensemble(obs, unc.DRAFT_FIXED_SHARE)
+    draft = ens.phases["draft_ms"]
+    assert draft[:, ens.steps.index(2)] == pytest.approx(1.5, abs=1e-6)
+    assert draft[:, ens.steps.index(8)] == pytest.approx(1.2 + 0.3 * 7, abs=1e-6)
+    # at one step no draft forward runs: none to all of the fixed part, never a forward's cost
+    one = draft[:, ens.steps.index(1)]
+    assert one.min() >= 0.0 and one.max() <= 1.2 + 1e-9 and np.ptp(one) > 1.0
+    # a fixed part that the two depths say is negative is none: the forwards through the origin
+    neg = [dataclasses.replace(o, draft_ms=0.1 + 0.5 * (o.steps - 1)) for o in obs]
+    assert _draft_ensemble(neg, 0.5).phases["draft_ms"][:, 2] == pytest.approx(0.6 * 1, rel=0.25)
+
+
+def test_a_draft_phase_at_one_depth_may_hold_a_fixed_part_unless_it_is_a_device_span():
+    obs = [cm.CycleObservation(bs=1, steps=8, total_ms=3.3 + 9.0 + 0.7 + 0.4, draft_ms=3.3, verify_ms=9.0,
+                               extend_ms=0.7, other_ms=0.4, weight=2000.0)]
+    share = unc.DRAFT_FIXED_SHARE
+    at2 = _draft_ensemble(obs, share).phases["draft_ms"][:, 2]
+    lo, hi = np.percentile(at2, [2.5, 97.5])
+
+    def two_steps(f):  # a fixed share f of the 3.3 ms, the rest seven forwards
+        return f * 3.3 + (1 - f) * 3.3 / 7
+
+    # seven forwards read from 3.3 ms give 0.47 ms at 2 steps; the fixed share f = share U(0,1)^2
+    # reaches 0.95 share at its 97.5th percentile and share / 4 at its median
+    assert lo == pytest.approx(two_steps(0.0), rel=0.02) and hi == pytest.approx(two_steps(0.95 * share), rel=0.03)
+    assert float(np.median(at2)) == pytest.approx(two_steps(share / 4), rel=0.05)
+    assert hi > 2 * two_steps(0.0)
+    spans = _draft_ensemble(obs, 0.0).phases["draft_ms"][:, 2]
+    assert spans == pytest.approx(3.3 / 7)
+
+
+def test_a_one_step_run_with_a_draft_time_keeps_it_as_a_fixed_cost():
+    # a generator that counts num_steps draft forwards logs a draft time at one step too: the
+    # prediction at the measured depth must still add up to the measured cycle
+    ob = cm.CycleObservation(bs=1, steps=1, total_ms=10.0, draft_ms=0.6, verify_ms=8.0, extend_ms=0.5,
+                             other_ms=0.9, weight=1000.0)
+    cost = cm.CycleCostModel.fit([ob], {1: 150.0})
+    assert cost.predict(1, 1).total_ms == pytest.approx(10.0)

@@ -1052,7 +1052,8 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
             cands = cm.predict_candidates(acc, cost, bs, steps)
             if not any(c.steps > 0 for c in cands):
                 raise UsageError("no candidate depth above 0 (check --steps-candidates / --max-steps)")
-            ens = unc.build(acc, cost, obs, bs, [c.steps for c in cands])
+            ens = unc.build(acc, cost, obs, bs, [c.steps for c in cands],
+                            draft_fixed_share=0.0 if any(r.device_spans for r in fitted) else unc.DRAFT_FIXED_SHARE)
             cands = _from_ensemble(cands, ens)
             dec = unc.decide(ens, measured=[r.steps for r in fitted if r.bs == bs])
             won = _measured_winner(dec.pick, [r for r in fitted if r.bs == bs], [c.steps for c in cands])

@@ -86,7 +86,15 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   central form instead, leaning to the same two extremes.
 * Draft-extend: the same, without an anchor. Draft step: measured per draft forward; unknown
   (only 1-step runs) drawn as :data:`UNKNOWN_STEP` times the draft-extend at width ``bs``.
-  Other time (and host preparation and gaps): as measured, depth-independent.
+  **Draft phase** ``c + (S - 1) t``: from two depths or more at ``bs``, ``c`` and ``t`` fitted
+  (``c >= 0``); from one depth of lines without device spans, whose ``draft_ms`` may hold a
+  fixed cost (the plugin's older lines time it from the cycle's start, preparation included),
+  ``c`` up to :data:`DRAFT_FIXED_SHARE` of it, leaning to none (:func:`_draft_fixed`); a one-step
+  cycle pays none to all of ``c``. Device-span lines time the draft graph's replay alone: no
+  fixed part from one depth. Over ``benchmarks/sim_advise.py --lines legacy`` seeds 0-47 this
+  took coverage from 93.1% to 96.7% (``--blind --iid`` seeds 0-31: 81.0% to 88.7%).
+  Other time (and host preparation and gaps): as measured, depth-independent; a draft time
+  logged at one step (no draft forward runs there) counts as other time.
 * **Measurement noise of the cycle times**: the measured mean cycle time at each width is off by
   its standard error (the larger of per-cycle sd / sqrt(cycles), from ``inspect``'s ``sd``, and
   the batch-means error of the period, ``batch_se``), carried to the other widths by
@@ -164,6 +172,14 @@ PAD_RATIO = 4.0 / 3.0
 FLAT_SECANT = 0.25
 #: unknown draft-step cost as a multiple of the draft-extend at width bs (low, high)
 UNKNOWN_STEP = (0.25, 1.5)
+#: with the draft phase measured at one depth only, the share of it that may be a fixed cost, not
+#: ``num_steps - 1`` forwards (high; low 0): for lines without device spans, whose ``draft_ms``
+#: runs from the cycle's start (draft preparation, attention metadata) or comes from a generator
+#: with a fixed draft cost (one that counts ``num_steps`` forwards: a third at 3 steps). Device-span
+#: lines time the draft graph's replay alone: 0. Measured with ``benchmarks/sim_advise.py --lines``
+#: seeds 0-47: 0.5 took more second runs (1.78 per world against 1.75 at 0.3 and 1.74 at 0) for
+#: about the same coverage
+DRAFT_FIXED_SHARE = 0.3
 #: a further run counts as useful when it is expected to cut the pick's 95th-percentile regret by at
 #: least this share of it; otherwise the advice says no single run is expected to settle it (the best
 #: depths lie within the measurements' noise of each other, or the doubt is one no run resolves)
@@ -565,9 +581,50 @@ def measurement_noise(obs: Sequence[cm.CycleObservation], xq: Sequence[float], n
     return err @ weights
 
 
+def _draft_fixed(phased: Sequence[cm.CycleObservation], bs: int, n: int, rng: np.random.Generator,
+                 share: float) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Draft phase as ``c + (S - 1) t`` (ms) at ``bs`` from the runs there with a draft forward.
+
+    Two depths or more: ``c`` and ``t`` by weighted least squares in ``S - 1`` (``c`` clamped at 0,
+    then ``t`` through the origin); one depth ``S``: ``c = f D``, ``f = share U(0, 1)^2`` (most
+    hypotheses near no fixed part, the 97.5th percentile at 95% of ``share``),
+    ``t = (D - c) / (S - 1)``. Returns ``(c, t, keep)``, arrays of ``n`` (``keep ~ U(0, 1)``: the
+    share of ``c`` a one-step cycle still pays; 0 when a one-step run at ``bs`` was measured, its
+    other time holding that), or None when no run at ``bs`` drafted or, at one
+    depth, ``share`` is 0 (the caller's per-forward cost stands).
+    """
+    pts = [(o.steps - 1.0, o.draft_ms, o.weight) for o in phased
+           if o.bs == bs and o.steps > 1 and o.draft_ms is not None]
+    if not pts:
+        return None
+    k = np.array([p[0] for p in pts])
+    y = np.array([p[1] for p in pts])
+    w = np.array([max(p[2], 1e-9) for p in pts])
+    # a measured one-step run's other time already holds what a one-step cycle pays of it
+    one_step = any(o.bs == bs and o.steps <= 1 for o in phased)
+    keep = np.zeros(n) if one_step else rng.uniform(0.0, 1.0, n)
+    if len(set(k.tolist())) >= 2:
+        km, ym = np.average(k, weights=w), np.average(y, weights=w)
+        t = float(np.sum(w * (k - km) * (y - ym)) / np.sum(w * (k - km) ** 2))
+        c = ym - t * km
+        if c < 0 or t < 0:
+            c, t = 0.0, float(np.sum(w * k * y) / np.sum(w * k * k))
+        return np.full(n, c), np.full(n, t), keep
+    if share <= 0:
+        return None
+    d_mean = float(np.average(y, weights=w))
+    c = d_mean * share * rng.uniform(0.0, 1.0, n) ** 2
+    return c, (d_mean - c) / k[0], keep
+
+
 def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.CycleObservation], bs: int,
-          steps: Sequence[int], n: int = N_SAMPLES, seed: int = 0) -> Ensemble:
+          steps: Sequence[int], n: int = N_SAMPLES, seed: int = 0,
+          draft_fixed_share: float = DRAFT_FIXED_SHARE) -> Ensemble:
     """The ensemble at batch size ``bs`` for candidate depths ``steps`` (0 included when a baseline is known).
+
+    ``draft_fixed_share``: the largest share of a draft phase measured at one depth that may be a
+    fixed cost (:data:`DRAFT_FIXED_SHARE`; 0 for device-span lines, whose draft span holds the
+    draft forwards alone).
 
     Raises:
         ValueError: a hypothesis predicts a cycle time that is not positive.
@@ -601,6 +658,13 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         other = cost.other(bs)[0]
         sv = np.array(spec, dtype=float)
         d = np.maximum(sv - 1.0, 0.0)[None, :] * step_s[:, None]
+        # its own generator: the other hypotheses' draws do not move with it
+        fixed = _draft_fixed(phased, bs, n, np.random.default_rng([seed, 1]), draft_fixed_share)
+        if fixed is not None:
+            c, t, keep = fixed
+            # the fixed part at one step (no draft forward): absent to all of it, in other time
+            d = np.where(sv[None, :] > 1, c[:, None] + (sv[None, :] - 1.0) * t[:, None],
+                         (c * keep)[:, None] * np.ones(len(spec))[None, :])
         total = d + v + x + other
         ph["draft_ms"][:, cols], ph["verify_ms"][:, cols], ph["extend_ms"][:, cols] = d, v, x
         ph["other_ms"][:, cols] = other
