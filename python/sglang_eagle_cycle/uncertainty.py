@@ -660,14 +660,15 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         d = np.maximum(sv - 1.0, 0.0)[None, :] * step_s[:, None]
         # its own generator: the other hypotheses' draws do not move with it
         fixed = _draft_fixed(phased, bs, n, np.random.default_rng([seed, 1]), draft_fixed_share)
+        o = np.full((n, len(spec)), float(other))
         if fixed is not None:
             c, t, keep = fixed
-            # the fixed part at one step (no draft forward): absent to all of it, in other time
-            d = np.where(sv[None, :] > 1, c[:, None] + (sv[None, :] - 1.0) * t[:, None],
-                         (c * keep)[:, None] * np.ones(len(spec))[None, :])
-        total = d + v + x + other
+            d = np.where(sv[None, :] > 1, c[:, None] + (sv[None, :] - 1.0) * t[:, None], 0.0)
+            # at one step no draft forward runs: none to all of the fixed part, as other time
+            o = o + np.where(sv[None, :] > 1, 0.0, (c * keep)[:, None])
+        total = d + v + x + o
         ph["draft_ms"][:, cols], ph["verify_ms"][:, cols], ph["extend_ms"][:, cols] = d, v, x
-        ph["other_ms"][:, cols] = other
+        ph["other_ms"][:, cols] = o
     else:
         # whole-cycle times include the draft steps, which grow with the depth, not the width: a
         # cycle at another batch size and the same width is another depth's, so only this batch
