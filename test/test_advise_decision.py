@@ -1025,8 +1025,13 @@ def test_a_draft_phase_at_two_depths_is_split_into_a_fixed_part_and_the_per_step
     parts = sum(ens.phases[k] for k in ("draft_ms", "verify_ms", "extend_ms", "other_ms"))
     assert parts[:, 1:] == pytest.approx(ens.phases["total_ms"][:, 1:])
     # a fixed part that the two depths say is negative is none: the forwards through the origin
-    neg = [dataclasses.replace(o, draft_ms=0.1 + 0.5 * (o.steps - 1)) for o in obs]
-    assert _draft_ensemble(neg, 0.5).phases["draft_ms"][:, 2] == pytest.approx(0.6 * 1, rel=0.25)
+    neg = [dataclasses.replace(o, draft_ms=-0.3 + 0.5 * (o.steps - 1)) for o in obs]
+    assert _draft_ensemble(neg, 0.5).phases["draft_ms"][:, 2] == pytest.approx((2 * 0.7 + 5 * 2.2) / 29)
+    # a slope below 0 is noise about a flat draft (a fixed part and no per-step cost): flat, never
+    # charged again per step (5.05 ms at 3 steps and 5.00 at 6 read through the origin: 14 ms at 8)
+    flat = [dataclasses.replace(o, draft_ms=5.05 if o.steps == 3 else 5.0) for o in obs]
+    at8 = _draft_ensemble(flat, 0.5).phases["draft_ms"][:, 4]
+    assert at8 == pytest.approx((5.05 + 5.0) / 2)
 
 
 def test_a_draft_phase_at_one_depth_may_hold_a_fixed_part_unless_it_is_a_device_span():
@@ -1048,10 +1053,20 @@ def test_a_draft_phase_at_one_depth_may_hold_a_fixed_part_unless_it_is_a_device_
     assert spans == pytest.approx(3.3 / 7)
 
 
-def test_a_one_step_run_with_a_draft_time_keeps_it_as_a_fixed_cost():
-    # a generator that counts num_steps draft forwards logs a draft time at one step too: the
-    # prediction at the measured depth must still add up to the measured cycle
-    ob = cm.CycleObservation(bs=1, steps=1, total_ms=10.0, draft_ms=0.6, verify_ms=8.0, extend_ms=0.5,
-                             other_ms=0.9, weight=1000.0)
-    cost = cm.CycleCostModel.fit([ob], {1: 150.0})
-    assert cost.predict(1, 1).total_ms == pytest.approx(10.0)
+def test_a_draft_time_logged_at_one_step_is_the_fixed_part():
+    # a generator that counts num_steps draft forwards (or lines timing the draft from the cycle's
+    # start) logs a draft time at one step: 3 ms there and 4 ms at 3 steps are a 3 ms fixed part
+    # and 0.5 ms per forward, and the 1-step cycle must still add up to its measurement
+    obs = [cm.CycleObservation(bs=1, steps=s, total_ms=d + 8.0 + 0.5 + 0.3, draft_ms=d, verify_ms=8.0,
+                               extend_ms=0.5, other_ms=0.3, weight=1000.0) for s, d in ((1, 3.0), (3, 4.0))]
+    ens = _draft_ensemble(obs, unc.DRAFT_FIXED_SHARE)
+    total, draft = ens.phases["total_ms"], ens.phases["draft_ms"]
+    assert total[:, ens.steps.index(1)] == pytest.approx(11.8) and not draft[:, ens.steps.index(1)].any()
+    assert total[:, ens.steps.index(3)] == pytest.approx(12.8)
+    assert draft[:, ens.steps.index(8)] == pytest.approx(3.0 + 7 * 0.5)
+    # the other time of the deeper runs is their own: no 1-step draft time averaged into it
+    assert ens.phases["other_ms"][:, ens.steps.index(8)] == pytest.approx(0.3)
+    # with 1-step draft times only, the fixed part is known and the per-forward cost is not
+    alone = _draft_ensemble(obs[:1], unc.DRAFT_FIXED_SHARE)
+    assert alone.phases["total_ms"][:, alone.steps.index(1)] == pytest.approx(11.8)
+    assert (alone.phases["draft_ms"][:, alone.steps.index(2)] > 3.0).all()

@@ -737,13 +737,9 @@ class CycleCostModel:
 
 
 def _other(ob: CycleObservation) -> float:
-    """Depth-independent time of ``ob`` (ms): ``other_ms``, or what the total leaves. A draft time
-    at one step or none (no draft forward runs there: preparation, or a generator that counts
-    ``num_steps`` draft forwards) is a fixed cost too, so it joins this rather than vanish."""
-    fixed = (ob.draft_ms or 0.0) if ob.steps <= 1 else 0.0
     if ob.other_ms is not None:
-        return ob.other_ms + fixed
-    return max(0.0, ob.total_ms - (ob.draft_ms or 0.0) - ob.verify_ms - (ob.extend_ms or 0.0)) + fixed
+        return ob.other_ms
+    return max(0.0, ob.total_ms - (ob.draft_ms or 0.0) - ob.verify_ms - (ob.extend_ms or 0.0))
 
 
 # ---------------------------------------------------------------------------------------------

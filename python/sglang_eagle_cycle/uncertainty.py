@@ -87,14 +87,14 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
 * Draft-extend: the same, without an anchor. Draft step: measured per draft forward; unknown
   (only 1-step runs) drawn as :data:`UNKNOWN_STEP` times the draft-extend at width ``bs``.
   **Draft phase** ``c + (S - 1) t``: from two depths or more at ``bs``, ``c`` and ``t`` fitted
-  (``c >= 0``); from one depth of lines without device spans, whose ``draft_ms`` may hold a
+  (``c >= 0``; a slope below 0 is a flat draft; a draft time logged at one step, where no draft
+  forward runs, is ``c`` itself); from one depth of lines without device spans, whose ``draft_ms`` may hold a
   fixed cost (the plugin's older lines time it from the cycle's start, preparation included),
   ``c`` up to :data:`DRAFT_FIXED_SHARE` of it, leaning to none (:func:`_draft_fixed`); a one-step
   cycle pays none to all of ``c``. Device-span lines time the draft graph's replay alone: no
   fixed part from one depth. Over ``benchmarks/sim_advise.py --lines legacy`` seeds 0-47 this
   took coverage from 93.1% to 96.7% (``--blind --iid`` seeds 0-31: 81.0% to 88.7%).
-  Other time (and host preparation and gaps): as measured, depth-independent; a draft time
-  logged at one step (no draft forward runs there) counts as other time.
+  Other time (and host preparation and gaps): as measured, depth-independent.
 * **Measurement noise of the cycle times**: the measured mean cycle time at each width is off by
   its standard error (the larger of per-cycle sd / sqrt(cycles), from ``inspect``'s ``sd``, and
   the batch-means error of the period, ``batch_se``), carried to the other widths by
@@ -582,34 +582,46 @@ def measurement_noise(obs: Sequence[cm.CycleObservation], xq: Sequence[float], n
 
 
 def _draft_fixed(phased: Sequence[cm.CycleObservation], bs: int, n: int, rng: np.random.Generator,
-                 share: float) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Draft phase as ``c + (S - 1) t`` (ms) at ``bs`` from the runs there with a draft forward.
+                 share: float) -> Optional[tuple[np.ndarray, Optional[np.ndarray], np.ndarray]]:
+    """Draft phase as ``c + (S - 1) t`` (ms) at ``bs`` from the runs there that logged a draft time.
 
-    Two depths or more: ``c`` and ``t`` by weighted least squares in ``S - 1`` (``c`` clamped at 0,
-    then ``t`` through the origin); one depth ``S``: ``c = f D``, ``f = share U(0, 1)^2`` (most
+    A draft time at one step (no draft forward runs there: preparation, or a generator that counts
+    ``num_steps`` forwards) is ``c`` itself, the point ``S - 1 = 0``. Two such points or more:
+    ``c`` and ``t`` by weighted least squares in ``S - 1``; a slope below 0 (noise about a flat
+    draft) is a flat line, ``t = 0`` and ``c`` the weighted mean; an intercept below 0 is none,
+    ``t`` through the origin. One depth ``S > 1``: ``c = f D``, ``f = share U(0, 1)^2`` (most
     hypotheses near no fixed part, the 97.5th percentile at 95% of ``share``),
-    ``t = (D - c) / (S - 1)``. Returns ``(c, t, keep)``, arrays of ``n`` (``keep ~ U(0, 1)``: the
-    share of ``c`` a one-step cycle still pays; 0 when a one-step run at ``bs`` was measured, its
-    other time holding that), or None when no run at ``bs`` drafted or, at one
-    depth, ``share`` is 0 (the caller's per-forward cost stands).
+    ``t = (D - c) / (S - 1)``. Only one-step draft times: ``c`` as measured, ``t`` None (unknown).
+
+    Returns ``(c, t, keep)``, arrays of ``n`` (``keep``: the share of ``c`` a one-step cycle pays:
+    1 when a one-step run logged a draft time, 0 when a one-step run logged none, its other time
+    holding whatever that cycle pays, else ``U(0, 1)``), or None when no run at ``bs`` logged a
+    draft time or, at one depth, ``share`` is 0 (the caller's per-forward cost stands).
     """
-    pts = [(o.steps - 1.0, o.draft_ms, o.weight) for o in phased
-           if o.bs == bs and o.steps > 1 and o.draft_ms is not None]
+    pts = [(max(o.steps - 1.0, 0.0), o.draft_ms, o.weight) for o in phased
+           if o.bs == bs and o.draft_ms is not None]
     if not pts:
         return None
     k = np.array([p[0] for p in pts])
     y = np.array([p[1] for p in pts])
     w = np.array([max(p[2], 1e-9) for p in pts])
-    # a measured one-step run's other time already holds what a one-step cycle pays of it
-    one_step = any(o.bs == bs and o.steps <= 1 for o in phased)
-    keep = np.zeros(n) if one_step else rng.uniform(0.0, 1.0, n)
+    if (k == 0).any():
+        keep = np.ones(n)
+    elif any(o.bs == bs and o.steps <= 1 for o in phased):
+        keep = np.zeros(n)
+    else:
+        keep = rng.uniform(0.0, 1.0, n)
     if len(set(k.tolist())) >= 2:
         km, ym = np.average(k, weights=w), np.average(y, weights=w)
         t = float(np.sum(w * (k - km) * (y - ym)) / np.sum(w * (k - km) ** 2))
         c = ym - t * km
-        if c < 0 or t < 0:
+        if t < 0:
+            c, t = ym, 0.0
+        elif c < 0:
             c, t = 0.0, float(np.sum(w * k * y) / np.sum(w * k * k))
         return np.full(n, c), np.full(n, t), keep
+    if k[0] == 0:
+        return np.full(n, float(np.average(y, weights=w))), None, keep
     if share <= 0:
         return None
     d_mean = float(np.average(y, weights=w))
@@ -663,6 +675,7 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         o = np.full((n, len(spec)), float(other))
         if fixed is not None:
             c, t, keep = fixed
+            t = step_s if t is None else t
             d = np.where(sv[None, :] > 1, c[:, None] + (sv[None, :] - 1.0) * t[:, None], 0.0)
             # at one step no draft forward runs: none to all of the fixed part, as other time
             o = o + np.where(sv[None, :] > 1, 0.0, (c * keep)[:, None])
