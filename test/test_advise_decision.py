@@ -1070,3 +1070,22 @@ def test_a_draft_time_logged_at_one_step_is_the_fixed_part():
     alone = _draft_ensemble(obs[:1], unc.DRAFT_FIXED_SHARE)
     assert alone.phases["total_ms"][:, alone.steps.index(1)] == pytest.approx(11.8)
     assert (alone.phases["draft_ms"][:, alone.steps.index(2)] > 3.0).all()
+
+
+def test_a_batch_size_no_run_measured_carries_the_fixed_part_and_the_per_forward_cost():
+    # 3 ms of draft preparation at every batch size, 0.5 ms per forward at bs 1 and 1.0 at bs 4,
+    # each measured at two depths; bs 2 and bs 8 were never run. Read as forwards alone, the
+    # preparation would be charged at every step there too
+    def ob(bs, s, t):
+        d = 3.0 + (s - 1) * t
+        return cm.CycleObservation(bs=bs, steps=s, total_ms=d + 10.0 + 0.5 + 0.3, draft_ms=d, verify_ms=10.0,
+                                   extend_ms=0.5, other_ms=0.3, weight=1000.0)
+
+    obs = [ob(1, 2, 0.5), ob(1, 4, 0.5), ob(4, 3, 1.0), ob(4, 5, 1.0)]
+    acc = cm.AcceptanceModel.from_counts([(800, 1000), (640, 800), (512, 640)])
+    cost = cm.CycleCostModel.fit(obs, {1: 90.0, 4: 300.0})
+    for bs, t in ((2, 0.5 + 0.5 / 3), (8, 1.0 + 0.5 / 3 * 4)):
+        ens = unc.build(acc, cost, obs, bs, [1, 2, 8], n=500)
+        draft = ens.phases["draft_ms"]
+        assert draft[:, ens.steps.index(2)] == pytest.approx(3.0 + t)
+        assert draft[:, ens.steps.index(8)] == pytest.approx(3.0 + 7 * t)

@@ -91,7 +91,8 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   forward runs, is ``c`` itself); from one depth of lines without device spans, whose ``draft_ms`` may hold a
   fixed cost (the plugin's older lines time it from the cycle's start, preparation included),
   ``c`` up to :data:`DRAFT_FIXED_SHARE` of it, leaning to none (:func:`_draft_fixed`); a one-step
-  cycle pays none to all of ``c``. Device-span lines time the draft graph's replay alone: no
+  cycle pays none to all of ``c``; at a batch size no run measured, ``c`` and ``t`` carried from
+  the measured ones (:func:`_draft_fixed_at`). Device-span lines time the draft graph's replay alone: no
   fixed part from one depth. Over ``benchmarks/sim_advise.py --lines legacy`` seeds 0-47 this
   took coverage from 93.1% to 96.7% (``--blind --iid`` seeds 0-31: 81.0% to 88.7%).
   Other time (and host preparation and gaps): as measured, depth-independent.
@@ -629,6 +630,42 @@ def _draft_fixed(phased: Sequence[cm.CycleObservation], bs: int, n: int, rng: np
     return c, (d_mean - c) / k[0], keep
 
 
+def _draft_fixed_at(phased: Sequence[cm.CycleObservation], bs: int, n: int, seed: int,
+                    share: float) -> Optional[tuple[np.ndarray, Optional[np.ndarray], np.ndarray]]:
+    """:func:`_draft_fixed` at ``bs``, or, where no run at ``bs`` logged a draft time, carried from
+    the batch sizes that did: each hypothesis' fixed part ``c`` interpolated in the batch size
+    (held beyond the measured ones: preparation barely grows with the batch), its per-forward cost
+    ``t`` interpolated and continued along the nearest two batch sizes' slope (never below 0), and
+    ``keep`` from the nearest batch size. Every batch size draws from one generator seeded alike,
+    so a hypothesis' share ``f`` is the same at each. None where any measured batch size gives
+    none or no per-forward cost (the caller's per-forward curve stands).
+    """
+    def at(b: int):
+        return _draft_fixed(phased, b, n, np.random.default_rng([seed, 1]), share)
+
+    here = at(bs)
+    if here is not None:
+        return here
+    sizes = sorted({o.bs for o in phased if o.draft_ms is not None})
+    fits = [at(b) for b in sizes]
+    if not sizes or any(f is None or f[1] is None for f in fits):
+        return None
+    xs = np.array(sizes, dtype=float)
+    cs = np.stack([f[0] for f in fits], axis=1)                       # (n, len(sizes))
+    ts = np.stack([f[1] for f in fits], axis=1)
+    c = np.array([np.interp(bs, xs, row) for row in cs])
+    if len(sizes) == 1:
+        t = ts[:, 0]
+    elif bs < xs[0] or bs > xs[-1]:
+        i = (0, 1) if bs < xs[0] else (-2, -1)
+        slope = (ts[:, i[1]] - ts[:, i[0]]) / (xs[i[1]] - xs[i[0]])
+        t = np.maximum(ts[:, i[0]] + slope * (bs - xs[i[0]]), 0.0)
+    else:
+        t = np.array([np.interp(bs, xs, row) for row in ts])
+    near = int(np.argmin(np.abs(np.log(xs / bs))))
+    return c, t, fits[near][2]
+
+
 def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.CycleObservation], bs: int,
           steps: Sequence[int], n: int = N_SAMPLES, seed: int = 0,
           draft_fixed_share: float = DRAFT_FIXED_SHARE) -> Ensemble:
@@ -671,7 +708,7 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         sv = np.array(spec, dtype=float)
         d = np.maximum(sv - 1.0, 0.0)[None, :] * step_s[:, None]
         # its own generator: the other hypotheses' draws do not move with it
-        fixed = _draft_fixed(phased, bs, n, np.random.default_rng([seed, 1]), draft_fixed_share)
+        fixed = _draft_fixed_at(phased, bs, n, seed, draft_fixed_share)
         o = np.full((n, len(spec)), float(other))
         if fixed is not None:
             c, t, keep = fixed
