@@ -1089,3 +1089,18 @@ def test_a_batch_size_no_run_measured_carries_the_fixed_part_and_the_per_forward
         draft = ens.phases["draft_ms"]
         assert draft[:, ens.steps.index(2)] == pytest.approx(3.0 + t)
         assert draft[:, ens.steps.index(8)] == pytest.approx(3.0 + 7 * t)
+
+
+def test_runs_at_one_step_and_deeper_keep_their_own_other_time():
+    # the plugin's older lines at one step log no draft time and put the preparation (3 ms) in
+    # other_ms; from two steps up it sits in draft_ms. One mean other time over both runs (1.8 ms)
+    # missed both measured cycles, by 1.5 ms each way
+    obs = [cm.CycleObservation(bs=1, steps=1, total_ms=8.0 + 0.5 + 3.3, verify_ms=8.0, extend_ms=0.5,
+                               other_ms=3.3, weight=1000.0),
+           cm.CycleObservation(bs=1, steps=3, total_ms=4.0 + 8.0 + 0.5 + 0.3, draft_ms=4.0, verify_ms=8.0,
+                               extend_ms=0.5, other_ms=0.3, weight=1000.0)]
+    ens = _draft_ensemble(obs, unc.DRAFT_FIXED_SHARE)
+    total = ens.phases["total_ms"]
+    assert total[:, ens.steps.index(1)] == pytest.approx(11.8)
+    assert total[:, ens.steps.index(3)] == pytest.approx(12.8)
+    assert ens.phases["other_ms"][:, ens.steps.index(8)] == pytest.approx(0.3)

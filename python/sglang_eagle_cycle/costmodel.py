@@ -669,7 +669,7 @@ class CycleCostModel:
             draft = MeasuredCurve.from_points(steps_pts)
             if draft is None:
                 notes.append("draft step cost unknown (only 1-step runs): deeper depths omit it")
-            other = MeasuredCurve.from_points([(ob.bs, _other(ob), ob.weight) for ob in phased])
+            other = MeasuredCurve.from_points([(ob.bs, other_time(ob), ob.weight) for ob in phased])
             if len(extend.points) == 1:
                 notes.append("draft-extend measured at one width: held constant")
             if len(verify.points) == 1:
@@ -736,7 +736,9 @@ class CycleCostModel:
         }
 
 
-def _other(ob: CycleObservation) -> float:
+def other_time(ob: CycleObservation) -> float:
+    """Time of ``ob`` outside draft, verify and draft-extend (ms): ``other_ms``, or what the
+    measured total leaves of the phases (never below 0)."""
     if ob.other_ms is not None:
         return ob.other_ms
     return max(0.0, ob.total_ms - (ob.draft_ms or 0.0) - ob.verify_ms - (ob.extend_ms or 0.0))

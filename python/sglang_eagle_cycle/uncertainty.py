@@ -95,7 +95,9 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   the measured ones (:func:`_draft_fixed_at`). Device-span lines time the draft graph's replay alone: no
   fixed part from one depth. Over ``benchmarks/sim_advise.py --lines legacy`` seeds 0-47 this
   took coverage from 93.1% to 96.7% (``--blind --iid`` seeds 0-31: 81.0% to 88.7%).
-  Other time (and host preparation and gaps): as measured, depth-independent.
+  Other time (and host preparation and gaps): as measured, depth-independent, except that runs
+  at one step (no draft forward, no draft preparation) and deeper runs, both measured at ``bs``,
+  keep their own.
 * **Measurement noise of the cycle times**: the measured mean cycle time at each width is off by
   its standard error (the larger of per-cycle sd / sqrt(cycles), from ``inspect``'s ``sd``, and
   the batch-means error of the period, ``batch_se``), carried to the other widths by
@@ -706,10 +708,19 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         step_s = np.full(n, step) if step is not None else x_bs * rng.uniform(*UNKNOWN_STEP, n)
         other = cost.other(bs)[0]
         sv = np.array(spec, dtype=float)
+        # a one-step cycle runs no draft forward and prepares none: where runs at one step and
+        # deeper ones were both measured here, each class keeps its own other time
+        here = [ob for ob in phased if ob.bs == bs]
+        one = [ob for ob in here if ob.steps <= 1]
+        deep = [ob for ob in here if ob.steps > 1]
+        if one and deep:
+            mean_other = lambda group: float(np.average([cm.other_time(ob) for ob in group],
+                                                        weights=[max(ob.weight, 1e-9) for ob in group]))
+            other = np.where(sv <= 1, mean_other(one), mean_other(deep))[None, :]
         d = np.maximum(sv - 1.0, 0.0)[None, :] * step_s[:, None]
         # its own generator: the other hypotheses' draws do not move with it
         fixed = _draft_fixed_at(phased, bs, n, seed, draft_fixed_share)
-        o = np.full((n, len(spec)), float(other))
+        o = np.broadcast_to(np.asarray(other, dtype=float), (n, len(spec))).copy()
         if fixed is not None:
             c, t, keep = fixed
             t = step_s if t is None else t
