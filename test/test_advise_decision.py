@@ -1104,3 +1104,29 @@ def test_runs_at_one_step_and_deeper_keep_their_own_other_time():
     assert total[:, ens.steps.index(1)] == pytest.approx(11.8)
     assert total[:, ens.steps.index(3)] == pytest.approx(12.8)
     assert ens.phases["other_ms"][:, ens.steps.index(8)] == pytest.approx(0.3)
+
+
+def test_a_batch_size_measured_at_one_depth_borrows_the_fixed_part_and_nothing_overshoots():
+    # 0.8 ms of preparation and 0.6 ms per forward at every batch size: bs 2 measured at 2 and 4
+    # steps, bs 4 at 3 steps only. Drawn from the share prior, bs 4's per-forward cost came out
+    # above bs 2's, and that slope, carried to bs 32, predicted 38 ms of draft at 8 steps (true 5.0)
+    def ob(bs, s, other=0.3):
+        d = 0.8 + (s - 1) * 0.6 if s > 1 else None
+        return cm.CycleObservation(bs=bs, steps=s, total_ms=(d or 0.0) + 18.0 + 0.5 + other, draft_ms=d,
+                                   verify_ms=18.0, extend_ms=0.5, other_ms=other, weight=400.0)
+
+    obs = [ob(2, 2), ob(2, 4), ob(4, 3)]
+    acc = cm.AcceptanceModel.from_counts([(800, 1000), (640, 800), (512, 640)])
+    cost = cm.CycleCostModel.fit(obs, {2: 150.0})
+    for bs in (4, 8, 32):
+        ens = unc.build(acc, cost, obs, bs, [1, 2, 8], n=300)
+        assert ens.phases["draft_ms"][:, 1] == pytest.approx(1.4), bs
+        assert ens.phases["draft_ms"][:, 2] == pytest.approx(0.8 + 7 * 0.6), bs
+    # one-step runs keep their own other time across batch sizes (the older lines' preparation
+    # sits there), and deeper runs theirs: bs 1 measured at one step only, bs 4 deeper
+    obs = [ob(1, 1, other=1.1), ob(4, 2), ob(4, 4)]
+    cost = cm.CycleCostModel.fit(obs, {1: 60.0})
+    for bs in (1, 2, 8):
+        ens = unc.build(acc, cost, obs, bs, [1, 2, 8], n=300)
+        other = ens.phases["other_ms"]
+        assert other[:, 0] == pytest.approx(1.1) and other[:, 1:] == pytest.approx(0.3), bs

@@ -96,8 +96,8 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   fixed part from one depth. Over ``benchmarks/sim_advise.py --lines legacy`` seeds 0-47 this
   took coverage from 93.1% to 96.7% (``--blind --iid`` seeds 0-31: 81.0% to 88.7%).
   Other time (and host preparation and gaps): as measured, depth-independent, except that runs
-  at one step (no draft forward, no draft preparation) and deeper runs, both measured at ``bs``,
-  keep their own.
+  at one step (no draft forward, no draft preparation) and deeper runs, where both kinds were
+  measured, keep curves over the batch size of their own.
 * **Measurement noise of the cycle times**: the measured mean cycle time at each width is off by
   its standard error (the larger of per-cycle sd / sqrt(cycles), from ``inspect``'s ``sd``, and
   the batch-means error of the period, ``batch_se``), carried to the other widths by
@@ -585,7 +585,8 @@ def measurement_noise(obs: Sequence[cm.CycleObservation], xq: Sequence[float], n
 
 
 def _draft_fixed(phased: Sequence[cm.CycleObservation], bs: int, n: int, rng: np.random.Generator,
-                 share: float) -> Optional[tuple[np.ndarray, Optional[np.ndarray], np.ndarray]]:
+                 share: float, c_known: Optional[float] = None
+                 ) -> Optional[tuple[np.ndarray, Optional[np.ndarray], np.ndarray]]:
     """Draft phase as ``c + (S - 1) t`` (ms) at ``bs`` from the runs there that logged a draft time.
 
     A draft time at one step (no draft forward runs there: preparation, or a generator that counts
@@ -594,11 +595,14 @@ def _draft_fixed(phased: Sequence[cm.CycleObservation], bs: int, n: int, rng: np
     draft) is a flat line, ``t = 0`` and ``c`` the weighted mean; an intercept below 0 is none,
     ``t`` through the origin. One depth ``S > 1``: ``c = f D``, ``f = share U(0, 1)^2`` (most
     hypotheses near no fixed part, the 97.5th percentile at 95% of ``share``),
-    ``t = (D - c) / (S - 1)``. Only one-step draft times: ``c`` as measured, ``t`` None (unknown).
+    ``t = (D - c) / (S - 1)``; with ``c_known`` (the fixed part that batch sizes measured at two
+    depths give here) that ``c`` instead, at most ``D``. Only one-step draft times: ``c`` as
+    measured, ``t`` None (unknown).
 
     Returns ``(c, t, keep)``, arrays of ``n`` (``keep``: the share of ``c`` a one-step cycle pays:
-    1 when a one-step run logged a draft time, 0 when a one-step run logged none, its other time
-    holding whatever that cycle pays, else ``U(0, 1)``), or None when no run at ``bs`` logged a
+    1 when a one-step run here logged a draft time, 0 when a one-step run (at any batch size: the
+    one-step runs' other time is a curve of its own) logged none, its other time holding whatever
+    that cycle pays, else ``U(0, 1)``), or None when no run at ``bs`` logged a
     draft time or, at one depth, ``share`` is 0 (the caller's per-forward cost stands).
     """
     pts = [(max(o.steps - 1.0, 0.0), o.draft_ms, o.weight) for o in phased
@@ -610,7 +614,7 @@ def _draft_fixed(phased: Sequence[cm.CycleObservation], bs: int, n: int, rng: np
     w = np.array([max(p[2], 1e-9) for p in pts])
     if (k == 0).any():
         keep = np.ones(n)
-    elif any(o.bs == bs and o.steps <= 1 for o in phased):
+    elif any(o.steps <= 1 for o in phased):
         keep = np.zeros(n)
     else:
         keep = rng.uniform(0.0, 1.0, n)
@@ -625,47 +629,57 @@ def _draft_fixed(phased: Sequence[cm.CycleObservation], bs: int, n: int, rng: np
         return np.full(n, c), np.full(n, t), keep
     if k[0] == 0:
         return np.full(n, float(np.average(y, weights=w))), None, keep
+    d_mean = float(np.average(y, weights=w))
+    if c_known is not None:
+        c0 = min(max(c_known, 0.0), d_mean)
+        return np.full(n, c0), np.full(n, (d_mean - c0) / k[0]), keep
     if share <= 0:
         return None
-    d_mean = float(np.average(y, weights=w))
     c = d_mean * share * rng.uniform(0.0, 1.0, n) ** 2
     return c, (d_mean - c) / k[0], keep
 
 
 def _draft_fixed_at(phased: Sequence[cm.CycleObservation], bs: int, n: int, seed: int,
                     share: float) -> Optional[tuple[np.ndarray, Optional[np.ndarray], np.ndarray]]:
-    """:func:`_draft_fixed` at ``bs``, or, where no run at ``bs`` logged a draft time, carried from
-    the batch sizes that did: each hypothesis' fixed part ``c`` interpolated in the batch size
-    (held beyond the measured ones: preparation barely grows with the batch), its per-forward cost
-    ``t`` interpolated and continued along the nearest two batch sizes' slope (never below 0), and
-    ``keep`` from the nearest batch size. Every batch size draws from one generator seeded alike,
-    so a hypothesis' share ``f`` is the same at each. None where any measured batch size gives
-    none or no per-forward cost (the caller's per-forward curve stands).
-    """
-    def at(b: int):
-        return _draft_fixed(phased, b, n, np.random.default_rng([seed, 1]), share)
+    """:func:`_draft_fixed` at ``bs``, with what other batch sizes say of the fixed part.
 
-    here = at(bs)
-    if here is not None:
-        return here
+    The batch sizes whose draft was measured at two depths or more fit ``c`` and ``t`` from the
+    data alone; ``c`` between them is interpolated in the batch size and held beyond them
+    (preparation barely grows with the batch). At a batch size measured at one depth that ``c``
+    replaces the share drawn from :data:`DRAFT_FIXED_SHARE`. At a batch size where no run logged
+    a draft time, ``t`` is carried along the batch size through every measured one's (each read
+    with that ``c``; :class:`costmodel.MeasuredCurve`: piecewise linear, continued with the
+    nearest secant, never falling), and ``keep`` is 0 where a one-step run was measured (its
+    other time holds whatever that cycle pays), else ``U(0, 1)``. With no batch size
+    measured at two depths the fixed part is unknown away from the runs: None there (the
+    caller's per-forward curve stands).
+    """
     sizes = sorted({o.bs for o in phased if o.draft_ms is not None})
-    fits = [at(b) for b in sizes]
-    if not sizes or any(f is None or f[1] is None for f in fits):
+    exact = {}
+    for b in sizes:
+        fit = _draft_fixed(phased, b, 1, np.random.default_rng(0), 0.0)
+        if fit is not None and fit[1] is not None:
+            exact[b] = (float(fit[0][0]), float(fit[1][0]))
+    xs = np.array(sorted(exact), dtype=float)
+
+    def c_at(b: float) -> Optional[float]:
+        return float(np.interp(b, xs, [exact[x][0] for x in sorted(exact)])) if exact else None
+
+    rng = np.random.default_rng([seed, 1])
+    here = _draft_fixed(phased, bs, n, rng, share, None if bs in exact else c_at(bs))
+    if here is not None or not exact:
+        return here
+    pts = []
+    for b in sizes:
+        fit = _draft_fixed(phased, b, 1, np.random.default_rng(0), 0.0, None if b in exact else c_at(b))
+        if fit is not None and fit[1] is not None:
+            pts.append((b, float(fit[1][0]), 1.0))
+    curve = cm.MeasuredCurve.from_points(pts)
+    if curve is None:
         return None
-    xs = np.array(sizes, dtype=float)
-    cs = np.stack([f[0] for f in fits], axis=1)                       # (n, len(sizes))
-    ts = np.stack([f[1] for f in fits], axis=1)
-    c = np.array([np.interp(bs, xs, row) for row in cs])
-    if len(sizes) == 1:
-        t = ts[:, 0]
-    elif bs < xs[0] or bs > xs[-1]:
-        i = (0, 1) if bs < xs[0] else (-2, -1)
-        slope = (ts[:, i[1]] - ts[:, i[0]]) / (xs[i[1]] - xs[i[0]])
-        t = np.maximum(ts[:, i[0]] + slope * (bs - xs[i[0]]), 0.0)
-    else:
-        t = np.array([np.interp(bs, xs, row) for row in ts])
-    near = int(np.argmin(np.abs(np.log(xs / bs))))
-    return c, t, fits[near][2]
+    one_step = any(o.steps <= 1 for o in phased)
+    keep = np.zeros(n) if one_step else rng.uniform(0.0, 1.0, n)
+    return np.full(n, c_at(bs)), np.full(n, curve(bs)[0]), keep
 
 
 def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.CycleObservation], bs: int,
@@ -709,14 +723,13 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         other = cost.other(bs)[0]
         sv = np.array(spec, dtype=float)
         # a one-step cycle runs no draft forward and prepares none: where runs at one step and
-        # deeper ones were both measured here, each class keeps its own other time
-        here = [ob for ob in phased if ob.bs == bs]
-        one = [ob for ob in here if ob.steps <= 1]
-        deep = [ob for ob in here if ob.steps > 1]
+        # deeper ones were both measured, each class keeps its own other-time curve over bs
+        one = [ob for ob in phased if ob.steps <= 1]
+        deep = [ob for ob in phased if ob.steps > 1]
         if one and deep:
-            mean_other = lambda group: float(np.average([cm.other_time(ob) for ob in group],
-                                                        weights=[max(ob.weight, 1e-9) for ob in group]))
-            other = np.where(sv <= 1, mean_other(one), mean_other(deep))[None, :]
+            curve = lambda group: cm.MeasuredCurve.from_points([(ob.bs, cm.other_time(ob), ob.weight)
+                                                                for ob in group])(bs)[0]
+            other = np.where(sv <= 1, curve(one), curve(deep))[None, :]
         d = np.maximum(sv - 1.0, 0.0)[None, :] * step_s[:, None]
         # its own generator: the other hypotheses' draws do not move with it
         fixed = _draft_fixed_at(phased, bs, n, seed, draft_fixed_share)
