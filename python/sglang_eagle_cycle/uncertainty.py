@@ -584,6 +584,13 @@ def measurement_noise(obs: Sequence[cm.CycleObservation], xq: Sequence[float], n
     return err @ weights
 
 
+def _one_step_keep(phased: Sequence[cm.CycleObservation], n: int, rng: np.random.Generator) -> np.ndarray:
+    """Share of the draft's fixed part a one-step cycle pays, per hypothesis, where no one-step run
+    logged a draft time: 0 when a one-step run was measured (the one-step runs' other time, a
+    curve of its own, holds whatever that cycle pays), else ``U(0, 1)``."""
+    return np.zeros(n) if any(o.steps <= 1 for o in phased) else rng.uniform(0.0, 1.0, n)
+
+
 def _draft_fixed(phased: Sequence[cm.CycleObservation], bs: int, n: int, rng: np.random.Generator,
                  share: float, c_known: Optional[float] = None
                  ) -> Optional[tuple[np.ndarray, Optional[np.ndarray], np.ndarray]]:
@@ -612,12 +619,7 @@ def _draft_fixed(phased: Sequence[cm.CycleObservation], bs: int, n: int, rng: np
     k = np.array([p[0] for p in pts])
     y = np.array([p[1] for p in pts])
     w = np.array([max(p[2], 1e-9) for p in pts])
-    if (k == 0).any():
-        keep = np.ones(n)
-    elif any(o.steps <= 1 for o in phased):
-        keep = np.zeros(n)
-    else:
-        keep = rng.uniform(0.0, 1.0, n)
+    keep = np.ones(n) if (k == 0).any() else _one_step_keep(phased, n, rng)
     if len(set(k.tolist())) >= 2:
         km, ym = np.average(k, weights=w), np.average(y, weights=w)
         t = float(np.sum(w * (k - km) * (y - ym)) / np.sum(w * (k - km) ** 2))
@@ -654,32 +656,25 @@ def _draft_fixed_at(phased: Sequence[cm.CycleObservation], bs: int, n: int, seed
     measured at two depths the fixed part is unknown away from the runs: None there (the
     caller's per-forward curve stands).
     """
+    def point_fit(b: int, c_known: Optional[float] = None) -> Optional[tuple[float, float]]:
+        """``(c, t)`` at ``b`` from the data alone (no share drawn), or None."""
+        fit = _draft_fixed(phased, b, 1, np.random.default_rng(0), 0.0, c_known)
+        return None if fit is None or fit[1] is None else (float(fit[0][0]), float(fit[1][0]))
+
     sizes = sorted({o.bs for o in phased if o.draft_ms is not None})
-    exact = {}
-    for b in sizes:
-        fit = _draft_fixed(phased, b, 1, np.random.default_rng(0), 0.0)
-        if fit is not None and fit[1] is not None:
-            exact[b] = (float(fit[0][0]), float(fit[1][0]))
-    xs = np.array(sorted(exact), dtype=float)
+    exact = {b: f for b, f in ((b, point_fit(b)) for b in sizes) if f is not None}
+    xs = sorted(exact)
 
     def c_at(b: float) -> Optional[float]:
-        return float(np.interp(b, xs, [exact[x][0] for x in sorted(exact)])) if exact else None
+        return float(np.interp(b, xs, [exact[x][0] for x in xs])) if exact else None
 
     rng = np.random.default_rng([seed, 1])
     here = _draft_fixed(phased, bs, n, rng, share, None if bs in exact else c_at(bs))
     if here is not None or not exact:
         return here
-    pts = []
-    for b in sizes:
-        fit = _draft_fixed(phased, b, 1, np.random.default_rng(0), 0.0, None if b in exact else c_at(b))
-        if fit is not None and fit[1] is not None:
-            pts.append((b, float(fit[1][0]), 1.0))
-    curve = cm.MeasuredCurve.from_points(pts)
-    if curve is None:
-        return None
-    one_step = any(o.steps <= 1 for o in phased)
-    keep = np.zeros(n) if one_step else rng.uniform(0.0, 1.0, n)
-    return np.full(n, c_at(bs)), np.full(n, curve(bs)[0]), keep
+    borrowed = {b: exact.get(b) or point_fit(b, c_at(b)) for b in sizes}
+    curve = cm.MeasuredCurve.from_points([(b, f[1], 1.0) for b, f in borrowed.items() if f is not None])
+    return np.full(n, c_at(bs)), np.full(n, curve(bs)[0]), _one_step_keep(phased, n, rng)
 
 
 def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.CycleObservation], bs: int,
