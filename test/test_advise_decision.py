@@ -1130,3 +1130,41 @@ def test_a_batch_size_measured_at_one_depth_borrows_the_fixed_part_and_nothing_o
         ens = unc.build(acc, cost, obs, bs, [1, 2, 8], n=300)
         other = ens.phases["other_ms"]
         assert other[:, 0] == pytest.approx(1.1) and other[:, 1:] == pytest.approx(0.3), bs
+
+
+def test_below_the_runs_without_a_baseline_the_measured_slope_continues():
+    # bs 8 measured at 24 and 40 verified tokens (12.0 and 12.5 ms: a memory-bound, nearly flat
+    # verify), asked at bs 2 with no baseline anywhere: 1 step verifies 4 tokens. Drawn as
+    # y0 (x / x0)^U(0,1), the median hypothesis put it at 5.1 ms (true 11.9) and 1 step at 2.2
+    # times its true tok/s
+    pts = [(24.0, 12.0), (40.0, 12.5)]
+    y = unc.sample_curve(pts, [4.0, 16.0], 4000, np.random.default_rng(2))
+    cont = [12.0 - 0.5 / 16 * 20, 12.0 - 0.5 / 16 * 8]
+    assert np.median(y, axis=0) == pytest.approx(cont, rel=0.01)
+    assert (y <= 12.0 + 1e-9).all()                               # never above flat
+    assert (y[:, 0] >= 12.0 * 4 / 24 - 1e-9).all()                # never below proportional
+    assert np.percentile(y[:, 0], 2.5) < 0.5 * cont[0]             # a concave curve's drop stays possible
+    # one measured width says nothing of the slope: flat to proportional, as before
+    one = unc.sample_curve(pts[:1], [4.0], 4000, np.random.default_rng(2))
+    assert np.median(one) < 0.5 * 12.0
+
+
+def test_a_smaller_batch_without_a_baseline_keeps_the_runs_flat_verify(tmp_path):
+    def world(bs):
+        kw = dict(kind="hand", p=(0.8,) * 12, verify_overhead=0.2, fixed_ms=1.0, slope_ms=0.003,
+                  extend_fixed_ms=0.4, extend_slope_ms=0.01, draft_step_ms=0.4, draft_prep_ms=0.3,
+                  other_ms=0.4, gap_ms=0.1)
+        ref = aw.World(bs=8, decode_ms=10.0, **kw)
+        return aw.World(bs=bs, decode_ms=10.0 * ref.shape(bs) / ref.shape(8), **kw)
+
+    w8, w2 = world(8), world(2)
+    logs = []
+    for s in (2, 4):
+        logs.append(tmp_path / f"r{s}.log")
+        logs[-1].write_text("\n".join(w8.log_lines(s, None, random.Random(s))) + "\n")
+    doc = advise_json(*logs, "--batch-sizes", "2", "--steps-candidates", *range(1, 9))
+    one = next(c for c in doc["candidates"] if c["steps"] == 1)
+    assert one["cycle_phases_ms"]["verify_ms"] == pytest.approx(w2.verify_ms(4), rel=0.02)
+    lo, hi = one["tok_s_95"]
+    assert lo <= w2.true_tok_s(1) <= hi
+    assert one["predicted_tok_s"] < 1.3 * w2.true_tok_s(1)        # was 2.2 times

@@ -53,8 +53,12 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   cheaper than the chord says; one measured width cannot tell the two apart. With two
   measured widths the curve keeps the bend they show against the anchor: a measured slope
   steeper than any chord from the anchor drops the saturating alternative (a knee), one flatter
-  than any chord drops the roofline (saturation). Without a baseline:
-  ``y0 (x / x0)^beta``, ``beta ~ U(0, 1)`` (flat to proportional).
+  than any chord drops the roofline (saturation). Without a baseline (the draft-extend; the
+  verify at a batch size without one): with one measured width, ``y0 (x / x0)^beta``,
+  ``beta ~ U(0, 1)`` (flat to proportional); with two or more, the measured shape continued down
+  (floored at proportional ``y0 x / x0``) as the central curve, leaning to flat and to
+  proportional: an increasing convex curve lies between that continuation and flat, a concave one
+  through the origin between proportional and flat.
 * **Between measured widths**: ``y0 + (y1 - y0) t^g``, ``t`` the position between them in the
   width, or (MoE target) in the expected distinct experts ``E (1 - (1 - k/E)^n)`` (each
   hypothesis takes one shape), ``log g ~ U(-log BEND, log BEND)``: saturating to steepening,
@@ -494,7 +498,15 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
                                 inc * (1.0 - umag * (1.0 - BEYOND_SLOPE[0])))
                 out[:, qi] = np.where(sat[1], ny[:, -1] + lean, out[:, qi])
         elif x < nx[0]:  # only without an anchor (the anchor is at width bs, the narrowest verify)
-            out[:, qi] = ny[:, 0] * (x / nx[0]) ** beta
+            prop = ny[:, 0] * (x / nx[0])
+            if len(nx) >= 2:
+                # the measured shape continued down, never below proportional to the width: the
+                # central curve (a convex curve lies above it, a concave one through the origin
+                # above proportional), leaning up to flat and down to proportional
+                cont = np.maximum(_between(x, nx, ny, 0, shapes, shape_idx, None, n), prop)
+                out[:, qi] = np.where(side, cont + mag * (ny[:, 0] - cont), cont - mag * (cont - prop))
+            else:
+                out[:, qi] = ny[:, 0] * (x / nx[0]) ** beta
         else:
             i = min(max(int(np.searchsorted(nx, x)) - 1, 0), len(nx) - 2)
             # between two measured widths: bent either way; between the anchor and the first: the shapes
