@@ -1168,3 +1168,28 @@ def test_a_smaller_batch_without_a_baseline_keeps_the_runs_flat_verify(tmp_path)
     lo, hi = one["tok_s_95"]
     assert lo <= w2.true_tok_s(1) <= hi
     assert one["predicted_tok_s"] < 1.3 * w2.true_tok_s(1)        # was 2.2 times
+
+
+def test_other_time_that_grows_with_the_width_follows_it_between_and_beyond_the_runs():
+    # host work per verified token (sampling, bookkeeping): other time 1.0 ms at 3 steps (32
+    # tokens at bs 8) and 1.6 ms at 6 steps (56 tokens). One mean (1.3 ms) missed both measured
+    # cycles by 0.3 ms, outside their intervals on a long run
+    def ob(s, other):
+        return cm.CycleObservation(bs=8, steps=s, total_ms=0.4 * (s - 1) + 20.0 + 1.0 + other, draft_ms=0.4 * (s - 1),
+                                   verify_ms=20.0, extend_ms=1.0, other_ms=other, weight=2000.0)
+
+    obs = [ob(3, 1.0), ob(6, 1.6)]
+    acc = cm.AcceptanceModel.from_counts([(800, 1000), (640, 800), (512, 640)])
+    cost = cm.CycleCostModel.fit(obs, {8: 500.0})
+    ens = unc.build(acc, cost, obs, 8, [0, 2, 3, 4, 6, 8], n=2000)
+    other = ens.phases["other_ms"]
+    col = ens.steps.index
+    assert other[:, col(3)] == pytest.approx(1.0) and other[:, col(6)] == pytest.approx(1.6)
+    assert np.median(other[:, col(4)]) == pytest.approx(1.2, abs=0.03)
+    beyond = other[:, col(8)]                       # 72 tokens: 2.0 ms on the secant, flat to 1.5x it
+    assert np.median(beyond) == pytest.approx(2.0, abs=0.03)
+    assert beyond.min() >= 1.6 - 1e-9 and beyond.max() <= 2.2 + 1e-9
+    assert np.median(other[:, col(2)]) == pytest.approx(0.8, abs=0.03)
+    # one measured width: the runs' mean, as before
+    one = unc.build(acc, cm.CycleCostModel.fit(obs[:1], {8: 500.0}), obs[:1], 8, [2, 8], n=200)
+    assert one.phases["other_ms"] == pytest.approx(1.0)

@@ -101,7 +101,9 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   took coverage from 93.1% to 96.7% (``--blind --iid`` seeds 0-31: 81.0% to 88.7%).
   Other time (and host preparation and gaps): as measured, depth-independent, except that runs
   at one step (no draft forward, no draft preparation) and deeper runs, where both kinds were
-  measured, keep curves over the batch size of their own.
+  measured, keep curves over the batch size of their own, and that deeper runs at ``bs`` measured
+  at two widths or more make a curve over the width there, drawn as the draft-extend is (host work
+  per verified token: sampling, bookkeeping).
 * **Measurement noise of the cycle times**: the measured mean cycle time at each width is off by
   its standard error (the larger of per-cycle sd / sqrt(cycles), from ``inspect``'s ``sd``, and
   the batch-means error of the period, ``batch_se``), carried to the other widths by
@@ -741,6 +743,16 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         # its own generator: the other hypotheses' draws do not move with it
         fixed = _draft_fixed_at(phased, bs, n, seed, draft_fixed_share)
         o = np.broadcast_to(np.asarray(other, dtype=float), (n, len(spec))).copy()
+        # host work that grows with the verified width (sampling, bookkeeping): where deeper runs
+        # at this bs measured two widths or more, their other time is a curve over the width
+        # through each of them (its own generator, as the fixed part's)
+        here = [ob for ob in deep if ob.bs == bs]
+        deep_cols = [i for i, s in enumerate(spec) if s > 1]
+        if len({ob.verified_tokens for ob in here}) >= 2 and deep_cols:
+            opts = cm.MeasuredCurve.from_points([(ob.verified_tokens, cm.other_time(ob), ob.weight)
+                                                 for ob in here]).points
+            o[:, deep_cols] = sample_curve(opts, [widths[i] for i in deep_cols], n,
+                                           np.random.default_rng([seed, 2]))
         if fixed is not None:
             c, t, keep = fixed
             t = step_s if t is None else t
