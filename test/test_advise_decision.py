@@ -1193,3 +1193,17 @@ def test_other_time_that_grows_with_the_width_follows_it_between_and_beyond_the_
     # one measured width: the runs' mean, as before
     one = unc.build(acc, cm.CycleCostModel.fit(obs[:1], {8: 500.0}), obs[:1], 8, [2, 8], n=200)
     assert one.phases["other_ms"] == pytest.approx(1.0)
+
+
+def test_a_draft_extend_measured_at_one_width_stays_near_flat_when_narrow():
+    # one decoder layer and an LM head read their weights once per forward: 0.93 ms at 4 tokens
+    # (bs 1, 3 steps) is nearly all fixed cost, and 9 tokens (8 steps) cost 1.0 ms in the world
+    # that logged it. Proportional growth from the one point put them at 2.08 ms
+    y = unc._extend_one_width((4.0, 0.93), [2.0, 4.0, 9.0, 576.0], 4000, np.random.default_rng(0))
+    assert y[:, 1] == pytest.approx(0.93)
+    assert 0.93 < np.median(y[:, 2]) < 0.93 * 1.1 and y[:, 2].max() <= 0.93 * (16 + 9) / (16 + 4) + 1e-9
+    assert (y[:, 0] <= 0.93).all() and np.median(y[:, 0]) > 0.93 * 0.95
+    # 144x the width: 5.3x the time at the median knee (128 tokens), 1.6x to 30x at the extremes
+    assert 0.93 * 4 < np.median(y[:, 3]) < 0.93 * 7 and 0.93 * 1.5 < y[:, 3].min() < y[:, 3].max() < 0.93 * 31
+    wide = unc._extend_one_width((256.0, 4.0), [576.0], 4000, np.random.default_rng(0))
+    assert 4.0 * 1.4 < np.median(wide) < 4.0 * 2.25                 # between flat-ish and proportional

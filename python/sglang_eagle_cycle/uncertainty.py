@@ -53,8 +53,8 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   cheaper than the chord says; one measured width cannot tell the two apart. With two
   measured widths the curve keeps the bend they show against the anchor: a measured slope
   steeper than any chord from the anchor drops the saturating alternative (a knee), one flatter
-  than any chord drops the roofline (saturation). Without a baseline (the draft-extend; the
-  verify at a batch size without one): with one measured width, ``y0 (x / x0)^beta``,
+  than any chord drops the roofline (saturation). Without a baseline (the draft-extend at two
+  widths or more; the verify at a batch size without one): with one measured width, ``y0 (x / x0)^beta``,
   ``beta ~ U(0, 1)`` (flat to proportional); with two or more, the measured shape continued down
   (floored at proportional ``y0 x / x0``) as the central curve, leaning to flat and to
   proportional: an increasing convex curve lies between that continuation and flat, a concave one
@@ -88,7 +88,11 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   from 24 to 23 of 384, over our own worlds' seeds 0-15 coverage from 94.9% to 95.4%, picks
   unchanged). For a hypothesis whose last three nodes saturate, the saturating curve is the
   central form instead, leaning to the same two extremes.
-* Draft-extend: the same, without an anchor. Draft step: measured per draft forward; unknown
+* Draft-extend: the same, without an anchor; measured at one width, a fixed cost plus a
+  per-token one, ``y0 (K + x) / (K + x0)``, ``K`` log-uniform in :data:`EXTEND_KNEE_TOKENS`
+  (:func:`_extend_one_width`; proportional growth from the one point charged a narrow draft-extend
+  per token where it is near flat: over ``benchmarks/sim_advise.py`` seeds 0-47 mean regret
+  0.170% to 0.153%, ``--blind --iid`` seeds 0-31 0.703% to 0.663%). Draft step: measured per draft forward; unknown
   (only 1-step runs) drawn as :data:`UNKNOWN_STEP` times the draft-extend at width ``bs``.
   **Draft phase** ``c + (S - 1) t``: from two depths or more at ``bs``, ``c`` and ``t`` fitted
   (``c >= 0``; a slope below 0 is a flat draft; a draft time logged at one step, where no draft
@@ -181,6 +185,9 @@ PAD_RATIO = 4.0 / 3.0
 FLAT_SECANT = 0.25
 #: unknown draft-step cost as a multiple of the draft-extend at width bs (low, high)
 UNKNOWN_STEP = (0.25, 1.5)
+#: Range of ``K`` (tokens, log-uniform): the draft-extend's fixed cost in tokens of its per-token
+#: cost, for a draft-extend measured at one width (:func:`_extend_one_width`).
+EXTEND_KNEE_TOKENS = (16.0, 1024.0)
 #: with the draft phase measured at one depth only, the share of it that may be a fixed cost, not
 #: ``num_steps - 1`` forwards (high; low 0): for lines without device spans, whose ``draft_ms``
 #: runs from the cycle's start (draft preparation, attention metadata) or comes from a generator
@@ -598,6 +605,23 @@ def measurement_noise(obs: Sequence[cm.CycleObservation], xq: Sequence[float], n
     return err @ weights
 
 
+def _extend_one_width(pt: tuple[float, float], xq: Sequence[float], n: int,
+                      rng: np.random.Generator) -> np.ndarray:
+    """``(n, len(xq))`` draft-extend hypotheses (ms) from one measured ``(width, ms)``: a fixed
+    cost plus a per-token one, ``y(x) = y0 (K + x) / (K + x0)``, the fixed cost worth ``K`` tokens
+    of compute, ``log K ~ U(log, log)`` :data:`EXTEND_KNEE_TOKENS`.
+
+    The draft is one decoder layer and an LM head: its weights are read once per forward whatever
+    the width, and compute catches up with that read only at tens to hundreds of tokens (a
+    roofline ridge of ~300 FLOP/byte on an H100 is ~300 tokens of bf16 weights at full
+    efficiency, less at small widths). So a narrow draft-extend stays near flat and a wide one
+    grows near proportionally to the width; the measured point does not say where its knee is.
+    """
+    x0, y0 = pt
+    k = np.exp(rng.uniform(math.log(EXTEND_KNEE_TOKENS[0]), math.log(EXTEND_KNEE_TOKENS[1]), n))
+    return y0 * (k[:, None] + np.asarray(xq, dtype=float)[None, :]) / (k[:, None] + x0)
+
+
 def _one_step_keep(phased: Sequence[cm.CycleObservation], n: int, rng: np.random.Generator) -> np.ndarray:
     """Share of the draft's fixed part a one-step cycle pays, per hypothesis, where no one-step run
     logged a draft time: 0 when a one-step run was measured (the one-step runs' other time, a
@@ -725,6 +749,8 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         v = sample_curve(_points(phased, "verify_ms"), widths, n, rng, anchor=anchor, shapes=shapes)
         xpts = _points(phased, "extend_ms")
         x = sample_curve(xpts, widths + [bs], n, rng)
+        if len(xpts) == 1:
+            x = _extend_one_width(xpts[0], widths + [bs], n, np.random.default_rng([seed, 3]))
         x_bs = x[:, -1]
         x = x[:, :-1]
         step = cost.draft_step(bs)[0] if cost.draft_step else None
