@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import math
 import random
 import subprocess
 import sys
@@ -1147,6 +1148,15 @@ def test_below_the_runs_without_a_baseline_the_measured_slope_continues():
     # one measured width says nothing of the slope: flat to proportional, as before
     one = unc.sample_curve(pts[:1], [4.0], 4000, np.random.default_rng(2))
     assert np.median(one) < 0.5 * 12.0
+    # a falling measured shape is a flat one: nothing below the runs costs more than the narrowest
+    falling = unc.sample_curve([(24.0, 12.0), (40.0, 10.0)], [4.0, 16.0], 4000, np.random.default_rng(2))
+    assert falling.max() <= 12.0 + 1e-9 and np.median(falling, axis=0) == pytest.approx([12.0, 12.0], rel=1e-3)
+    # a steep measured slope (compute-bound runs) flattens somewhere below, where is unknown: the
+    # central curve stops at the geometric mean of flat and proportional (at 8 tokens from 256:
+    # 14.1 ms, the truth of a 20 ms memory floor inside the interval; the secant continued gave 2.5)
+    steep = unc.sample_curve([(256.0, 80.0), (384.0, 120.0)], [8.0], 4000, np.random.default_rng(2))
+    assert np.median(steep) == pytest.approx(80.0 * math.sqrt(8 / 256), rel=0.01)
+    assert np.percentile(steep, 2.5) < 20.8 < np.percentile(steep, 97.5)
 
 
 def test_a_smaller_batch_without_a_baseline_keeps_the_runs_flat_verify(tmp_path):
@@ -1189,10 +1199,23 @@ def test_other_time_that_grows_with_the_width_follows_it_between_and_beyond_the_
     beyond = other[:, col(8)]                       # 72 tokens: 2.0 ms on the secant, flat to 1.5x it
     assert np.median(beyond) == pytest.approx(2.0, abs=0.03)
     assert beyond.min() >= 1.6 - 1e-9 and beyond.max() <= 2.2 + 1e-9
-    assert np.median(other[:, col(2)]) == pytest.approx(0.8, abs=0.03)
+    # below the runs: the secant continued (0.8 ms at 24 tokens) but not below the geometric mean
+    # of flat and proportional (0.87); a one-step cycle follows the same curve when no one-step run
+    # was measured (0.71 at 16 tokens): it was charged the runs' mean, more than a 2-step one
+    assert np.median(other[:, col(2)]) == pytest.approx(math.sqrt(24 / 32), abs=0.01)
+    ens1 = unc.build(acc, cost, obs, 8, [1, 2], n=2000)
+    assert np.median(ens1.phases["other_ms"][:, 0]) == pytest.approx(math.sqrt(16 / 32), abs=0.01)
     # one measured width: the runs' mean, as before
     one = unc.build(acc, cm.CycleCostModel.fit(obs[:1], {8: 500.0}), obs[:1], 8, [2, 8], n=200)
     assert one.phases["other_ms"] == pytest.approx(1.0)
+    # other times that differ within the runs' noise (a stall in one run) are one mean: carried past
+    # the runs by their secant, a stall moved every deeper prediction out of its interval
+    noisy = [dataclasses.replace(o, total_se_ms=0.25) for o in obs]
+    flat = unc.build(acc, cm.CycleCostModel.fit(noisy, {8: 500.0}), noisy, 8, [2, 8], n=200)
+    assert flat.phases["other_ms"] == pytest.approx(1.3)
+    sure = [dataclasses.replace(o, total_se_ms=0.05) for o in obs]
+    grows = unc.build(acc, cm.CycleCostModel.fit(sure, {8: 500.0}), sure, 8, [2, 8], n=2000)
+    assert np.median(grows.phases["other_ms"][:, 1]) == pytest.approx(2.0, abs=0.03)
 
 
 def test_a_draft_extend_measured_at_one_width_stays_near_flat_when_narrow():

@@ -671,7 +671,8 @@ class CycleCostModel:
                 notes.append("draft step cost unknown (only 1-step runs): deeper depths omit it")
             other = MeasuredCurve.from_points([(ob.bs, other_time(ob), ob.weight) for ob in phased])
             if len(extend.points) == 1:
-                notes.append("draft-extend measured at one width: held constant")
+                notes.append("draft-extend measured at one width: its growth with the width is assumed (a fixed cost "
+                             "worth 16-1024 tokens of its per-token cost)")
             if len(verify.points) == 1:
                 notes.append("verify measured at one width and no baseline: held constant (give --baseline-tok-s)")
             fall = verify.falls()

@@ -53,12 +53,15 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   cheaper than the chord says; one measured width cannot tell the two apart. With two
   measured widths the curve keeps the bend they show against the anchor: a measured slope
   steeper than any chord from the anchor drops the saturating alternative (a knee), one flatter
-  than any chord drops the roofline (saturation). Without a baseline (the draft-extend at two
-  widths or more; the verify at a batch size without one): with one measured width, ``y0 (x / x0)^beta``,
-  ``beta ~ U(0, 1)`` (flat to proportional); with two or more, the measured shape continued down
-  (floored at proportional ``y0 x / x0``) as the central curve, leaning to flat and to
-  proportional: an increasing convex curve lies between that continuation and flat, a concave one
-  through the origin between proportional and flat.
+  than any chord drops the roofline (saturation). With no decode step to bound the curve (the
+  verify at a batch size given no baseline; the draft-extend and the other time measured at two
+  widths or more; whole-cycle times without a baseline): from one measured width,
+  ``y0 (x / x0)^beta``, ``beta ~ U(0, 1)`` (flat to proportional); from two or more, the measured
+  shape continued down as the central curve, clipped to ``[y0 sqrt(x / x0), y0]`` (a falling
+  shape is a flat one; a steep one, measured where the forward is compute-bound, flattens at a
+  memory floor somewhere below, where is unknown: the geometric mean of flat and proportional),
+  leaning to flat and to proportional ``y0 x / x0``: an increasing convex curve lies between the
+  continuation and flat, a concave one through the origin between proportional and flat.
 * **Between measured widths**: ``y0 + (y1 - y0) t^g``, ``t`` the position between them in the
   width, or (MoE target) in the expected distinct experts ``E (1 - (1 - k/E)^n)`` (each
   hypothesis takes one shape), ``log g ~ U(-log BEND, log BEND)``: saturating to steepening,
@@ -106,8 +109,9 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   Other time (and host preparation and gaps): as measured, depth-independent, except that runs
   at one step (no draft forward, no draft preparation) and deeper runs, where both kinds were
   measured, keep curves over the batch size of their own, and that deeper runs at ``bs`` measured
-  at two widths or more make a curve over the width there, drawn as the draft-extend is (host work
-  per verified token: sampling, bookkeeping).
+  at two widths or more whose other times differ by more than :data:`OTHER_GROWTH_Z` standard
+  errors make a curve over the width there, drawn as the draft-extend is (host work per verified
+  token: sampling, bookkeeping; one-step cycles follow it too unless a one-step run was measured).
 * **Measurement noise of the cycle times**: the measured mean cycle time at each width is off by
   its standard error (the larger of per-cycle sd / sqrt(cycles), from ``inspect``'s ``sd``, and
   the batch-means error of the period, ``batch_se``), carried to the other widths by
@@ -188,6 +192,10 @@ UNKNOWN_STEP = (0.25, 1.5)
 #: Range of ``K`` (tokens, log-uniform): the draft-extend's fixed cost in tokens of its per-token
 #: cost, for a draft-extend measured at one width (:func:`_extend_one_width`).
 EXTEND_KNEE_TOKENS = (16.0, 1024.0)
+#: other time makes a curve over the width only where two measured widths differ by more than this
+#: many standard errors (a stall in one run passes 1.96 one time in 20, and its secant, carried
+#: past the runs, moves every deeper prediction; host growth a user would act on is far above it)
+OTHER_GROWTH_Z = 3.0
 #: with the draft phase measured at one depth only, the share of it that may be a fixed cost, not
 #: ``num_steps - 1`` forwards (high; low 0): for lines without device spans, whose ``draft_ms``
 #: runs from the cycle's start (draft preparation, attention metadata) or comes from a generator
@@ -509,10 +517,14 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
         elif x < nx[0]:  # only without an anchor (the anchor is at width bs, the narrowest verify)
             prop = ny[:, 0] * (x / nx[0])
             if len(nx) >= 2:
-                # the measured shape continued down, never below proportional to the width: the
-                # central curve (a convex curve lies above it, a concave one through the origin
-                # above proportional), leaning up to flat and down to proportional
-                cont = np.maximum(_between(x, nx, ny, 0, shapes, shape_idx, None, n), prop)
+                # the measured shape continued down: the central curve (a convex curve lies above
+                # it, a concave one through the origin above proportional), never above flat (a
+                # falling measured shape is a flat one) nor below the geometric mean of flat and
+                # proportional (a forward reads its weights whatever the width: a steep measured
+                # slope flattens somewhere below, where is unknown); leaning up to flat and down
+                # to proportional
+                cont = np.clip(_between(x, nx, ny, 0, shapes, shape_idx, None, n),
+                               ny[:, 0] * math.sqrt(x / nx[0]), ny[:, 0])
                 out[:, qi] = np.where(side, cont + mag * (ny[:, 0] - cont), cont - mag * (cont - prop))
             else:
                 out[:, qi] = ny[:, 0] * (x / nx[0]) ** beta
@@ -603,6 +615,28 @@ def measurement_noise(obs: Sequence[cm.CycleObservation], xq: Sequence[float], n
     # row i: the weight of width i's error at each query width (linear between, nearest outside)
     weights = np.stack([np.interp(np.asarray(xq, dtype=float), xs, unit) for unit in np.eye(len(xs))])
     return err @ weights
+
+
+def _other_over_width(runs: Sequence[cm.CycleObservation]) -> Optional[list[tuple[float, float]]]:
+    """``[(width, ms)]`` of the runs' other time (weighted means per verified width), or ``None``
+    when fewer than two widths were measured or no two neighbouring widths differ by more than
+    :data:`OTHER_GROWTH_Z` standard errors of the difference (each width's error: its runs' cycle-time errors,
+    ``total_se_ms``, pooled by inverse variance; a run without one counts as exact). A difference
+    within the noise is a stall or drift in one run, not host work that grows with the width:
+    carried past the runs by the secant, it would move every deeper prediction."""
+    pts = cm.MeasuredCurve.from_points([(ob.verified_tokens, cm.other_time(ob), ob.weight) for ob in runs])
+    if pts is None or len(pts.points) < 2:
+        return None
+    inv: dict[float, float] = {}
+    for ob in runs:
+        se = ob.total_se_ms
+        inv[float(ob.verified_tokens)] = inv.get(float(ob.verified_tokens), 0.0) + (
+            1.0 / se ** 2 if se else math.inf)
+    var = {x: (0.0 if v == math.inf else 1.0 / v) for x, v in inv.items()}
+    if not any(abs(yb - ya) > OTHER_GROWTH_Z * math.sqrt(var[xa] + var[xb])
+               for (xa, ya), (xb, yb) in zip(pts.points, pts.points[1:])):
+        return None
+    return list(pts.points)
 
 
 def _extend_one_width(pt: tuple[float, float], xq: Sequence[float], n: int,
@@ -770,15 +804,13 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         fixed = _draft_fixed_at(phased, bs, n, seed, draft_fixed_share)
         o = np.broadcast_to(np.asarray(other, dtype=float), (n, len(spec))).copy()
         # host work that grows with the verified width (sampling, bookkeeping): where deeper runs
-        # at this bs measured two widths or more, their other time is a curve over the width
-        # through each of them (its own generator, as the fixed part's)
-        here = [ob for ob in deep if ob.bs == bs]
-        deep_cols = [i for i, s in enumerate(spec) if s > 1]
-        if len({ob.verified_tokens for ob in here}) >= 2 and deep_cols:
-            opts = cm.MeasuredCurve.from_points([(ob.verified_tokens, cm.other_time(ob), ob.weight)
-                                                 for ob in here]).points
-            o[:, deep_cols] = sample_curve(opts, [widths[i] for i in deep_cols], n,
-                                           np.random.default_rng([seed, 2]))
+        # at this bs measured two widths or more whose other times differ beyond their noise,
+        # their other time is a curve over the width through each of them (its own generator, as
+        # the fixed part's); one-step cycles follow it too unless a one-step run was measured
+        wcols = [i for i, s in enumerate(spec) if s > 1 or not one]
+        opts = _other_over_width([ob for ob in deep if ob.bs == bs])
+        if opts is not None and wcols:
+            o[:, wcols] = sample_curve(opts, [widths[i] for i in wcols], n, np.random.default_rng([seed, 2]))
         if fixed is not None:
             c, t, keep = fixed
             t = step_s if t is None else t
