@@ -1230,3 +1230,28 @@ def test_a_draft_extend_measured_at_one_width_stays_near_flat_when_narrow():
     assert 0.93 * 4 < np.median(y[:, 3]) < 0.93 * 7 and 0.93 * 1.5 < y[:, 3].min() < y[:, 3].max() < 0.93 * 31
     wide = unc._extend_one_width((256.0, 4.0), [576.0], 4000, np.random.default_rng(0))
     assert 4.0 * 1.4 < np.median(wide) < 4.0 * 2.25                 # between flat-ish and proportional
+
+
+def test_an_moe_target_whose_experts_are_all_loaded_at_both_runs_is_advised(tmp_path):
+    # 64 experts, top-8: at 320 and 384 verified tokens (bs 64, 4 and 5 steps) every expert is
+    # loaded, and the distinct-experts shape is the same float at both widths. advise divided by
+    # their difference and died with a ZeroDivisionError traceback
+    w = aw.World(kind="moe", bs=64, p=(0.7,) * 12, decode_ms=30.0, verify_overhead=0.2, fixed_ms=1.0,
+                 slope_ms=0.002, moe_experts=64, moe_topk=8, moe_ms_per_expert=0.02, extend_fixed_ms=0.8,
+                 extend_slope_ms=0.002, draft_step_ms=0.9, other_ms=0.5, gap_ms=0.1)
+    assert cm.distinct_experts(320, 64, 8) == cm.distinct_experts(384, 64, 8)
+    logs = []
+    for s in (4, 5):
+        logs.append(tmp_path / f"r{s}.log")
+        logs[-1].write_text("\n".join(w.log_lines(s, 300, random.Random(s))) + "\n")
+    cfg = _write(tmp_path / "config.json", {"num_hidden_layers": 48, "hidden_size": 2048,
+                                             "num_experts": 64, "num_experts_per_tok": 8})
+    doc = advise_json(*logs, "--baseline-tok-s", w.true_tok_s(0), "--target-config", cfg,
+                      "--steps-candidates", *range(0, 9))
+    for c in doc["candidates"]:
+        lo, hi = c["tok_s_95"]
+        assert 0 < lo <= c["predicted_tok_s"] <= hi
+    six = cand(doc, 6)
+    assert six["tok_s_95"][0] <= w.true_tok_s(6) <= six["tok_s_95"][1]
+    curve = cm.MeasuredCurve(((320.0, 60.0), (384.0, 66.0)), cm.WidthShape(64, 8))
+    assert curve(352.0) == (pytest.approx(63.0), False)

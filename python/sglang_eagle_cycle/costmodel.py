@@ -537,6 +537,8 @@ class MeasuredCurve:
         i = min(max(int(np.searchsorted([px for px, _ in pts], x)) - 1, 0), len(pts) - 2)
         (x0, y0), (x1, y1) = pts[i], pts[i + 1]
         g, g0, g1 = self.shape(x), self.shape(x0), self.shape(x1)
+        if not g1 > g0:  # a saturated MoE shape: every expert loaded at both widths, so no bend left
+            g, g0, g1 = x, x0, x1
         return y0 + (y1 - y0) * (g - g0) / (g1 - g0), False
 
     @property
