@@ -1255,3 +1255,6 @@ def test_an_moe_target_whose_experts_are_all_loaded_at_both_runs_is_advised(tmp_
     assert six["tok_s_95"][0] <= w.true_tok_s(6) <= six["tok_s_95"][1]
     curve = cm.MeasuredCurve(((320.0, 60.0), (384.0, 66.0)), cm.WidthShape(64, 8))
     assert curve(352.0) == (pytest.approx(63.0), False)
+    # one measured width, asked at that width: the node itself (the fallback above once made it 0/0)
+    one = unc.sample_curve([(6.0, 28.1)], [6.0], 50, np.random.default_rng(0), shapes=(cm.LINEAR, cm.WidthShape(384, 8)))
+    assert one == pytest.approx(28.1)

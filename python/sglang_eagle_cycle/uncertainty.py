@@ -591,7 +591,7 @@ def _between(x: float, nx: np.ndarray, ny: np.ndarray, i: int, shapes, shape_idx
         g, g0, g1 = shape(x), shape(nx[i]), shape(nx[i + 1])
         if not g1 > g0:  # a saturated MoE shape (every expert loaded at both widths): no bend left
             g, g0, g1 = x, nx[i], nx[i + 1]
-        t = (g - g0) / (g1 - g0)
+        t = (g - g0) / (g1 - g0) if g1 != g0 else 0.0   # one node: the query is that node
         t = t if gamma is None else t ** gamma
         col = np.where(shape_idx == si, ny[:, i] + (ny[:, i + 1] - ny[:, i]) * t, col)
     return col
