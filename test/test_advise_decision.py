@@ -1258,3 +1258,16 @@ def test_an_moe_target_whose_experts_are_all_loaded_at_both_runs_is_advised(tmp_
     # one measured width, asked at that width: the node itself (the fallback above once made it 0/0)
     one = unc.sample_curve([(6.0, 28.1)], [6.0], 50, np.random.default_rng(0), shapes=(cm.LINEAR, cm.WidthShape(384, 8)))
     assert one == pytest.approx(28.1)
+
+
+def test_an_moe_shape_carries_the_last_secant_in_distinct_experts_beyond_the_runs():
+    # --target-config MoE (256 experts, top-8), verify 40 ms at 64 tokens and 50 at 128: the secant
+    # in tokens reaches 70 ms at 256, while the expert loads saturate (222.5 -> 251.6 -> 255.9
+    # distinct experts) and the secant in experts reaches 51.5. The MoE shape was used between the
+    # runs only; beyond them every hypothesis grew linearly
+    moe = cm.WidthShape(256, 8)
+    alone = unc.sample_curve([(64.0, 40.0), (128.0, 50.0)], [256.0], 4000, np.random.default_rng(0), shapes=(moe,))
+    assert np.median(alone) == pytest.approx(51.5, abs=0.2) and alone.min() >= 50.0 and alone.max() < 53.0
+    both = unc.sample_curve([(64.0, 40.0), (128.0, 50.0)], [256.0], 4000, np.random.default_rng(0),
+                            shapes=(cm.LINEAR, moe))
+    assert np.percentile(both, 25) < 52.0 and np.percentile(both, 75) == pytest.approx(70.0, abs=1.0)

@@ -80,7 +80,9 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   lowest: there the anchor's unknown overhead and the bend cannot be told apart (the Kimi-K2.5
   seed's verify extrapolates to 1.53 times the decode step at one token, past the 50% assumed).
 * **Beyond the highest measured width**: a straight line whose slope is ``u`` times the last
-  secant (proportional growth ``y/x`` when there is one point); central ``u = 1``, extremes
+  secant (proportional growth ``y/x`` when there is one point), for a hypothesis in the MoE shape
+  a line in distinct experts instead (the last secant per expert, carried along
+  ``E (1 - (1 - k/E)^x)``: the expert loads saturate); central ``u = 1``, extremes
   :data:`BEYOND_SLOPE`: a flat curve from the nearest measured point (``u = 0``) to one that
   steepens by half or, for a curve with an anchor (the verify; the whole cycle from totals-only
   inputs) and two measured widths or more whose last secant is below
@@ -506,6 +508,15 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
                 out[:, qi] = np.where(np.isnan(knee_a), out[:, qi], knee)
         elif x > nx[-1]:
             out[:, qi] = ny[:, -1] + bslope * (x - nx[-1])
+            # an MoE shape carries the last secant in distinct experts, not in tokens: the expert
+            # loads saturate as the width grows (each hypothesis takes its own shape)
+            for si, shape in enumerate(shapes):
+                if shape.num_experts:
+                    xp = nx[-2] if len(nx) >= 2 else 0.0
+                    span = (shape(nx[-1]) - shape(xp)) / (nx[-1] - xp)
+                    if span > 0:
+                        along = (shape(x) - shape(nx[-1])) / span
+                        out[:, qi] = np.where(shape_idx == si, ny[:, -1] + bslope * along, out[:, qi])
             if sat is not None:
                 # the saturating curve is the central form; the extremes stay those of the straight
                 # line: flat, and the last secant steepened by half (or the chord from the anchor)
