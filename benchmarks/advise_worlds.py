@@ -51,7 +51,7 @@ import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from sglang_eagle_cycle.cycle import format_line, make_record, parse_line
 
@@ -556,7 +556,8 @@ def design_lines(lines: list[str], form: str = "design") -> list[str]:
 
 def run_protocol(world: World, advise: Callable[[list[str]], dict] = advise_in_process,
                  first_steps: int = 3, rng: Optional[random.Random] = None,
-                 workdir: Optional[Path] = None, lines: str = "spans") -> ProtocolResult:
+                 workdir: Optional[Path] = None, lines: str = "spans",
+                 extra_args: Sequence[str] = ()) -> ProtocolResult:
     """Score ``advise`` on ``world`` by the fixed protocol.
 
     1. Log a run at ``first_steps`` and call ``advise([log, "--baseline-tok-s", X, "--json",
@@ -566,7 +567,8 @@ def run_protocol(world: World, advise: Callable[[list[str]], dict] = advise_in_p
     3. The last call's ``recommended.steps`` is the pick (speculation off = 0).
 
     ``advise`` takes the argument list after ``advise`` and returns the parsed JSON, raising
-    :class:`AdviseFailed` (recorded in ``failure``) when the command fails.
+    :class:`AdviseFailed` (recorded in ``failure``) when the command fails. ``extra_args`` go to
+    every call after the protocol's own (``--target-config PATH``: outside the issue's protocol).
     """
     import tempfile
 
@@ -580,7 +582,7 @@ def run_protocol(world: World, advise: Callable[[list[str]], dict] = advise_in_p
         workdir = Path(own_tmp.name)
     workdir = Path(workdir)
     tail = ["--baseline-tok-s", repr(world.true_tok_s(0)), "--json",
-            "--steps-candidates", *[str(s) for s in DEPTHS]]
+            "--steps-candidates", *[str(s) for s in DEPTHS], *extra_args]
     logs: list[str] = []
 
     def log_run(steps: int) -> None:

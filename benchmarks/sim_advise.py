@@ -19,6 +19,7 @@ Usage::
     python benchmarks/sim_advise.py --wide                # broader ranges, some outside the model's
     python benchmarks/sim_advise.py --blind [--iid]       # a generator written without the model
     python benchmarks/sim_advise.py --lines legacy        # cycle lines without device spans
+    python benchmarks/sim_advise.py --moe-config          # MoE worlds get their own --target-config
 
 Exit 0 whenever the protocol ran (this prints figures; it is not a test); 2 on bad arguments.
 """
@@ -33,6 +34,7 @@ import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -78,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cycle-line form of the logged runs: spans (today's plugin, default), design "
                         "(DESIGN section 3's line, no device spans: preparation and gap in other_ms), "
                         "legacy (the plugin's line before device spans: preparation in draft_ms)")
+    p.add_argument("--moe-config", action="store_true",
+                   help="give advise each MoE world's own target config (--target-config with its experts and "
+                        "experts per token), as a user with the model's config.json would; outside the issue's "
+                        "protocol, which gives none. Dense worlds are run as without it")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     return p
 
@@ -105,16 +111,36 @@ def make(worlds: int, seed: int, wide: bool = False, blind: bool = False, iid: b
     return aw.make_worlds(worlds, seed, wide=wide)
 
 
+def moe_config(world) -> Optional[dict]:
+    """A minimal target ``config.json`` naming ``world``'s routed experts and experts per token, or
+    ``None`` for a dense world (``advise_worlds.World.moe_experts``; a blind world's ``moe``, ``E``,
+    ``topk``)."""
+    if getattr(world, "moe_experts", 0):
+        experts, topk = world.moe_experts, world.moe_topk
+    elif getattr(world, "moe", False):
+        experts, topk = world.E, world.topk
+    else:
+        return None
+    return {"num_hidden_layers": 61, "hidden_size": 7168, "n_routed_experts": int(experts),
+            "num_experts_per_tok": int(topk)}
+
+
 def run(worlds: int, seed: int, first_mode: str, wide: bool = False, blind: bool = False,
-        iid: bool = False, lines: str = "spans") -> tuple[list, list, float]:
+        iid: bool = False, lines: str = "spans", with_moe_config: bool = False) -> tuple[list, list, float]:
     ws = make(worlds, seed, wide, blind, iid)
     results = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sim-advise-") as tmp:
         for i, w in enumerate(ws):
             rng = random.Random(f"sim-advise-logs:{seed}:{i}")
+            extra: list[str] = []
+            cfg = moe_config(w) if with_moe_config else None
+            if cfg is not None:
+                path = Path(tmp) / f"config-{i}.json"
+                path.write_text(json.dumps(cfg))
+                extra = ["--target-config", str(path)]
             results.append(aw.run_protocol(w, aw.advise_in_process, _first(first_mode, i), rng, Path(tmp),
-                                           lines=lines))
+                                           lines=lines, extra_args=extra))
     return ws, results, time.perf_counter() - t0
 
 
@@ -195,12 +221,12 @@ def main(argv=None) -> int:
     if args.iid and not args.blind:
         parser.error("--iid goes with --blind")
     ws, results, elapsed = run(args.worlds, args.seed, args.first_steps, args.wide, args.blind, args.iid,
-                               args.lines)
+                               args.lines, args.moe_config)
     summ = aw.score(results)
     if args.json:
         doc = {"schema": "eagle-cycle-sim-advise/1", "seed": args.seed, "first_steps": args.first_steps,
                "wide": args.wide, "blind": args.blind, "iid": args.iid,
-               "lines": args.lines,
+               "lines": args.lines, "moe_config": args.moe_config,
                "summary": summ,
                "targets": [{"figure": k, "op": op, "target": t} for k, op, t in TARGETS],
                "worlds": [{"world": _world_doc(w), "result": asdict(r)} for w, r in zip(ws, results)],

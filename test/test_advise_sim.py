@@ -217,3 +217,25 @@ def test_sim_advise_refuses_iid_without_blind():
     out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "sim_advise.py"), "--iid"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "--iid goes with --blind" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_sim_advise_gives_moe_worlds_their_own_target_config(aw, tmp_path):
+    # --moe-config: every advise call of an MoE world carries --target-config with its experts;
+    # a dense world's calls carry none (the protocol itself gives no config)
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import sim_advise
+
+    moe = _hand_world(aw, moe_experts=256, moe_topk=8, moe_ms_per_expert=0.01)
+    assert sim_advise.moe_config(moe)["n_routed_experts"] == 256
+    assert sim_advise.moe_config(_hand_world(aw)) is None
+    calls = []
+
+    def spy(args):
+        calls.append(list(args))
+        return aw.advise_in_process(args)
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text('{"num_hidden_layers": 61, "n_routed_experts": 256, "num_experts_per_tok": 8}')
+    res = aw.run_protocol(moe, spy, 3, random.Random(0), tmp_path, extra_args=["--target-config", str(cfg)])
+    assert res.failure is None and calls
+    assert all(c[-2:] == ["--target-config", str(cfg)] for c in calls)
