@@ -312,3 +312,35 @@ def test_an_output_that_is_the_file_on_standard_output_is_refused(tmp_path, repo
                               stderr=subprocess.PIPE, text=True, cwd=repo_root)
     assert proc.returncode == 2 and "--adaptive-config /dev/stdout: is the file on standard output" in proc.stderr
     assert kept.read_text() == "mine\n"
+
+
+def test_a_sigterm_right_after_the_spool_appears_leaves_no_spool_behind(tmp_path, monkeypatch):
+    """Under load the test above once sent its SIGTERM while advise was still between making the
+    spool folder and arming its removal, and the folder stayed. The signal now waits for that."""
+    import signal
+    import tempfile
+
+    from sglang_eagle_cycle.cli import main
+
+    real_mkdtemp = tempfile.mkdtemp
+
+    def mkdtemp_then_sigterm(*args, **kwargs):
+        path = real_mkdtemp(*args, **kwargs)
+        if "eagle-cycle-advise-" in str(args) + str(kwargs):
+            os.kill(os.getpid(), signal.SIGTERM)   # delivered at the next bytecode
+        return path
+
+    spool_root = tmp_path / "tmp"
+    spool_root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spool_root))
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp_then_sigterm)
+    log = tmp_path / "server.log"
+    log.write_text("[2026-12-04 10:00:00] an unrelated log line\n")
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(SystemExit) as exc:
+            main(["advise", str(log)])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert exc.value.code == 128 + signal.SIGTERM
+    assert list(spool_root.iterdir()) == []

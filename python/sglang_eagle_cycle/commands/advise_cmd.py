@@ -30,6 +30,7 @@ Exit codes: 0 advice given, 2 unusable input (one line on stderr).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -275,8 +276,39 @@ def _collect(args):
         raise UsageError("no INPUT given (inspect --json documents, logs, bench JSONL) and no --table")
     if args.fit:
         raise UsageError("--fit applies to --table rows only")
-    with tempfile.TemporaryDirectory(prefix="eagle-cycle-advise-") as spool:
-        return _collect_inputs(args, _distinct_inputs(args.inputs), Path(spool))
+    with _spool_dir() as spool:
+        return _collect_inputs(args, _distinct_inputs(args.inputs), spool)
+
+
+@contextlib.contextmanager
+def _spool_dir():
+    """A temporary folder for stdin and pipe copies, removed on the way out.
+
+    A SIGTERM (which the CLI turns into an exit) that lands while the folder is being made is
+    noted and acted on once its removal is armed: raised between the two, as under load right after
+    the folder appeared, it left the folder behind. (Masking the signal is not enough: the kernel
+    hands a process-wide SIGTERM to any thread that does not mask it.)
+    """
+    import signal
+
+    fired: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: fired.append(signum))
+    except (ValueError, OSError):   # not the main thread: no handler of ours to hold off
+        previous = None
+    try:
+        tmp = tempfile.TemporaryDirectory(prefix="eagle-cycle-advise-")
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    try:
+        if fired and callable(previous):
+            previous(fired[0], None)
+        elif fired and previous != signal.SIG_IGN:
+            raise SystemExit(128 + fired[0])
+        yield Path(tmp.name)
+    finally:
+        tmp.cleanup()
 
 
 def _distinct_inputs(names: list[str]) -> list[str]:
