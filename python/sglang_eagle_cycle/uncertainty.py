@@ -656,7 +656,7 @@ def _extend_one_width(pt: tuple[float, float], xq: Sequence[float], n: int,
                       rng: np.random.Generator) -> np.ndarray:
     """``(n, len(xq))`` draft-extend hypotheses (ms) from one measured ``(width, ms)``: a fixed
     cost plus a per-token one, ``y(x) = y0 (K + x) / (K + x0)``, the fixed cost worth ``K`` tokens
-    of compute, ``log K ~ U(log, log)`` :data:`EXTEND_KNEE_TOKENS`.
+    of compute, ``K`` log-uniform over :data:`EXTEND_KNEE_TOKENS` (tokens).
 
     The draft is one decoder layer and an LM head: its weights are read once per forward whatever
     the width, and compute catches up with that read only at tens to hundreds of tokens (a
@@ -796,7 +796,7 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         v = sample_curve(_points(phased, "verify_ms"), widths, n, rng, anchor=anchor, shapes=shapes)
         xpts = _points(phased, "extend_ms")
         x = sample_curve(xpts, widths + [bs], n, rng)
-        if len(xpts) == 1:
+        if len(xpts) == 1:  # drawn above all the same, so that the later hypotheses' draws stay put
             x = _extend_one_width(xpts[0], widths + [bs], n, np.random.default_rng([seed, 3]))
         x_bs = x[:, -1]
         x = x[:, :-1]
