@@ -344,3 +344,28 @@ def test_a_sigterm_right_after_the_spool_appears_leaves_no_spool_behind(tmp_path
         signal.signal(signal.SIGTERM, previous)
     assert exc.value.code == 128 + signal.SIGTERM
     assert list(spool_root.iterdir()) == []
+
+
+def test_a_deferred_sigterm_is_replayed_through_the_handler_it_held_off():
+    """``sigterm.deferred``: a SIGTERM inside the block runs no handler there; ``replay()`` acts on
+    it through the handler in place before (the CLI's exit), and that handler is back afterwards."""
+    import signal
+
+    from sglang_eagle_cycle import cli
+    from sglang_eagle_cycle.sigterm import deferred
+
+    previous = signal.signal(signal.SIGTERM, cli._terminated)
+    try:
+        with deferred() as replay:
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):   # bytecodes enough for the interpreter to run a pending handler
+                pass
+        assert signal.getsignal(signal.SIGTERM) is cli._terminated
+        with pytest.raises(SystemExit) as exc:
+            replay()
+        assert exc.value.code == 128 + signal.SIGTERM
+        with deferred() as quiet:
+            pass
+        quiet()                      # nothing noted: nothing happens
+    finally:
+        signal.signal(signal.SIGTERM, previous)

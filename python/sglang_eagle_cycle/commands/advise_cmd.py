@@ -282,30 +282,15 @@ def _collect(args):
 
 @contextlib.contextmanager
 def _spool_dir():
-    """A temporary folder for stdin and pipe copies, removed on the way out.
+    """A temporary folder for stdin and pipe copies, removed on the way out. A SIGTERM that lands
+    while it is being made is acted on once its removal is armed (:func:`..sigterm.deferred`):
+    raised in between, as under load right after the folder appeared, it left the folder behind."""
+    from ..sigterm import deferred
 
-    A SIGTERM (which the CLI turns into an exit) that lands while the folder is being made is
-    noted and acted on once its removal is armed: raised between the two, as under load right after
-    the folder appeared, it left the folder behind. (Masking the signal is not enough: the kernel
-    hands a process-wide SIGTERM to any thread that does not mask it.)
-    """
-    import signal
-
-    fired: list[int] = []
-    try:
-        previous = signal.signal(signal.SIGTERM, lambda signum, frame: fired.append(signum))
-    except (ValueError, OSError):   # not the main thread: no handler of ours to hold off
-        previous = None
-    try:
+    with deferred() as replay:
         tmp = tempfile.TemporaryDirectory(prefix="eagle-cycle-advise-")
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
     try:
-        if fired and callable(previous):
-            previous(fired[0], None)
-        elif fired and previous != signal.SIG_IGN:
-            raise SystemExit(128 + fired[0])
+        replay()
         yield Path(tmp.name)
     finally:
         tmp.cleanup()

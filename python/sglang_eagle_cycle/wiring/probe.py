@@ -144,20 +144,27 @@ def load_target(target_dir: Path, device: str = "cpu", dtype: str = "float32", m
             import accelerate  # noqa: F401
         except ImportError:
             raise UsageError("--max-memory needs the 'accelerate' package (pip install accelerate)") from None
-        offload = tempfile.mkdtemp(prefix="eagle-cycle-probe-offload-")
-        kwargs.update(device_map="auto", max_memory={"cpu": max_memory}, offload_folder=offload)
+        from ..sigterm import deferred
+
+        with deferred() as replay:   # a SIGTERM right after the mkdir waits for the try below
+            offload = tempfile.mkdtemp(prefix="eagle-cycle-probe-offload-")
+            kwargs.update(device_map="auto", max_memory={"cpu": max_memory}, offload_folder=offload)
+    else:
+        replay = None
     try:
+        if replay is not None:
+            replay()
         model = AutoModelForCausalLM.from_pretrained(str(target_dir), **kwargs)
+        if offload is not None:
+            # the offloaded weights (as large as the part of the target that did not fit) go with
+            # the model, or at the latest when the process exits
+            weakref.finalize(model, shutil.rmtree, offload, ignore_errors=True)
     except BaseException as exc:  # noqa: BLE001 - any loader failure is unusable input
         if offload is not None:  # a failed or interrupted (SIGTERM, Ctrl-C) load leaves no folder
             shutil.rmtree(offload, ignore_errors=True)
         if not isinstance(exc, Exception):
             raise
         raise UsageError(f"{target_dir}: cannot load the target with transformers ({_short_exc(exc)})") from None
-    if offload is not None:
-        # the offloaded weights (as large as the part of the target that did not fit) go with the
-        # model, or at the latest when the process exits
-        weakref.finalize(model, shutil.rmtree, offload, ignore_errors=True)
     if max_memory is None:
         model = model.to(device)
     return model.eval()
