@@ -1271,3 +1271,32 @@ def test_an_moe_shape_carries_the_last_secant_in_distinct_experts_beyond_the_run
     both = unc.sample_curve([(64.0, 40.0), (128.0, 50.0)], [256.0], 4000, np.random.default_rng(0),
                             shapes=(cm.LINEAR, moe))
     assert np.percentile(both, 25) < 52.0 and np.percentile(both, 75) == pytest.approx(70.0, abs=1.0)
+
+
+def test_an_moe_shape_nearly_saturated_between_the_runs_is_read_along_the_width():
+    # 64 experts, top-8, bs 48 at 4 and 5 steps (240 and 288 tokens): the expected distinct experts
+    # differ by about 1e-12 there, so the verify's growth between the runs is the dense part's. Read
+    # along the experts it became a step between the runs and a flat line beyond: 10 steps (528
+    # tokens) predicted at the 5-step verify, 15% over the true tok/s
+    moe = cm.WidthShape(64, 8)
+    assert 0 < moe(288) - moe(240) < 1e-9 and not moe.grows(240, 288) and moe.grows(8, 16)
+    pts = [(240.0, 20.0), (288.0, 21.0)]
+    y = unc.sample_curve(pts, [264.0, 528.0], 4000, np.random.default_rng(0), shapes=(cm.LINEAR, moe))
+    assert np.median(y[:, 0]) == pytest.approx(20.5, abs=0.05)
+    assert np.median(y[:, 1]) == pytest.approx(21.0 + 240 / 48, abs=0.3)
+    assert cm.MeasuredCurve(tuple(pts), moe)(264.0)[0] == pytest.approx(20.5)
+
+
+def test_a_smaller_batch_whose_extrapolated_decode_step_is_not_positive_is_advised_without_one(tmp_path):
+    # runs at bs 32 with a steep, compute-bound verify and a baseline at bs 32 only, asked at bs 4 as
+    # well: the verify line carried down to 4 tokens reaches no positive time, and the decode step
+    # taken from it refused the whole command ("extrapolates to 0 ms") where no baseline at all passed
+    obs = [cm.CycleObservation(bs=32, steps=s, total_ms=0.5 * (s - 1) + v + 1.0 + 0.5, draft_ms=0.5 * (s - 1),
+                               verify_ms=v, extend_ms=1.0, other_ms=0.5, weight=300.0)
+           for s, v in ((3, 40.0), (5, 70.0))]
+    cost = cm.CycleCostModel.fit(obs, {32: 4000.0})      # 8 ms at width 32, 40 ms at 128
+    assert cost.verify(4)[0] <= 0.0 and cost.baseline_step_ms(4) is None
+    assert cost.baseline_step_ms(31) == (pytest.approx(cost.verify(31)[0]), True) and cost.verify(31)[0] > 0
+    acc = cm.AcceptanceModel.from_counts([(800, 1000), (640, 800), (512, 640), (400, 512), (300, 400)])
+    cands = cm.predict_candidates(acc, cost, 4, [1, 2, 3])
+    assert [c.steps for c in cands] == [1, 2, 3]          # no speculation-off row without a decode step

@@ -471,6 +471,11 @@ class AcceptanceModel:
 # ---------------------------------------------------------------------------------------------
 
 
+#: The least growth in expected distinct experts (experts) between two widths for an MoE shape to
+#: interpolate or extrapolate along them (:meth:`WidthShape.grows`); half an expert's load.
+MIN_EXPERT_GAIN = 0.5
+
+
 @dataclass(frozen=True)
 class WidthShape:
     """Interpolation shape of the verify cost over verified tokens ``n``.
@@ -486,6 +491,15 @@ class WidthShape:
         if self.num_experts and self.top_k:
             return distinct_experts(n, self.num_experts, self.top_k)
         return float(n)
+
+    def grows(self, a: float, b: float) -> bool:
+        """Whether the shape still grows from width ``a`` to ``b > a`` (tokens): always for the
+        linear one; for the MoE one, by at least :data:`MIN_EXPERT_GAIN` experts. Below that every
+        expert is loaded at both widths, and a cost difference between them is the dense part's:
+        read along the experts, it would be a step at one width and flat beyond."""
+        if self.num_experts and self.top_k:
+            return self(b) - self(a) >= MIN_EXPERT_GAIN
+        return b > a
 
     @property
     def label(self) -> str:
@@ -537,7 +551,7 @@ class MeasuredCurve:
         i = min(max(int(np.searchsorted([px for px, _ in pts], x)) - 1, 0), len(pts) - 2)
         (x0, y0), (x1, y1) = pts[i], pts[i + 1]
         g, g0, g1 = self.shape(x), self.shape(x0), self.shape(x1)
-        if not g1 > g0:  # a saturated MoE shape: every expert loaded at both widths, so no bend left
+        if not self.shape.grows(x0, x1):  # every expert loaded at both widths: no bend left
             g, g0, g1 = x, x0, x1
         return y0 + (y1 - y0) * (g - g0) / (g1 - g0), False
 
@@ -676,7 +690,8 @@ class CycleCostModel:
                 notes.append("draft-extend measured at one width: its growth with the width is assumed (a fixed cost "
                              "worth 16-1024 tokens of its per-token cost)")
             if len(verify.points) == 1:
-                notes.append("verify measured at one width and no baseline: held constant (give --baseline-tok-s)")
+                notes.append("verify measured at one width and no baseline: its growth with the width is assumed, flat "
+                             "to proportional (give --baseline-tok-s)")
             fall = verify.falls()
             run_widths = {float(ob.verified_tokens) for ob in phased}
             from_base = fall is not None and float(fall[0][0]) not in run_widths
@@ -716,15 +731,19 @@ class CycleCostModel:
         return CyclePrediction(bs, steps, d + v + x + o, d if steps > 1 else None, v, x, o, tuple(flags))
 
     def baseline_step_ms(self, bs: int) -> Optional[tuple[float, bool]]:
-        """No-spec decode step (ms) at ``bs``, and whether it is extrapolated; ``None`` if unknown."""
+        """No-spec decode step (ms) at ``bs``, and whether it is extrapolated; ``None`` if unknown,
+        or where the extrapolation (the verify curve, or the baselines' own line) reaches no positive
+        time there (a steep, compute-bound verify carried down to a small batch): no decode step is
+        better than one of 0 ms, which refused the whole command."""
         if bs in self.baseline_ms:
             return self.baseline_ms[bs], False
         if not self.baseline_ms:
             return None
         if self.mode == "phases":
-            return self.verify(bs)[0], True
-        curve = MeasuredCurve.from_points([(b, ms, 1.0) for b, ms in self.baseline_ms.items()])
-        return curve(bs)[0], True
+            ms = self.verify(bs)[0]
+        else:
+            ms = MeasuredCurve.from_points([(b, v, 1.0) for b, v in self.baseline_ms.items()])(bs)[0]
+        return (ms, True) if math.isfinite(ms) and ms > 0 else None
 
     def to_dict(self) -> dict:
         def pts(c):

@@ -514,7 +514,7 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
                 if shape.num_experts:
                     xp = nx[-2] if len(nx) >= 2 else 0.0
                     span = (shape(nx[-1]) - shape(xp)) / (nx[-1] - xp)
-                    if span > 0:
+                    if shape.grows(xp, nx[-1]):
                         along = (shape(x) - shape(nx[-1])) / span
                         out[:, qi] = np.where(shape_idx == si, ny[:, -1] + bslope * along, out[:, qi])
             if sat is not None:
@@ -600,7 +600,7 @@ def _between(x: float, nx: np.ndarray, ny: np.ndarray, i: int, shapes, shape_idx
     col = np.empty(n)
     for si, shape in enumerate(shapes):
         g, g0, g1 = shape(x), shape(nx[i]), shape(nx[i + 1])
-        if not g1 > g0:  # a saturated MoE shape (every expert loaded at both widths): no bend left
+        if nx[i + 1] > nx[i] and not shape.grows(nx[i], nx[i + 1]):  # every expert loaded at both
             g, g0, g1 = x, nx[i], nx[i + 1]
         t = (g - g0) / (g1 - g0) if g1 != g0 else 0.0   # one node: the query is that node
         t = t if gamma is None else t ** gamma
