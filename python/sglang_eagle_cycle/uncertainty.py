@@ -511,12 +511,11 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
             # an MoE shape carries the last secant in distinct experts, not in tokens: the expert
             # loads saturate as the width grows (each hypothesis takes its own shape)
             for si, shape in enumerate(shapes):
-                if shape.num_experts:
-                    xp = nx[-2] if len(nx) >= 2 else 0.0
-                    span = (shape(nx[-1]) - shape(xp)) / (nx[-1] - xp)
-                    if shape.grows(xp, nx[-1]):
-                        along = (shape(x) - shape(nx[-1])) / span
-                        out[:, qi] = np.where(shape_idx == si, ny[:, -1] + bslope * along, out[:, qi])
+                xp = nx[-2] if len(nx) >= 2 else 0.0
+                if shape.num_experts and shape.grows(xp, nx[-1]):
+                    span = (shape(nx[-1]) - shape(xp)) / (nx[-1] - xp)   # experts per token
+                    along = (shape(x) - shape(nx[-1])) / span
+                    out[:, qi] = np.where(shape_idx == si, ny[:, -1] + bslope * along, out[:, qi])
             if sat is not None:
                 # the saturating curve is the central form; the extremes stay those of the straight
                 # line: flat, and the last secant steepened by half (or the chord from the anchor)
@@ -619,15 +618,23 @@ def measurement_noise(obs: Sequence[cm.CycleObservation], xq: Sequence[float], n
     one outside them the error of the nearest. With heavy-tailed stalls in a run, this is the
     part of a prediction's uncertainty that no shape hypothesis covers.
     """
-    inv: dict[float, float] = {}
-    for o in obs:
-        inv[float(o.verified_tokens)] = inv.get(float(o.verified_tokens), 0.0) + 1.0 / o.total_se_ms ** 2
-    xs = np.array(sorted(inv))
-    se = np.array([1.0 / math.sqrt(inv[x]) for x in xs])
+    var = _pooled_variance(obs)
+    xs = np.array(sorted(var))
+    se = np.array([math.sqrt(var[x]) for x in xs])
     err = rng.standard_normal((n, len(xs))) * se                      # (n, k)
     # row i: the weight of width i's error at each query width (linear between, nearest outside)
     weights = np.stack([np.interp(np.asarray(xq, dtype=float), xs, unit) for unit in np.eye(len(xs))])
     return err @ weights
+
+
+def _pooled_variance(obs: Sequence[cm.CycleObservation]) -> dict[float, float]:
+    """``{width: variance}`` (ms^2) of the mean cycle time at each verified width, its runs'
+    ``total_se_ms`` pooled by inverse variance; 0 where a run there has no noise estimate (exact)."""
+    inv: dict[float, float] = {}
+    for o in obs:
+        x = float(o.verified_tokens)
+        inv[x] = inv.get(x, 0.0) + (1.0 / o.total_se_ms ** 2 if o.total_se_ms else math.inf)
+    return {x: 1.0 / v for x, v in inv.items()}
 
 
 def _other_over_width(runs: Sequence[cm.CycleObservation]) -> Optional[list[tuple[float, float]]]:
@@ -640,12 +647,7 @@ def _other_over_width(runs: Sequence[cm.CycleObservation]) -> Optional[list[tupl
     pts = cm.MeasuredCurve.from_points([(ob.verified_tokens, cm.other_time(ob), ob.weight) for ob in runs])
     if pts is None or len(pts.points) < 2:
         return None
-    inv: dict[float, float] = {}
-    for ob in runs:
-        se = ob.total_se_ms
-        inv[float(ob.verified_tokens)] = inv.get(float(ob.verified_tokens), 0.0) + (
-            1.0 / se ** 2 if se else math.inf)
-    var = {x: (0.0 if v == math.inf else 1.0 / v) for x, v in inv.items()}
+    var = _pooled_variance(runs)
     if not any(abs(yb - ya) > OTHER_GROWTH_Z * math.sqrt(var[xa] + var[xb])
                for (xa, ya), (xb, yb) in zip(pts.points, pts.points[1:])):
         return None

@@ -137,6 +137,7 @@ def load_target(target_dir: Path, device: str = "cpu", dtype: str = "float32", m
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]
     kwargs: dict = {"dtype": torch_dtype}
     offload = None
+    replay = lambda: None  # noqa: E731 - nothing held off unless an offload folder is made
     if max_memory is not None:
         if device != "cpu":
             raise UsageError("--max-memory offloads to CPU memory and disk: use it with --device cpu")
@@ -149,11 +150,8 @@ def load_target(target_dir: Path, device: str = "cpu", dtype: str = "float32", m
         with deferred() as replay:   # a SIGTERM right after the mkdir waits for the try below
             offload = tempfile.mkdtemp(prefix="eagle-cycle-probe-offload-")
             kwargs.update(device_map="auto", max_memory={"cpu": max_memory}, offload_folder=offload)
-    else:
-        replay = None
     try:
-        if replay is not None:
-            replay()
+        replay()
         model = AutoModelForCausalLM.from_pretrained(str(target_dir), **kwargs)
         if offload is not None:
             # the offloaded weights (as large as the part of the target that did not fit) go with
