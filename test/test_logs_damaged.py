@@ -374,3 +374,27 @@ def test_jsonl_field_kinds_are_named_in_the_rejection():
     # a record converted from a line keeps the line's 2-decimal accept_len: not damage
     assert cycle.json_rejection({**rec, "accepts": [1, 2, 2], "bs": 3, "accept_len": 1.67}) != \
         "accept_len is not the mean of accepts"
+
+
+def test_advise_names_the_damaged_lines_it_left_out(capsys, tmp_path):
+    # lines whose accept length is impossible at their depth are damaged: inspect counts them, and
+    # advise, which reads logs through the same reader, says how many it left out (before, nothing)
+    rng = random.Random(1402)
+    lines = log_lines(generate(rng, bs=1, steps=3, cycles=400, p=P, spans=True).records)
+    bad = sorted(rng.sample(range(len(lines)), 37))
+    for i in bad:
+        lines[i] = re.sub(r"accepts=\d+", "accepts=7", re.sub(r"accept_len=[\d.]+", "accept_len=7.00", lines[i]))
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(lines) + "\n")
+    rc, out, _ = run_cli(capsys, log, "--json")
+    assert rc == 0 and json.loads(out)["unparsed_lines"] == 37
+    (tmp_path / "inspect.json").write_text(out)
+    for src in (log, tmp_path / "inspect.json"):
+        rc = cli.main(["advise", str(src), "--baseline-tok-s", "40", "--json"])
+        out, err = capsys.readouterr()
+        assert rc == 0, err
+        doc = json.loads(out)
+        assert doc["inputs"]["runs"][0]["cycles"] == 400 - 37
+        notes = [n for n in doc["inputs"]["notes"] if "damaged" in n]
+        assert notes == [f"{src}: 37 damaged lines left out (eagle-cycle inspect --show-rejected 20 names them and "
+                         "why): each run is what its other lines measured"], doc["inputs"]["notes"]
