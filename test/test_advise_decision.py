@@ -354,6 +354,39 @@ def test_several_batch_sizes_with_different_picks_point_to_an_adaptive_config(tm
     assert rc == 0 and "differs by batch size" in out and "--adaptive-config" in out
 
 
+def _two_workloads_log(path: Path, p_bs8: float) -> Path:
+    # bs 1 runs at p = 0.5 per position, bs 8 runs at p_bs8, at 3 and 5 steps each (a helper's case)
+    from cyclegen import generate, log_lines
+
+    rng, lines, first = random.Random(5), [], 0
+    for bs, steps, p, verify in ((1, 3, 0.5, 20), (1, 5, 0.5, 22), (8, 3, p_bs8, 24), (8, 5, p_bs8, 27)):
+        lines += log_lines(generate(rng, bs, steps, 1500, [p] * steps, verify_ms=verify, spans=True,
+                                    first_cycle=first).records)
+        first += 1510
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_batch_sizes_whose_acceptance_disagrees_each_keep_their_own(tmp_path):
+    # pooled, bs 8's request-cycles set bs 1's acceptance near 0.86 per position: bs 1 was advised 10
+    # steps (6 steps predicted 174 tok/s) though its runs measured 82.4 at 3 steps and 75.5 at 5
+    doc = advise_json(_two_workloads_log(tmp_path / "mixed.log", 0.9), "--baseline-tok-s", "1:60", "8:400")
+    split = [n for n in doc["inputs"]["notes"] if n.startswith("acceptance differs between batch sizes")]
+    assert len(split) == 1 and "0.50 at bs 1, 0.90 at bs 8" in split[0], doc["inputs"]["notes"]
+    by = {b["bs"]: b for b in doc["per_batch_size"]}
+    p1 = {bs: by[bs]["acceptance"]["per_position_acceptance"][0]["p"] for bs in (1, 8)}
+    assert p1[1] == pytest.approx(0.5, abs=0.03) and p1[8] == pytest.approx(0.9, abs=0.02)
+    assert by[1]["recommended"]["steps"] in (2, 3, 4)
+    for b in by.values():   # each measured depth now predicted within its interval
+        for c in b["candidates"]:
+            if c.get("measured_tok_s") and c["steps"]:
+                assert c["tok_s_95"][0] <= c["measured_tok_s"] <= c["tok_s_95"][1]
+    # one workload at both batch sizes: one pooled acceptance, no note
+    doc = advise_json(_two_workloads_log(tmp_path / "same.log", 0.5), "--baseline-tok-s", "1:60", "8:400")
+    assert not any("differs between batch sizes" in n for n in doc["inputs"]["notes"])
+    assert all("acceptance" not in b for b in doc["per_batch_size"])
+
+
 # --- the ensemble itself ---------------------------------------------------------------------------
 
 

@@ -816,6 +816,8 @@ class BatchAdvice:
     recommendation: cm.Recommendation
     adaptive_steps: int
     decision: Optional[unc.Decision] = None
+    #: this batch size's own acceptance, where the batch sizes' disagree (:func:`acceptance_by_bs`)
+    acceptance: Optional[cm.AcceptanceModel] = None
 
     def decision_dict(self) -> dict:
         """``settled``, ``regret_95`` and ``next_run`` (null when settled) for the JSON output."""
@@ -880,7 +882,8 @@ class Advice:
             "per_batch_size": [
                 {"bs": b.bs, "recommended": b.recommendation.to_dict(), **b.decision_dict(),
                  "adaptive_steps": b.adaptive_steps,
-                 "candidates": [self.candidate_dict(c) for c in b.candidates]}
+                 "candidates": [self.candidate_dict(c) for c in b.candidates],
+                 **({"acceptance": b.acceptance.to_dict(max_s)} if b.acceptance is not None else {})}
                 for b in self.per_bs
             ],
             "inputs": {
@@ -993,6 +996,80 @@ def build_acceptance(runs: Sequence[Run]) -> tuple[cm.AcceptanceModel, list[str]
         raise UsageError(str(exc)) from None
 
 
+#: acceptance is split by batch size only when the batch sizes' rates at a shared position differ by
+#: at least this much (absolute) from their pooled rate, as well as beyond their noise
+SPLIT_MIN_GAP = 0.05
+#: ... and when the homogeneity test's p-value is below this
+SPLIT_P = 1e-3
+
+
+def acceptance_by_bs(counted: Sequence[Run]) -> tuple[dict[int, cm.AcceptanceModel], list[str]]:
+    """Acceptance per batch size, where runs at different batch sizes disagree (else ``{}``).
+
+    One draft on one workload accepts alike at every batch size, so :func:`build_acceptance` pools
+    every run. Runs of different workloads (or sampling settings) in one log do not: pooled, the
+    larger batch's request-cycles set every batch size's acceptance. At the positions two batch
+    sizes or more reached, Cochran's ``Q`` of the batch sizes' rates about their pooled rate (each
+    batch size's counts weighed by ``1 / dispersion``, :func:`_pooled_dispersion` over its own runs)
+    is tested against chi-square with ``sum(groups - 1)`` degrees of freedom (Cochran, Biometrics 10
+    (1954) 101). When ``p <`` :data:`SPLIT_P` and some rate lies :data:`SPLIT_MIN_GAP` or more from
+    the pooled one, each batch size with runs gets an acceptance from its own runs alone.
+
+    Args:
+        counted: runs with per-position counts (``Run.counts``), any batch sizes.
+
+    Returns:
+        ``({bs: acceptance}, notes)``: empty when the batch sizes agree, or when fewer than two have runs.
+    """
+    from scipy.stats import chi2
+
+    groups: dict[int, list[Run]] = {}
+    for r in counted:
+        groups.setdefault(r.bs, []).append(r)
+    if len(groups) < 2:
+        return {}, []
+    pooled = {}
+    for bs, rs in groups.items():
+        depth = max(len(r.counts) for r in rs)
+        tot = [[0, 0] for _ in range(depth)]
+        for r in rs:
+            for j, (a, n) in enumerate(r.counts):
+                tot[j][0] += a
+                tot[j][1] += n
+        pooled[bs] = (tot, _pooled_dispersion(rs)[0])
+    q = df = gap = 0.0
+    worst = None
+    for j in range(max(len(t) for t, _ in pooled.values())):
+        rows = [(bs, a / f, n / f) for bs, (t, f) in pooled.items() if j < len(t) for a, n in [t[j]] if n > 0]
+        if len(rows) < 2:
+            continue
+        pbar = sum(a for _, a, _ in rows) / sum(n for _, _, n in rows)
+        v = pbar * (1.0 - pbar)
+        if v <= 0.0:
+            continue
+        q += sum((a / n - pbar) ** 2 * n / v for _, a, n in rows)
+        df += len(rows) - 1
+        far = max(abs(a / n - pbar) for _, a, n in rows)
+        if far > gap:
+            gap, worst = far, (j, rows)
+    if not df:
+        return {}, []
+    p = float(chi2.sf(q, df))
+    if p >= SPLIT_P or gap < SPLIT_MIN_GAP:
+        return {}, []
+    j, rows = worst
+    rates = ", ".join(f"{a / n:.2f} at bs {bs}" for bs, a, n in sorted(rows))
+    notes = [f"acceptance differs between batch sizes beyond its noise (position {j + 1}: {rates}; chi-square "
+             f"p {'< 1e-12' if p < 1e-12 else f'= {p:.1g}'}): each batch size's runs make its own acceptance "
+             "(different workloads or sampling settings in these inputs?); a batch size no run measured takes "
+             "all runs'"]
+    split = {}
+    for bs, rs in sorted(groups.items()):
+        split[bs], more = build_acceptance(rs)
+        notes += [f"bs {bs}: {n}" for n in more]
+    return split, notes
+
+
 def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: Sequence[int],
            batch_sizes: Optional[Sequence[int]] = None, shape: cm.WidthShape = cm.LINEAR,
            notes: Sequence[str] = (), not_modelled: Sequence[dict] = ()) -> Advice:
@@ -1039,7 +1116,10 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
         raise UsageError("no chain-drafting (topk 1) run to learn from" +
                          (" (tree drafting, topk > 1, is not modelled)" if not_modelled else ""))
     acc, more = build_acceptance(fitted)
-    notes += more
+    acc_at, split_notes = acceptance_by_bs([r for r in fitted if r.counts])
+    # split: the pooled acceptance (batch sizes no run measured) differs by construction, and each
+    # batch size's own notes replace its dispersion note
+    notes += [n for n in more if not (acc_at and n.startswith("acceptance varies"))] + split_notes
     obs = [o for o in (r.observation() for r in fitted) if o is not None]
     if not obs:
         raise UsageError("no cycle time in the inputs (need phase times, or accept length with tok/s)")
@@ -1053,10 +1133,11 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
     per_bs = []
     for bs in sizes:
         try:
-            cands = cm.predict_candidates(acc, cost, bs, steps)
+            a = acc_at.get(bs, acc)
+            cands = cm.predict_candidates(a, cost, bs, steps)
             if not any(c.steps > 0 for c in cands):
                 raise UsageError("no candidate depth above 0 (check --steps-candidates / --max-steps)")
-            ens = unc.build(acc, cost, obs, bs, [c.steps for c in cands],
+            ens = unc.build(a, cost, obs, bs, [c.steps for c in cands],
                             draft_fixed_share=0.0 if any(r.device_spans for r in fitted) else unc.DRAFT_FIXED_SHARE)
             cands = _from_ensemble(cands, ens)
             dec = unc.decide(ens, measured=[r.steps for r in fitted if r.bs == bs])
@@ -1076,7 +1157,7 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
         # the adaptive config pins the recommended depth (a measurement that won over the model
         # included); with speculation off, the fastest depth (SGLang's steps 0 still drafts)
         pinned = rec.steps if rec.steps > 0 else cm.best_speculative(cands).steps
-        per_bs.append(BatchAdvice(bs, cands, rec, pinned, dec))
+        per_bs.append(BatchAdvice(bs, cands, rec, pinned, dec, acc_at.get(bs)))
     measured = {(r.bs, r.steps): r for r in modelled}
     return Advice(acc, cost, per_bs, primary, measured, list(modelled), notes, not_modelled)
 

@@ -799,8 +799,11 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
     from ..tables import figure_table
 
     acc = advice.acceptance
+    own = [(b.bs, b.acceptance) for b in advice.per_bs if b.acceptance is not None]
     console.print(f"[bold]acceptance[/]: {escape(acc.source)}; measured to depth {acc.observed_depth}"
-                  + (f", {acc.samples} request-cycles" if acc.samples else ""))
+                  + (f", {acc.samples} request-cycles" if acc.samples else "")
+                  + ("; per batch size (a note says why): " + ", ".join(
+                      f"bs {bs} to depth {a.observed_depth}" for bs, a in own) if own else ""))
     console.print(f"[bold]cycle time[/]: {advice.cost.mode} mode; verify shape: {advice.cost.shape.label}; {shape_note}")
     for note in list(advice.cost.notes) + advice.notes:
         console.print(f"  note: {escape(note)}")
