@@ -348,6 +348,35 @@ def test_a_batch_size_no_run_measured_is_never_settled(tmp_path):
     assert rc == 0 and "not settled at bs 8: no run at this batch size" in out
 
 
+def test_the_decode_step_at_a_batch_size_without_a_baseline_carries_an_interval(tmp_path):
+    # runs at bs 4 and 16, asked at bs 8 and 64: the speculation-off row there was a point ([x, x]),
+    # and with baselines at 4 and 16 it came from the verify curve (a verify forward at width bs,
+    # between the bs-4 baseline and bs-4 runs' verify points) rather than the two decode steps
+    from cyclegen import generate, log_lines
+
+    rng, lines = random.Random(11), []
+    for bs, verify in ((4, 14.0), (16, 18.0)):
+        for steps in (3, 5):
+            lines += log_lines(generate(rng, bs, steps, 600, [0.7] * steps, verify_ms=verify + steps,
+                                        spans=True, first_cycle=len(lines)).records)
+    log = tmp_path / "multi.log"
+    log.write_text("\n".join(lines) + "\n")
+    d4, d16 = 1000.0 * 4 / 320.0, 1000.0 * 16 / 1150.0   # decode steps (ms) of the two baselines
+    doc = advise_json(log, "--baseline-tok-s", "4:320", "16:1150", "--batch-sizes", 4, 8, 16, 64)
+    off = {b["bs"]: next(c for c in b["candidates"] if c["steps"] == 0) for b in doc["per_batch_size"]}
+    assert off[4]["tok_s_95"] == [320.0, 320.0] and off[16]["tok_s_95"] == [1150.0, 1150.0]
+    d8 = d4 + (d16 - d4) * 4 / 12      # the two baselines' own line over the batch size
+    assert off[8]["predicted_tok_s"] == pytest.approx(8000.0 / d8, rel=1e-3)
+    for bs in (8, 64):
+        lo, hi = off[bs]["tok_s_95"]
+        assert lo < off[bs]["predicted_tok_s"] < hi and off[bs]["interval_source"].startswith("no-spec decode step")
+    # one baseline (bs 4): the decode step at bs 16 lies between flat (the bs-4 step, the most a decode
+    # step can do with more requests) and the verify curve's slope half again as steep
+    doc = advise_json(log, "--baseline-tok-s", "4:320", "--batch-sizes", 4, 16)
+    c = next(c for c in doc["per_batch_size"][1]["candidates"] if c["steps"] == 0)
+    assert c["tok_s_95"][0] < c["predicted_tok_s"] < c["tok_s_95"][1] <= 16000.0 / d4 * 1.0001
+
+
 def test_several_batch_sizes_with_different_picks_point_to_an_adaptive_config(tmp_path):
     rc, out, _ = advise(_write(tmp_path / "one.json", _doc(SEED_5)), "--baseline-tok-s", "1:88.8", "8:600",
                         "--batch-sizes", 1, 8)

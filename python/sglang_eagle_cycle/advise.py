@@ -1264,6 +1264,10 @@ def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble) -> list[cm.
     for c in cands:
         i = ens.steps.index(c.steps)
         if c.steps == 0:
+            if "baseline" in c.extrapolated:   # no baseline at this bs: the decode step's own hypotheses
+                lo, hi = np.percentile(ens.tok_s[:, i], unc.LEVELS)
+                c = dataclasses.replace(c, tok_s_low=float(min(lo, c.tok_s)), tok_s_high=float(max(hi, c.tok_s)),
+                                        interval_source="no-spec decode step (no baseline at this bs)")
             out.append(c)
             continue
         tok, e = ens.tok_s[:, i], ens.accept_len[:, i]

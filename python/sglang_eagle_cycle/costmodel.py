@@ -732,14 +732,20 @@ class CycleCostModel:
 
     def baseline_step_ms(self, bs: int) -> Optional[tuple[float, bool]]:
         """No-spec decode step (ms) at ``bs``, and whether it is extrapolated; ``None`` if unknown,
-        or where the extrapolation (the verify curve, or the baselines' own line) reaches no positive
-        time there (a steep, compute-bound verify carried down to a small batch): no decode step is
-        better than one of 0 ms, which refused the whole command."""
+        or where the extrapolation reaches no positive time there (a steep, compute-bound verify
+        carried down to a small batch): no decode step is better than one of 0 ms, which refused the
+        whole command.
+
+        At a batch size without a baseline: with baselines at two batch sizes or more, their own
+        line over the batch size (piecewise linear, the nearest secant beyond them: decode steps at
+        other batch sizes are the same forward); with one, in phases mode, the verify curve (through
+        that baseline at width ``bs``) at width ``bs``, its slope the only one measured; in totals
+        mode the one baseline."""
         if bs in self.baseline_ms:
             return self.baseline_ms[bs], False
         if not self.baseline_ms:
             return None
-        if self.mode == "phases":
+        if self.mode == "phases" and len(self.baseline_ms) == 1:
             ms = self.verify(bs)[0]
         else:
             ms = MeasuredCurve.from_points([(b, v, 1.0) for b, v in self.baseline_ms.items()])(bs)[0]

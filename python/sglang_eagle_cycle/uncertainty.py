@@ -764,6 +764,26 @@ def _draft_fixed_at(phased: Sequence[cm.CycleObservation], bs: int, n: int, seed
     return np.full(n, c_at(bs)), np.full(n, curve(bs)[0]), _one_step_keep(phased, n, rng)
 
 
+def _decode_step_at(cost: cm.CycleCostModel, bs: int, central: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``(n,)`` hypotheses of the no-spec decode step (ms) at a batch size with no baseline of its own
+    (:meth:`costmodel.CycleCostModel.baseline_step_ms` gives ``central``).
+
+    With baselines at two batch sizes or more: :func:`sample_curve` through them over the batch size
+    (bent between two of them, the nearest secant flattened or steepened by half beyond). With one,
+    at ``b0``: ``y0 + u (central - y0)``, ``u`` leaning from 1 to :data:`BEYOND_SLOPE`'s ends (the one
+    measured slope, from the verify curve, between none and half again as steep). Never below 1% of
+    ``central``."""
+    pts = sorted((float(b), float(ms)) for b, ms in cost.baseline_ms.items())
+    if len(pts) >= 2:
+        out = sample_curve(pts, [float(bs)], n, rng)[:, 0]
+    else:
+        y0 = pts[0][1]
+        up, mag = _toward(rng, n)
+        u = np.where(up, 1.0 + mag * (BEYOND_SLOPE[1] - 1.0), 1.0 - mag * (1.0 - BEYOND_SLOPE[0]))
+        out = y0 + u * (central - y0)
+    return np.maximum(out, 0.01 * central)
+
+
 def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.CycleObservation], bs: int,
           steps: Sequence[int], n: int = N_SAMPLES, seed: int = 0,
           draft_fixed_share: float = DRAFT_FIXED_SHARE) -> Ensemble:
@@ -856,8 +876,11 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
     if 0 in steps:
         if base is None:
             raise ValueError("steps 0 (speculation off) needs a baseline throughput")
-        tok[:, steps.index(0)] = 1000.0 * bs / base[0]
-        ph["total_ms"][:, steps.index(0)] = base[0]
+        dec = np.full(n, base[0])
+        if base[1]:   # no baseline at bs: its own generator, so that the other draws stay put
+            dec = _decode_step_at(cost, bs, base[0], n, np.random.default_rng([seed, 4]))
+        tok[:, steps.index(0)] = 1000.0 * bs / dec
+        ph["total_ms"][:, steps.index(0)] = dec
     sources: list[Optional[str]] = [None] * m
     if spec:
         t_med = np.median(total, axis=0)
