@@ -369,3 +369,16 @@ def test_a_deferred_sigterm_is_replayed_through_the_handler_it_held_off():
         quiet()                      # nothing noted: nothing happens
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_list_option_given_twice_keeps_both_lists(tmp_path):
+    # `--batch-sizes 1 --batch-sizes 4` kept only 4, and a bare --baseline-tok-s meant for the runs'
+    # bs 1 then went to bs 4 with no word; --baseline-tok-s itself already took every repetition
+    log = _cycle_log(tmp_path / "server.log")
+    rc, out, err = call("advise", log, "--baseline-tok-s", "60", "--batch-sizes", "1", "--batch-sizes", "4",
+                        "--steps-candidates", "1", "2", "--steps-candidates", "3", "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    assert [b["bs"] for b in doc["per_batch_size"]] == [1, 4]
+    assert doc["inputs"]["cycle_model"]["baseline_step_ms"] == {"1": pytest.approx(1000 / 60, abs=1e-3)}
+    assert sorted(c["steps"] for c in doc["candidates"]) == [0, 1, 2, 3]

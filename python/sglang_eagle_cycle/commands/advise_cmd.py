@@ -98,11 +98,11 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                    help="target config.json / model dir / cached HF id: MoE verify-cost shape")
     m.add_argument("--max-steps", type=int_in(1, MAX_STEPS), default=DEFAULT_MAX_STEPS,
                    help=f"deepest candidate depth, 1..{MAX_STEPS} (default {DEFAULT_MAX_STEPS})")
-    m.add_argument("--steps-candidates", nargs="+", type=int_in(0, MAX_STEPS), metavar="STEPS",
+    m.add_argument("--steps-candidates", nargs="+", action="extend", type=int_in(0, MAX_STEPS), metavar="STEPS",
                    help="candidate depths instead of 1..--max-steps (0 = speculation off, always "
                         "considered when a baseline is known)")
-    m.add_argument("--batch-sizes", nargs="+", type=int_in(1, MAX_BS), metavar="BS",
-                   help="batch sizes to advise for (default: the measured ones)")
+    m.add_argument("--batch-sizes", nargs="+", action="extend", type=int_in(1, MAX_BS), metavar="BS",
+                   help="batch sizes to advise for (default: the measured ones; given twice, both lists)")
     o = parser.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print one JSON object")
     o.add_argument("--adaptive-config", metavar="OUT.json",
@@ -110,7 +110,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     o.add_argument("--adaptive-candidates", metavar="OUT.json",
                    help="write a --speculative-adaptive-config for SGLANG_EAGLE_CYCLE_ADAPTIVE=cost: the depths "
                         "still in contention per batch-size bucket, and the no-spec tok/s")
-    o.add_argument("--cuda-graph-bs", nargs="+", type=int_in(1, MAX_BS), metavar="BS",
+    o.add_argument("--cuda-graph-bs", nargs="+", action="extend", type=int_in(1, MAX_BS), metavar="BS",
                    help="the server's CUDA-graph batch sizes (default: SGLang 0.5.23's speculative list)")
     o.add_argument("--force", action="store_true",
                    help="overwrite an existing --adaptive-config / --adaptive-candidates file")
