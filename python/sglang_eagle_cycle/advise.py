@@ -910,6 +910,29 @@ class Advice:
 DISPERSION_NOTE = 1.5
 
 
+def _summed_counts(runs: Sequence[Run]) -> list[list[int]]:
+    """Per-position ``[accepted, reached]`` summed over ``runs`` (each with ``counts``), as deep as the deepest."""
+    total = [[0, 0] for _ in range(max(len(r.counts) for r in runs))]
+    for r in runs:
+        for j, (a, n) in enumerate(r.counts):
+            total[j][0] += a
+            total[j][1] += n
+    return total
+
+
+def _cochran_term(rows: Sequence[tuple[float, float]]) -> Optional[tuple[float, float]]:
+    """``(Q, pooled rate)`` of the ``(accepted, reached)`` rows of one position: the rows' squared
+    deviations from the pooled rate over its binomial variance (Cochran's ``Q``, ``len(rows) - 1``
+    degrees of freedom); None with fewer than two rows or a pooled rate of 0 or 1."""
+    if len(rows) < 2:
+        return None
+    pbar = sum(a for a, _ in rows) / sum(n for _, n in rows)
+    v = pbar * (1.0 - pbar)
+    if v <= 0.0:
+        return None
+    return sum((a / n - pbar) ** 2 * n / v for a, n in rows), pbar
+
+
 def _pooled_dispersion(counted: Sequence[Run]) -> tuple[float, float]:
     """``(dispersion, between)`` of the pooled per-position counts of ``counted`` (runs with counts).
 
@@ -929,14 +952,10 @@ def _pooled_dispersion(counted: Sequence[Run]) -> tuple[float, float]:
     for j in range(depth):
         rows = [(a / f, n / f) for r, f in zip(counted, phi) if j < len(r.counts)
                 for a, n in [r.counts[j]] if n > 0]
-        if len(rows) < 2:
-            continue
-        pbar = sum(a for a, _ in rows) / sum(n for _, n in rows)
-        v = pbar * (1.0 - pbar)
-        if v <= 0.0:
-            continue
-        q += sum((a / n - pbar) ** 2 * n / v for a, n in rows)
-        df += len(rows) - 1
+        term = _cochran_term(rows)
+        if term is not None:
+            q += term[0]
+            df += len(rows) - 1
     between = max(1.0, q / df) if df else 1.0
     return within * between, between
 
@@ -965,12 +984,7 @@ def build_acceptance(runs: Sequence[Run]) -> tuple[cm.AcceptanceModel, list[str]
     notes = []
     counted = [r for r in runs if r.counts]
     if counted:
-        depth = max(len(r.counts) for r in counted)
-        total = [[0, 0] for _ in range(depth)]
-        for r in counted:
-            for j, (a, n) in enumerate(r.counts):
-                total[j][0] += a
-                total[j][1] += n
+        total = _summed_counts(counted)
         if len(counted) < len(runs):
             notes.append(f"{len(runs) - len(counted)} run(s) without per-request accept lengths "
                          "not used for acceptance")
@@ -1028,27 +1042,17 @@ def acceptance_by_bs(counted: Sequence[Run]) -> tuple[dict[int, cm.AcceptanceMod
         groups.setdefault(r.bs, []).append(r)
     if len(groups) < 2:
         return {}, []
-    pooled = {}
-    for bs, rs in groups.items():
-        depth = max(len(r.counts) for r in rs)
-        tot = [[0, 0] for _ in range(depth)]
-        for r in rs:
-            for j, (a, n) in enumerate(r.counts):
-                tot[j][0] += a
-                tot[j][1] += n
-        pooled[bs] = (tot, _pooled_dispersion(rs)[0])
+    pooled = {bs: (_summed_counts(rs), _pooled_dispersion(rs)[0]) for bs, rs in groups.items()}
     q = df = gap = 0.0
     worst = None
     for j in range(max(len(t) for t, _ in pooled.values())):
         rows = [(bs, a / f, n / f) for bs, (t, f) in pooled.items() if j < len(t) for a, n in [t[j]] if n > 0]
-        if len(rows) < 2:
+        term = _cochran_term([(a, n) for _, a, n in rows])
+        if term is None:
             continue
-        pbar = sum(a for _, a, _ in rows) / sum(n for _, _, n in rows)
-        v = pbar * (1.0 - pbar)
-        if v <= 0.0:
-            continue
-        q += sum((a / n - pbar) ** 2 * n / v for _, a, n in rows)
+        q += term[0]
         df += len(rows) - 1
+        pbar = term[1]
         far = max(abs(a / n - pbar) for _, a, n in rows)
         if far > gap:
             gap, worst = far, (j, rows)
