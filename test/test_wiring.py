@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sglang_eagle_cycle.errors import UsageError
+from sglang_eagle_cycle.metrics import parse_wiring_line
 from sglang_eagle_cycle.patches.wiring import _resolve_or_config_error
 from sglang_eagle_cycle.safetensors_header import read_draft_shapes, read_header, write_header_only
 from sglang_eagle_cycle.wiring import (
@@ -277,6 +278,21 @@ def test_conventions_on_kimi(convention, reading, positions, warnings):
     assert (r.reading, r.positions, r.stock_positions, r.stock_family) == (reading, positions, [2, 30, 58],
                                                                            "deepseek_v2")
     assert codes(r) == (set(), warnings)
+
+
+def test_an_id_stock_never_captures_is_said_to_fail_not_to_be_captured():
+    # the seed team's patch: -1 (the embedding) before 2, 30, 58 on Kimi-K2.5. Stock's as-is branch is
+    # handed [-1, 2, 30, 58], captures 3 of them and fails at the first forward (DESIGN; the case's
+    # expected outcome "runtime_error"); the line said it "would capture [-1, 2, 30, 58]"
+    r = check_pair(KIMI_TARGET, {**KIMI_DRAFT, **ids_cfg([-1, 2, 30, 58])}, env={})
+    assert r.stock_positions == [-1, 2, 30, 58]
+    tail = ("stock SGLang 0.5.23 would capture only [2, 30, 58] of [-1, 2, 30, 58] ([-1] never captured) and "
+            "fail at the first target forward")
+    assert r.startup_line().endswith(tail)
+    assert tail.split("0.5.23 ", 1)[1] in next(p.message for p in r.problems if p.code == "stock_differs")
+    assert parse_wiring_line(r.startup_line())["stock_positions"] == "-1,2,30,58"
+    # the fix for stock writes the embedding position only for a draft trained on it
+    assert "(position 0 is the embedding output: only if the draft was trained on it)" in stock_fix_text(r)
 
 
 def test_stock_convention_follows_each_family_rule():

@@ -37,7 +37,8 @@ def stock_fix_text(report: WiringReport) -> str:
                f"to make that explicit, set {setting} in the draft's config.json.")
     else:
         msg = (f"{first}Fix for stock SGLang {STOCK_VERSION} (without this plugin): set {setting} in the draft's "
-               f"config.json; stock then captures positions {pos}.")
+               f"config.json; stock then captures positions {pos}"
+               + (" (position 0 is the embedding output: only if the draft was trained on it)." if 0 in pos else "."))
     if sorted(contract_positions(hint, n)) != sorted(pos):
         keep = "the draft's config as it is" if report.ids is None else f"the ids {_fmt(report.ids)}"
         source = " (from SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS)" if report.ids_source == "env" else ""

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from .config import ENV_CONVENTION, ENV_IDS, _is_int
-from .stock import STOCK_VERSION
+from .stock import RULES_BY_MODULE, STOCK_VERSION
 
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -173,7 +173,7 @@ class WiringReport:
         elif self.positions is not None and _same_capture(self.positions, self.stock_positions):
             tail = f"same as stock SGLang {STOCK_VERSION}"
         else:
-            tail = f"stock SGLang {STOCK_VERSION} would capture {_fmt(self.stock_positions)}"
+            tail = f"stock SGLang {STOCK_VERSION} {stock_capture_words(self.stock_family, self.stock_positions, n)}"
         return f"EAGLE-3 aux wiring: {head}; {tail}"
 
     def _reading_words(self) -> str:
@@ -199,6 +199,23 @@ _SOURCE_WORDS = {
 def _fmt(value) -> str:
     return json.dumps(value) if not isinstance(value, list) else "[" + ", ".join(
         str(v) if _is_int(v) else json.dumps(v) for v in value) + "]"
+
+
+def stock_capture_words(family: str, layers: list, num_layers: int) -> str:
+    """What stock SGLang does with its ``layers_to_capture`` ``layers`` (integers) for the target
+    family module ``family``, in words: "would capture [2, 30, 58]", or, where some value is never a
+    captured position (``-1``: the capture loop tests layer indices ``0..N-1``, and ``N`` only in
+    families that capture the final output), "would capture only [2, 30, 58] of [-1, 2, 30, 58]
+    ([-1] never captured) and fail at the first target forward" (the draft, built for every id,
+    gets fewer states than it reads)."""
+    rule = RULES_BY_MODULE.get(family)
+    top = num_layers if rule is not None and rule.final_capture else num_layers - 1
+    kept = [v for v in layers if _is_int(v) and 0 <= v <= top]
+    if len(kept) == len(layers):
+        return f"would capture {_fmt(layers)}"
+    lost = [v for v in layers if v not in kept]
+    return (f"would capture only {_fmt(kept)} of {_fmt(layers)} ({_fmt(lost)} never captured) and fail at "
+            "the first target forward")
 
 
 def _same_capture(a: list, b: list) -> bool:

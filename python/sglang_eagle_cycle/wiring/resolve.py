@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from ..errors import UsageError
 from .checks import _CAPTURE_OFF_CODES, _Inputs, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, misspelt_key_problems, normalize_algorithm, variant_problems
 from .config import ENV_ALLOW_EMBEDDING, ENV_CONVENTION, ENV_IDS, IDS_KEY, MAX_NUM_LAYERS, _all_ints, _checked_target_field, _declared, _is_int, _nested_ids, _short, find_field, find_num_layers
-from .report import CHECK_LEVELS, Problem, WiringReport, _LEVEL_ORDER, _SOURCE_WORDS, _fmt, _same_capture
+from .report import CHECK_LEVELS, Problem, WiringReport, _LEVEL_ORDER, _SOURCE_WORDS, _fmt, _same_capture, stock_capture_words
 from .stock import FamilyRule, STOCK_VERSION, _A, _stock_captures, family_rule, stock_layers_to_capture, target_rule
 
 
@@ -202,7 +202,7 @@ def _resolve(inp: _Inputs) -> WiringReport:
         elif stock is None:
             stock_words = f"would fail at start-up (IndexError) with ids {_fmt(inp.stock_ids)}"
         else:
-            stock_words = f"would capture {_fmt(stock)}"
+            stock_words = stock_capture_words(rule.module, stock, n)
         if convention == "output":
             advice = (f"If the draft was trained on layer inputs, set {ENV_CONVENTION}=input; to keep SGLang's "
                       f"per-family rule, set {ENV_CONVENTION}=stock")
