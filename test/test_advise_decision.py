@@ -416,6 +416,25 @@ def test_batch_sizes_whose_acceptance_disagrees_each_keep_their_own(tmp_path):
     assert all("acceptance" not in b for b in doc["per_batch_size"])
 
 
+def test_whole_cycle_times_from_one_depth_grow_by_a_draft_forward_a_step(tmp_path):
+    # stock-like input (mean accept length and cycle time, no phases) at one depth whose cycle is barely
+    # above the decode step: every chord from the decode step was flat, every deeper depth free, and
+    # advise said 8 steps, settled, on 13.83 ms at every depth
+    doc = {"schema": "eagle-cycle-inspect/1", "files": ["x.log"], "skipped_lines": 0, "findings": [],
+           "groups": [{"bs": 8, "steps": 3, "topk": 1, "draft_tokens": 4, "cycles": 2000,
+                       "phases": {"total_ms": {"mean": 13.83}}, "accept_len_mean": 2.23, "accept_hist": None,
+                       "per_position_acceptance": None, "tok_s": 1290.0}]}
+    out = advise_json(_write(tmp_path / "tot.json", doc), "--baseline-tok-s", 600)
+    assert out["inputs"]["cycle_model"]["mode"] == "totals"
+    cyc = {c["steps"]: c["predicted_cycle_ms"] for c in out["candidates"]}
+    decode = 8000.0 / 600
+    for s in range(4, 11):   # at least 2% of the decode step more per step, at most 8%
+        assert 0.02 * decode * (s - 3) <= cyc[s] - 13.83 + 0.01 <= 0.08 * decode * (s - 3) + 0.01
+    for s in (1, 2):         # fewer draft forwards, never below the decode step
+        assert decode - 1e-3 <= cyc[s] < 13.83
+    assert out["recommended"]["steps"] <= 4
+
+
 # --- the ensemble itself ---------------------------------------------------------------------------
 
 

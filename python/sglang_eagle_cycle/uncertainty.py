@@ -114,6 +114,8 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   at two widths or more whose other times differ by more than :data:`OTHER_GROWTH_Z` standard
   errors make a curve over the width there, drawn as the draft-extend is (host work per verified
   token: sampling, bookkeeping; one-step cycles follow it too unless a one-step run was measured).
+* **Whole-cycle times measured at one depth** (no phase split): at least one draft forward more per
+  step beyond it and less below it, never below the decode step (:func:`_draft_step_floor`).
 * **Measurement noise of the cycle times**: the measured mean cycle time at each width is off by
   its standard error (the larger of per-cycle sd / sqrt(cycles), from ``inspect``'s ``sd``, and
   the batch-means error of the period, ``batch_se``), carried to the other widths by
@@ -191,6 +193,9 @@ PAD_RATIO = 4.0 / 3.0
 FLAT_SECANT = 0.25
 #: unknown draft-step cost as a multiple of the draft-extend at width bs (low, high)
 UNKNOWN_STEP = (0.25, 1.5)
+#: one draft forward as a share of the no-spec decode step (low, high), the least a whole cycle
+#: (no phase split) grows per step beyond its measured depths (:func:`_draft_step_floor`)
+DRAFT_STEP_SHARE = (0.02, 0.08)
 #: Range of ``K`` (tokens, log-uniform): the draft-extend's fixed cost in tokens of its per-token
 #: cost, for a draft-extend measured at one width (:func:`_extend_one_width`).
 EXTEND_KNEE_TOKENS = (16.0, 1024.0)
@@ -764,6 +769,37 @@ def _draft_fixed_at(phased: Sequence[cm.CycleObservation], bs: int, n: int, seed
     return np.full(n, c_at(bs)), np.full(n, curve(bs)[0]), _one_step_keep(phased, n, rng)
 
 
+def _draft_step_floor(total: np.ndarray, pt: tuple[float, float], widths: Sequence[float], bs: int,
+                      decode_ms: Optional[float], rng: np.random.Generator) -> np.ndarray:
+    """Whole-cycle hypotheses ``total`` ``(n, len(widths))`` (ms) through one measured depth ``pt``
+    ``(width, ms)`` at ``bs`` that grow by at least one draft forward per step past it and shrink by
+    at least that much below it (never below the decode step ``decode_ms``, which a verify of more
+    tokens costs at least).
+
+    Whole-cycle times (stock lines, tables, bench records without phases) hold the draft forwards,
+    ``num_steps - 1`` of them (DESIGN section 4), which the curve over the width does not see: with
+    one measured depth whose cycle is barely above the decode step, every chord from the decode step
+    is flat, and a flat curve made every deeper depth free (10 steps advised, "settled"). The draft
+    forward is drawn per hypothesis as :data:`DRAFT_STEP_SHARE` of the decode step (of the measured
+    cycle without one): an EAGLE-3 draft is one decoder layer and an LM head, launch-bound at small
+    batches (the Kimi-K2.5 seed's: 0.24 ms a forward against an 11.3 ms decode step, 2%). Two
+    measured depths measure the growth per step themselves (on the SpecBundle table some grow by
+    less than 2% of the decode step a step), so this is for one."""
+    x0, y0 = pt
+    scale = decode_ms if decode_ms is not None else y0
+    t = rng.uniform(*DRAFT_STEP_SHARE, total.shape[0]) * scale
+    out = total.copy()
+    for i, w in enumerate(widths):
+        if w > x0:
+            out[:, i] = np.maximum(out[:, i], y0 + (w - x0) / bs * t)
+        elif w < x0:
+            low = y0 - (x0 - w) / bs * t
+            if decode_ms is not None:
+                low = np.maximum(low, decode_ms)
+            out[:, i] = np.minimum(out[:, i], np.maximum(low, 1e-6))
+    return out
+
+
 def _decode_step_at(cost: cm.CycleCostModel, bs: int, central: float, n: int, rng: np.random.Generator) -> np.ndarray:
     """``(n,)`` hypotheses of the no-spec decode step (ms) at a batch size with no baseline of its own
     (:meth:`costmodel.CycleCostModel.baseline_step_ms` gives ``central``).
@@ -862,6 +898,9 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         here = [o for o in obs if o.bs == bs]
         tpts = _points(here or obs, "total_ms")
         total = sample_curve(tpts, widths, n, rng, anchor=anchor)
+        if here and len(tpts) == 1:   # its own generator, so that the other draws stay put
+            total = _draft_step_floor(total, tpts[0], widths, bs, None if base is None else base[0],
+                                      np.random.default_rng([seed, 5]))
     noisy = [o for o in obs if o.bs == bs and o.total_se_ms]
     shape_total = total
     if noisy and spec:
