@@ -724,6 +724,16 @@ def test_baseline_flag_repeated_adds_values_and_conflicts_are_refused(capsys, tm
     assert doc["inputs"]["baseline_tok_s"] == {str(BS): 100.0}
     assert f"--baseline-tok-s at bs {BS + 1} (150 tok/s) not used: no run and no --batch-sizes at bs {BS + 1}" \
         in doc["inputs"]["notes"]
+    # ... unless a batch size advised without a baseline reads its decode step off the baselines' line
+    doc = advise_json(capsys, log, "--baseline-tok-s", f"{BS}:100", "--baseline-tok-s", f"{BS + 2}:150",
+                      "--batch-sizes", BS, BS + 1)
+    assert doc["inputs"]["baseline_tok_s"] == {str(BS): 100.0, str(BS + 2): 150.0}
+    assert any(n.startswith(f"--baseline-tok-s at bs {BS + 2} (150 tok/s), where no run is and none is advised, "
+                            "is used for the decode step") for n in doc["inputs"]["notes"])
+    b1 = next(b for b in doc["per_batch_size"] if b["bs"] == BS + 1)
+    off = next(c for c in b1["candidates"] if c["steps"] == 0)
+    d0, d2 = 1000.0 * BS / 100, 1000.0 * (BS + 2) / 150   # halfway along the two baselines' line
+    assert off["predicted_tok_s"] == pytest.approx(1000.0 * (BS + 1) / ((d0 + d2) / 2), rel=1e-3)
 
 
 @pytest.mark.parametrize("value", ['"384"', "384.5", "1e308", "true", "[384]"])

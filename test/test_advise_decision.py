@@ -362,19 +362,29 @@ def test_the_decode_step_at_a_batch_size_without_a_baseline_carries_an_interval(
     log = tmp_path / "multi.log"
     log.write_text("\n".join(lines) + "\n")
     d4, d16 = 1000.0 * 4 / 320.0, 1000.0 * 16 / 1150.0   # decode steps (ms) of the two baselines
-    doc = advise_json(log, "--baseline-tok-s", "4:320", "16:1150", "--batch-sizes", 4, 8, 16, 64)
+    doc = advise_json(log, "--baseline-tok-s", "4:320", "16:1150", "--batch-sizes", 1, 4, 8, 16, 64)
     off = {b["bs"]: next(c for c in b["candidates"] if c["steps"] == 0) for b in doc["per_batch_size"]}
     assert off[4]["tok_s_95"] == [320.0, 320.0] and off[16]["tok_s_95"] == [1150.0, 1150.0]
     d8 = d4 + (d16 - d4) * 4 / 12      # the two baselines' own line over the batch size
     assert off[8]["predicted_tok_s"] == pytest.approx(8000.0 / d8, rel=1e-3)
-    for bs in (8, 64):
+    for bs in (1, 8, 64):
         lo, hi = off[bs]["tok_s_95"]
         assert lo < off[bs]["predicted_tok_s"] < hi and off[bs]["interval_source"].startswith("no-spec decode step")
-    # one baseline (bs 4): the decode step at bs 16 lies between flat (the bs-4 step, the most a decode
-    # step can do with more requests) and the verify curve's slope half again as steep
+    # below the lowest baseline: between flat and the secant half again as steep, not down towards a step
+    # proportional to the batch (a first version drew bs-1 steps down to d4 / 4: 4.3x the tok/s, and the
+    # mean over that tail advised speculation off where it wins)
+    slope = (d16 - d4) / 12
+    assert off[1]["tok_s_95"][0] >= 1000.0 / d4 * 0.999
+    assert off[1]["tok_s_95"][1] <= 1000.0 / (d4 - 1.5 * slope * 3) * 1.001
+    # a line steep enough to reach no positive step at bs 1: no speculation-off row there, and a note says so
+    doc = advise_json(log, "--baseline-tok-s", "4:320", "16:200", "--batch-sizes", 1, 4, 16)
+    assert not any(c["steps"] == 0 for c in doc["per_batch_size"][0]["candidates"])
+    assert any(n.startswith("bs 1: no no-spec decode step") and "--baseline-tok-s 1:TOK_S" in n
+               for n in doc["inputs"]["notes"])
+    # one baseline (bs 4): the step at bs 16 is the verify curve's (a verify forward's slope), no range
     doc = advise_json(log, "--baseline-tok-s", "4:320", "--batch-sizes", 4, 16)
     c = next(c for c in doc["per_batch_size"][1]["candidates"] if c["steps"] == 0)
-    assert c["tok_s_95"][0] < c["predicted_tok_s"] < c["tok_s_95"][1] <= 16000.0 / d4 * 1.0001
+    assert c["tok_s_95"] is None and "one baseline: no interval" in c["interval_source"]
 
 
 def test_several_batch_sizes_with_different_picks_point_to_an_adaptive_config(tmp_path):

@@ -1138,6 +1138,10 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
     for bs in sizes:
         try:
             a = acc_at.get(bs, acc)
+            if cost.baseline_ms and cost.baseline_step_ms(bs) is None:
+                notes.append(f"bs {bs}: no no-spec decode step: carried there from the baselines (or the verify "
+                             f"curve) it reaches no positive time, so speculation off is not among its candidates "
+                             f"(give --baseline-tok-s {bs}:TOK_S)")
             cands = cm.predict_candidates(a, cost, bs, steps)
             if not any(c.steps > 0 for c in cands):
                 raise UsageError("no candidate depth above 0 (check --steps-candidates / --max-steps)")
@@ -1270,8 +1274,13 @@ def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble) -> list[cm.
         if c.steps == 0:
             if "baseline" in c.extrapolated:   # no baseline at this bs: the decode step's own hypotheses
                 lo, hi = np.percentile(ens.tok_s[:, i], unc.LEVELS)
-                c = dataclasses.replace(c, tok_s_low=float(min(lo, c.tok_s)), tok_s_high=float(max(hi, c.tok_s)),
-                                        interval_source="no-spec decode step (no baseline at this bs)")
+                if hi > lo:
+                    c = dataclasses.replace(c, tok_s_low=float(min(lo, c.tok_s)), tok_s_high=float(max(hi, c.tok_s)),
+                                            interval_source="no-spec decode step (no baseline at this bs)")
+                else:   # one baseline: the verify curve's value, no range (uncertainty._decode_step_at)
+                    c = dataclasses.replace(c, tok_s_low=None, tok_s_high=None,
+                                            interval_source="no-spec decode step from the verify curve through "
+                                                            "one baseline: no interval (give a baseline at this bs)")
             out.append(c)
             continue
         tok, e = ens.tok_s[:, i], ens.accept_len[:, i]

@@ -802,21 +802,29 @@ def _draft_step_floor(total: np.ndarray, pt: tuple[float, float], widths: Sequen
 
 def _decode_step_at(cost: cm.CycleCostModel, bs: int, central: float, n: int, rng: np.random.Generator) -> np.ndarray:
     """``(n,)`` hypotheses of the no-spec decode step (ms) at a batch size with no baseline of its own
-    (:meth:`costmodel.CycleCostModel.baseline_step_ms` gives ``central``).
-
-    With baselines at two batch sizes or more: :func:`sample_curve` through them over the batch size
-    (bent between two of them, the nearest secant flattened or steepened by half beyond). With one,
-    at ``b0``: ``y0 + u (central - y0)``, ``u`` leaning from 1 to :data:`BEYOND_SLOPE`'s ends (the one
-    measured slope, from the verify curve, between none and half again as steep). Never below 1% of
-    ``central``."""
+    (:meth:`costmodel.CycleCostModel.baseline_step_ms` gives ``central``), from baselines at two batch
+    sizes or more: between two of them, bent as between measured widths (:func:`sample_curve`);
+    beyond them, the nearest secant times ``u`` leaning from 1 to 0 (flat) and up to half again as
+    steep or, where that is less, proportional growth from the nearest baseline (a compute-bound
+    step); below the lowest, towards flat (fewer requests never cost more) and half again as steep,
+    never below ``y0 sqrt(bs / x0)``. With one baseline: ``central`` itself (the verify curve's, whose
+    slope is a verify forward's, not a decode step's: no range is drawn from it)."""
     pts = sorted((float(b), float(ms)) for b, ms in cost.baseline_ms.items())
-    if len(pts) >= 2:
-        out = sample_curve(pts, [float(bs)], n, rng)[:, 0]
+    if len(pts) < 2:
+        return np.full(n, central)
+    up, mag = _toward(rng, n)
+    (x0, y0), (x1, y1) = pts[0], pts[1]
+    (xp, yp), (xh, yh) = pts[-2], pts[-1]
+    if bs < x0:
+        slope = max(0.0, (y1 - y0) / (x1 - x0))
+        u = np.where(up, 1.0 + mag * (BEYOND_SLOPE[1] - 1.0), 1.0 - mag)
+        out = np.maximum(y0 - u * slope * (x0 - bs), y0 * math.sqrt(bs / x0))
+    elif bs > xh:
+        sec = max(0.0, (yh - yp) / (xh - xp))
+        top = max(BEYOND_SLOPE[1] * sec, yh / xh)
+        out = yh + np.where(up, sec + mag * (top - sec), (1.0 - mag) * sec) * (bs - xh)
     else:
-        y0 = pts[0][1]
-        up, mag = _toward(rng, n)
-        u = np.where(up, 1.0 + mag * (BEYOND_SLOPE[1] - 1.0), 1.0 - mag * (1.0 - BEYOND_SLOPE[0]))
-        out = y0 + u * (central - y0)
+        out = sample_curve(pts, [float(bs)], n, rng)[:, 0]
     return np.maximum(out, 0.01 * central)
 
 

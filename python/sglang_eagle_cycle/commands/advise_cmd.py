@@ -646,7 +646,8 @@ def _resolve_baselines(runs, found: dict, given, batch_sizes=None) -> tuple[dict
     runs at several sizes it is used only if the command line does not already give each of them
     one (then it is dropped with a note). A batch size given twice on the command line is refused;
     a command-line value replacing an input's is noted; a baseline at a batch size with neither a
-    run nor a prediction is dropped with a note.
+    run nor a prediction is dropped with a note, unless some advised batch size has no baseline of
+    its own (its decode step is read off the baselines' line: then it is kept, with a note).
 
     Raises:
         UsageError: a bare value (command line or INPUT) whose batch size cannot be told, or a
@@ -695,9 +696,16 @@ def _resolve_baselines(runs, found: dict, given, batch_sizes=None) -> tuple[dict
               for k, v in sorted(explicit.items()) if k in inputs and inputs[k] != v]
     out = {**inputs, **explicit}
     wanted = set(sizes) | set(batch_sizes or ())
+    # a batch size advised without a baseline of its own reads its decode step off the others' line
+    # (costmodel.CycleCostModel.baseline_step_ms): then every baseline counts
+    needed = any(b not in out for b in wanted)
     for k in sorted(set(out) - wanted):
         where = "--baseline-tok-s" if k in explicit else "the inputs' baseline"
-        notes.append(f"{where} at bs {k} ({out.pop(k):g} tok/s) not used: no run and no --batch-sizes at bs {k}")
+        if needed:
+            notes.append(f"{where} at bs {k} ({out[k]:g} tok/s), where no run is and none is advised, is used for "
+                         "the decode step at the batch sizes without a baseline")
+        else:
+            notes.append(f"{where} at bs {k} ({out.pop(k):g} tok/s) not used: no run and no --batch-sizes at bs {k}")
     return out, notes
 
 
