@@ -393,12 +393,12 @@ def test_several_batch_sizes_with_different_picks_point_to_an_adaptive_config(tm
     assert rc == 0 and "differs by batch size" in out and "--adaptive-config" in out
 
 
-def _two_workloads_log(path: Path, p_bs8: float) -> Path:
-    # bs 1 runs at p = 0.5 per position, bs 8 runs at p_bs8, at 3 and 5 steps each (a helper's case)
+def _two_workloads_log(path: Path, p_bs8: float, p_bs1: float = 0.5) -> Path:
+    # bs 1 runs at p_bs1 per position, bs 8 runs at p_bs8, at 3 and 5 steps each (a helper's case)
     from cyclegen import generate, log_lines
 
     rng, lines, first = random.Random(5), [], 0
-    for bs, steps, p, verify in ((1, 3, 0.5, 20), (1, 5, 0.5, 22), (8, 3, p_bs8, 24), (8, 5, p_bs8, 27)):
+    for bs, steps, p, verify in ((1, 3, p_bs1, 20), (1, 5, p_bs1, 22), (8, 3, p_bs8, 24), (8, 5, p_bs8, 27)):
         lines += log_lines(generate(rng, bs, steps, 1500, [p] * steps, verify_ms=verify, spans=True,
                                     first_cycle=first).records)
         first += 1510
@@ -406,12 +406,31 @@ def _two_workloads_log(path: Path, p_bs8: float) -> Path:
     return path
 
 
+def test_one_noisy_position_does_not_split_the_acceptance():
+    # rates 0.70 / 0.70 / 0.80 at bs 1 against 0.74 at every position at bs 8: the batch sizes differ
+    # beyond their noise, but by about 0.04 on average; the largest gap at any one position (position
+    # 3, 0.06 off the pooled rate) split it before
+    from sglang_eagle_cycle.advise import Run, acceptance_by_bs
+
+    def run(bs, rates, reached):
+        counts, n = [], reached
+        for p in rates:
+            counts.append((round(p * n), n))
+            n = round(p * n)
+        return Run(source=f"bs{bs}", bs=bs, steps=len(rates), counts=counts, cycles=reached // bs)
+
+    one, eight = run(1, (0.70, 0.70, 0.80), 6000), run(8, (0.74, 0.74, 0.74), 48000)
+    assert acceptance_by_bs([one, eight]) == ({}, [])
+    split, notes = acceptance_by_bs([one, run(8, (0.80, 0.80, 0.80), 48000)])   # 0.08 apart: split
+    assert set(split) == {1, 8} and notes[0].startswith("acceptance differs between batch sizes")
+
+
 def test_batch_sizes_whose_acceptance_disagrees_each_keep_their_own(tmp_path):
     # pooled, bs 8's request-cycles set bs 1's acceptance near 0.86 per position: bs 1 was advised 10
     # steps (6 steps predicted 174 tok/s) though its runs measured 82.4 at 3 steps and 75.5 at 5
     doc = advise_json(_two_workloads_log(tmp_path / "mixed.log", 0.9), "--baseline-tok-s", "1:60", "8:400")
     split = [n for n in doc["inputs"]["notes"] if n.startswith("acceptance differs between batch sizes")]
-    assert len(split) == 1 and "0.50 at bs 1, 0.90 at bs 8" in split[0], doc["inputs"]["notes"]
+    assert len(split) == 1 and "(position 1: 0.51 at bs 1, 0.90 at bs 8; chi-square p < 1e-12)" in split[0]
     by = {b["bs"]: b for b in doc["per_batch_size"]}
     p1 = {bs: by[bs]["acceptance"]["per_position_acceptance"][0]["p"] for bs in (1, 8)}
     assert p1[1] == pytest.approx(0.5, abs=0.03) and p1[8] == pytest.approx(0.9, abs=0.02)
@@ -420,10 +439,28 @@ def test_batch_sizes_whose_acceptance_disagrees_each_keep_their_own(tmp_path):
         for c in b["candidates"]:
             if c.get("measured_tok_s") and c["steps"]:
                 assert c["tok_s_95"][0] <= c["measured_tok_s"] <= c["tok_s_95"][1]
-    # one workload at both batch sizes: one pooled acceptance, no note
-    doc = advise_json(_two_workloads_log(tmp_path / "same.log", 0.5), "--baseline-tok-s", "1:60", "8:400")
-    assert not any("differs between batch sizes" in n for n in doc["inputs"]["notes"])
-    assert all("acceptance" not in b for b in doc["per_batch_size"])
+    # one workload at both batch sizes, or two 0.04 apart (beyond the noise of 12,000 request-cycles, not
+    # by 0.05): one pooled acceptance, no note (the largest gap at any one position split the second)
+    for p1 in (0.5, 0.86):
+        doc = advise_json(_two_workloads_log(tmp_path / "same.log", 0.9 if p1 > 0.5 else 0.5, p1),
+                          "--baseline-tok-s", "1:60", "8:400")
+        assert not any("differs between batch sizes" in n for n in doc["inputs"]["notes"]), p1
+        assert all("acceptance" not in b for b in doc["per_batch_size"])
+    # the bs-8 runs as an inspect document without per-position counts (mean accept lengths only, which
+    # pooling leaves out): bs 8 took bs 1's acceptance and missed its own runs by -46% and -59%
+    from sglang_eagle_cycle.report import inspect_paths
+
+    insp = inspect_paths([_two_workloads_log(tmp_path / "mixed.log", 0.9)])
+    for g in insp["groups"]:
+        if g["bs"] == 8:
+            g["accept_hist"] = g["per_position_acceptance"] = None
+    doc = advise_json(_write(tmp_path / "means.json", insp), "--baseline-tok-s", "1:60", "8:400")
+    split = [n for n in doc["inputs"]["notes"] if n.startswith("acceptance differs between batch sizes")]
+    assert len(split) == 1 and "bs 8 measured a mean accept length of" in split[0], doc["inputs"]["notes"]
+    b8 = next(b for b in doc["per_batch_size"] if b["bs"] == 8)
+    for c in b8["candidates"]:
+        if c.get("measured_tok_s") and c["steps"]:
+            assert c["tok_s_95"][0] <= c["measured_tok_s"] * 1.01 and c["measured_tok_s"] * 0.99 <= c["tok_s_95"][1]
 
 
 def test_whole_cycle_times_from_one_depth_grow_by_a_draft_forward_a_step(tmp_path):

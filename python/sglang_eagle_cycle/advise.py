@@ -1010,27 +1010,41 @@ def build_acceptance(runs: Sequence[Run]) -> tuple[cm.AcceptanceModel, list[str]
         raise UsageError(str(exc)) from None
 
 
-#: acceptance is split by batch size only when the batch sizes' rates at a shared position differ by
-#: at least this much (absolute) from their pooled rate, as well as beyond their noise
+#: acceptance is split by batch size only when some batch size's rates differ by at least this much
+#: (absolute, averaged over the shared positions by its reached counts) from the pooled rates, as well
+#: as beyond their noise
 SPLIT_MIN_GAP = 0.05
 #: ... and when the homogeneity test's p-value is below this
 SPLIT_P = 1e-3
+#: a mean-only run splits when its mean accept length is this many standard errors (two-sided
+#: p 0.001) ...
+SPLIT_Z = 3.29
+#: ... and this share or more off what the counted runs' acceptance gives at its depth
+SPLIT_MIN_REL = 0.03
 
 
-def acceptance_by_bs(counted: Sequence[Run]) -> tuple[dict[int, cm.AcceptanceModel], list[str]]:
+def acceptance_by_bs(runs: Sequence[Run]) -> tuple[dict[int, cm.AcceptanceModel], list[str]]:
     """Acceptance per batch size, where runs at different batch sizes disagree (else ``{}``).
 
     One draft on one workload accepts alike at every batch size, so :func:`build_acceptance` pools
     every run. Runs of different workloads (or sampling settings) in one log do not: pooled, the
-    larger batch's request-cycles set every batch size's acceptance. At the positions two batch
-    sizes or more reached, Cochran's ``Q`` of the batch sizes' rates about their pooled rate (each
-    batch size's counts weighed by ``1 / dispersion``, :func:`_pooled_dispersion` over its own runs)
-    is tested against chi-square with ``sum(groups - 1)`` degrees of freedom (Cochran, Biometrics 10
-    (1954) 101). When ``p <`` :data:`SPLIT_P` and some rate lies :data:`SPLIT_MIN_GAP` or more from
-    the pooled one, each batch size with runs gets an acceptance from its own runs alone.
+    larger batch's request-cycles set every batch size's acceptance. Two tests, either of which splits:
+
+    * batch sizes with per-position counts: at the positions two of them or more reached, Cochran's
+      ``Q`` of their rates about the pooled rate (each batch size's counts weighed by
+      ``1 / dispersion``, :func:`_pooled_dispersion` over its own runs) against chi-square with
+      ``sum(groups - 1)`` degrees of freedom (Cochran, Biometrics 10 (1954) 101), ``p <``
+      :data:`SPLIT_P`, and some batch size's rates off the pooled ones by :data:`SPLIT_MIN_GAP` or more
+      on average over those positions (weighed by its reached counts: one noisy position does not split);
+    * a batch size whose runs carry a mean accept length only (no counts, which pooling then ignores):
+      a run's mean off what the counted runs' acceptance gives at its depth by more than
+      :data:`SPLIT_Z` of its standard error (its batch-means one, else the Bhatia-Davis bound over its
+      request-cycles, :func:`_effective_samples`) and by :data:`SPLIT_MIN_REL` of it or more.
+
+    Then each batch size with runs gets an acceptance from its own runs alone.
 
     Args:
-        counted: runs with per-position counts (``Run.counts``), any batch sizes.
+        runs: fitted chain-drafting runs, any batch sizes.
 
     Returns:
         ``({bs: acceptance}, notes)``: empty when the batch sizes agree, or when fewer than two have runs.
@@ -1038,35 +1052,59 @@ def acceptance_by_bs(counted: Sequence[Run]) -> tuple[dict[int, cm.AcceptanceMod
     from scipy.stats import chi2
 
     groups: dict[int, list[Run]] = {}
-    for r in counted:
-        groups.setdefault(r.bs, []).append(r)
+    for r in runs:
+        if r.counts or r.accept_len is not None:
+            groups.setdefault(r.bs, []).append(r)
     if len(groups) < 2:
         return {}, []
-    pooled = {bs: (_summed_counts(rs), _pooled_dispersion(rs)[0]) for bs, rs in groups.items()}
-    q = df = gap = 0.0
-    worst = None
-    for j in range(max(len(t) for t, _ in pooled.values())):
-        rows = [(bs, a / f, n / f) for bs, (t, f) in pooled.items() if j < len(t) for a, n in [t[j]] if n > 0]
-        term = _cochran_term([(a, n) for _, a, n in rows])
-        if term is None:
-            continue
-        q += term[0]
-        df += len(rows) - 1
-        pbar = term[1]
-        far = max(abs(a / n - pbar) for _, a, n in rows)
-        if far > gap:
-            gap, worst = far, (j, rows)
-    if not df:
+    counted = {bs: [r for r in rs if r.counts] for bs, rs in groups.items()}
+    counted = {bs: rs for bs, rs in counted.items() if rs}
+    why = None
+    if len(counted) >= 2:
+        pooled = {bs: (_summed_counts(rs), _pooled_dispersion(rs)[0]) for bs, rs in counted.items()}
+        q = df = 0.0
+        dev = {bs: [0.0, 0.0] for bs in pooled}    # reached-weighted sum of (rate - pooled rate), weight
+        first = None
+        for j in range(max(len(t) for t, _ in pooled.values())):
+            rows = [(bs, a / f, n / f) for bs, (t, f) in pooled.items() if j < len(t) for a, n in [t[j]] if n > 0]
+            term = _cochran_term([(a, n) for _, a, n in rows])
+            if term is None:
+                continue
+            q += term[0]
+            df += len(rows) - 1
+            for bs, a, n in rows:
+                dev[bs][0] += n * (a / n - term[1])
+                dev[bs][1] += n
+            first = first or (j, rows)
+        if df:
+            p = float(chi2.sf(q, df))
+            gap = max(abs(d / w) for d, w in dev.values() if w > 0)
+            if p < SPLIT_P and gap >= SPLIT_MIN_GAP:
+                j, rows = first
+                rates = ", ".join(f"{a / n:.2f} at bs {bs}" for bs, a, n in sorted(rows))
+                why = f"position {j + 1}: {rates}; chi-square p {'< 1e-12' if p < 1e-12 else f'= {p:.1g}'}"
+    if why is None and counted:
+        ref = build_acceptance([r for rs in counted.values() for r in rs])[0]
+        for bs, rs in sorted(groups.items()):
+            if bs in counted:
+                continue
+            for r in rs:
+                n = _effective_samples(r)
+                if r.accept_len is None or (r.accept_se is None and not n):
+                    continue
+                e = ref.expected(r.steps)[0]
+                se = r.accept_se or math.sqrt(max((r.accept_len - 1.0) * (r.steps + 1.0 - r.accept_len), 1e-9) / n)
+                if abs(r.accept_len - e) > SPLIT_Z * se and abs(r.accept_len - e) >= SPLIT_MIN_REL * e:
+                    why = (f"bs {bs} measured a mean accept length of {r.accept_len:.2f} at {cm.steps_text(r.steps)}, "
+                           f"the per-position counts of bs {', '.join(map(str, sorted(counted)))} give {e:.2f}")
+                    break
+            if why is not None:
+                break
+    if why is None:
         return {}, []
-    p = float(chi2.sf(q, df))
-    if p >= SPLIT_P or gap < SPLIT_MIN_GAP:
-        return {}, []
-    j, rows = worst
-    rates = ", ".join(f"{a / n:.2f} at bs {bs}" for bs, a, n in sorted(rows))
-    notes = [f"acceptance differs between batch sizes beyond its noise (position {j + 1}: {rates}; chi-square "
-             f"p {'< 1e-12' if p < 1e-12 else f'= {p:.1g}'}): each batch size's runs make its own acceptance "
-             "(different workloads or sampling settings in these inputs?); a batch size no run measured takes "
-             "all runs'"]
+    notes = [f"acceptance differs between batch sizes beyond its noise ({why}): each batch size's runs make its "
+             "own acceptance (different workloads or sampling settings in these inputs?); a batch size no run "
+             "measured takes all runs'"]
     split = {}
     for bs, rs in sorted(groups.items()):
         split[bs], more = build_acceptance(rs)
@@ -1120,10 +1158,9 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
         raise UsageError("no chain-drafting (topk 1) run to learn from" +
                          (" (tree drafting, topk > 1, is not modelled)" if not_modelled else ""))
     acc, more = build_acceptance(fitted)
-    acc_at, split_notes = acceptance_by_bs([r for r in fitted if r.counts])
-    # split: the pooled acceptance (batch sizes no run measured) differs by construction, and each
-    # batch size's own notes replace its dispersion note
-    notes += [n for n in more if not (acc_at and n.startswith("acceptance varies"))] + split_notes
+    acc_at, split_notes = acceptance_by_bs(fitted)
+    # split: each batch size's own acceptance notes (prefixed with it) replace the pooled one's
+    notes += split_notes if acc_at else more
     obs = [o for o in (r.observation() for r in fitted) if o is not None]
     if not obs:
         raise UsageError("no cycle time in the inputs (need phase times, or accept length with tok/s)")
