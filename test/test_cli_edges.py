@@ -382,3 +382,8 @@ def test_a_list_option_given_twice_keeps_both_lists(tmp_path):
     assert [b["bs"] for b in doc["per_batch_size"]] == [1, 4]
     assert doc["inputs"]["cycle_model"]["baseline_step_ms"] == {"1": pytest.approx(1000 / 60, abs=1e-3)}
     assert sorted(c["steps"] for c in doc["candidates"]) == [0, 1, 2, 3]
+    out = tmp_path / "adaptive.json"
+    rc, _, err = call("advise", log, "--baseline-tok-s", "60", "--cuda-graph-bs", "8", "16", "--cuda-graph-bs", "16",
+                      "32", "32", "--adaptive-config", out)
+    assert rc == 0, err
+    assert json.loads(out.read_text())["_eagle_cycle"]["cuda_graph_bs_assumed"] == [8, 16, 32]

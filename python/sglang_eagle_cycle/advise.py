@@ -460,9 +460,9 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None
             total_sd=total_sd, accept_se=accept_se, period_se=period_se,
         ))
     damaged = doc.get("unparsed_lines")
-    if isinstance(damaged, int) and not isinstance(damaged, bool) and damaged > 0:
+    if isinstance(damaged, int) and not isinstance(damaged, bool) and 0 < damaged <= MAX_COUNT:
         notes.append(f"{source}: {damaged} damaged line{'s' if damaged != 1 else ''} left out (eagle-cycle "
-                     "inspect --show-rejected 20 names them and why): each run is what its other lines measured")
+                     "inspect LOG --show-rejected 20 names them and why): each run is what its other lines measured")
     base: dict[int, float] = {}
     db = doc.get("decode_batch")
     if not runs and isinstance(db, Mapping) and db.get("accept_len_mean") is None \

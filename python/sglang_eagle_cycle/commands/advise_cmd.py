@@ -943,8 +943,9 @@ def main(args: argparse.Namespace) -> int:
                         notes=notes, not_modelled=not_modelled)
     if not baselines:
         advice.notes.append("no baseline (--baseline-tok-s): no speedups, speculation off never considered")
-    plan = adv.adaptive_config(advice, args.cuda_graph_bs) if args.adaptive_config else None
-    cand_plan = adv.adaptive_candidates(advice, args.cuda_graph_bs) if args.adaptive_candidates else None
+    graph_bs = sorted(set(args.cuda_graph_bs)) if args.cuda_graph_bs else None   # given twice: both lists, once each
+    plan = adv.adaptive_config(advice, graph_bs) if args.adaptive_config else None
+    cand_plan = adv.adaptive_candidates(advice, graph_bs) if args.adaptive_candidates else None
     plan_path = cand_path = None
     if plan is not None:
         plan_path = _write_adaptive(outputs["--adaptive-config"], plan, args.force)
