@@ -295,6 +295,17 @@ def test_an_id_stock_never_captures_is_said_to_fail_not_to_be_captured():
     assert "(position 0 is the embedding output: only if the draft was trained on it)" in stock_fix_text(r)
 
 
+def test_a_draft_architectures_string_is_named_as_such():
+    # "architectures": "LlamaForCausalLMEagle3" (a string, not a list): the error said the draft's
+    # architectures [] name no EAGLE-3 class, which misstates what the file holds
+    r = check_pair(KIMI_TARGET, {**KIMI_DRAFT, "architectures": "LlamaForCausalLMEagle3"}, env={})
+    msg = next(p.message for p in r.errors if p.code == "not_eagle3_architecture")
+    assert msg.startswith('draft architectures is "LlamaForCausalLMEagle3", not a list of class names')
+    r = check_pair(KIMI_TARGET, {**KIMI_DRAFT, "architectures": ["LlamaForCausalLM"]}, env={})
+    assert next(p.message for p in r.errors if p.code == "not_eagle3_architecture").startswith(
+        'draft architectures ["LlamaForCausalLM"] name no EAGLE-3 class')
+
+
 def test_stock_convention_follows_each_family_rule():
     env = {"SGLANG_EAGLE_CYCLE_AUX_CONVENTION": "stock"}
     r = check_pair(KIMI_TARGET, {**KIMI_DRAFT, **ids_cfg([1, 29, 57])}, env=env)

@@ -55,12 +55,13 @@ def _draft_target_hidden(draft_cfg: Mapping | None) -> int | None:
 
 
 def _draft_checks(draft: Mapping, inp: _Inputs, n_aux: int | None, add) -> None:
-    archs = draft.get("architectures")
-    archs = archs if isinstance(archs, list) else []
+    raw = draft.get("architectures")
+    archs = raw if isinstance(raw, list) else []
     if inp.algorithm == "EAGLE3" and not any(a in EAGLE3_DRAFT_ARCHITECTURES for a in archs):
+        what = (f"draft architectures {_fmt(archs)} name no EAGLE-3 class" if isinstance(raw, list) or raw is None
+                else f"draft architectures is {_fmt(raw)}, not a list of class names (SGLang reads architectures[0])")
         add("not_eagle3_architecture",
-            f"draft architectures {_fmt(archs)} name no EAGLE-3 class; SGLang {STOCK_VERSION} loads "
-            f"{' or '.join(EAGLE3_DRAFT_ARCHITECTURES)}")
+            f"{what}; SGLang {STOCK_VERSION} loads {' or '.join(EAGLE3_DRAFT_ARCHITECTURES)}")
     # how many aux states stock SGLang builds the draft's fc for
     nested = _nested_ids(draft)
     if "Eagle3DeepseekV2ForCausalLM" in archs:

@@ -50,7 +50,9 @@ def stock_fix_text(report: WiringReport) -> str:
 
 def _arch(cfg: Mapping) -> str:
     archs = cfg.get("architectures")
-    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else "(no architectures)"
+    if isinstance(archs, list) and archs and isinstance(archs[0], str):
+        return archs[0]
+    return "(no architectures)" if archs in (None, []) else f"(architectures {_fmt(archs)}: not a list of class names)"
 
 
 def render_report(report: WiringReport, target_path: Path, target_cfg: Mapping, draft_path: Path,
