@@ -262,6 +262,17 @@ def test_stock_decode_batch_logs_at_two_depths_are_runs(tmp_path):
     assert len(err.strip().splitlines()) == 1
 
 
+def test_an_inspect_document_of_stock_lines_says_it_lacks_the_depth(tmp_path):
+    # the log itself names its depth in its server_args= line; inspect's document of it does not, and
+    # advise said only "no speculative run found in the inputs"
+    from sglang_eagle_cycle.report import inspect_paths
+
+    doc = inspect_paths([_stock_log(tmp_path / "stock.log", 3, 2.4, 80.0)])
+    rc, _, err = advise(_write(tmp_path / "stock.json", doc), "--baseline-tok-s", 60)
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "an inspect document does not carry the depth they ran at" in err and "give the log itself" in err
+
+
 def test_server_args_line_in_both_shapes():
     from sglang_eagle_cycle.decode_batch import speculative_server_args as parse
 

@@ -469,6 +469,9 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None
             and _finite(db.get("gen_tok_s_mean")) and db["gen_tok_s_mean"] > 0:
         base[0] = float(db["gen_tok_s_mean"])
         notes.append(f"{source}: no speculation in its Decode batch lines: baseline {base[0]:.1f} tok/s")
+    elif not runs and isinstance(db, Mapping) and db.get("accept_len_mean") is not None:
+        notes.append(f"{source}: stock Decode batch lines with accept lengths, but an inspect document does not "
+                     "carry the depth they ran at (the log's server_args= line): give the log itself: not used")
     return runs, base, notes
 
 
