@@ -377,16 +377,20 @@ def test_the_decode_step_at_a_batch_size_without_a_baseline_carries_an_interval(
     off = {b["bs"]: next(c for c in b["candidates"] if c["steps"] == 0) for b in doc["per_batch_size"]}
     assert off[4]["tok_s_95"] == [320.0, 320.0] and off[16]["tok_s_95"] == [1150.0, 1150.0]
     d8 = d4 + (d16 - d4) * 4 / 12      # the two baselines' own line over the batch size
-    assert off[8]["predicted_tok_s"] == pytest.approx(8000.0 / d8, rel=1e-3)
+    assert off[8]["predicted_tok_s"] == pytest.approx(8000.0 / d8, rel=0.01)
     for bs in (1, 8, 64):
         lo, hi = off[bs]["tok_s_95"]
         assert lo < off[bs]["predicted_tok_s"] < hi and off[bs]["interval_source"].startswith("no-spec decode step")
-    # below the lowest baseline: between flat and the secant half again as steep, not down towards a step
-    # proportional to the batch (a first version drew bs-1 steps down to d4 / 4: 4.3x the tok/s, and the
-    # mean over that tail advised speculation off where it wins)
-    slope = (d16 - d4) / 12
+    # below the lowest baseline: between flat and the secant half again as steep (or a quarter of
+    # proportional growth), not down towards a step proportional to the batch (a first version drew
+    # bs-1 steps down to d4 / 4: 4.3x the tok/s, and the mean over that tail advised speculation off)
+    steep = max(1.5 * (d16 - d4) / 12, 0.25 * d4 / 4)
     assert off[1]["tok_s_95"][0] >= 1000.0 / d4 * 0.999
-    assert off[1]["tok_s_95"][1] <= 1000.0 / (d4 - 1.5 * slope * 3) * 1.001
+    assert off[1]["tok_s_95"][1] <= 1000.0 / (d4 - steep * 3) * 1.001
+    # the row is the mean over the step's hypotheses, and every speedup at that batch size is against it
+    b8 = next(b for b in doc["per_batch_size"] if b["bs"] == 8)
+    for c in b8["candidates"]:
+        assert c["predicted_speedup"] == pytest.approx(c["predicted_tok_s"] / off[8]["predicted_tok_s"], abs=1e-3)
     # a line steep enough to reach no positive step at bs 1: no speculation-off row there, and a note says so
     doc = advise_json(log, "--baseline-tok-s", "4:320", "16:200", "--batch-sizes", 1, 4, 16)
     assert not any(c["steps"] == 0 for c in doc["per_batch_size"][0]["candidates"])
@@ -434,6 +438,26 @@ def test_one_noisy_position_does_not_split_the_acceptance():
     assert acceptance_by_bs([one, eight]) == ({}, [])
     split, notes = acceptance_by_bs([one, run(8, (0.80, 0.80, 0.80), 48000)])   # 0.08 apart: split
     assert set(split) == {1, 8} and notes[0].startswith("acceptance differs between batch sizes")
+
+
+def test_a_mean_only_run_is_compared_with_the_counted_acceptance_and_its_noise():
+    # one workload: a short counted run at bs 1 (accept length 2.62 at 3 steps from 300 request-cycles)
+    # and a mean-only bs-8 run 5% below it with a small error of its own. Against the mean-only run's
+    # error alone the gap was 6.5 standard errors and split the acceptance (a helper: 10 of 24 blind
+    # worlds split so); with the counted acceptance's own error it is about 2
+    from sglang_eagle_cycle.advise import Run, acceptance_by_bs
+
+    counted = Run(source="bs1", bs=1, steps=3, counts=[(225, 300), (158, 225), (103, 158)], cycles=300)
+    e = 1 + 0.75 + 0.75 * 158 / 225 + 0.75 * 158 / 225 * 103 / 158
+    means = Run(source="bs8", bs=8, steps=3, accept_len=0.95 * e, accept_se=0.02, cycles=3000)
+    assert acceptance_by_bs([counted, means]) == ({}, [])
+    # a depth the counted runs never reached is not compared (the acceptance there is extrapolated)
+    deep = Run(source="bs8", bs=8, steps=5, accept_len=0.8 * e, accept_se=0.01, cycles=3000)
+    assert acceptance_by_bs([counted, deep]) == ({}, [])
+    # far off (30%) with a small error: split
+    split, notes = acceptance_by_bs([counted, Run(source="bs8", bs=8, steps=3, accept_len=1.3 * e,
+                                                  accept_se=0.02, cycles=3000)])
+    assert set(split) == {1, 8} and "bs 8 measured a mean accept length of" in notes[0]
 
 
 def test_batch_sizes_whose_acceptance_disagrees_each_keep_their_own(tmp_path):
@@ -486,8 +510,11 @@ def test_whole_cycle_times_from_one_depth_grow_by_a_draft_forward_a_step(tmp_pat
     assert out["inputs"]["cycle_model"]["mode"] == "totals"
     cyc = {c["steps"]: c["predicted_cycle_ms"] for c in out["candidates"]}
     decode = 8000.0 / 600
-    for s in range(4, 11):   # at least 2% of the decode step more per step, at most 8%
-        assert 0.02 * decode * (s - 3) <= cyc[s] - 13.83 + 0.01 <= 0.08 * decode * (s - 3) + 0.01
+    for s in range(4, 11):   # at least 0.5% of the decode step more per step, at most 8%
+        assert 0.005 * decode * (s - 3) <= cyc[s] - 13.83 + 0.01 <= 0.08 * decode * (s - 3) + 0.01
+    # the median hypothesis: 2% a step (log-uniform in 0.5-8%; a uniform draw put it at 4.25%, and a
+    # helper's grid of worlds growing by 0.3-1% a step lost 3-4% regret to it)
+    assert cyc[4] - 13.83 == pytest.approx(0.02 * decode, rel=0.2)
     for s in (1, 2):         # fewer draft forwards, never below the decode step
         assert decode - 1e-3 <= cyc[s] < 13.83
     assert out["recommended"]["steps"] <= 4

@@ -1040,9 +1040,10 @@ def acceptance_by_bs(runs: Sequence[Run]) -> tuple[dict[int, cm.AcceptanceModel]
       :data:`SPLIT_P`, and some batch size's rates off the pooled ones by :data:`SPLIT_MIN_GAP` or more
       on average over those positions (weighed by its reached counts: one noisy position does not split);
     * a batch size whose runs carry a mean accept length only (no counts, which pooling then ignores):
-      a run's mean off what the counted runs' acceptance gives at its depth by more than
-      :data:`SPLIT_Z` of its standard error (its batch-means one, else the Bhatia-Davis bound over its
-      request-cycles, :func:`_effective_samples`) and by :data:`SPLIT_MIN_REL` of it or more.
+      a run's mean off what the counted runs' acceptance gives at its depth (one they reached) by more
+      than :data:`SPLIT_Z` standard errors of the difference (the run's batch-means one, else the
+      Bhatia-Davis bound over its request-cycles, :func:`_effective_samples`, with the counted
+      acceptance's own, its 95% interval over 3.92) and by :data:`SPLIT_MIN_REL` of it or more.
 
     Then each batch size with runs gets an acceptance from its own runs alone.
 
@@ -1093,10 +1094,11 @@ def acceptance_by_bs(runs: Sequence[Run]) -> tuple[dict[int, cm.AcceptanceModel]
                 continue
             for r in rs:
                 n = _effective_samples(r)
-                if r.accept_len is None or (r.accept_se is None and not n):
-                    continue
-                e = ref.expected(r.steps)[0]
+                if r.accept_len is None or (r.accept_se is None and not n) or r.steps > ref.observed_depth:
+                    continue   # no noise estimate, or a depth the counted runs never reached (extrapolated)
+                e, lo, hi = ref.expected(r.steps)
                 se = r.accept_se or math.sqrt(max((r.accept_len - 1.0) * (r.steps + 1.0 - r.accept_len), 1e-9) / n)
+                se = math.hypot(se, (hi - lo) / 3.92 if lo is not None and hi is not None else 0.0)
                 if abs(r.accept_len - e) > SPLIT_Z * se and abs(r.accept_len - e) >= SPLIT_MIN_REL * e:
                     why = (f"bs {bs} measured a mean accept length of {r.accept_len:.2f} at {cm.steps_text(r.steps)}, "
                            f"the per-position counts of bs {', '.join(map(str, sorted(counted)))} give {e:.2f}")
@@ -1187,7 +1189,7 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
                 raise UsageError("no candidate depth above 0 (check --steps-candidates / --max-steps)")
             ens = unc.build(a, cost, obs, bs, [c.steps for c in cands],
                             draft_fixed_share=0.0 if any(r.device_spans for r in fitted) else unc.DRAFT_FIXED_SHARE)
-            cands = _from_ensemble(cands, ens)
+            cands = _from_ensemble(cands, ens, one_baseline=len(cost.baseline_ms) == 1)
             dec = unc.decide(ens, measured=[r.steps for r in fitted if r.bs == bs])
             won = _measured_winner(dec.pick, [r for r in fitted if r.bs == bs], [c.steps for c in cands])
             if won is not None:
@@ -1304,23 +1306,28 @@ def _measured_winner(pick: int, runs: Sequence[Run], steps: Sequence[int]) -> Op
     return best
 
 
-def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble) -> list[cm.Candidate]:
-    """Candidates whose predictions are the ensemble's: mean tok/s, 95% intervals, median phases."""
+def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble, one_baseline: bool = False) -> list[cm.Candidate]:
+    """Candidates whose predictions are the ensemble's: mean tok/s, 95% intervals, median phases.
+
+    At a batch size without a baseline of its own, the speculation-off row is the mean over the
+    decode step's hypotheses (``one_baseline``: the verify curve's value, no interval), and every
+    candidate's speedup is against it: the figures the decision compares."""
     import numpy as np
 
     out = []
+    base_mean = None
     for c in cands:
         i = ens.steps.index(c.steps)
         if c.steps == 0:
-            if "baseline" in c.extrapolated:   # no baseline at this bs: the decode step's own hypotheses
+            if "baseline" in c.extrapolated and one_baseline:   # uncertainty._decode_step_at: no range
+                c = dataclasses.replace(c, tok_s_low=None, tok_s_high=None,
+                                        interval_source="no-spec decode step from the verify curve through "
+                                                        "one baseline: no interval (give a baseline at this bs)")
+            elif "baseline" in c.extrapolated:   # the decode step's own hypotheses
+                base_mean = float(ens.tok_s[:, i].mean())
                 lo, hi = np.percentile(ens.tok_s[:, i], unc.LEVELS)
-                if hi > lo:
-                    c = dataclasses.replace(c, tok_s_low=float(min(lo, c.tok_s)), tok_s_high=float(max(hi, c.tok_s)),
-                                            interval_source="no-spec decode step (no baseline at this bs)")
-                else:   # one baseline: the verify curve's value, no range (uncertainty._decode_step_at)
-                    c = dataclasses.replace(c, tok_s_low=None, tok_s_high=None,
-                                            interval_source="no-spec decode step from the verify curve through "
-                                                            "one baseline: no interval (give a baseline at this bs)")
+                c = dataclasses.replace(c, tok_s=base_mean, baseline_tok_s=base_mean, tok_s_low=float(lo),
+                                        tok_s_high=float(hi), interval_source="no-spec decode step (no baseline at this bs)")
             out.append(c)
             continue
         tok, e = ens.tok_s[:, i], ens.accept_len[:, i]
@@ -1335,6 +1342,8 @@ def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble) -> list[cm.
         out.append(dataclasses.replace(
             c, accept_len=float(e.mean()), accept_len_low=float(elo), accept_len_high=float(ehi), cycle=cyc,
             tok_s=float(tok.mean()), tok_s_low=float(lo), tok_s_high=float(hi), interval_source=ens.sources[i]))
+    if base_mean is not None:
+        out = [dataclasses.replace(c, baseline_tok_s=base_mean) for c in out]
     by = {c.steps: c for c in out}
     for k, c in enumerate(out):
         prev = by.get(c.steps - 1)

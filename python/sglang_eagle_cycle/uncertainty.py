@@ -194,8 +194,12 @@ FLAT_SECANT = 0.25
 #: unknown draft-step cost as a multiple of the draft-extend at width bs (low, high)
 UNKNOWN_STEP = (0.25, 1.5)
 #: one draft forward as a share of the no-spec decode step (low, high), the least a whole cycle
-#: (no phase split) grows per step beyond its measured depths (:func:`_draft_step_floor`)
-DRAFT_STEP_SHARE = (0.02, 0.08)
+#: (no phase split) grows per step beyond its measured depths (:func:`_draft_step_floor`): the Kimi
+#: seed's is 2%; a very large target's launch-bound draft forward can be a fraction of a percent
+DRAFT_STEP_SHARE = (0.005, 0.08)
+#: outside the baselines, the steep extreme of the decode step's slope over the batch size is at
+#: least this share of proportional growth from the nearest baseline (:func:`_decode_step_at`)
+DECODE_PROPORTIONAL_SHARE = 0.25
 #: Range of ``K`` (tokens, log-uniform): the draft-extend's fixed cost in tokens of its per-token
 #: cost, for a draft-extend measured at one width (:func:`_extend_one_width`).
 EXTEND_KNEE_TOKENS = (16.0, 1024.0)
@@ -780,14 +784,16 @@ def _draft_step_floor(total: np.ndarray, pt: tuple[float, float], widths: Sequen
     ``num_steps - 1`` of them (DESIGN section 4), which the curve over the width does not see: with
     one measured depth whose cycle is barely above the decode step, every chord from the decode step
     is flat, and a flat curve made every deeper depth free (10 steps advised, "settled"). The draft
-    forward is drawn per hypothesis as :data:`DRAFT_STEP_SHARE` of the decode step (of the measured
-    cycle without one): an EAGLE-3 draft is one decoder layer and an LM head, launch-bound at small
-    batches (the Kimi-K2.5 seed's: 0.24 ms a forward against an 11.3 ms decode step, 2%). Two
+    forward is drawn per hypothesis log-uniform in :data:`DRAFT_STEP_SHARE` of the decode step (of the
+    measured cycle without one), median 2%: an EAGLE-3 draft is one decoder layer and an LM head,
+    launch-bound at small batches (the Kimi-K2.5 seed's: 0.24 ms a forward against an 11.3 ms decode
+    step, 2%). Two
     measured depths measure the growth per step themselves (on the SpecBundle table some grow by
     less than 2% of the decode step a step), so this is for one."""
     x0, y0 = pt
     scale = decode_ms if decode_ms is not None else y0
-    t = rng.uniform(*DRAFT_STEP_SHARE, total.shape[0]) * scale
+    lo, hi = DRAFT_STEP_SHARE
+    t = np.exp(rng.uniform(math.log(lo), math.log(hi), total.shape[0])) * scale   # log-uniform: median 2%
     out = total.copy()
     for i, w in enumerate(widths):
         if w > x0:
@@ -805,26 +811,32 @@ def _decode_step_at(cost: cm.CycleCostModel, bs: int, central: float, n: int, rn
     (:meth:`costmodel.CycleCostModel.baseline_step_ms` gives ``central``), from baselines at two batch
     sizes or more: between two of them, bent as between measured widths (:func:`sample_curve`);
     beyond them, the nearest secant times ``u`` leaning from 1 to 0 (flat) and up to half again as
-    steep or, where that is less, proportional growth from the nearest baseline (a compute-bound
-    step); below the lowest, towards flat (fewer requests never cost more) and half again as steep,
-    never below ``y0 sqrt(bs / x0)``. With one baseline: ``central`` itself (the verify curve's, whose
-    slope is a verify forward's, not a decode step's: no range is drawn from it)."""
+    steep; below the lowest, towards flat (fewer requests never cost more) and half again as steep,
+    never below ``y0 sqrt(bs / x0)``. The steep extreme outside them is at least
+    :data:`DECODE_PROPORTIONAL_SHARE` of proportional growth from the nearest baseline (flat baselines
+    leave room to grow), not proportional growth itself: a first version took that, and where the
+    secant was an eighth of it the mean over the hypotheses doubled the slope the table printed, so
+    advise recommended 2 steps "at 0.94x the no-spec" tok/s. With one baseline: ``central`` itself
+    (the verify curve's, whose slope is a verify forward's, not a decode step's: no range is drawn)."""
     pts = sorted((float(b), float(ms)) for b, ms in cost.baseline_ms.items())
     if len(pts) < 2:
         return np.full(n, central)
     up, mag = _toward(rng, n)
-    (x0, y0), (x1, y1) = pts[0], pts[1]
-    (xp, yp), (xh, yh) = pts[-2], pts[-1]
-    if bs < x0:
-        slope = max(0.0, (y1 - y0) / (x1 - x0))
-        u = np.where(up, 1.0 + mag * (BEYOND_SLOPE[1] - 1.0), 1.0 - mag)
-        out = np.maximum(y0 - u * slope * (x0 - bs), y0 * math.sqrt(bs / x0))
-    elif bs > xh:
-        sec = max(0.0, (yh - yp) / (xh - xp))
-        top = max(BEYOND_SLOPE[1] * sec, yh / xh)
-        out = yh + np.where(up, sec + mag * (top - sec), (1.0 - mag) * sec) * (bs - xh)
+    if pts[0][0] <= bs <= pts[-1][0]:
+        return np.maximum(sample_curve(pts, [float(bs)], n, rng)[:, 0], 0.01 * central)
+    # outside the baselines: the nearest secant, leaning to flat and to a steeper extreme: half again
+    # as steep, or a quarter of proportional growth where the secant is flatter than that (flat
+    # baselines still leave room to grow); the two sides about as far apart, so that the mean over
+    # the hypotheses stays near the central step the table prints
+    (xa, ya), (xb, yb) = pts[:2] if bs < pts[0][0] else pts[-2:]
+    near = (xa, ya) if bs < xa else (xb, yb)
+    sec = max(0.0, (yb - ya) / (xb - xa))
+    steep = max(BEYOND_SLOPE[1] * sec, DECODE_PROPORTIONAL_SHARE * near[1] / near[0])
+    slope = np.where(up, sec + mag * (steep - sec), (1.0 - mag) * sec)
+    if bs < xa:   # fewer requests: never more than the lowest baseline's step
+        out = np.maximum(ya - slope * (xa - bs), ya * math.sqrt(bs / xa))
     else:
-        out = sample_curve(pts, [float(bs)], n, rng)[:, 0]
+        out = yb + slope * (bs - xb)
     return np.maximum(out, 0.01 * central)
 
 
