@@ -14,6 +14,7 @@ import io
 import json
 import math
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -387,7 +388,13 @@ def test_the_decode_step_at_a_batch_size_without_a_baseline_carries_an_interval(
     steep = max(1.5 * (d16 - d4) / 12, 0.25 * d4 / 4)
     assert off[1]["tok_s_95"][0] >= 1000.0 / d4 * 0.999
     assert off[1]["tok_s_95"][1] <= 1000.0 / (d4 - steep * 3) * 1.001
-    # the row is the mean over the step's hypotheses, and every speedup at that batch size is against it
+    # the row is the mean over the step's hypotheses, its cycle the step that gives it, and every speedup
+    # at that batch size is against it; the table shows its interval (it printed '-' for every off row)
+    for bs in (1, 8, 64):
+        assert off[bs]["predicted_cycle_ms"] * off[bs]["predicted_tok_s"] == pytest.approx(1000.0 * bs, rel=1e-3)
+    rc, out, _ = advise(log, "--baseline-tok-s", "4:320", "16:1150", "--batch-sizes", 1, 4, 8, 16, 64)
+    lo, hi = off[8]["tok_s_95"]
+    assert rc == 0 and re.search(rf"\b{off[8]['predicted_tok_s']:.1f}\s+{lo:.1f}-{hi:.1f}\b", out)
     b8 = next(b for b in doc["per_batch_size"] if b["bs"] == 8)
     for c in b8["candidates"]:
         assert c["predicted_speedup"] == pytest.approx(c["predicted_tok_s"] / off[8]["predicted_tok_s"], abs=1e-3)
@@ -458,6 +465,28 @@ def test_a_mean_only_run_is_compared_with_the_counted_acceptance_and_its_noise()
     split, notes = acceptance_by_bs([counted, Run(source="bs8", bs=8, steps=3, accept_len=1.3 * e,
                                                   accept_se=0.02, cycles=3000)])
     assert set(split) == {1, 8} and "bs 8 measured a mean accept length of" in notes[0]
+
+
+def test_the_split_weighs_each_side_by_its_own_noise():
+    from sglang_eagle_cycle.advise import Run, acceptance_by_bs
+
+    # the counted side's error by the delta method: its expected-length interval puts every position at
+    # its bound together (1.6x wider here), and a helper's 42% gap went unsplit behind it
+    counted = Run(source="bs2", bs=2, steps=3, counts=[(2400, 4000), (1320, 2400), (660, 1320)], cycles=2000,
+                  accept_se=0.02)
+    e = 1 + 0.6 + 0.6 * 0.55 + 0.6 * 0.55 * 0.5
+    assert set(acceptance_by_bs([counted, Run(source="bs8", bs=8, steps=3, accept_len=1.05 * e, accept_se=0.02,
+                                              cycles=3000)])[0]) == {2, 8}
+    # a run that saw few requests (300 cycles at bs 1) counts four times noisier: 0.8 against 0.7 per
+    # position split one workload's runs (a helper: 2-6 of 48 worlds with runs of 100-300 cycles at bs 1-2)
+    def run(bs, p, reached, cycles):
+        counts, n = [], reached
+        for _ in range(3):
+            counts.append((round(p * n), n))
+            n = round(p * n)
+        return Run(source=f"bs{bs}", bs=bs, steps=3, counts=counts, cycles=cycles, accept_se=0.01)
+    assert acceptance_by_bs([run(1, 0.8, 300, 300), run(32, 0.7, 9600, 300)]) == ({}, [])
+    assert set(acceptance_by_bs([run(1, 0.8, 3300, 3300), run(32, 0.7, 9600, 300)])[0]) == {1, 32}
 
 
 def test_batch_sizes_whose_acceptance_disagrees_each_keep_their_own(tmp_path):

@@ -25,6 +25,7 @@ Usage::
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import re
 from dataclasses import dataclass, field
@@ -1024,6 +1025,37 @@ SPLIT_P = 1e-3
 SPLIT_Z = 3.29
 #: ... and this share or more off what the counted runs' acceptance gives at its depth
 SPLIT_MIN_REL = 0.03
+#: in the split test, the least dispersion of runs that saw few requests (:func:`_split_floor`)
+SPLIT_UNKNOWN_DISPERSION = 4.0
+#: request-cycles below which runs count as having seen few requests: 16 requests of about 200 cycles
+#: (a 512-token answer at an accept length near 2.5)
+SPLIT_MIN_REQUEST_CYCLES = 3200
+
+
+def _split_floor(runs: Sequence[Run]) -> float:
+    """The least dispersion :func:`acceptance_by_bs` gives ``runs``: :data:`SPLIT_UNKNOWN_DISPERSION`
+    when together they hold fewer than :data:`SPLIT_MIN_REQUEST_CYCLES` request-cycles or one has no
+    cycle count or batch-means estimate, else 1."""
+    if any(not r.cycles or r.accept_se is None for r in runs) or \
+            sum(r.bs * r.cycles for r in runs) < SPLIT_MIN_REQUEST_CYCLES:
+        return SPLIT_UNKNOWN_DISPERSION
+    return 1.0
+
+
+def _expected_se(acc: cm.AcceptanceModel, steps: int) -> float:
+    """Standard error of the mean accept length at ``steps`` (tokens) under ``acc``'s measured
+    positions (``steps`` at most their depth): the delta method over independent per-position
+    binomial rates, each over ``reached / dispersion`` samples; ``dE/dp_k = sum_{j>=k} prod_{i<=j}
+    p_i / p_k`` for ``E = 1 + sum_j prod_{i<=j} p_i``. (The interval of :meth:`AcceptanceModel.expected`
+    puts every position at its bound together, about 1.5x wider.)"""
+    pos = [q for q in acc.measured[:steps] if q.reached]
+    prods = list(itertools.accumulate((q.p for q in pos), lambda a, b: a * b))
+    var = 0.0
+    for k, q in enumerate(pos):
+        if 0.0 < q.p < 1.0:
+            d = sum(prods[k:]) / q.p
+            var += d * d * q.p * (1.0 - q.p) / (q.reached / acc.dispersion)
+    return math.sqrt(var)
 
 
 def acceptance_by_bs(runs: Sequence[Run]) -> tuple[dict[int, cm.AcceptanceModel], list[str]]:
@@ -1043,7 +1075,12 @@ def acceptance_by_bs(runs: Sequence[Run]) -> tuple[dict[int, cm.AcceptanceModel]
       a run's mean off what the counted runs' acceptance gives at its depth (one they reached) by more
       than :data:`SPLIT_Z` standard errors of the difference (the run's batch-means one, else the
       Bhatia-Davis bound over its request-cycles, :func:`_effective_samples`, with the counted
-      acceptance's own, its 95% interval over 3.92) and by :data:`SPLIT_MIN_REL` of it or more.
+      acceptance's own, :func:`_expected_se`) and by :data:`SPLIT_MIN_REL` of it or more.
+
+    Runs that saw few requests count with a dispersion of at least :data:`SPLIT_UNKNOWN_DISPERSION` in
+    both tests (:func:`_split_floor`): a request stays easy or hard for its hundreds of cycles, and
+    batch means over a run of a few requests cannot see it (a helper's one-workload runs of 100-300
+    cycles at bs 1-2 split in 2-6 of 48 worlds).
 
     Then each batch size with runs gets an acceptance from its own runs alone.
 
@@ -1065,7 +1102,7 @@ def acceptance_by_bs(runs: Sequence[Run]) -> tuple[dict[int, cm.AcceptanceModel]
     counted = {bs: rs for bs, rs in counted.items() if rs}
     why = None
     if len(counted) >= 2:
-        pooled = {bs: (_summed_counts(rs), _pooled_dispersion(rs)[0]) for bs, rs in counted.items()}
+        pooled = {bs: (_summed_counts(rs), max(_pooled_dispersion(rs)[0], _split_floor(rs))) for bs, rs in counted.items()}
         q = df = 0.0
         dev = {bs: [0.0, 0.0] for bs in pooled}    # reached-weighted sum of (rate - pooled rate), weight
         first = None
@@ -1086,9 +1123,11 @@ def acceptance_by_bs(runs: Sequence[Run]) -> tuple[dict[int, cm.AcceptanceModel]
             if p < SPLIT_P and gap >= SPLIT_MIN_GAP:
                 j, rows = first
                 rates = ", ".join(f"{a / n:.2f} at bs {bs}" for bs, a, n in sorted(rows))
-                why = f"position {j + 1}: {rates}; chi-square p {'< 1e-12' if p < 1e-12 else f'= {p:.1g}'}"
+                why = f"position {j + 1}: {rates}; chi-square p {'< 1e-12' if p < 1e-12 else f'= {p:.2g}'}"
     if why is None and counted:
-        ref = build_acceptance([r for rs in counted.values() for r in rs])[0]
+        ref_runs = [r for rs in counted.values() for r in rs]
+        ref = build_acceptance(ref_runs)[0]
+        ref_scale = math.sqrt(max(1.0, _split_floor(ref_runs) / ref.dispersion))
         for bs, rs in sorted(groups.items()):
             if bs in counted:
                 continue
@@ -1096,9 +1135,9 @@ def acceptance_by_bs(runs: Sequence[Run]) -> tuple[dict[int, cm.AcceptanceModel]
                 n = _effective_samples(r)
                 if r.accept_len is None or (r.accept_se is None and not n) or r.steps > ref.observed_depth:
                     continue   # no noise estimate, or a depth the counted runs never reached (extrapolated)
-                e, lo, hi = ref.expected(r.steps)
+                e = ref.expected(r.steps)[0]
                 se = r.accept_se or math.sqrt(max((r.accept_len - 1.0) * (r.steps + 1.0 - r.accept_len), 1e-9) / n)
-                se = math.hypot(se, (hi - lo) / 3.92 if lo is not None and hi is not None else 0.0)
+                se = math.hypot(se * math.sqrt(_split_floor([r])), ref_scale * _expected_se(ref, r.steps))
                 if abs(r.accept_len - e) > SPLIT_Z * se and abs(r.accept_len - e) >= SPLIT_MIN_REL * e:
                     why = (f"bs {bs} measured a mean accept length of {r.accept_len:.2f} at {cm.steps_text(r.steps)}, "
                            f"the per-position counts of bs {', '.join(map(str, sorted(counted)))} give {e:.2f}")
@@ -1326,7 +1365,9 @@ def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble, one_baselin
             elif "baseline" in c.extrapolated:   # the decode step's own hypotheses
                 base_mean = float(ens.tok_s[:, i].mean())
                 lo, hi = np.percentile(ens.tok_s[:, i], unc.LEVELS)
-                c = dataclasses.replace(c, tok_s=base_mean, baseline_tok_s=base_mean, tok_s_low=float(lo),
+                # the step that gives that mean tok/s, so that the row's cycle and tok/s agree
+                cyc = dataclasses.replace(c.cycle, total_ms=1000.0 * c.bs / base_mean)
+                c = dataclasses.replace(c, tok_s=base_mean, baseline_tok_s=base_mean, tok_s_low=float(lo), cycle=cyc,
                                         tok_s_high=float(hi), interval_source="no-spec decode step (no baseline at this bs)")
             out.append(c)
             continue

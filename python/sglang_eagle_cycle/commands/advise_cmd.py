@@ -830,7 +830,8 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
                 flags.append("extrapolated: " + ", ".join(c.extrapolated))
             if d.get("fitted") is False:
                 flags.append("held out")
-            band = "-" if c.steps == 0 or c.tok_s_low is None else f"{c.tok_s_low:.1f}-{c.tok_s_high:.1f}"
+            exact = c.steps == 0 and "baseline" not in c.extrapolated   # a measured baseline
+            band = "-" if exact or c.tok_s_low is None else f"{c.tok_s_low:.1f}-{c.tok_s_high:.1f}"
             rows.append((
                 str(c.steps), str(c.bs * (c.steps + 1)) if c.steps else str(c.bs),
                 _fmt(c.accept_len, 2), _fmt(c.cycle.total_ms, 2), _fmt(c.tok_s, 1), band,
