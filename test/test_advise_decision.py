@@ -467,6 +467,21 @@ def test_a_mean_only_run_is_compared_with_the_counted_acceptance_and_its_noise()
     assert set(split) == {1, 8} and "bs 8 measured a mean accept length of" in notes[0]
 
 
+@pytest.mark.parametrize("mean", [2.5, 3.3, 3.6, 3.9])
+def test_a_mean_accept_length_at_one_depth_is_what_the_model_gives_there(tmp_path, mean):
+    # with a mean accept length only, the decay r was drawn from 0.6-1.0 whatever the mean; where even
+    # p1 = 1 could not reach it (at r = 0.6 the most is 2.82 at 3 steps) p1 stayed at 1 and the
+    # hypothesis fell short: 3.17 predicted where 3.3 was measured, 3.29 for 3.6
+    group = {"bs": 8, "steps": 3, "topk": 1, "draft_tokens": 4, "cycles": 3000,
+             "phases": {"total_ms": {"mean": 20.0}}, "accept_len_mean": mean, "accept_hist": None,
+             "per_position_acceptance": None, "tok_s": 8000.0 * mean / 20.0,
+             "batch_se": {"accept_len": 0.01, "period_ms": 0.01, "batch_cycles": 375, "cycles": 3000}}
+    doc = advise_json(_write(tmp_path / "m.json", _doc(group)), "--baseline-tok-s", 500, "--steps-candidates", 1, 2, 3, 4, 5)
+    c = cand(doc, 3)
+    assert c["predicted_accept_len"] == pytest.approx(mean, abs=0.01)
+    assert c["predicted_tok_s"] == pytest.approx(8000.0 * mean / 20.0, rel=0.01)
+
+
 def test_the_split_weighs_each_side_by_its_own_noise():
     from sglang_eagle_cycle.advise import Run, acceptance_by_bs
 
