@@ -502,6 +502,12 @@ def test_the_split_weighs_each_side_by_its_own_noise():
         return Run(source=f"bs{bs}", bs=bs, steps=3, counts=counts, cycles=cycles, accept_se=0.01)
     assert acceptance_by_bs([run(1, 0.8, 300, 300), run(32, 0.7, 9600, 300)]) == ({}, [])
     assert set(acceptance_by_bs([run(1, 0.8, 3300, 3300), run(32, 0.7, 9600, 300)])[0]) == {1, 32}
+    # a counted 3-step run whose position 2 was never accepted reaches no position 3, which the counts
+    # drop: its depth is still 3 (accept length 2.0 there), and a mean-only 2.5 at 3 steps is compared
+    # with it (it was skipped as deeper than the counts, and bs 8 was 'settled' 20% off its own run)
+    zero = Run(source="bs1", bs=1, steps=3, counts=[(3000, 3000), (0, 3000), (0, 0)], cycles=3000, accept_se=0.01)
+    assert set(acceptance_by_bs([zero, Run(source="bs8", bs=8, steps=3, accept_len=2.5, accept_se=0.01,
+                                           cycles=3000)])[0]) == {1, 8}
 
 
 def test_batch_sizes_whose_acceptance_disagrees_each_keep_their_own(tmp_path):

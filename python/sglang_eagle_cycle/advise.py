@@ -1128,13 +1128,17 @@ def acceptance_by_bs(runs: Sequence[Run]) -> tuple[dict[int, cm.AcceptanceModel]
         ref_runs = [r for rs in counted.values() for r in rs]
         ref = build_acceptance(ref_runs)[0]
         ref_scale = math.sqrt(max(1.0, _split_floor(ref_runs) / ref.dispersion))
+        # the depth the counted runs ran at, not their observed depth: positions none reached are
+        # dropped from the counts (a position accepted 0 times leaves the next unreached), yet the
+        # mean accept length there is measured all the same
+        ref_depth = max(r.steps for r in ref_runs)
         for bs, rs in sorted(groups.items()):
             if bs in counted:
                 continue
             for r in rs:
                 n = _effective_samples(r)
-                if r.accept_len is None or (r.accept_se is None and not n) or r.steps > ref.observed_depth:
-                    continue   # no noise estimate, or a depth the counted runs never reached (extrapolated)
+                if r.accept_len is None or (r.accept_se is None and not n) or r.steps > ref_depth:
+                    continue   # no noise estimate, or a depth no counted run ran at (extrapolated)
                 e = ref.expected(r.steps)[0]
                 se = r.accept_se or math.sqrt(max((r.accept_len - 1.0) * (r.steps + 1.0 - r.accept_len), 1e-9) / n)
                 se = math.hypot(se * math.sqrt(_split_floor([r])), ref_scale * _expected_se(ref, r.steps))
