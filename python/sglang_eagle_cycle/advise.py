@@ -974,9 +974,14 @@ def _effective_samples(r: Run) -> Optional[int]:
         return None
     n = r.cycles * r.bs
     if r.accept_se and r.accept_len:
-        var = max((r.accept_len - 1.0) * (r.steps + 1.0 - r.accept_len), 1e-9)
-        n = min(n, max(1, int(var / r.accept_se ** 2)))
+        n = min(n, max(1, int(_accept_len_var_bound(r) / r.accept_se ** 2)))
     return n
+
+
+def _accept_len_var_bound(r: Run) -> float:
+    """The Bhatia-Davis bound ``(m - 1)(steps + 1 - m)`` on the variance of an accept length of mean
+    ``m`` (``r.accept_len``) in ``1..steps + 1`` (tokens^2, at least 1e-9)."""
+    return max((r.accept_len - 1.0) * (r.steps + 1.0 - r.accept_len), 1e-9)
 
 
 def build_acceptance(runs: Sequence[Run]) -> tuple[cm.AcceptanceModel, list[str]]:
@@ -1140,7 +1145,7 @@ def acceptance_by_bs(runs: Sequence[Run]) -> tuple[dict[int, cm.AcceptanceModel]
                 if r.accept_len is None or (r.accept_se is None and not n) or r.steps > ref_depth:
                     continue   # no noise estimate, or a depth no counted run ran at (extrapolated)
                 e = ref.expected(r.steps)[0]
-                se = r.accept_se or math.sqrt(max((r.accept_len - 1.0) * (r.steps + 1.0 - r.accept_len), 1e-9) / n)
+                se = r.accept_se or math.sqrt(_accept_len_var_bound(r) / n)
                 se = math.hypot(se * math.sqrt(_split_floor([r])), ref_scale * _expected_se(ref, r.steps))
                 if abs(r.accept_len - e) > SPLIT_Z * se and abs(r.accept_len - e) >= SPLIT_MIN_REL * e:
                     why = (f"bs {bs} measured a mean accept length of {r.accept_len:.2f} at {cm.steps_text(r.steps)}, "
@@ -1371,8 +1376,8 @@ def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble, one_baselin
                 lo, hi = np.percentile(ens.tok_s[:, i], unc.LEVELS)
                 # the step that gives that mean tok/s, so that the row's cycle and tok/s agree
                 cyc = dataclasses.replace(c.cycle, total_ms=1000.0 * c.bs / base_mean)
-                c = dataclasses.replace(c, tok_s=base_mean, baseline_tok_s=base_mean, tok_s_low=float(lo), cycle=cyc,
-                                        tok_s_high=float(hi), interval_source="no-spec decode step (no baseline at this bs)")
+                c = dataclasses.replace(c, tok_s=base_mean, tok_s_low=float(lo), tok_s_high=float(hi), cycle=cyc,
+                                        interval_source="no-spec decode step (no baseline at this bs)")
             out.append(c)
             continue
         tok, e = ens.tok_s[:, i], ens.accept_len[:, i]

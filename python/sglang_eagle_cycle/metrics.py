@@ -216,9 +216,9 @@ def parse_wiring_line(line: str) -> Optional[dict[str, str]]:
     positions = ints(m.group("pos"))
     if tail.startswith("same as stock"):
         stock = positions
-    elif "would capture only" in tail and re.search(r"\] of (\[[^\]]*\])", tail):
+    elif "would capture only" in tail and (handed := re.search(r"\] of (\[[^\]]*\])", tail)):
         # "would capture only [2, 30, 58] of [-1, 2, 30, 58] ...": the label is what stock is handed
-        stock = ints(re.search(r"\] of (\[[^\]]*\])", tail).group(1))
+        stock = ints(handed.group(1))
     elif "would capture" in tail and _LIST.search(tail):
         stock = ints(_LIST.search(tail).group(0))
     elif "would fail" in tail:

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from .config import ENV_CONVENTION, ENV_IDS, _is_int
-from .stock import RULES_BY_MODULE, STOCK_VERSION
+from .stock import RULES_BY_MODULE, STOCK_VERSION, stock_captured
 
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -208,9 +208,7 @@ def stock_capture_words(family: str, layers: list, num_layers: int) -> str:
     families that capture the final output), "would capture only [2, 30, 58] of [-1, 2, 30, 58]
     ([-1] never captured) and fail at the first target forward" (the draft, built for every id,
     gets fewer states than it reads)."""
-    rule = RULES_BY_MODULE.get(family)
-    top = num_layers if rule is not None and rule.final_capture else num_layers - 1
-    kept = [v for v in layers if _is_int(v) and 0 <= v <= top]
+    kept = stock_captured(RULES_BY_MODULE[family], layers, num_layers)
     if len(kept) == len(layers):
         return f"would capture {_fmt(layers)}"
     lost = [v for v in layers if v not in kept]

@@ -100,10 +100,16 @@ def stock_layers_to_capture(rule: FamilyRule, ids, num_layers: int):
     return out
 
 
+def stock_captured(rule: FamilyRule, layers: list, num_layers: int) -> list:
+    """The values of a stock ``layers_to_capture`` that are actually captured: integer layer indices
+    ``0..N-1``, and ``N`` in families that capture the final output."""
+    top = num_layers if rule.final_capture else num_layers - 1
+    return [v for v in layers if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= top]
+
+
 def _stock_captures(rule: FamilyRule, layers: list, num_layers: int) -> bool:
     """True when every value of a stock ``layers_to_capture`` is actually captured."""
-    top = num_layers if rule.final_capture else num_layers - 1
-    return all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= top for v in layers)
+    return len(stock_captured(rule, layers, num_layers)) == len(layers)
 
 
 _A = FamilyRule("llama")
