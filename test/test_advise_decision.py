@@ -692,6 +692,29 @@ def test_a_saturating_verify_is_continued_as_one_and_a_flat_one_with_a_large_ove
     assert np.median(y[:, 0]) == pytest.approx(comm[1][1] + 0.01 * 24.0, abs=0.02)
 
 
+def test_a_bend_through_the_decode_step_that_an_overhead_could_make_saturates_half_the_hypotheses():
+    """An MoE verify (128 experts, top-6: y = 6 + 1.2 ms per k distinct experts, 2 ms verify-mode
+    cost) at bs 12, measured at widths 24 and 72: the bend through the decode step is one a 40%
+    verify-mode overhead on a straight verify would also make, so it was continued straight in
+    every hypothesis (25th percentile at 108 tokens 37.0 ms, truth 33.5, straight 38.3). Now half
+    the bending hypotheses saturate: the quartile falls below halfway to the truth, the interval
+    holds both. A straight verify 45% above the decode step (communication-bound, bs 96) keeps
+    its continuation inside the interval and at or under the 75th percentile."""
+    def moe(w):
+        return 6.0 + 1.2 * 128 / 6 * (1 - (1 - 6 / 128) ** w)
+    pts = [(24.0, moe(24) + 2.0), (72.0, moe(72) + 2.0)]
+    truth, straight = moe(108) + 2.0, pts[1][1] + (pts[1][1] - pts[0][1]) / 48.0 * 36.0
+    y = unc.sample_curve(pts, [108.0], 4000, np.random.default_rng(5), anchor=(12.0, moe(12)))[:, 0]
+    lo, q1, q3, hi = np.percentile(y, [2.5, 25, 75, 97.5])
+    assert q1 < straight - 0.5 * (straight - truth)
+    assert lo <= truth and hi >= straight
+    comm = [(192.0, 67.8 * 1.45 + 0.2 * 96), (384.0, 67.8 * 1.45 + 0.2 * 288)]
+    y = unc.sample_curve(comm, [864.0], 4000, np.random.default_rng(5), anchor=(96.0, 67.8))[:, 0]
+    straight = comm[1][1] + 0.2 * 480
+    lo, q3, hi = np.percentile(y, [2.5, 75, 97.5])
+    assert lo <= straight <= q3 <= hi
+
+
 def test_a_flat_last_secant_is_not_carried_flat_beyond_the_runs():
     """bs 2, runs at widths 6 and 8 that pad to one CUDA-graph size (14 ms both), the decode step
     10 ms at width 2: the last secant is flat, yet the next size may cost what the chord from the
