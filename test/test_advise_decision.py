@@ -330,6 +330,32 @@ def test_a_measured_depth_clearly_faster_than_the_measured_pick_wins():
     assert adv._measured_winner(6, [six, again, seven], [0, 6, 7, 8])[1].source.startswith("2 runs")
 
 
+def test_a_batch_size_wider_than_the_measured_verify_keeps_the_verify_from_the_baseline_below(tmp_path):
+    """One run at bs 4 and 3 steps (16 verified tokens, 27.6 ms), its baseline at bs 4, advice asked
+    for bs 16 and 32 too: their verifies (32-128 tokens) lie past the measured width, where the
+    decode step at their own batch size is no anchor below it. The curve was then proportional from
+    the one point (55.3 ms at 32 tokens, 110.5 at 128; truth 28.4 and 33.2) and speculation was
+    advised off at bs 16 and up; it is now anchored at the bs-4 baseline. A decode step given at bs
+    32 still bounds that batch size's verify from below."""
+    w = aw.World(kind="dense", bs=4, p=(0.8, 0.72, 0.64, 0.57, 0.51, 0.46, 0.41, 0.36, 0.32, 0.29, 0.26, 0.23),
+                 decode_ms=24.7, verify_overhead=0.09, fixed_ms=24.5, slope_ms=0.046, extend_fixed_ms=0.5,
+                 extend_slope_ms=0.0017, draft_step_ms=0.88, other_ms=0.88, gap_ms=0.08, noise=0.04, name="wide-bs")
+    log = tmp_path / "bs4.log"
+    log.write_text("\n".join(w.log_lines(3, 2000, random.Random(3))) + "\n")
+    doc = advise_json(log, "--baseline-tok-s", f"4:{w.true_tok_s(0)}", "--batch-sizes", 4, 16, 32)
+    per = {p["bs"]: p for p in doc["per_batch_size"]}
+    for bs in (16, 32):
+        for c in per[bs]["candidates"]:
+            if 1 <= c["steps"] <= 3:
+                width = bs * (c["steps"] + 1)
+                assert 0.8 * w.verify_ms(width) <= c["cycle_phases_ms"]["verify_ms"] <= 1.25 * w.verify_ms(width)
+        assert per[bs]["recommended"]["steps"] >= 1
+    slow = 1000.0 * 32 / 40.0           # a 40 ms decode step at bs 32, above every measured verify
+    doc = advise_json(log, "--baseline-tok-s", f"4:{w.true_tok_s(0)}", f"32:{slow}", "--batch-sizes", 4, 32)
+    per = {p["bs"]: p for p in doc["per_batch_size"]}
+    assert all(c["cycle_phases_ms"]["verify_ms"] >= 40.0 for c in per[32]["candidates"] if c["steps"] >= 1)
+
+
 def test_the_same_run_given_twice_counts_once(tmp_path):
     w = _sweep_world()
     log = tmp_path / "a.log"

@@ -62,6 +62,11 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   memory floor somewhere below, where is unknown: the geometric mean of flat and proportional),
   leaning to flat and to proportional ``y0 x / x0``: an increasing convex curve lies between the
   continuation and flat, a concave one through the origin between proportional and flat.
+* **A batch size whose width reaches the measured verifies** (advice asked for a batch size
+  wider than the runs'): its decode step is no anchor below the measured widths. The curve takes
+  the widest baseline below them as its anchor (none: as without a decode step), and that batch
+  size's decode step bounds its verify from below. Proportional growth from one measured point
+  had put a 32-token verify at twice a 16-token one and advised speculation off there.
 * **Between measured widths**: ``y0 + (y1 - y0) t^g``, ``t`` the position between them in the
   width, or (MoE target) in the expected distinct experts ``E (1 - (1 - k/E)^n)`` (each
   hypothesis takes one shape), ``log g ~ U(-log BEND, log BEND)``: saturating to steepening,
@@ -905,7 +910,17 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
     cols = [steps.index(s) for s in spec]
     if cost.mode == "phases" and phased:
         shapes = (cm.LINEAR, cost.shape) if cost.shape.num_experts else (cm.LINEAR,)
-        v = sample_curve(_points(phased, "verify_ms"), widths, n, rng, anchor=anchor, shapes=shapes)
+        vpts = _points(phased, "verify_ms")
+        # a decode step at a width the runs' verifies did not stay below (a batch size wider than
+        # the widest measured verify): the verify there costs at least that step, and the curve is
+        # anchored at the widest baseline below the measured widths, where there is one
+        vanchor, floor = anchor, None
+        if anchor is not None and vpts and anchor[0] >= vpts[0][0]:
+            below = [(float(b), float(ms)) for b, ms in cost.baseline_ms.items() if b < vpts[0][0]]
+            vanchor, floor = (max(below) if below else None), anchor[1]
+        v = sample_curve(vpts, widths, n, rng, anchor=vanchor, shapes=shapes)
+        if floor is not None:
+            v = np.maximum(v, floor)
         xpts = _points(phased, "extend_ms")
         x = sample_curve(xpts, widths + [bs], n, rng)
         if len(xpts) == 1:  # drawn above all the same, so that the later hypotheses' draws stay put
