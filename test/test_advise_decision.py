@@ -248,6 +248,8 @@ def test_stock_decode_batch_logs_at_two_depths_are_runs(tmp_path):
         lo, hi = cand(doc, s)["tok_s_95"]
         assert lo < runs[s]["tok_s"] < hi and hi - lo > 2 * runs[s]["tok_s_se"]
     assert not any("fits poorly" in n for n in doc["inputs"]["notes"])
+    # the logs themselves were given: no note that an inspect document lacks their depth
+    assert not any("inspect document" in n for n in doc["inputs"]["notes"])
     # fewer than 16 intervals: no estimate, and the sub-1% rule for runs without noise
     short = tmp_path / "short.log"
     short.write_text("\n".join(a.read_text().splitlines()[:10]) + "\n")
@@ -260,7 +262,7 @@ def test_stock_decode_batch_logs_at_two_depths_are_runs(tmp_path):
     c = _stock_log(tmp_path / "bare.log", 3, 1.95, 90.0, server_args=False)
     rc, _, err = advise(c, "--baseline-tok-s", SEED_BASELINE)
     assert rc == 2 and "no speculative run found" in err and "server_args= line" in err
-    assert len(err.strip().splitlines()) == 1
+    assert len(err.strip().splitlines()) == 1 and "inspect document" not in err
 
 
 def test_an_inspect_document_of_stock_lines_says_it_lacks_the_depth(tmp_path):

@@ -600,6 +600,8 @@ def _from_log(name: str, path: str):
             notes.append(f"{name}: no-spec server log: baseline tok/s by batch size "
                          + ", ".join(f"{k}: {v:.1f}" for k, v in base.items()))
     elif not runs and db.get("intervals_with_accept"):
+        # the log itself was given: its own server_args= line decides, not the inspect-document note
+        notes = [n for n in notes if not n.startswith(f"{name}: stock Decode batch lines with accept lengths, but")]
         runs, more = _decode_batch_runs(name, path, db)
         notes += more
     elif not runs:
