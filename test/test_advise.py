@@ -558,6 +558,13 @@ def test_zero_and_negative_phase_means_refused(capsys, seed, tmp_path):
         assert_refused(capsys, path, "--baseline-tok-s", "88.8", match=f"phases.{phase}: must")
 
 
+def test_a_measured_throughput_of_zero_is_refused(capsys, seed, tmp_path):
+    # a group's tok_s of 0 was taken as measured: the row showed 0.0 against a prediction of 351.5
+    # with no note (a throughput of 100 did get the poor-fit note); inspect writes null, never 0
+    path = _variant(seed, tmp_path, "tok0", lambda g, w: g.update(tok_s=0))
+    assert_refused(capsys, path, "--baseline-tok-s", "88.8", match="tok_s: must be positive, got 0")
+
+
 def test_huge_depths_are_refused_quickly(capsys, seed, seed_inspect, tmp_path):
     import time
 

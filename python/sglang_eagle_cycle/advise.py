@@ -456,7 +456,7 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None
             cycles=_int(g.get("cycles"), f"{what}.cycles", maximum=MAX_COUNT, allow_none=True),
             accept_len=accept, counts=counts if topk == 1 else None,
             phases=phases if any(v is not None for v in phases.values()) else None,
-            tok_s=_tok(g.get("tok_s"), f"{what}.tok_s"),
+            tok_s=_tok(g.get("tok_s"), f"{what}.tok_s", positive=True),
             device_spans=spans if spans is not None else (False if phases_doc else None), host_ms=host,
             total_sd=total_sd, accept_se=accept_se, period_se=period_se,
         ))
