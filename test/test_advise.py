@@ -691,6 +691,8 @@ def test_target_config_must_be_a_usable_target(capsys, shared_data, seed_inspect
     (["--batch-sizes", "-1"], "--batch-sizes: expected an integer in 1..65536, got -1"),
     (["--cuda-graph-bs", "-4"], "--cuda-graph-bs: expected an integer in 1..65536, got -4"),
     (["--steps-candidates", "-2"], "--steps-candidates: expected an integer in 0..64, got -2"),
+    # both: --max-steps was ignored without a word
+    (["--max-steps", "2", "--steps-candidates", "5", "6"], "--steps-candidates: not allowed with argument --max-steps"),
 ])
 def test_range_messages_name_the_real_range(capsys, seed_inspect, argv, match):
     assert_refused(capsys, seed_inspect, "--baseline-tok-s", "88.8", *argv, match=match)

@@ -96,11 +96,12 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                    help="no-spec output tok/s at the measured batch size (BS:TOK_S for several)")
     m.add_argument("--target-config", metavar="PATH",
                    help="target config.json / model dir / cached HF id: MoE verify-cost shape")
-    m.add_argument("--max-steps", type=int_in(1, MAX_STEPS), default=DEFAULT_MAX_STEPS,
-                   help=f"deepest candidate depth, 1..{MAX_STEPS} (default {DEFAULT_MAX_STEPS})")
-    m.add_argument("--steps-candidates", nargs="+", action="extend", type=int_in(0, MAX_STEPS), metavar="STEPS",
-                   help="candidate depths instead of 1..--max-steps (0 = speculation off, always "
-                        "considered when a baseline is known)")
+    depth = m.add_mutually_exclusive_group()   # both given: one would be ignored without a word
+    depth.add_argument("--max-steps", type=int_in(1, MAX_STEPS), default=DEFAULT_MAX_STEPS,
+                       help=f"deepest candidate depth, 1..{MAX_STEPS} (default {DEFAULT_MAX_STEPS})")
+    depth.add_argument("--steps-candidates", nargs="+", action="extend", type=int_in(0, MAX_STEPS), metavar="STEPS",
+                       help="candidate depths instead of 1..--max-steps (0 = speculation off, always "
+                            "considered when a baseline is known)")
     m.add_argument("--batch-sizes", nargs="+", action="extend", type=int_in(1, MAX_BS), metavar="BS",
                    help="batch sizes to advise for (default: the measured ones; given twice, both lists)")
     o = parser.add_argument_group("output")
