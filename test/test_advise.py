@@ -698,6 +698,12 @@ def test_range_messages_name_the_real_range(capsys, seed_inspect, argv, match):
     assert_refused(capsys, seed_inspect, "--baseline-tok-s", "88.8", *argv, match=match)
 
 
+def test_an_inspect_document_given_as_table_is_named(capsys, seed_inspect):
+    # it answered "model 'x' not found; choose one of: decode_batch, files, findings, groups, ..."
+    assert_refused(capsys, "--table", seed_inspect, "--model", "x", "--benchmark", "y",
+                   match="an eagle-cycle-inspect/1 document, not a published table: give it as an input")
+
+
 def test_table_only_options_warn_for_other_inputs(capsys, seed_inspect):
     rc, out, err = run_advise(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--model", "x",
                               "--draft", "y", "--benchmark", "gsm8k", "--json")

@@ -677,6 +677,10 @@ def runs_from_table(table: Any, model: str, benchmark: str, draft: Optional[str]
     """
     if not isinstance(table, Mapping) or not table:
         raise UsageError(f"{source}: expected an object {{model: {{benchmark: {{results: [...]}}}}}}")
+    schema = table.get("schema")
+    if isinstance(schema, str) and schema.startswith("eagle-cycle-"):
+        raise UsageError(f"{source}: an {schema} document, not a published table: give it as an input, "
+                         "without --table")
     mkey = _pick(list(table), model, "model")
     benches = table[mkey]
     if not isinstance(benches, Mapping):
