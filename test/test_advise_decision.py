@@ -90,6 +90,8 @@ def test_seed_one_run_is_not_settled_and_brackets_the_2_step_optimum(tmp_path):
     assert doc["per_batch_size"][0]["next_run"] == nxt and doc["per_batch_size"][0]["settled"] is False
     five = cand(doc, 5)
     assert five["tok_s_95"][0] <= 71.3 <= five["tok_s_95"][1]
+    # every candidate carries the measured fields: null where nothing was measured (they were absent)
+    assert two["measured_tok_s"] is None and two["measured_accept_len"] is None and five["measured_tok_s"] == 71.3
 
 
 def test_seed_with_a_2_step_run_pins_the_2_step_interval(tmp_path):

@@ -878,6 +878,8 @@ class Advice:
             d["measured_tok_s"] = None if run.tok_s is None else round(run.tok_s, 2)
             d["measured_accept_len"] = None if run.accept_len is None else round(run.accept_len, 4)
             d["fitted"] = run.fitted
+        else:   # every candidate carries the keys: null where nothing was measured
+            d["measured_tok_s"] = d["measured_accept_len"] = None
         return d
 
     def to_dict(self) -> dict:
