@@ -360,6 +360,20 @@ def test_a_batch_size_wider_than_the_measured_verify_keeps_the_verify_from_the_b
     assert all(c["cycle_phases_ms"]["verify_ms"] >= 40.0 for c in per[32]["candidates"] if c["steps"] >= 1)
 
 
+def test_whole_cycle_times_at_a_wider_batch_size_keep_the_baseline_below(tmp_path):
+    """Stock lines at bs 1 and 3 steps (a 21.7 ms cycle over 4 tokens), advice for bs 8 too: its
+    cycles (16 tokens and up) were proportional to the one measured point (86.7 ms at 1 step) and
+    speculation was advised off; now the curve runs from the bs-1 baseline, with bs 8's own decode
+    step (20 ms, when given) as a floor."""
+    log = _stock_log(tmp_path / "s3.log", 3, 1.95, 90.0)
+    for extra in ([], ["8:400"]):
+        doc = advise_json(log, "--baseline-tok-s", "1:60", *extra, "--batch-sizes", 1, 8)
+        eight = next(p for p in doc["per_batch_size"] if p["bs"] == 8)
+        one_step = next(c for c in eight["candidates"] if c["steps"] == 1)
+        assert 20.0 <= one_step["predicted_cycle_ms"] <= 1.5 * 1000.0 * 1.95 / 90.0
+        assert eight["recommended"]["steps"] >= 1
+
+
 def test_the_same_run_given_twice_counts_once(tmp_path):
     w = _sweep_world()
     log = tmp_path / "a.log"

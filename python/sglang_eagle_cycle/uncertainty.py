@@ -62,11 +62,12 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   memory floor somewhere below, where is unknown: the geometric mean of flat and proportional),
   leaning to flat and to proportional ``y0 x / x0``: an increasing convex curve lies between the
   continuation and flat, a concave one through the origin between proportional and flat.
-* **A batch size whose width reaches the measured verifies** (advice asked for a batch size
-  wider than the runs'): its decode step is no anchor below the measured widths. The curve takes
-  the widest baseline below them as its anchor (none: as without a decode step), and that batch
-  size's decode step bounds its verify from below. Proportional growth from one measured point
-  had put a 32-token verify at twice a 16-token one and advised speculation off there.
+* **A batch size whose width reaches the measured widths** (advice asked for a batch size wider
+  than the runs'): its decode step is no anchor below the measured widths. The verify curve (or
+  the whole cycle's, without a phase split) takes the widest baseline below them as its anchor
+  (none: as without a decode step), and that batch size's decode step bounds it from below
+  (:func:`_anchor_below`). Proportional growth from one measured point had put a 32-token verify
+  at twice a 16-token one and advised speculation off there.
 * **Between measured widths**: ``y0 + (y1 - y0) t^g``, ``t`` the position between them in the
   width, or (MoE target) in the expected distinct experts ``E (1 - (1 - k/E)^n)`` (each
   hypothesis takes one shape), ``log g ~ U(-log BEND, log BEND)``: saturating to steepening,
@@ -879,6 +880,19 @@ def _decode_step_at(cost: cm.CycleCostModel, bs: int, central: float, n: int, rn
     return np.maximum(out, 0.01 * central)
 
 
+def _anchor_below(cost: cm.CycleCostModel, pts: Sequence[tuple[float, float]],
+                  anchor: Optional[tuple[float, float]]) -> tuple[Optional[tuple[float, float]], Optional[float]]:
+    """``(anchor, floor)`` for a curve through ``pts`` (ascending ``(width, ms)``) at a batch size
+    whose decode step is ``anchor`` (``(bs, ms)``). When that step lies at or past the lowest
+    measured width (advice for a batch size wider than the runs'), it is no anchor below them: the
+    widest baseline below them is (None without one), and the step is a floor, ms: a forward over
+    at least ``bs`` tokens costs at least the decode step over ``bs``. Otherwise ``(anchor, None)``."""
+    if anchor is None or not pts or anchor[0] < pts[0][0]:
+        return anchor, None
+    below = [(float(b), float(ms)) for b, ms in cost.baseline_ms.items() if b < pts[0][0]]
+    return (max(below) if below else None), anchor[1]
+
+
 def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.CycleObservation], bs: int,
           steps: Sequence[int], n: int = N_SAMPLES, seed: int = 0,
           draft_fixed_share: float = DRAFT_FIXED_SHARE) -> Ensemble:
@@ -911,13 +925,7 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
     if cost.mode == "phases" and phased:
         shapes = (cm.LINEAR, cost.shape) if cost.shape.num_experts else (cm.LINEAR,)
         vpts = _points(phased, "verify_ms")
-        # a decode step at a width the runs' verifies did not stay below (a batch size wider than
-        # the widest measured verify): the verify there costs at least that step, and the curve is
-        # anchored at the widest baseline below the measured widths, where there is one
-        vanchor, floor = anchor, None
-        if anchor is not None and vpts and anchor[0] >= vpts[0][0]:
-            below = [(float(b), float(ms)) for b, ms in cost.baseline_ms.items() if b < vpts[0][0]]
-            vanchor, floor = (max(below) if below else None), anchor[1]
+        vanchor, floor = _anchor_below(cost, vpts, anchor)
         v = sample_curve(vpts, widths, n, rng, anchor=vanchor, shapes=shapes)
         if floor is not None:
             v = np.maximum(v, floor)
@@ -966,7 +974,10 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         # size's runs make the curve (all of them where none ran here: carried over, never settled)
         here = [o for o in obs if o.bs == bs]
         tpts = _points(here or obs, "total_ms")
-        total = sample_curve(tpts, widths, n, rng, anchor=anchor)
+        tanchor, floor = _anchor_below(cost, tpts, anchor)
+        total = sample_curve(tpts, widths, n, rng, anchor=tanchor)
+        if floor is not None:
+            total = np.maximum(total, floor)
         if here and len(tpts) == 1:   # its own generator, so that the other draws stay put
             total = _draft_step_floor(total, tpts[0], widths, bs, None if base is None else base[0],
                                       np.random.default_rng([seed, 5]))
