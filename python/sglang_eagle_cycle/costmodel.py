@@ -573,6 +573,18 @@ class MeasuredCurve:
                 "held flat beyond the measured widths"]
 
 
+def _unclamped(curve: MeasuredCurve, x: float) -> float:
+    """``curve(x)`` (ms), but outside the measured range the nearest secant's line is not clamped
+    at 0 ms: a difference between two such values keeps the measured slope."""
+    pts = curve.points
+    if len(pts) == 1 or pts[0][0] <= x <= pts[-1][0]:
+        return curve(x)[0]
+    (x0, y0), (x1, y1) = pts[:2] if x < pts[0][0] else pts[-2:]
+    slope = max(0.0, (y1 - y0) / (x1 - x0))
+    ax, ay = (x0, y0) if x < x0 else (x1, y1)
+    return ay + slope * (x - ax)
+
+
 @dataclass(frozen=True)
 class CycleObservation:
     """Mean phase times of one measured configuration (ms per cycle).
@@ -645,6 +657,7 @@ class CycleCostModel:
     baseline_ms: Mapping[int, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     bs_range: tuple[int, int] = (0, 0)
+    verify_runs: Optional[MeasuredCurve] = None   # the runs' verify points alone (no baseline among them)
 
     @classmethod
     def fit(cls, observations: Sequence[CycleObservation], baseline_tok_s: Optional[Mapping[int, float]] = None,
@@ -698,8 +711,10 @@ class CycleCostModel:
             notes += verify.fall_notes("verify time", "tokens", " (a baseline from another setup?)" if from_base
                                        else " (runs from different setups or loads?)")
             sizes = [ob.bs for ob in phased]
+            runs_only = MeasuredCurve.from_points([(ob.verified_tokens, ob.verify_ms, ob.weight) for ob in phased], shape)
             return cls("phases", shape, verify=verify, extend=extend, draft_step=draft, other=other,
-                       baseline_ms=base, notes=tuple(notes), bs_range=(min(sizes), max(sizes)))
+                       baseline_ms=base, notes=tuple(notes), bs_range=(min(sizes), max(sizes)),
+                       verify_runs=runs_only)
         pts = [(ob.verified_tokens, ob.total_ms, ob.weight) for ob in observations]
         if len({ob.verified_tokens for ob in observations}) == 1:
             pts += [(bs, ms, 1.0) for bs, ms in base.items()]
@@ -738,15 +753,23 @@ class CycleCostModel:
 
         At a batch size without a baseline: with baselines at two batch sizes or more, their own
         line over the batch size (piecewise linear, the nearest secant beyond them: decode steps at
-        other batch sizes are the same forward); with one, in phases mode, the verify curve (through
-        that baseline at width ``bs``) at width ``bs``, its slope the only one measured; in totals
-        mode the one baseline."""
+        other batch sizes are the same forward); with one, in phases mode, that baseline scaled by
+        the runs' verify curve between its batch size and ``bs`` (``b0 V(bs) / V(b0)``: the only
+        slope measured, and a verify-mode overhead in proportion to the forward drops out; the
+        verify's own level is not the decode step's), never above it at a smaller batch size nor
+        below it at a larger one; in totals mode the one baseline."""
         if bs in self.baseline_ms:
             return self.baseline_ms[bs], False
         if not self.baseline_ms:
             return None
         if self.mode == "phases" and len(self.baseline_ms) == 1:
-            ms = self.verify(bs)[0]
+            (b0, ms0), = self.baseline_ms.items()
+            runs = self.verify_runs or self.verify
+            at, at0 = _unclamped(runs, bs), _unclamped(runs, b0)
+            # in proportion (a verify-mode overhead in proportion to the forward, as the ensemble's
+            # anchor takes it, drops out); where the line reaches no positive time at b0, by difference
+            ms = ms0 * at / at0 if at0 > 0 else ms0 + at - at0
+            ms = min(ms, ms0) if bs < b0 else max(ms, ms0)
         else:
             ms = MeasuredCurve.from_points([(b, v, 1.0) for b, v in self.baseline_ms.items()])(bs)[0]
         return (ms, True) if math.isfinite(ms) and ms > 0 else None
