@@ -857,7 +857,8 @@ def _decode_step_at(cost: cm.CycleCostModel, bs: int, central: float, n: int, rn
     leave room to grow), not proportional growth itself: a first version took that, and where the
     secant was an eighth of it the mean over the hypotheses doubled the slope the table printed, so
     advise recommended 2 steps "at 0.94x the no-spec" tok/s. With one baseline: ``central`` itself
-    (the verify curve's, whose slope is a verify forward's, not a decode step's: no range is drawn)."""
+    (that baseline scaled along the verify curve, whose slope is a verify forward's, not a decode
+    step's: no range is drawn)."""
     pts = sorted((float(b), float(ms)) for b, ms in cost.baseline_ms.items())
     if len(pts) < 2:
         return np.full(n, central)
