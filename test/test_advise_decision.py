@@ -305,6 +305,11 @@ def test_one_baseline_value_needs_its_batch_size(tmp_path):
     # a single run: the bare value is the one at --batch-sizes N, not at the run's batch size
     doc = advise_json(_write(tmp_path / "one.json", _doc(SEED_5)), "--baseline-tok-s", 600, "--batch-sizes", 8)
     assert doc["inputs"]["baseline_tok_s"] == {"8": 600.0} and doc["recommended"]["bs"] == 8
+    # ... and said, since the same value could be meant for the run's bs 1 (it went there silently)
+    assert any("taken at bs 8, the one --batch-sizes names, not at the runs' bs 1" in n for n in doc["inputs"]["notes"])
+    doc = advise_json(_write(tmp_path / "one.json", _doc(SEED_5)), "--baseline-tok-s", 88.8, "--batch-sizes", 8, 16)
+    assert doc["inputs"]["baseline_tok_s"] == {"1": 88.8}
+    assert any("taken at the runs' bs 1, not at the other --batch-sizes" in n for n in doc["inputs"]["notes"])
 
 
 def test_a_measured_depth_clearly_faster_than_the_measured_pick_wins():

@@ -644,7 +644,8 @@ def _resolve_baselines(runs, found: dict, given, batch_sizes=None) -> tuple[dict
     """Baselines by batch size, and notes: --baseline-tok-s over the inputs' own.
 
     A bare ``--baseline-tok-s X`` (key 0) is the baseline at ``--batch-sizes N`` when one size is
-    given, else at the runs' batch size, which must then be unique. A baseline an INPUT carries
+    given, else at the runs' batch size, which must then be unique; a note says where it went when
+    ``--batch-sizes`` names another batch size than the runs'. A baseline an INPUT carries
     without a batch size (a seed file's, a no-spec log's) belongs to the runs' batch size; with
     runs at several sizes it is used only if the command line does not already give each of them
     one (then it is dropped with a note). A batch size given twice on the command line is refused;
@@ -680,6 +681,13 @@ def _resolve_baselines(runs, found: dict, given, batch_sizes=None) -> tuple[dict
                              f"{target[0]}:{explicit[target[0]]:g}")
         if target:
             explicit[target[0]] = bare
+            if sizes and target != sizes:   # said, since the same value could be meant for the runs'
+                notes.append(f"--baseline-tok-s {bare:g} without a batch size is taken at bs {target[0]}, the one "
+                             f"--batch-sizes names, not at the runs' bs {', '.join(map(str, sizes))} (give BS:TOK_S "
+                             "to place it)")
+            elif batch_sizes and set(batch_sizes) != set(sizes):
+                notes.append(f"--baseline-tok-s {bare:g} without a batch size is taken at the runs' bs {target[0]}, "
+                             "not at the other --batch-sizes (give BS:TOK_S for those)")
     if found_bare is not None:
         if len(sizes) == 1 and sizes[0] in inputs and abs(inputs[sizes[0]] - found_bare) > 1e-9:
             # the same batch size's baseline given with and without its batch size: both count
