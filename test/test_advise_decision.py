@@ -402,6 +402,31 @@ def test_one_baseline_moves_along_the_verify_slope_not_to_its_level(tmp_path):
             assert off["predicted_cycle_ms"] <= world(8).decode_ms + 1e-9
 
 
+def test_an_adaptive_config_lists_each_off_bucket_once_and_names_every_merged_batch_size(tmp_path):
+    """A dense target whose no-spec step is 6 + 0.15 bs ms: speculation loses from about bs 40 up.
+    Runs at bs 1 and 32, advice at bs 1-64 over graph sizes 1, 8, 32, 64: the off bucket was listed
+    once per batch size padded to it ([64, 64, 64], a warning each), and a merge note named only
+    the last two batch sizes of a bucket."""
+    def world(bs):
+        return aw.World(kind="dense", bs=bs, p=tuple(round(0.8 * 0.95 ** j, 4) for j in range(12)),
+                        decode_ms=6.0 + 0.15 * bs, verify_overhead=0.15, fixed_ms=6.0, slope_ms=0.15,
+                        extend_fixed_ms=0.5, extend_slope_ms=0.002, draft_step_ms=0.4 + 0.004 * bs,
+                        draft_prep_ms=0.1, other_ms=0.3 + 0.005 * bs, gap_ms=0.05, noise=0.03, name=f"bs{bs}")
+    logs = []
+    for bs, steps in ((1, 3), (32, 2)):
+        logs.append(tmp_path / f"bs{bs}.log")
+        logs[-1].write_text("\n".join(world(bs).log_lines(steps, None, random.Random(bs))) + "\n")
+    out = tmp_path / "adaptive.json"
+    rc, text, err = advise(*logs, "--baseline-tok-s", f"1:{world(1).true_tok_s(0)}", "--cuda-graph-bs", 1, 8, 32, 64,
+                           "--batch-sizes", 1, 2, 4, 8, 16, 24, 32, 40, 48, 64, "--adaptive-config", out)
+    assert rc == 0, err
+    off = json.loads(out.read_text())["_eagle_cycle"]["speculation_off_buckets"]
+    assert off == sorted(set(off)) and 64 in off
+    assert text.count("speculation is predicted slower than none") == len(off)
+    merged = [ln for ln in text.splitlines() if "pad to 8" in ln]
+    assert merged and all("bs 2, 4, 8 pad to 8" in ln for ln in merged)
+
+
 def test_the_same_run_given_twice_counts_once(tmp_path):
     w = _sweep_world()
     log = tmp_path / "a.log"

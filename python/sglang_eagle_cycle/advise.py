@@ -1549,15 +1549,15 @@ def adaptive_candidates(advice: Advice, graph_bs: Optional[Sequence[int]] = None
     cands: dict[int, set] = {}
     nospec: dict[int, float] = {}
     owner: dict[int, list] = {}
-    off = []
+    off_at: dict[int, bool] = {}   # the bucket's largest batch size decides, as its nospec_tok_s does
     for key, b in keyed:
         cands.setdefault(key, set()).update(contenders(b))
         owner.setdefault(key, []).append(b.bs)
         base = next((c.baseline_tok_s for c in b.candidates if c.baseline_tok_s), None)
         if base:
             nospec[key] = round(base, 3)
-        if b.recommendation.speculation_off:
-            off.append(key)
+        off_at[key] = b.recommendation.speculation_off
+    off = [k for k, v in off_at.items() if v]
     merged = [f"bs {', '.join(map(str, v))} pad to {k}: their contenders are pooled" for k, v in owner.items() if len(v) > 1]
     cfg = {}
     for k in sorted(cands):
@@ -1586,18 +1586,19 @@ def adaptive_config(advice: Advice, graph_bs: Optional[Sequence[int]] = None) ->
     it; the smallest key is written as ``"1"`` so every batch size lands in a bucket. A bucket
     where speculation does not pay still gets its fastest depth ``> 0`` (never 0, which still
     runs draft-extend) and is listed in ``off_buckets`` so the caller can say so. Batch sizes
-    that pad to one key share the depth of the largest of them.
+    that pad to one key share the depth of the largest of them, and it decides whether the bucket
+    is off.
     """
     graph, keyed, primary_key = _bucket_keys(advice, graph_bs)
     buckets: dict[int, int] = {}
-    owner: dict[int, int] = {}
-    merged, off = [], []
-    for key, b in keyed:
-        if key in buckets and buckets[key] != b.adaptive_steps:
-            merged.append(f"bs {owner[key]} and {b.bs} both pad to {key}: using bs {b.bs}'s {cm.steps_text(b.adaptive_steps)}")
-        buckets[key], owner[key] = b.adaptive_steps, b.bs
-        if b.recommendation.speculation_off:
-            off.append(key)
+    owners: dict[int, list[BatchAdvice]] = {}
+    for key, b in keyed:   # ascending bs: the largest in a bucket is the last, and its depth is pinned
+        buckets[key] = b.adaptive_steps
+        owners.setdefault(key, []).append(b)
+    merged = [f"bs {', '.join(str(b.bs) for b in bs_)} pad to {key}: using bs {bs_[-1].bs}'s "
+              f"{cm.steps_text(bs_[-1].adaptive_steps)}" for key, bs_ in owners.items()
+              if len({b.adaptive_steps for b in bs_}) > 1]
+    off = [key for key, bs_ in owners.items() if bs_[-1].recommendation.speculation_off]
     cfg = {str(k): {"candidate_steps": [v]} for k, v in sorted(buckets.items())}
     cfg["_eagle_cycle"] = {
         "generated_by": "eagle-cycle advise",
