@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import json
 import math
@@ -379,21 +380,32 @@ def test_whole_cycle_times_at_a_wider_batch_size_keep_the_baseline_below(tmp_pat
         assert eight["recommended"]["steps"] >= 1
 
 
+def _dense_world(bs, slope):
+    """One dense target seen at batch size ``bs``: decode step ``6 + slope * bs`` ms, verify 15% above
+    the forward ``6 + slope * tokens``, draft and host costs growing a little with ``bs``."""
+    return aw.World(kind="dense", bs=bs, p=tuple(round(0.8 * 0.95 ** j, 4) for j in range(12)),
+                    decode_ms=6.0 + slope * bs, verify_overhead=0.15, fixed_ms=6.0, slope_ms=slope,
+                    extend_fixed_ms=0.5, extend_slope_ms=0.002, draft_step_ms=0.4 + 0.004 * bs,
+                    draft_prep_ms=0.1, other_ms=0.3 + 0.005 * bs, gap_ms=0.05, noise=0.03, name=f"bs{bs}")
+
+
+def _runs_at_1_and_32(world, tmp_path):
+    """Logs of a 3-step run at bs 1 and a 2-step run at bs 32 of ``world(bs)``."""
+    logs = []
+    for bs, steps in ((1, 3), (32, 2)):
+        logs.append(tmp_path / f"bs{bs}.log")
+        logs[-1].write_text("\n".join(world(bs).log_lines(steps, None, random.Random(bs))) + "\n")
+    return logs
+
+
 def test_one_baseline_moves_along_the_verify_slope_not_to_its_level(tmp_path):
     """Runs at bs 1 (3 steps) and bs 32 (2 steps) of one dense target, decode step 6 + 0.03 bs ms,
     verify 15% above it; one baseline, at bs 8. The decode step at bs 1-4 was the verify curve's
     value there (7.03 ms, the measured 4-token verify, overhead included: above the 6.24 ms given at
     bs 8). Now it is the baseline moved by the verify's slope: within 2% of the truth, never above
     the bs-8 step."""
-    def world(bs):
-        return aw.World(kind="dense", bs=bs, p=tuple(round(0.8 * 0.95 ** j, 4) for j in range(12)),
-                        decode_ms=6.0 + 0.03 * bs, verify_overhead=0.15, fixed_ms=6.0, slope_ms=0.03,
-                        extend_fixed_ms=0.5, extend_slope_ms=0.002, draft_step_ms=0.4 + 0.004 * bs,
-                        draft_prep_ms=0.1, other_ms=0.3 + 0.005 * bs, gap_ms=0.05, noise=0.03, name=f"bs{bs}")
-    logs = []
-    for bs, steps in ((1, 3), (32, 2)):
-        logs.append(tmp_path / f"bs{bs}.log")
-        logs[-1].write_text("\n".join(world(bs).log_lines(steps, None, random.Random(bs))) + "\n")
+    world = functools.partial(_dense_world, slope=0.03)
+    logs = _runs_at_1_and_32(world, tmp_path)
     doc = advise_json(*logs, "--baseline-tok-s", f"8:{world(8).true_tok_s(0)}", "--batch-sizes", 1, 2, 4, 8, 16)
     for p in doc["per_batch_size"]:
         off = cand(p, 0)
@@ -407,15 +419,8 @@ def test_an_adaptive_config_lists_each_off_bucket_once_and_names_every_merged_ba
     Runs at bs 1 and 32, advice at bs 1-64 over graph sizes 1, 8, 32, 64: the off bucket was listed
     once per batch size padded to it ([64, 64, 64], a warning each), and a merge note named only
     the last two batch sizes of a bucket."""
-    def world(bs):
-        return aw.World(kind="dense", bs=bs, p=tuple(round(0.8 * 0.95 ** j, 4) for j in range(12)),
-                        decode_ms=6.0 + 0.15 * bs, verify_overhead=0.15, fixed_ms=6.0, slope_ms=0.15,
-                        extend_fixed_ms=0.5, extend_slope_ms=0.002, draft_step_ms=0.4 + 0.004 * bs,
-                        draft_prep_ms=0.1, other_ms=0.3 + 0.005 * bs, gap_ms=0.05, noise=0.03, name=f"bs{bs}")
-    logs = []
-    for bs, steps in ((1, 3), (32, 2)):
-        logs.append(tmp_path / f"bs{bs}.log")
-        logs[-1].write_text("\n".join(world(bs).log_lines(steps, None, random.Random(bs))) + "\n")
+    world = functools.partial(_dense_world, slope=0.15)
+    logs = _runs_at_1_and_32(world, tmp_path)
     out = tmp_path / "adaptive.json"
     rc, text, err = advise(*logs, "--baseline-tok-s", f"1:{world(1).true_tok_s(0)}", "--cuda-graph-bs", 1, 8, 32, 64,
                            "--batch-sizes", 1, 2, 4, 8, 16, 24, 32, 40, 48, 64, "--adaptive-config", out)
