@@ -65,6 +65,7 @@ class Run:
             remainder plus ``host_ms``, and ``total_ms`` the period (``total + gap``).
         host_ms: ``draft_prep_ms + gap_ms`` (device-span runs): host preparation and idle time
             per cycle, a cost of its own that does not grow with the depth.
+        prep_ms: its ``draft_prep_ms`` part (ms per cycle), which a one-step cycle may not pay.
         total_sd: standard deviation of the per-cycle time over the cycles (ms), None when unknown.
         accept_se, period_se: standard errors of the mean accept length (tokens) and of the mean
             cycle period (ms) by batch means over the cycle sequence (``batch_se`` of an inspect
@@ -97,6 +98,7 @@ class Run:
     fitted: bool = True
     device_spans: Optional[bool] = None
     host_ms: Optional[float] = None
+    prep_ms: Optional[float] = None
     total_sd: Optional[float] = None
     accept_se: Optional[float] = None
     period_se: Optional[float] = None
@@ -152,7 +154,7 @@ class Run:
             bs=self.bs, steps=self.steps, total_ms=total, draft_ms=ph.get("draft_ms"),
             verify_ms=ph.get("verify_ms"), extend_ms=ph.get("extend_ms"), other_ms=ph.get("other_ms"),
             weight=float(self.cycles or 1),
-            total_se_ms=self.total_se_ms(),
+            total_se_ms=self.total_se_ms(), prep_ms=self.prep_ms,
         )
 
 
@@ -428,7 +430,7 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None
         spans = g.get("device_spans")
         if spans is not None and not isinstance(spans, bool):
             raise UsageError(f"{what}.device_spans: expected true or false, got {_short(spans)}")
-        host = None
+        host = prep = None
         if spans:
             # the device spans are the depth-dependent costs; host prep + idle gap is a cost of its own
             prep = _phase_mean(phases_doc, "draft_prep_ms", f"{what}.phases")
@@ -458,6 +460,7 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None
             phases=phases if any(v is not None for v in phases.values()) else None,
             tok_s=_tok(g.get("tok_s"), f"{what}.tok_s", positive=True),
             device_spans=spans if spans is not None else (False if phases_doc else None), host_ms=host,
+            prep_ms=prep,
             total_sd=total_sd, accept_se=accept_se, period_se=period_se,
         ))
     damaged = doc.get("unparsed_lines")

@@ -592,6 +592,7 @@ class CycleObservation:
     ``total_ms`` is required; the phases are optional (a published table gives only totals,
     derived as ``1000 bs accept_len / tok_s``). ``weight`` = cycles behind the means.
     ``total_se_ms``: standard error of ``total_ms`` (ms; per-cycle sd / sqrt(cycles)), None when unknown.
+    ``prep_ms``: the host draft preparation inside ``other_ms`` (ms; device-span lines), None when unknown.
     """
 
     bs: int
@@ -603,6 +604,7 @@ class CycleObservation:
     other_ms: Optional[float] = None
     weight: float = 1.0
     total_se_ms: Optional[float] = None
+    prep_ms: Optional[float] = None
 
     @property
     def has_phases(self) -> bool:

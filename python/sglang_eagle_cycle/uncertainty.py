@@ -118,7 +118,8 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   took coverage from 93.1% to 96.7% (``--blind --iid`` seeds 0-31: 81.0% to 88.7%).
   Other time (and host preparation and gaps): as measured, depth-independent, except that runs
   at one step (no draft forward, no draft preparation) and deeper runs, where both kinds were
-  measured, keep curves over the batch size of their own, and that deeper runs at ``bs`` measured
+  measured, keep curves over the batch size of their own (where no one-step run was, a one-step
+  cycle leaves out none to all of the deeper runs' ``draft_prep_ms``, ``U(0, 1)`` of it), and that deeper runs at ``bs`` measured
   at two widths or more whose other times differ by more than :data:`OTHER_GROWTH_Z` standard
   errors make a curve over the width there, drawn as the draft-extend is (host work per verified
   token: sampling, bookkeeping; one-step cycles follow it too unless a one-step run was measured).
@@ -966,6 +967,17 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
             d = np.where(sv[None, :] > 1, c[:, None] + (sv[None, :] - 1.0) * t[:, None], 0.0)
             # at one step no draft forward runs: none to all of the fixed part, as other time
             o = o + np.where(sv[None, :] > 1, 0.0, (c * keep)[:, None])
+        # a one-step cycle prepares no draft forward, or part of one: where no one-step run was
+        # measured, none to all of the deeper runs' draft preparation (inside their other time) is
+        # left out (its own generator, as the fixed part's)
+        one_cols = [i for i, s in enumerate(spec) if s <= 1]
+        if one_cols and not one:
+            preps = [(ob.prep_ms, ob.weight) for ob in deep if ob.prep_ms is not None and ob.bs == bs] \
+                or [(ob.prep_ms, ob.weight) for ob in deep if ob.prep_ms is not None]
+            if preps:
+                prep = sum(p_ * w for p_, w in preps) / sum(w for _, w in preps)
+                u = np.random.default_rng([seed, 7]).uniform(0.0, 1.0, n)
+                o[:, one_cols] -= (u * prep)[:, None]
         total = d + v + x + o
         ph["draft_ms"][:, cols], ph["verify_ms"][:, cols], ph["extend_ms"][:, cols] = d, v, x
         ph["other_ms"][:, cols] = o
