@@ -384,12 +384,14 @@ def _counts_from_group(g: Mapping, steps: int, what: str) -> Optional[list[tuple
     return from_ppa if from_ppa is not None else from_hist
 
 
-def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None
+def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, from_log: bool = False
                       ) -> tuple[list[Run], dict[int, float], list[str]]:
     """Runs from an ``eagle-cycle inspect --json`` document.
 
     ``group_label``: how errors name a group (default ``"SOURCE: groups[i]"``), e.g. a bench
-    record's ``cycle`` group.
+    record's ``cycle`` group. ``from_log``: the document was made here from a log the user gave,
+    whose own ``server_args=`` line the caller reads for stock lines (no note that a document
+    lacks their depth).
 
     Each group ``(bs, steps, topk, draft_tokens)`` is one run; phase means, accept-length
     histogram and per-position counts are used when present (they may be missing or null).
@@ -473,7 +475,7 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None
             and _finite(db.get("gen_tok_s_mean")) and db["gen_tok_s_mean"] > 0:
         base[0] = float(db["gen_tok_s_mean"])
         notes.append(f"{source}: no speculation in its Decode batch lines: baseline {base[0]:.1f} tok/s")
-    elif not runs and isinstance(db, Mapping) and db.get("accept_len_mean") is not None:
+    elif not runs and not from_log and isinstance(db, Mapping) and db.get("accept_len_mean") is not None:
         notes.append(f"{source}: stock Decode batch lines with accept lengths, but an inspect document does not "
                      "carry the depth they ran at (the log's server_args= line): give the log itself: not used")
     return runs, base, notes

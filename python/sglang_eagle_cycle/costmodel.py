@@ -542,18 +542,26 @@ class MeasuredCurve:
         if len(pts) == 1:
             return pts[0][1], not math.isclose(x, pts[0][0])
         if x < pts[0][0] or x > pts[-1][0]:
-            # outside the measured range: straight line in x with the nearest segment's secant
-            # slope; no saturating shape is trusted where nothing was measured
-            (x0, y0), (x1, y1) = pts[:2] if x < pts[0][0] else pts[-2:]
-            slope = max(0.0, (y1 - y0) / (x1 - x0))
-            ax, ay = (x0, y0) if x < x0 else (x1, y1)
-            return max(0.0, ay + slope * (x - ax)), True
+            return max(0.0, self.unclamped(x)), True
         i = min(max(int(np.searchsorted([px for px, _ in pts], x)) - 1, 0), len(pts) - 2)
         (x0, y0), (x1, y1) = pts[i], pts[i + 1]
         g, g0, g1 = self.shape(x), self.shape(x0), self.shape(x1)
         if not self.shape.grows(x0, x1):  # every expert loaded at both widths: no bend left
             g, g0, g1 = x, x0, x1
         return y0 + (y1 - y0) * (g - g0) / (g1 - g0), False
+
+    def unclamped(self, x: float) -> float:
+        """``y(x)`` (ms) as :meth:`__call__` gives it, but outside the measured range the straight
+        line in ``x`` with the nearest segment's secant slope (no saturating shape is trusted where
+        nothing was measured) is not clamped at 0 ms: a difference of two such values keeps the
+        measured slope."""
+        pts = self.points
+        if len(pts) == 1 or pts[0][0] <= x <= pts[-1][0]:
+            return self(x)[0]
+        (x0, y0), (x1, y1) = pts[:2] if x < pts[0][0] else pts[-2:]
+        slope = max(0.0, (y1 - y0) / (x1 - x0))
+        ax, ay = (x0, y0) if x < x0 else (x1, y1)
+        return ay + slope * (x - ax)
 
     @property
     def x_range(self) -> tuple[float, float]:
@@ -571,18 +579,6 @@ class MeasuredCurve:
         (xa, ya), (xb, yb) = fall
         return [f"{what} falls from {ya:.2f} ms at {xa:g} {unit} to {yb:.2f} ms at {xb:g}{why}: "
                 "held flat beyond the measured widths"]
-
-
-def _unclamped(curve: MeasuredCurve, x: float) -> float:
-    """``curve(x)`` (ms), but outside the measured range the nearest secant's line is not clamped
-    at 0 ms: a difference between two such values keeps the measured slope."""
-    pts = curve.points
-    if len(pts) == 1 or pts[0][0] <= x <= pts[-1][0]:
-        return curve(x)[0]
-    (x0, y0), (x1, y1) = pts[:2] if x < pts[0][0] else pts[-2:]
-    slope = max(0.0, (y1 - y0) / (x1 - x0))
-    ax, ay = (x0, y0) if x < x0 else (x1, y1)
-    return ay + slope * (x - ax)
 
 
 @dataclass(frozen=True)
@@ -691,9 +687,8 @@ class CycleCostModel:
         if phased:
             if len(phased) < len(observations):
                 notes.append(f"{len(observations) - len(phased)} run(s) without a phase breakdown not used for cycle time")
-            verify = MeasuredCurve.from_points(
-                [(ob.verified_tokens, ob.verify_ms, ob.weight) for ob in phased]
-                + [(bs, ms, 1.0) for bs, ms in base.items()], shape)
+            run_verify = [(ob.verified_tokens, ob.verify_ms, ob.weight) for ob in phased]
+            verify = MeasuredCurve.from_points(run_verify + [(bs, ms, 1.0) for bs, ms in base.items()], shape)
             extend = MeasuredCurve.from_points(
                 [(ob.verified_tokens, ob.extend_ms or 0.0, ob.weight) for ob in phased])
             steps_pts = [(ob.bs, ob.draft_ms / (ob.steps - 1), ob.weight) for ob in phased if ob.steps > 1]
@@ -713,10 +708,9 @@ class CycleCostModel:
             notes += verify.fall_notes("verify time", "tokens", " (a baseline from another setup?)" if from_base
                                        else " (runs from different setups or loads?)")
             sizes = [ob.bs for ob in phased]
-            runs_only = MeasuredCurve.from_points([(ob.verified_tokens, ob.verify_ms, ob.weight) for ob in phased], shape)
             return cls("phases", shape, verify=verify, extend=extend, draft_step=draft, other=other,
                        baseline_ms=base, notes=tuple(notes), bs_range=(min(sizes), max(sizes)),
-                       verify_runs=runs_only)
+                       verify_runs=MeasuredCurve.from_points(run_verify, shape))
         pts = [(ob.verified_tokens, ob.total_ms, ob.weight) for ob in observations]
         if len({ob.verified_tokens for ob in observations}) == 1:
             pts += [(bs, ms, 1.0) for bs, ms in base.items()]
@@ -767,7 +761,7 @@ class CycleCostModel:
         if self.mode == "phases" and len(self.baseline_ms) == 1:
             (b0, ms0), = self.baseline_ms.items()
             runs = self.verify_runs or self.verify
-            at, at0 = _unclamped(runs, bs), _unclamped(runs, b0)
+            at, at0 = runs.unclamped(bs), runs.unclamped(b0)
             # in proportion (a verify-mode overhead in proportion to the forward, as the ensemble's
             # anchor takes it, drops out); where the line reaches no positive time at b0, by difference
             ms = ms0 * at / at0 if at0 > 0 else ms0 + at - at0

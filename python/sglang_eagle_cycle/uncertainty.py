@@ -66,7 +66,7 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   than the runs'): its decode step is no anchor below the measured widths. The verify curve (or
   the whole cycle's, without a phase split) takes the widest baseline below them as its anchor
   (none: as without a decode step), and that batch size's decode step bounds it from below
-  (:func:`_anchor_below`). Proportional growth from one measured point had put a 32-token verify
+  (:func:`_sample_from_decode_step`). Proportional growth from one measured point had put a 32-token verify
   at twice a 16-token one and advised speculation off there.
 * **Between measured widths**: ``y0 + (y1 - y0) t^g``, ``t`` the position between them in the
   width, or (MoE target) in the expected distinct experts ``E (1 - (1 - k/E)^n)`` (each
@@ -882,17 +882,20 @@ def _decode_step_at(cost: cm.CycleCostModel, bs: int, central: float, n: int, rn
     return np.maximum(out, 0.01 * central)
 
 
-def _anchor_below(cost: cm.CycleCostModel, pts: Sequence[tuple[float, float]],
-                  anchor: Optional[tuple[float, float]]) -> tuple[Optional[tuple[float, float]], Optional[float]]:
-    """``(anchor, floor)`` for a curve through ``pts`` (ascending ``(width, ms)``) at a batch size
-    whose decode step is ``anchor`` (``(bs, ms)``). When that step lies at or past the lowest
+def _sample_from_decode_step(cost: cm.CycleCostModel, pts: Sequence[tuple[float, float]], xq: Sequence[float],
+                             n: int, rng: np.random.Generator, anchor: Optional[tuple[float, float]],
+                             shapes: Sequence = (cm.LINEAR,)) -> np.ndarray:
+    """:func:`sample_curve` through ``pts`` (ascending ``(width, ms)``) at a batch size whose decode
+    step is ``anchor`` (``(bs, ms)``; None: unknown). When that step lies at or past the lowest
     measured width (advice for a batch size wider than the runs'), it is no anchor below them: the
-    widest baseline below them is (None without one), and the step is a floor, ms: a forward over
-    at least ``bs`` tokens costs at least the decode step over ``bs``. Otherwise ``(anchor, None)``."""
-    if anchor is None or not pts or anchor[0] < pts[0][0]:
-        return anchor, None
-    below = [(float(b), float(ms)) for b, ms in cost.baseline_ms.items() if b < pts[0][0]]
-    return (max(below) if below else None), anchor[1]
+    widest baseline below them is (none without one), and the step is a floor: a forward over at
+    least ``bs`` tokens costs at least the decode step over ``bs``."""
+    floor = None
+    if anchor is not None and pts and anchor[0] >= pts[0][0]:
+        below = [(float(b), float(ms)) for b, ms in cost.baseline_ms.items() if b < pts[0][0]]
+        anchor, floor = (max(below) if below else None), anchor[1]
+    out = sample_curve(pts, xq, n, rng, anchor=anchor, shapes=shapes)
+    return out if floor is None else np.maximum(out, floor)
 
 
 def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.CycleObservation], bs: int,
@@ -926,11 +929,7 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
     cols = [steps.index(s) for s in spec]
     if cost.mode == "phases" and phased:
         shapes = (cm.LINEAR, cost.shape) if cost.shape.num_experts else (cm.LINEAR,)
-        vpts = _points(phased, "verify_ms")
-        vanchor, floor = _anchor_below(cost, vpts, anchor)
-        v = sample_curve(vpts, widths, n, rng, anchor=vanchor, shapes=shapes)
-        if floor is not None:
-            v = np.maximum(v, floor)
+        v = _sample_from_decode_step(cost, _points(phased, "verify_ms"), widths, n, rng, anchor, shapes)
         xpts = _points(phased, "extend_ms")
         x = sample_curve(xpts, widths + [bs], n, rng)
         if len(xpts) == 1:  # drawn above all the same, so that the later hypotheses' draws stay put
@@ -987,10 +986,7 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         # size's runs make the curve (all of them where none ran here: carried over, never settled)
         here = [o for o in obs if o.bs == bs]
         tpts = _points(here or obs, "total_ms")
-        tanchor, floor = _anchor_below(cost, tpts, anchor)
-        total = sample_curve(tpts, widths, n, rng, anchor=tanchor)
-        if floor is not None:
-            total = np.maximum(total, floor)
+        total = _sample_from_decode_step(cost, tpts, widths, n, rng, anchor)
         if here and len(tpts) == 1:   # its own generator, so that the other draws stay put
             total = _draft_step_floor(total, tpts[0], widths, bs, None if base is None else base[0],
                                       np.random.default_rng([seed, 5]))

@@ -591,7 +591,7 @@ def _from_log(name: str, path: str):
         raise UsageError(str(exc).replace(path, name)) from None
     for msg in stopped:
         _warn(msg)
-    runs, _, notes = adv.runs_from_inspect(doc, name)
+    runs, _, notes = adv.runs_from_inspect(doc, name, from_log=True)
     notes = stopped + notes
     base: dict[int, float] = {}
     db = doc.get("decode_batch") or {}
@@ -601,8 +601,6 @@ def _from_log(name: str, path: str):
             notes.append(f"{name}: no-spec server log: baseline tok/s by batch size "
                          + ", ".join(f"{k}: {v:.1f}" for k, v in base.items()))
     elif not runs and db.get("intervals_with_accept"):
-        # the log itself was given: its own server_args= line decides, not the inspect-document note
-        notes = [n for n in notes if not n.startswith(f"{name}: stock Decode batch lines with accept lengths, but")]
         runs, more = _decode_batch_runs(name, path, db)
         notes += more
     elif not runs:
