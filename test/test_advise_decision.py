@@ -1659,3 +1659,35 @@ def test_a_smaller_batch_whose_extrapolated_decode_step_is_not_positive_is_advis
     acc = cm.AcceptanceModel.from_counts([(800, 1000), (640, 800), (512, 640), (400, 512), (300, 400)])
     cands = cm.predict_candidates(acc, cost, 4, [1, 2, 3])
     assert [c.steps for c in cands] == [1, 2, 3]          # no speculation-off row without a decode step
+
+
+def _stair_ensemble(n: int = 400) -> unc.Ensemble:
+    """Four depths at bs 1 whose cycle grows 10% a step; accept lengths 1.8, 2.4, 2.8, 3.1."""
+    steps = [0, 1, 2, 3, 4]
+    e = np.tile([1.0, 1.8, 2.4, 2.8, 3.1], (n, 1))
+    t = np.tile([10.0, 12.0, 13.2, 14.52, 15.97], (n, 1))
+    tok = 1000.0 * e / t
+    return unc.Ensemble(1, steps, tok, e, {}, 4, [None] * 5, None, tok.copy())
+
+
+def test_stair_hypotheses_pad_depths_to_their_cell_and_keep_a_measured_cell(monkeypatch):
+    ens = _stair_ensemble()
+    monkeypatch.setattr(unc, "STAIR_SHARE", 1.0)
+    # every depth in one cell: each runs the measured 2-step cycle (13.2 ms), its own accept length
+    monkeypatch.setattr(unc, "STAIR_SAME", (1.0, 1.0))
+    one = unc._stairs(ens, ens.tok_s, [2], seed=3)
+    assert np.allclose(one[:, 1:], 1000.0 * np.array([1.8, 2.4, 2.8, 3.1]) / 13.2)
+    assert np.allclose(one[:, 0], 100.0)                       # speculation off is left alone
+    # with nothing measured, the cell's top depth (4 steps) sets every depth's cycle
+    top = unc._stairs(ens, ens.tok_s, [], seed=3)
+    assert np.allclose(top[:, 1:], 1000.0 * np.array([1.8, 2.4, 2.8, 3.1]) / 15.97)
+    # no neighbours share a cell: the smooth hypotheses unchanged
+    monkeypatch.setattr(unc, "STAIR_SAME", (0.0, 0.0))
+    assert np.allclose(unc._stairs(ens, ens.tok_s, [2], seed=3), ens.tok_s)
+    # the share: about that many hypotheses change, the same ones for the same seed
+    monkeypatch.setattr(unc, "STAIR_SHARE", 0.25)
+    monkeypatch.setattr(unc, "STAIR_SAME", (1.0, 1.0))
+    a, b = unc._stairs(ens, ens.tok_s, [2], seed=3), unc._stairs(ens, ens.tok_s, [2], seed=3)
+    changed = ~np.all(np.isclose(a, ens.tok_s), axis=1)
+    assert np.array_equal(a, b) and 0.18 < changed.mean() < 0.32
+

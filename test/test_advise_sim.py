@@ -239,3 +239,16 @@ def test_sim_advise_gives_moe_worlds_their_own_target_config(aw, tmp_path):
     res = aw.run_protocol(moe, spy, 3, random.Random(0), tmp_path, extra_args=["--target-config", str(cfg)])
     assert res.failure is None and calls
     assert all(c[-2:] == ["--target-config", str(cfg)] for c in calls)
+
+
+def test_the_next_run_can_be_the_neighbour_that_tells_a_padding_step(aw, tmp_path):
+    """Our seed 19, world 21 (CUDA-graph buckets, first run at 5 steps, best 5): the smooth curves
+    alone asked for 4 steps, then picked 6, 7.2% below the best; with staircase hypotheses in the
+    next-run choice it asks for 6, whose run shows the padding step, and keeps 5."""
+    w = aw.make_worlds(24, 19)[21]
+    assert w.kind == "graph_buckets" and w.best_steps() == 5
+    res = aw.run_protocol(w, aw.advise_in_process, aw.first_steps(21), random.Random("sim-advise-logs:19:21"),
+                          tmp_path)
+    assert res.failure is None
+    assert res.measured == [5, 6]
+    assert res.regret is not None and res.regret <= 0.02
