@@ -1691,3 +1691,21 @@ def test_stair_hypotheses_pad_depths_to_their_cell_and_keep_a_measured_cell(monk
     changed = ~np.all(np.isclose(a, ens.tok_s), axis=1)
     assert np.array_equal(a, b) and 0.18 < changed.mean() < 0.32
 
+
+
+def test_one_baseline_and_a_verify_at_one_width_carry_the_decode_step_along_their_chord(tmp_path):
+    """The seed's one run (verify 28.1 ms at 6 tokens) and its bs-1 baseline: at bs 8 the decode
+    step grows along the chord from the decode step (times the central verify-mode overhead, 1.25)
+    to the measured verify, as the verify hypotheses do; it had stayed at 11.26 ms, 8 x 88.8 tok/s."""
+    doc = advise_json(_write(tmp_path / "seed5.json", _doc(SEED_5)), "--baseline-tok-s", SEED_BASELINE,
+                      "--batch-sizes", 1, 8)
+    b0 = 1000.0 / SEED_BASELINE
+    anchor = b0 * (1.0 + cm.VERIFY_MODE_OVERHEAD_CENTRAL)
+    step8 = b0 * (anchor + (28.1 - anchor) * (8 - 1) / (6 - 1)) / anchor
+    bs8 = next(b for b in doc["per_batch_size"] if b["bs"] == 8)
+    off = next(c for c in bs8["candidates"] if c["steps"] == 0)
+    assert off["predicted_tok_s"] == pytest.approx(8000.0 / step8, rel=1e-3)
+    assert off["predicted_tok_s"] < 0.5 * 8 * SEED_BASELINE
+    assert not bs8["settled"] and bs8["next_run"]["bs"] == 8
+    # the centre is the middle of the ensemble's verify-mode overheads
+    assert cm.VERIFY_MODE_OVERHEAD_CENTRAL == pytest.approx(sum(unc.VERIFY_MODE_OVERHEAD) / 2)

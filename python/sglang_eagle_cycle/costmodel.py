@@ -510,6 +510,11 @@ class WidthShape:
 
 LINEAR = WidthShape()
 
+#: the verify forward at width bs over the no-spec decode step, central value (the middle of
+#: :data:`uncertainty.VERIFY_MODE_OVERHEAD`): carries one baseline to other batch sizes when the verify
+#: was measured at one width (:meth:`CycleCostModel.baseline_step_ms`)
+VERIFY_MODE_OVERHEAD_CENTRAL = 0.25
+
 
 @dataclass(frozen=True)
 class MeasuredCurve:
@@ -752,7 +757,9 @@ class CycleCostModel:
         other batch sizes are the same forward); with one, in phases mode, that baseline scaled by
         the runs' verify curve between its batch size and ``bs`` (``b0 V(bs) / V(b0)``: the only
         slope measured, and a verify-mode overhead in proportion to the forward drops out; the
-        verify's own level is not the decode step's), never above it at a smaller batch size nor
+        verify's own level is not the decode step's; with the verify measured at one width, the
+        chord to it from ``b0 (1 + VERIFY_MODE_OVERHEAD_CENTRAL)`` at width ``b0``, the central
+        curve of the ensemble's verify hypotheses), never above it at a smaller batch size nor
         below it at a larger one; in totals mode the one baseline."""
         if bs in self.baseline_ms:
             return self.baseline_ms[bs], False
@@ -761,6 +768,13 @@ class CycleCostModel:
         if self.mode == "phases" and len(self.baseline_ms) == 1:
             (b0, ms0), = self.baseline_ms.items()
             runs = self.verify_runs or self.verify
+            if len(runs.points) == 1 and not math.isclose(runs.points[0][0], b0):
+                # one measured width: a flat curve would leave the decode step where it is at every
+                # batch size while the verify hypotheses grow along the chord from the decode step;
+                # the chord with the central verify-mode overhead is the slope they share
+                (x0, y0), = runs.points
+                anchor = min(ms0 * (1.0 + VERIFY_MODE_OVERHEAD_CENTRAL), y0)
+                runs = MeasuredCurve(tuple(sorted([(float(b0), anchor), (x0, y0)])), LINEAR)
             at, at0 = runs.unclamped(bs), runs.unclamped(b0)
             # in proportion (a verify-mode overhead in proportion to the forward, as the ensemble's
             # anchor takes it, drops out); where the line reaches no positive time at b0, by difference
