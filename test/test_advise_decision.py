@@ -268,6 +268,56 @@ def test_stock_decode_batch_logs_at_two_depths_are_runs(tmp_path):
     assert len(err.strip().splitlines()) == 1 and "inspect document" not in err
 
 
+
+def test_a_stock_log_appended_across_restarts_is_one_run_per_server_start(tmp_path):
+    """``>> server.log`` over two restarts: each server_args= line starts a run at its own depth,
+    whichever comes first, and the advice is that of the two logs given apart. Only the first
+    start's depth had been read: the 1-step run first was refused (accept length 2.1 impossible
+    with 1 step), the 5-step run first pooled both under 5 steps."""
+    a = _stock_log(tmp_path / "s1.log", 1, 1.7, 95.0)
+    b = _stock_log(tmp_path / "s5.log", 5, 2.1, 71.3)
+    apart = advise_json(a, b, "--baseline-tok-s", SEED_BASELINE)
+    for first, second in ((a, b), (b, a)):
+        both = tmp_path / "server.log"
+        both.write_text(first.read_text() + second.read_text())
+        doc = advise_json(both, "--baseline-tok-s", SEED_BASELINE)
+        runs = {r["steps"]: r for r in doc["inputs"]["runs"]}
+        assert set(runs) == {1, 5}
+        assert runs[1]["accept_len"] == pytest.approx(1.7, abs=0.03) and runs[5]["tok_s"] == pytest.approx(71.3, rel=0.03)
+        assert [c["predicted_tok_s"] for c in doc["candidates"]] == [c["predicted_tok_s"] for c in apart["candidates"]]
+        assert sum("server start" in n for n in doc["inputs"]["notes"]) == 2
+
+
+def test_a_stock_runs_throughput_weighs_each_interval_by_its_time(tmp_path):
+    """One interval line at 2,000 tok/s among sixty at about 90: the run's throughput is tokens over
+    time (the line's share of the time is tiny), not the plain mean of the lines, which it moved by
+    36%; a #running-req past 65536 is left out with a note."""
+    clean = _stock_log(tmp_path / "s3.log", 3, 1.95, 90.0)
+    lines = clean.read_text().splitlines()
+    odd = lines[5].replace(lines[5].split("gen throughput (token/s): ")[1].split(",")[0], "2000.00")
+    big = lines[6].replace("#running-req: 1,", "#running-req: 99999999,")
+    dirty = tmp_path / "s3-odd.log"
+    dirty.write_text("\n".join(lines + [odd, big]) + "\n")
+    tok = lambda path: advise_json(path, "--baseline-tok-s", SEED_BASELINE)["inputs"]["runs"]   # noqa: E731
+    runs_clean, runs_dirty = tok(clean), tok(dirty)
+    assert [r["bs"] for r in runs_dirty] == [1]
+    assert runs_dirty[0]["tok_s"] == pytest.approx(runs_clean[0]["tok_s"], rel=0.02)   # its tokens, 1 in 61
+    assert runs_clean[0]["tok_s"] == pytest.approx(90.0, rel=0.01)
+    doc = advise_json(dirty, "--baseline-tok-s", SEED_BASELINE)
+    assert any("#running-req 99999999, above 65536: not used" in n for n in doc["inputs"]["notes"])
+
+
+def test_stock_runs_at_two_batch_sizes_make_no_fall_of_the_cycle_time_across_them(tmp_path):
+    """A 5-step cycle at bs 1 (6 tokens) and a 1-step one at bs 4 (8 tokens) are different depths:
+    no "cycle time falls" note from one to the other (each batch size's own curve is looked at)."""
+    a = _stock_log(tmp_path / "s5.log", 5, 2.1, 71.3)
+    b = _stock_log(tmp_path / "s1.log", 1, 1.7, 95.0)
+    b.write_text(b.read_text().replace("#running-req: 1,", "#running-req: 4,").replace(
+        "gen throughput (token/s): ", "gen throughput (token/s): 4"))
+    doc = advise_json(a, b, "--baseline-tok-s", "1:88.8", "4:300")
+    assert {(r["bs"], r["steps"]) for r in doc["inputs"]["runs"]} == {(1, 5), (4, 1)}
+    assert not any("falls" in n for n in doc["inputs"]["cycle_model"]["notes"] + doc["inputs"]["notes"])
+
 def test_an_inspect_document_of_stock_lines_says_it_lacks_the_depth(tmp_path):
     # the log itself names its depth in its server_args= line; inspect's document of it does not, and
     # advise said only "no speculative run found in the inputs"

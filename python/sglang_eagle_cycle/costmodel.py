@@ -723,7 +723,13 @@ class CycleCostModel:
                      "times only, so depths are ranked only as well as a two-point fit of those times can rank them; "
                      "per-cycle [eagle-cycle] logs separate verify, draft and draft-extend")
         total = MeasuredCurve.from_points(pts)
-        notes += total.fall_notes("cycle time", "verified tokens")
+        # whole-cycle times shape the curve of their own batch size only (another batch size's cycle
+        # at the same width is another depth's): a fall is looked for within each batch size
+        sizes = sorted({ob.bs for ob in observations})
+        for b in sizes:
+            own = MeasuredCurve.from_points([(ob.verified_tokens, ob.total_ms, ob.weight)
+                                             for ob in observations if ob.bs == b])
+            notes += [f"bs {b}: {n}" if len(sizes) > 1 else n for n in own.fall_notes("cycle time", "verified tokens")]
         if shape.num_experts:
             notes.append("MoE shape needs the verify phase; not applied to whole-cycle times")
         return cls("totals", shape, total=total, baseline_ms=base, notes=tuple(notes))

@@ -39,7 +39,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..sweep.records import SCHEMA as BENCH_SCHEMA
 
@@ -608,34 +608,71 @@ def _from_log(name: str, path: str):
     return runs, base, notes
 
 
-def _decode_batch_runs(name: str, path: str, db: dict):
-    """Runs from stock ``Decode batch`` lines: mean accept length and gen throughput per batch size,
-    at the depth the log's start-up ``server_args=`` line names (no phase split)."""
-    from .. import advise as adv
+#: the largest batch size a stock line may name (as ``--batch-sizes`` and ``[eagle-cycle]`` lines)
+MAX_STOCK_BS = MAX_BS
+
+
+def _stock_segments(path: str) -> list[tuple[Optional[dict], Any]]:
+    """The log cut at each start-up ``server_args=`` line: ``(speculative settings or None,
+    DecodeBatchStats)`` per server start, in log order (lines before the first start: settings
+    None). A log appended to across restarts (``>> server.log``) holds several runs."""
     from ..decode_batch import speculative_server_args
     from ..logfiles import iter_chunks
-    from ..report import LogReader
+    from ..report import FileResult, LogReader
 
-    spec = None
-    if str(path) != "-":
-        for chunk in iter_chunks(path):
-            spec = speculative_server_args(chunk)
-            if spec is not None:
-                break
-    if not spec or not spec.get("num_steps"):
-        return [], [f"{name}: stock Decode batch lines carry no depth and the log holds no server_args= line "
-                    "naming --speculative-num-steps (keep the server's start-up lines in the log): not used"]
-    res = LogReader().read(path)
-    steps, topk = spec["num_steps"], spec.get("eagle_topk") or 1
-    ndt = spec.get("num_draft_tokens")
-    accept = db.get("accept_len_mean")
-    se = res.decode.spec_tok_s_se_by_bs()
-    runs = [adv.Run(source=f"{name} (Decode batch, bs {bs})", bs=bs, steps=steps, topk=topk, num_draft_tokens=ndt,
-                    accept_len=accept, tok_s=tok, tok_s_se=se.get(bs))
-            for bs, tok in res.decode.spec_tok_s_by_bs().items() if tok and tok > 0 and bs >= 1]
-    return runs, [f"{name}: stock Decode batch lines at {steps} steps (from its server_args line): mean accept "
-                  f"length {accept:.2f} over {db['intervals_with_accept']} intervals, tok/s per batch size "
-                  "(no phase split: whole-cycle times)"]
+    reader = LogReader()
+    segs = [(None, FileResult(str(path)))]
+    for chunk in iter_chunks(path):
+        if "server_args=" not in chunk:
+            reader._chunk(chunk, segs[-1][1])
+            continue
+        buf: list[str] = []
+        for ln in chunk.split("\n"):
+            if "server_args=" in ln:
+                if buf:
+                    reader._chunk("\n".join(buf) + "\n", segs[-1][1])
+                    buf = []
+                segs.append((speculative_server_args(ln), FileResult(str(path))))
+            buf.append(ln)
+        if buf:
+            reader._chunk("\n".join(buf), segs[-1][1])
+    return [(spec, res.decode) for spec, res in segs]
+
+
+def _decode_batch_runs(name: str, path: str, db: dict):
+    """Runs from stock ``Decode batch`` lines, one per server start in the log and batch size: the
+    intervals' throughput and mean accept length (:func:`decode_batch.spec_run_by_bs`), at the depth
+    that start's ``server_args=`` line names (no phase split)."""
+    from .. import advise as adv
+    from ..decode_batch import spec_run_by_bs
+
+    if str(path) == "-":
+        return [], [f"{name}: stock Decode batch lines read from stdin carry no depth (their server_args= line "
+                    "cannot be read twice): give the log as a file: not used"]
+    segs = [(spec, st) for spec, st in _stock_segments(path) if st.accept_len.count]
+    runs, notes = [], []
+    for k, (spec, st) in enumerate(segs, start=1):
+        where = f"{name}" if len(segs) == 1 else f"{name} (server start {k} of {len(segs)})"
+        if not spec or not spec.get("num_steps"):
+            notes.append(f"{where}: stock Decode batch lines carry no depth and no server_args= line before them "
+                         "names --speculative-num-steps (keep the server's start-up lines in the log): not used")
+            continue
+        steps, topk = spec["num_steps"], spec.get("eagle_topk") or 1
+        ndt = spec.get("num_draft_tokens")
+        by_bs = spec_run_by_bs(st)
+        big = sorted(bs for bs in by_bs if bs > MAX_STOCK_BS)
+        if big:
+            notes.append(f"{where}: Decode batch lines at #running-req {', '.join(map(str, big))}, above "
+                         f"{MAX_STOCK_BS}: not used")
+        label = name if len(segs) == 1 else f"{name}, start {k}"
+        for bs, (tok, acc, se, n) in by_bs.items():
+            if 1 <= bs <= MAX_STOCK_BS:
+                runs.append(adv.Run(source=f"{label} (Decode batch, bs {bs}, {n} intervals)", bs=bs, steps=steps,
+                                    topk=topk, num_draft_tokens=ndt, accept_len=acc, tok_s=tok, tok_s_se=se))
+        notes.append(f"{where}: stock Decode batch lines at {adv.cm.steps_text(steps)} (from its server_args line): "
+                     f"{st.accept_len.count} intervals, throughput and mean accept length per batch size "
+                     "(intervals weighted by their time; no phase split: whole-cycle times)")
+    return runs, notes
 
 
 def _resolve_baselines(runs, found: dict, given, batch_sizes=None) -> tuple[dict[int, float], list[str]]:
