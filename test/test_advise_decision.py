@@ -1759,3 +1759,30 @@ def test_one_baseline_and_a_verify_at_one_width_carry_the_decode_step_along_thei
     assert not bs8["settled"] and bs8["next_run"]["bs"] == 8
     # the centre is the middle of the ensemble's verify-mode overheads
     assert cm.VERIFY_MODE_OVERHEAD_CENTRAL == pytest.approx(sum(unc.VERIFY_MODE_OVERHEAD) / 2)
+
+
+def test_bench_records_keep_their_cycle_groups_device_spans_and_host_time(tmp_path):
+    """The same two device-span runs as logs and as bench records with their cycle groups: the same
+    predictions, and the records beside an older log are refused as the logs are (the records had
+    lost device_spans and host_ms: 1-step predictions differed, and the mix was fitted silently)."""
+    from sglang_eagle_cycle.report import inspect_paths
+
+    w = _sweep_world()
+    logs, recs = [], []
+    for steps, seed in ((2, 4), (5, 6)):
+        log = _write_lines(tmp_path / f"s{steps}.log", w.log_lines(steps, 300, random.Random(seed)))
+        logs.append(log)
+        grp = inspect_paths([str(log)])["groups"][0]
+        assert grp["device_spans"] is True
+        recs.append({"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": steps, "topk": 1,
+                     "num_draft_tokens": steps + 1, "concurrency": grp["bs"], "status": "ok",
+                     "output_tok_s": grp["tok_s"], "cycle": grp})
+    bench = _bench_file(tmp_path / "sweep.jsonl", recs)
+    base = ("--baseline-tok-s", w.true_tok_s(0))
+    from_logs, from_recs = advise_json(*logs, *base), advise_json(bench, *base)
+    assert [r["device_spans"] for r in from_recs["inputs"]["runs"]] == [True, True]
+    assert [r["host_ms"] for r in from_recs["inputs"]["runs"]] == [r["host_ms"] for r in from_logs["inputs"]["runs"]]
+    assert [c["predicted_tok_s"] for c in from_recs["candidates"]] == [c["predicted_tok_s"] for c in from_logs["candidates"]]
+    old = _write_lines(tmp_path / "legacy.log", aw.design_lines(w.log_lines(3, 300, random.Random(8)), "legacy"))
+    rc, _, err = advise(bench, old, *base)
+    assert rc == 2 and "mix device-span cycle lines" in err

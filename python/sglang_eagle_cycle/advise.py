@@ -616,7 +616,8 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
                 counts = counts or sub[0].counts
                 from_group = {"total_sd": sub[0].total_sd, "accept_se": sub[0].accept_se, "period_se": sub[0].period_se,
                               "log_file": grp.get("file") if isinstance(grp.get("file"), str) else None,
-                              "group_counts": sub[0].counts}
+                              "group_counts": sub[0].counts, "device_spans": sub[0].device_spans,
+                              "host_ms": sub[0].host_ms, "prep_ms": sub[0].prep_ms}
         if not from_group.get("log_file") and isinstance(rec.get("server_log"), str):
             from_group["log_file"] = rec["server_log"]   # the run's server log, cycle group or not
         ndt = _int(rec.get("num_draft_tokens"), f"{what}.num_draft_tokens", allow_none=True)
