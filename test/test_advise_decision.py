@@ -1786,3 +1786,14 @@ def test_bench_records_keep_their_cycle_groups_device_spans_and_host_time(tmp_pa
     old = _write_lines(tmp_path / "legacy.log", aw.design_lines(w.log_lines(3, 300, random.Random(8)), "legacy"))
     rc, _, err = advise(bench, old, *base)
     assert rc == 2 and "mix device-span cycle lines" in err
+
+
+def test_a_throughput_below_the_range_is_refused_and_the_error_shows_the_value_given(tmp_path):
+    """An inspect group's ``tok_s: 1e-300`` was taken (300-digit figures in the table); a baseline of
+    100000001 tok/s was refused as "1e+08 tok/s", inside the range the same line stated."""
+    rc, _, err = advise(_write(tmp_path / "tiny.json", _doc(dict(SEED_5, tok_s=1e-300))))
+    assert rc == 2 and err.count("\n") == 1 and "1e-300 tok/s is not a throughput (expected 0.01 to 1e+08)" in err
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as stop:
+        main(["advise", str(_write(tmp_path / "seed.json", _doc(SEED_5))), "--baseline-tok-s", "1:100000001"])
+    assert stop.value.code == 2 and "100000001 tok/s is not a throughput" in err.getvalue()

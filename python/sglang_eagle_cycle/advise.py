@@ -33,7 +33,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from . import costmodel as cm
 from . import uncertainty as unc
-from .argtypes import MAX_BS, MAX_STEPS, MAX_TOK_S
+from .argtypes import MAX_BS, MAX_STEPS, MAX_TOK_S, MIN_TOK_S
 from .errors import UsageError
 
 INSPECT_SCHEMA = "eagle-cycle-inspect/1"
@@ -284,10 +284,11 @@ def _phase_mean(phases: Mapping, name: str, what: str) -> Optional[float]:
 
 
 def _tok(v: Any, what: str, positive: bool = False) -> Optional[float]:
-    """A throughput field (tok/s): finite, not negative (``positive``: above 0), at most :data:`MAX_TOK_S`."""
+    """A throughput field (tok/s): finite, not negative (``positive``: above 0), 0 or within
+    :data:`MIN_TOK_S` .. :data:`MAX_TOK_S`."""
     out = _num(v, what, positive=positive, nonneg=True)
-    if out is not None and out > MAX_TOK_S:
-        raise UsageError(f"{what}: {out:.3g} tok/s is not a throughput (at most {MAX_TOK_S:.0e})")
+    if out is not None and (out > MAX_TOK_S or 0 < out < MIN_TOK_S):
+        raise UsageError(f"{what}: {out:.10g} tok/s is not a throughput (expected {MIN_TOK_S:g} to {MAX_TOK_S:.0e})")
     return out
 
 

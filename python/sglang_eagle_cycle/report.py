@@ -751,7 +751,7 @@ def _baseline_tok_s(tok: Any, what: str) -> float:
     if isinstance(tok, bool) or not isinstance(tok, (int, float)) or not math.isfinite(tok) or tok <= 0:
         raise UsageError(f"{what} must be a positive tok/s, got {tok}")
     if not MIN_TOK_S <= tok <= MAX_TOK_S:
-        raise UsageError(f"{what}: {tok:.3g} tok/s is not a throughput (expected {MIN_TOK_S:g} to {MAX_TOK_S:.0e})")
+        raise UsageError(f"{what}: {tok:.10g} tok/s is not a throughput (expected {MIN_TOK_S:g} to {MAX_TOK_S:.0e})")
     return float(tok)
 
 

@@ -74,7 +74,7 @@ def _baseline_item(text: str) -> tuple[int, float]:
     from ..argtypes import MAX_TOK_S, MIN_TOK_S
 
     if value > MAX_TOK_S or value < MIN_TOK_S:
-        raise argparse.ArgumentTypeError(f"{value:.3g} tok/s is not a throughput (expected {MIN_TOK_S:g} to "
+        raise argparse.ArgumentTypeError(f"{value:.10g} tok/s is not a throughput (expected {MIN_TOK_S:g} to "
                                          f"{MAX_TOK_S:.0e}), got {text!r}")
     return key, value
 
@@ -832,8 +832,10 @@ def _print_unsettled(b, console, measured: int = 1) -> None:
         return
     if not dec.useful:
         console.print(f"[bold yellow]not settled[/] at bs {b.bs} (95th-percentile regret {100 * dec.regret_95:.1f}%), "
-                      f"and no single run is expected to settle it: the most useful one, `{flags}`, would leave "
-                      f"{100 * dec.regret_95_after:.1f}%. The remaining doubt lies in the runs' own "
+                      f"and no single run is expected to settle it: the most useful one, `{flags}`, would "
+                      + (f"leave {100 * dec.regret_95_after:.1f}%" if dec.regret_95_after < dec.regret_95 else
+                         f"not lower it ({100 * dec.regret_95_after:.1f}% expected after it)")
+                      + ". The remaining doubt lies in the runs' own "
                       "noise or across several depths at once; longer runs at the contending depths narrow it", soft_wrap=True)
         return
     console.print(f"[bold yellow]not settled[/] {where} at bs {b.bs}: run `{flags}` once and {what} "
