@@ -19,7 +19,7 @@ Examples:
 --prometheus FILE writes the cycle series (phase-time and accept-length histograms, per-position
 reached/accepted counters, cycles by depth, the start-up wiring line as an info gauge) in the
 Prometheus text format, the names a live
-server exports (README, "Metrics"); node_exporter's textfile collector and a Pushgateway take it.
+server exports (README, "Prometheus metrics"); node_exporter's textfile collector and a Pushgateway take it.
 
 Exit codes: 0 report written, 1 a requested plot/trace/prometheus file had no cycles to show,
 2 unusable input (nothing readable, an output file exists without --force).
