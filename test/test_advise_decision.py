@@ -1797,3 +1797,19 @@ def test_a_throughput_below_the_range_is_refused_and_the_error_shows_the_value_g
     with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as stop:
         main(["advise", str(_write(tmp_path / "seed.json", _doc(SEED_5))), "--baseline-tok-s", "1:100000001"])
     assert stop.value.code == 2 and "100000001 tok/s is not a throughput" in err.getvalue()
+
+
+def test_a_batch_size_no_run_measured_says_its_figures_are_carried_over_and_keeps_their_noise(tmp_path):
+    """Stock runs at bs 1 (whole-cycle times), advice asked at bs 2 as well: every interval there says
+    it is carried over from bs 1, and none is zero-wide (the carried cycles keep their measurement
+    error; a 2-step cycle at bs 2 verifies 6 tokens, the 5-step run's width at bs 1, and its
+    interval had been that point's, zero-wide, labelled "acceptance sampling")."""
+    a = _stock_log(tmp_path / "s1.log", 1, 1.7, 95.0)
+    b = _stock_log(tmp_path / "s5.log", 5, 2.1, 71.3)
+    doc = advise_json(a, b, "--baseline-tok-s", "1:88.8", "2:170", "--batch-sizes", 1, 2)
+    at = {b_["bs"]: b_ for b_ in doc["per_batch_size"]}
+    for c in at[2]["candidates"]:
+        if c["steps"] > 0:
+            lo, hi = c["tok_s_95"]
+            assert c["interval_source"].endswith("carried over from bs 1") and hi - lo > 0.001 * c["predicted_tok_s"], c
+    assert not any("carried over" in (c["interval_source"] or "") for c in at[1]["candidates"])

@@ -1005,7 +1005,10 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         if here and len(tpts) == 1:   # its own generator, so that the other draws stay put
             total = _draft_step_floor(total, tpts[0], widths, bs, None if base is None else base[0],
                                       np.random.default_rng([seed, 5]))
-    noisy = [o for o in obs if o.bs == bs and o.total_se_ms]
+    # the measured means' own errors: this batch size's runs, or where none ran here, those of the
+    # runs the curves were carried over from
+    noisy = [o for o in obs if o.bs == bs and o.total_se_ms] or \
+        ([o for o in obs if o.total_se_ms] if not any(o.bs == bs for o in obs) else [])
     shape_total = total
     if noisy and spec:
         total = total + measurement_noise(noisy, widths, n, rng)
@@ -1045,6 +1048,11 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
                            "draft-extend shape": np.ptp(np.percentile(x[:, i], LEVELS)),
                            "draft step cost": np.ptp(np.percentile(d[:, i], LEVELS))}
                 src = max(spreads, key=spreads.get)
+            if not any(o.bs == bs for o in obs):
+                # no run here: the curves are carried over from other batch sizes, and how a cost
+                # scales with the batch is not among the hypotheses (the interval is narrower than
+                # the doubt)
+                src += f"; carried over from bs {', '.join(str(b) for b in sorted({o.bs for o in obs}))}"
             sources[steps.index(s)] = src
     tok_shape = tok.copy()
     if spec:
