@@ -247,8 +247,9 @@ MIN_CUT = 0.10
 #: rarely worth its place; the pick, the intervals and the decision state stay the smooth ensemble's.
 #: Over ``benchmarks/sim_advise.py`` (oracle table of every possible second run, seeds 0-7) 0.15
 #: took mean regret from 0.115% to 0.089% (ours) and 0.711% to 0.631% (``--blind``), 0.3 to 0.090%
-#: and 0.685%, 0.5 to 0.107% and 0.665%; at 0.2, out of sample, ours seeds 48-95 0.152% to 0.136%
-#: (worlds over 3%: 16 to 14) and ``--blind`` seeds 32-63 0.814% to 0.771% (62 to 52)
+#: and 0.685%, 0.5 to 0.107% and 0.665%. At 0.2, out of sample: ours seeds 48-95 0.152% to 0.139%
+#: (worlds over 3%: 16 to 15), ``--blind`` seeds 32-63 0.814% to 0.811% (62 to 53), ``--iid``
+#: 32-63 0.705% to 0.746% (53 to 48), ``--wide`` 0-47 0.430% to 0.446% (44 to 47)
 STAIR_SHARE = 0.2
 #: chance (low, high) that two neighbouring depths are padded to one size, drawn per staircase
 #: hypothesis: at one batch size a capture list whose sizes are 4/3 to 2 apart holds one to five
@@ -1172,8 +1173,8 @@ def decide(ens: Ensemble, measured: Sequence[int] = (), bins: int = 10, pick: Op
     recomputed (a preposterior analysis). The depth whose run leaves the lowest regret on average
     over the hypotheses wins (ties: nearest to the pick), the hypotheses for this choice alone
     including :data:`STAIR_SHARE` of staircases over the depths (:func:`_stairs`); the 95th
-    percentile of that run's regret over the ensemble itself is the forecast ``regret_95_after``. Choosing by the 95th percentile itself follows the
-    hypotheses' far tails, which one run rarely settles: over ``benchmarks/sim_advise.py`` seeds
+    percentile of that run's regret over the ensemble itself is the forecast ``regret_95_after``.
+    Choosing by the 95th percentile itself follows the hypotheses' far tails, which one run rarely settles: over ``benchmarks/sim_advise.py`` seeds
     0-95 (2,304 worlds) it gave a mean regret of 0.19% and 67 worlds more than 2% below their
     best, the mean 0.17% and 61. Measured depths (``measured``) are not proposed; a run expected
     to cut the 95th-percentile regret by less than :data:`MIN_CUT` of it is still named, with

@@ -601,7 +601,7 @@ def _from_log(name: str, path: str):
             notes.append(f"{name}: no-spec server log: baseline tok/s by batch size "
                          + ", ".join(f"{k}: {v:.1f}" for k, v in base.items()))
     elif not runs and db.get("intervals_with_accept"):
-        runs, more = _decode_batch_runs(name, path, db)
+        runs, more = _decode_batch_runs(name, path)
         notes += more
     elif not runs:
         notes.append(f"{name}: no [eagle-cycle] cycle lines and no speculative Decode batch lines: not used")
@@ -615,7 +615,9 @@ MAX_STOCK_BS = MAX_BS
 def _stock_segments(path: str) -> list[tuple[Optional[dict], Any]]:
     """The log cut at each start-up ``server_args=`` line: ``(speculative settings or None,
     DecodeBatchStats)`` per server start, in log order (lines before the first start: settings
-    None). A log appended to across restarts (``>> server.log``) holds several runs."""
+    None). A log appended to across restarts (``>> server.log``) holds several runs. Each part is
+    parsed as ``inspect`` parses a log (``LogReader``'s chunk parser, one ``FileResult`` per part, so
+    the TP-rank repeat window does not cross a restart)."""
     from ..decode_batch import speculative_server_args
     from ..logfiles import iter_chunks
     from ..report import FileResult, LogReader
@@ -639,7 +641,7 @@ def _stock_segments(path: str) -> list[tuple[Optional[dict], Any]]:
     return [(spec, res.decode) for spec, res in segs]
 
 
-def _decode_batch_runs(name: str, path: str, db: dict):
+def _decode_batch_runs(name: str, path: str):
     """Runs from stock ``Decode batch`` lines, one per server start in the log and batch size: the
     intervals' throughput and mean accept length (:func:`decode_batch.spec_run_by_bs`), at the depth
     that start's ``server_args=`` line names (no phase split)."""
