@@ -285,7 +285,7 @@ def test_a_stock_log_appended_across_restarts_is_one_run_per_server_start(tmp_pa
         assert set(runs) == {1, 5}
         assert runs[1]["accept_len"] == pytest.approx(1.7, abs=0.03) and runs[5]["tok_s"] == pytest.approx(71.3, rel=0.03)
         assert [c["predicted_tok_s"] for c in doc["candidates"]] == [c["predicted_tok_s"] for c in apart["candidates"]]
-        assert sum("server start" in n for n in doc["inputs"]["notes"]) == 2
+        assert sum("(part " in n for n in doc["inputs"]["notes"]) == 2
 
 
 def test_a_stock_runs_throughput_weighs_each_interval_by_its_time(tmp_path):
@@ -304,7 +304,7 @@ def test_a_stock_runs_throughput_weighs_each_interval_by_its_time(tmp_path):
     assert runs_dirty[0]["tok_s"] == pytest.approx(runs_clean[0]["tok_s"], rel=0.02)   # its tokens, 1 in 61
     assert runs_clean[0]["tok_s"] == pytest.approx(90.0, rel=0.01)
     doc = advise_json(dirty, "--baseline-tok-s", SEED_BASELINE)
-    assert any("#running-req 99999999, above 65536: not used" in n for n in doc["inputs"]["notes"])
+    assert any("left out: 1 with #running-req above 65536" in n for n in doc["inputs"]["notes"])
 
 
 def test_stock_runs_at_two_batch_sizes_make_no_fall_of_the_cycle_time_across_them(tmp_path):
@@ -336,8 +336,11 @@ def test_server_args_line_in_both_shapes():
                 "'speculative_eagle_topk': 1, 'speculative_num_draft_tokens': 3}\n")
     old = parse("[t] server_args=ServerArgs(model_path='m', speculative_algorithm='EAGLE3', "
                 "speculative_num_steps=5, speculative_eagle_topk=None, speculative_num_draft_tokens=6)")
-    assert new == {"algorithm": "EAGLE3", "num_steps": 2, "eagle_topk": 1, "num_draft_tokens": 3}
-    assert old == {"algorithm": "EAGLE3", "num_steps": 5, "eagle_topk": None, "num_draft_tokens": 6}
+    assert new == {"algorithm": "EAGLE3", "num_steps": 2, "eagle_topk": 1, "num_draft_tokens": 3, "adaptive": None}
+    assert old == {"algorithm": "EAGLE3", "num_steps": 5, "eagle_topk": None, "num_draft_tokens": 6, "adaptive": None}
+    both = parse("[t] server_args=ServerArgs(speculative_algorithm='EAGLE3', speculative_num_steps=-1, "
+                 "speculative_adaptive=True, speculative_adaptive_config=None)")
+    assert both["num_steps"] == -1 and both["adaptive"] is True
     assert parse("no such line\n") is None
 
 
@@ -1813,3 +1816,75 @@ def test_a_batch_size_no_run_measured_says_its_figures_are_carried_over_and_keep
             lo, hi = c["tok_s_95"]
             assert c["interval_source"].endswith("carried over from bs 1") and hi - lo > 0.001 * c["predicted_tok_s"], c
     assert not any("carried over" in (c["interval_source"] or "") for c in at[1]["candidates"])
+
+
+def _nospec_log(path: Path, tok_s: float = 88.0) -> Path:
+    rng = random.Random(7)
+    lines = ["[2026-12-01 09:00:00] server_args={'model_path': 'm', 'speculative_algorithm': None, "
+             "'speculative_num_steps': None, 'tp_size': 8}"]
+    for i in range(40):
+        lines.append(f"[2026-12-01 09:01:{i % 60:02d} TP0] Decode batch, #running-req: 1, #token: {100 + 40 * i}, "
+                     f"token usage: 0.00, cuda graph: True, gen throughput (token/s): {tok_s * rng.uniform(0.98, 1.02):.2f}, "
+                     "#queue-req: 0")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_each_server_start_of_an_appended_log_counts_for_what_it_is(tmp_path):
+    """One log over four starts (from helper 25): a no-spec start gives the baseline, a start whose
+    server_args line names a depth past 64, or no drafting algorithm, is left out with the reason, a
+    start with [eagle-cycle] lines is that run, a stock start is its own run: the same advice as the
+    usable files given apart. The no-spec start and the stock start beside plugin lines had been
+    dropped without a word, and a depth of 999999 hung."""
+    a = _stock_log(tmp_path / "s5.log", 5, 2.1, 71.3)
+    n = _nospec_log(tmp_path / "nospec.log")
+    w = _sweep_world()
+    ours = _write_lines(tmp_path / "ours.log", ["[2026-12-01 11:00:00] server_args={'speculative_algorithm': 'EAGLE3', "
+                                                "'speculative_num_steps': 3}"] + w.log_lines(3, 300, random.Random(3)))
+    huge = a.read_text().replace("'speculative_num_steps': 5", "'speculative_num_steps': 999999")
+    ngram = a.read_text().replace("'speculative_algorithm': 'EAGLE3'", "'speculative_algorithm': 'NGRAM'")
+    both = tmp_path / "server.log"
+    both.write_text(n.read_text() + huge + a.read_text() + ngram + ours.read_text())
+    doc = advise_json(both)
+    apart = advise_json(n, a, ours)
+    assert doc["inputs"]["runs"] and {r["steps"] for r in doc["inputs"]["runs"]} == {3, 5}
+    assert [c["predicted_tok_s"] for c in doc["candidates"]] == [c["predicted_tok_s"] for c in apart["candidates"]]
+    assert cand(doc, 0)["predicted_tok_s"] == pytest.approx(88.0, rel=0.01)
+    notes = " | ".join(doc["inputs"]["notes"])
+    assert "speculative_num_steps 999999, outside 1-64: not used" in notes
+    assert "speculative_algorithm NGRAM, not a drafting one" in notes
+    # a no-spec log on stdin gives its baseline too (it had been read as nothing)
+    rc, out, err = 0, "", ""
+    with open(n) as fh:
+        stdin, sys.stdin = sys.stdin, fh
+        try:
+            rc, out, err = advise(a, "-", "--json")
+        finally:
+            sys.stdin = stdin
+    assert rc == 0 and cand(json.loads(out), 0)["predicted_tok_s"] == pytest.approx(88.0, rel=0.01)
+
+
+def test_stock_intervals_outside_the_possible_are_left_out_and_counted(tmp_path):
+    """An accept length above steps + 1 and a throughput past 1e8 tok/s are left out of a stock run,
+    the note counts them; a run all of whose intervals are left out says why in the one-line error;
+    a copied stock log counts once (from helper 25)."""
+    a = _stock_log(tmp_path / "s3.log", 3, 1.95, 90.0)
+    lines = a.read_text().splitlines()
+    bad_acc = lines[3].replace("accept len: ", "accept len: 9").replace("accept len: 91.", "accept len: 9.")
+    bad_tok = lines[4].split("gen throughput (token/s): ")[0] + "gen throughput (token/s): 1000000000000.00, #queue-req: 0"
+    dirty = tmp_path / "dirty.log"
+    dirty.write_text("\n".join(lines + [bad_acc, bad_tok]) + "\n")
+    clean_run = advise_json(a, "--baseline-tok-s", 80)["inputs"]["runs"][0]
+    doc = advise_json(dirty, "--baseline-tok-s", 80)
+    run = doc["inputs"]["runs"][0]
+    assert run["accept_len"] == pytest.approx(clean_run["accept_len"]) and run["tok_s"] == pytest.approx(clean_run["tok_s"])
+    note = next(n for n in doc["inputs"]["notes"] if "left out:" in n)
+    assert "1 with gen throughput outside 0.01-1e+08 tok/s" in note and "1 with accept len below 1 or above 4" in note
+    allbad = tmp_path / "allbad.log"
+    allbad.write_text("\n".join(lines[:1] + [ln.replace("accept len: ", "accept len: 9") for ln in lines[1:]]) + "\n")
+    rc, _, err = advise(allbad, "--baseline-tok-s", 80)
+    assert rc == 2 and err.count("\n") == 1 and "every interval left out" in err and "accept len below 1 or above 4" in err
+    copy = tmp_path / "copy.log"
+    copy.write_text(a.read_text())
+    doc = advise_json(a, copy, "--baseline-tok-s", 80)
+    assert len(doc["inputs"]["runs"]) == 1 and any("holds the same run as" in n for n in doc["inputs"]["notes"])

@@ -472,7 +472,7 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, 
                      "inspect LOG --show-rejected 20 names them and why): each run is what its other lines measured")
     base: dict[int, float] = {}
     db = doc.get("decode_batch")
-    if not runs and isinstance(db, Mapping) and db.get("accept_len_mean") is None \
+    if not runs and not from_log and isinstance(db, Mapping) and db.get("accept_len_mean") is None \
             and _finite(db.get("gen_tok_s_mean")) and db["gen_tok_s_mean"] > 0:
         base[0] = float(db["gen_tok_s_mean"])
         notes.append(f"{source}: no speculation in its Decode batch lines: baseline {base[0]:.1f} tok/s")
@@ -1250,7 +1250,8 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
                 raise UsageError("no candidate depth above 0 (check --steps-candidates / --max-steps)")
             ens = unc.build(a, cost, obs, bs, [c.steps for c in cands],
                             draft_fixed_share=0.0 if any(r.device_spans for r in fitted) else unc.DRAFT_FIXED_SHARE)
-            cands = _from_ensemble(cands, ens, one_baseline=len(cost.baseline_ms) == 1)
+            cands = _from_ensemble(cands, ens, one_baseline=len(cost.baseline_ms) == 1,
+                                   whole_cycle=cost.mode != "phases")
             dec = unc.decide(ens, measured=[r.steps for r in fitted if r.bs == bs])
             won = _measured_winner(dec.pick, [r for r in fitted if r.bs == bs], [c.steps for c in cands])
             if won is not None:
@@ -1282,20 +1283,23 @@ def _distinct_runs(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
     counted once, and a note for each: identical batch size, depth, cycle count, accept length,
     tok/s and mean cycle time. The first copy is kept unless only a later one carries batch-means
     errors (a log beside an inspect document written before ``batch_se``). Runs without a cycle
-    count (table rows) are never merged."""
+    count are never merged (table rows), except stock Decode batch runs, which carry the standard
+    error of their throughput instead: the same figures and the same error (a copied log)."""
     seen: dict[tuple, Run] = {}
     out, notes = [], []
     for r in runs:
         total = r.total_ms()
         key = (r.bs, r.steps, r.topk, r.cycles, None if r.accept_len is None else round(r.accept_len, 4),
-               None if r.tok_s is None else round(r.tok_s, 3), None if total is None else round(total, 4))
-        twin = seen.get(key) if r.cycles else None
+               None if r.tok_s is None else round(r.tok_s, 3), None if total is None else round(total, 4),
+               None if r.tok_s_se is None else round(r.tok_s_se, 6))
+        twin = seen.get(key) if r.cycles or r.tok_s_se is not None else None
         if twin is not None:
             kept = twin
             if _has_batch_se(r) and not _has_batch_se(twin):   # keep the copy that knows its batch means
                 out[out.index(twin)] = seen[key] = kept = r
             notes.append(f"{r.source} holds the same run as {twin.source} (bs {r.bs}, {cm.steps_text(r.steps)}, "
-                         f"{r.cycles} cycles, identical accept length and tok/s): counted once, as "
+                         + (f"{r.cycles} cycles, " if r.cycles else "")
+                         + "identical accept length and tok/s): counted once, as "
                          f"{kept.source}" + (" (its batch-means errors)" if kept is r else ""))
             continue
         seen[key] = r
@@ -1367,7 +1371,8 @@ def _measured_winner(pick: int, runs: Sequence[Run], steps: Sequence[int]) -> Op
     return best
 
 
-def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble, one_baseline: bool = False) -> list[cm.Candidate]:
+def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble, one_baseline: bool = False,
+                   whole_cycle: bool = False) -> list[cm.Candidate]:
     """Candidates whose predictions are the ensemble's: mean tok/s, 95% intervals, median phases.
 
     At a batch size without a baseline of its own, the speculation-off row is the mean over the
@@ -1381,9 +1386,11 @@ def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble, one_baselin
         i = ens.steps.index(c.steps)
         if c.steps == 0:
             if "baseline" in c.extrapolated and one_baseline:   # uncertainty._decode_step_at: no range
+                how = ("the one baseline carried flat (whole-cycle inputs have no verify curve to scale it)"
+                       if whole_cycle else "from the verify curve through one baseline")
                 c = dataclasses.replace(c, tok_s_low=None, tok_s_high=None,
-                                        interval_source="no-spec decode step from the verify curve through "
-                                                        "one baseline: no interval (give a baseline at this bs)")
+                                        interval_source=f"no-spec decode step {how}: no interval (give a "
+                                                        "baseline at this bs)")
             elif "baseline" in c.extrapolated:   # the decode step's own hypotheses
                 base_mean = float(ens.tok_s[:, i].mean())
                 lo, hi = np.percentile(ens.tok_s[:, i], unc.LEVELS)

@@ -275,9 +275,10 @@ class DecodeBatchStats:
         return {bs: m.standard_error() for bs, m in sorted(self.gen_tok_s_by_bs_spec.items())}
 
 
-def spec_run_by_bs(stats: DecodeBatchStats) -> dict[int, tuple[float, float, Optional[float], int]]:
-    """Per batch size, what its speculative intervals say of the run: ``(tok_s, accept_len,
-    tok_s_se, intervals)``.
+def spec_run_by_bs(stats: DecodeBatchStats, max_accept: Optional[float] = None
+                   ) -> tuple[dict[int, tuple[float, float, Optional[float], int]], dict[str, int]]:
+    """Per batch size, what its speculative intervals say of the run: ``({bs: (tok_s, accept_len,
+    tok_s_se, intervals)}, {why: intervals left out})``.
 
     ``tok_s`` (tok/s) is the throughput over the intervals together, ``sum(a_i) / sum(a_i / r_i)``
     for intervals of gen throughput ``r_i`` and accept length ``a_i``: SGLang prints one line per
@@ -288,13 +289,33 @@ def spec_run_by_bs(stats: DecodeBatchStats) -> dict[int, tuple[float, float, Opt
     over the intervals (each the same number of forwards). ``tok_s_se``: overlapping batch means of
     the ratio's linearised terms (:func:`.series.obm_standard_error`), None below
     :data:`MIN_SE_INTERVALS` intervals.
+
+    Left out, and counted by reason: a gen throughput outside ``MIN_TOK_S..MAX_TOK_S``, an accept
+    length below 1 or above ``max_accept`` (``num_steps + 1`` for chain drafting), a batch size
+    below 1.
     """
-    out = {}
+    from .argtypes import MAX_TOK_S, MIN_TOK_S
+
+    out: dict[int, tuple[float, float, Optional[float], int]] = {}
+    dropped: dict[str, int] = {}
+
+    def drop(why: str, count: int) -> None:
+        if count:
+            dropped[why] = dropped.get(why, 0) + count
+
     for bs, gen in sorted(stats.gen_tok_s_by_bs_spec.items()):
         acc = stats.accept_len_by_bs_spec.get(bs)
         r = np.frombuffer(gen.values, dtype=float)
         a = np.frombuffer(acc.values, dtype=float) if acc is not None else np.ones_like(r)
-        keep = (r > 0) & (a > 0) & np.isfinite(r) & np.isfinite(a)
+        if bs < 1:
+            drop("#running-req 0", len(r))
+            continue
+        rate_ok = np.isfinite(r) & (r >= MIN_TOK_S) & (r <= MAX_TOK_S)
+        acc_ok = np.isfinite(a) & (a >= 1.0) & (a <= (max_accept if max_accept is not None else np.inf) + 1e-9)
+        drop(f"gen throughput outside {MIN_TOK_S:g}-{MAX_TOK_S:.0e} tok/s", int((~rate_ok).sum()))
+        drop("accept len below 1" + (f" or above {max_accept:g}" if max_accept is not None else ""),
+             int((rate_ok & ~acc_ok).sum()))
+        keep = rate_ok & acc_ok
         r, a = r[keep], a[keep]
         if not len(r):
             continue
@@ -306,13 +327,13 @@ def spec_run_by_bs(stats: DecodeBatchStats) -> dict[int, tuple[float, float, Opt
 
             se = obm_standard_error((a - tok * t) / t.mean(), max(1, len(r) // BATCHES))
         out[bs] = (tok, float(a.mean()), se, int(len(r)))
-    return out
+    return out, dropped
 
 
 #: ``speculative_<name>`` in SGLang's start-up ``server_args=`` line, in both shapes it has had:
 #: ``ServerArgs(..., speculative_num_steps=3, ...)`` and 0.5.23's ``{..., 'speculative_num_steps': 3, ...}``
-_SPEC_ARG = re.compile(r"""['"]?speculative_(algorithm|num_steps|eagle_topk|num_draft_tokens)['"]?\s*[=:]\s*"""
-                       r"""(?:'(\w+)'|"(\w+)"|(\d+)|None)""")
+_SPEC_ARG = re.compile(r"""['"]?speculative_(algorithm|num_steps|eagle_topk|num_draft_tokens|adaptive)['"]?\s*"""
+                       r"""[=:]\s*(?:'(\w+)'|"(\w+)"|(-?\d+)|(True|False)|None)""")
 
 
 def speculative_server_args(text: str) -> Optional[dict[str, Any]]:
@@ -320,14 +341,21 @@ def speculative_server_args(text: str) -> Optional[dict[str, Any]]:
 
     Returns:
         ``{"algorithm": str or None, "num_steps": int or None, "eagle_topk": int or None,
-        "num_draft_tokens": int or None}`` (None where the line says None or lacks the key).
+        "num_draft_tokens": int or None, "adaptive": bool or None}`` (None where the line says
+        None or lacks the key; integers as written, negative ones included).
     """
     for line in text.splitlines():
         if "server_args=" not in line:
             continue
-        out: dict[str, Any] = {"algorithm": None, "num_steps": None, "eagle_topk": None, "num_draft_tokens": None}
+        out: dict[str, Any] = {"algorithm": None, "num_steps": None, "eagle_topk": None, "num_draft_tokens": None,
+                               "adaptive": None}
         for m in _SPEC_ARG.finditer(line):
             name, word = m.group(1), m.group(2) or m.group(3)
-            out[name] = word if name == "algorithm" else (int(m.group(4)) if m.group(4) else None)
+            if name == "algorithm":
+                out[name] = word
+            elif name == "adaptive":
+                out[name] = {"True": True, "False": False}.get(m.group(5) or word or "")
+            else:
+                out[name] = int(m.group(4)) if m.group(4) else None
         return out
     return None

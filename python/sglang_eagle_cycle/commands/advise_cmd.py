@@ -575,10 +575,11 @@ def _warn(message: str) -> None:
 
 
 def _from_log(name: str, path: str):
-    """Runs from one log (``name`` for messages, read at ``path``) through ``report.inspect_paths``;
-    a no-spec server log gives baselines."""
+    """Runs from one log (``name`` for messages, read at ``path``) through ``report.inspect_paths``
+    (``[eagle-cycle]`` lines) and :func:`_stock_runs` (stock ``Decode batch`` lines of server starts
+    without them); a no-spec server start gives baselines."""
     from .. import advise as adv
-    from ..report import inspect_paths, load_baseline
+    from ..report import inspect_paths
 
     from ..errors import UsageError
 
@@ -594,30 +595,27 @@ def _from_log(name: str, path: str):
     runs, _, notes = adv.runs_from_inspect(doc, name, from_log=True)
     notes = stopped + notes
     base: dict[int, float] = {}
-    db = doc.get("decode_batch") or {}
-    if not runs and db.get("intervals") and not db.get("intervals_with_accept") and name != "-":
-        base = dict(load_baseline(path).by_bs)
-        if not any(n.startswith(f"{name}: no speculation") for n in notes):
-            notes.append(f"{name}: no-spec server log: baseline tok/s by batch size "
-                         + ", ".join(f"{k}: {v:.1f}" for k, v in base.items()))
-    elif not runs and db.get("intervals_with_accept"):
-        runs, more = _decode_batch_runs(name, path)
-        notes += more
+    if (doc.get("decode_batch") or {}).get("intervals"):
+        more, base, said = _stock_runs(name, path)
+        runs, notes = runs + more, notes + said
     elif not runs:
-        notes.append(f"{name}: no [eagle-cycle] cycle lines and no speculative Decode batch lines: not used")
+        notes.append(f"{name}: no [eagle-cycle] cycle lines and no Decode batch lines: not used")
     return runs, base, notes
 
 
 #: the largest batch size a stock line may name (as ``--batch-sizes`` and ``[eagle-cycle]`` lines)
 MAX_STOCK_BS = MAX_BS
+#: ``--speculative-algorithm`` values whose stock lines are taken as chain drafting runs (NGRAM
+#: drafts from the prompt's n-grams, with no draft forward: not what the cost model describes)
+DRAFTING_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 
 
 def _stock_segments(path: str) -> list[tuple[Optional[dict], Any]]:
     """The log cut at each start-up ``server_args=`` line: ``(speculative settings or None,
-    DecodeBatchStats)`` per server start, in log order (lines before the first start: settings
-    None). A log appended to across restarts (``>> server.log``) holds several runs. Each part is
-    parsed as ``inspect`` parses a log (``LogReader``'s chunk parser, one ``FileResult`` per part, so
-    the TP-rank repeat window does not cross a restart)."""
+    FileResult)`` per server start, in log order (lines before the first start: settings None). A
+    log appended to across restarts (``>> server.log``) holds several runs. Each part is parsed as
+    ``inspect`` parses a log (``LogReader``'s chunk parser, one ``FileResult`` per part, so the
+    TP-rank repeat window does not cross a restart; ``cycles`` counts its ``[eagle-cycle]`` lines)."""
     from ..decode_batch import speculative_server_args
     from ..logfiles import iter_chunks
     from ..report import FileResult, LogReader
@@ -638,43 +636,84 @@ def _stock_segments(path: str) -> list[tuple[Optional[dict], Any]]:
             buf.append(ln)
         if buf:
             reader._chunk("\n".join(buf), segs[-1][1])
-    return [(spec, res.decode) for spec, res in segs]
+    return segs
 
 
-def _decode_batch_runs(name: str, path: str):
-    """Runs from stock ``Decode batch`` lines, one per server start in the log and batch size: the
-    intervals' throughput and mean accept length (:func:`decode_batch.spec_run_by_bs`), at the depth
-    that start's ``server_args=`` line names (no phase split)."""
+def _depth_problem(spec: Optional[dict]) -> Optional[str]:
+    """Why a server start's settings give no chain-drafting depth, else None."""
+    if spec is None:
+        return ("no server_args= line before them names the depth (keep the server's start-up lines in the log)")
+    algo = spec.get("algorithm")
+    if algo is not None and algo.upper() not in DRAFTING_ALGORITHMS:
+        return f"its server_args= line names speculative_algorithm {algo}, not a drafting one ({', '.join(DRAFTING_ALGORITHMS)})"
+    if spec.get("adaptive"):
+        return ("its server_args= line names speculative_adaptive=True: the depth changes without a restart and "
+                "stock lines do not say which one each interval ran at (the plugin's [eagle-cycle] lines do)")
+    steps = spec.get("num_steps")
+    if steps is None:
+        return ("its server_args= line names no speculative_num_steps (None: SGLang chose one from the target's "
+                "architecture; launch with --speculative-num-steps to know it)")
+    if not 1 <= steps <= MAX_STEPS:
+        return f"its server_args= line names speculative_num_steps {steps}, outside 1-{MAX_STEPS}"
+    return None
+
+
+def _stock_runs(name: str, path: str):
+    """``(runs, baselines, notes)`` from the stock ``Decode batch`` lines of ``path``, per server start
+    (:func:`_stock_segments`): a start with ``[eagle-cycle]`` lines is left to them (its stock lines
+    are the same cycles); a start with accept lengths is one run per batch size at the depth its
+    ``server_args=`` line names (:func:`decode_batch.spec_run_by_bs`, no phase split); a start
+    without them is a no-spec server, whose mean gen throughput per batch size is a baseline (the
+    starts' intervals pooled)."""
     from .. import advise as adv
-    from ..decode_batch import spec_run_by_bs
+    from ..decode_batch import DecodeBatchStats, spec_run_by_bs
 
-    if str(path) == "-":
-        return [], [f"{name}: stock Decode batch lines read from stdin carry no depth (their server_args= line "
-                    "cannot be read twice): give the log as a file: not used"]
-    segs = [(spec, st) for spec, st in _stock_segments(path) if st.accept_len.count]
+    segs = [(spec, res) for spec, res in _stock_segments(path) if res.decode.intervals or res.cycles]
     runs, notes = [], []
-    for k, (spec, st) in enumerate(segs, start=1):
-        where = f"{name}" if len(segs) == 1 else f"{name} (server start {k} of {len(segs)})"
-        if not spec or not spec.get("num_steps"):
-            notes.append(f"{where}: stock Decode batch lines carry no depth and no server_args= line before them "
-                         "names --speculative-num-steps (keep the server's start-up lines in the log): not used")
+    plain = DecodeBatchStats()
+    for k, (spec, res) in enumerate(segs, start=1):
+        st = res.decode
+        where = name if len(segs) == 1 else f"{name} (part {k} of {len(segs)})"
+        if res.cycles:
+            if st.accept_len.count and len(segs) > 1:
+                notes.append(f"{where}: its [eagle-cycle] lines are the run; its stock Decode batch lines not used")
+            continue
+        if not st.accept_len.count:
+            plain.merge(st)
+            continue
+        problem = _depth_problem(spec)
+        if problem is not None:
+            notes.append(f"{where}: {st.accept_len.count} stock Decode batch intervals with accept lengths: {problem}: "
+                         "not used")
             continue
         steps, topk = spec["num_steps"], spec.get("eagle_topk") or 1
         ndt = spec.get("num_draft_tokens")
-        by_bs = spec_run_by_bs(st)
+        by_bs, dropped = spec_run_by_bs(st, steps + 1 if topk == 1 else ndt)
         big = sorted(bs for bs in by_bs if bs > MAX_STOCK_BS)
-        if big:
-            notes.append(f"{where}: Decode batch lines at #running-req {', '.join(map(str, big))}, above "
-                         f"{MAX_STOCK_BS}: not used")
-        label = name if len(segs) == 1 else f"{name}, start {k}"
+        for bs in big:
+            dropped[f"#running-req above {MAX_STOCK_BS}"] = dropped.get(f"#running-req above {MAX_STOCK_BS}", 0) \
+                + by_bs.pop(bs)[3]
+        label = name if len(segs) == 1 else f"{name}, part {k}"
         for bs, (tok, acc, se, n) in by_bs.items():
-            if 1 <= bs <= MAX_STOCK_BS:
-                runs.append(adv.Run(source=f"{label} (Decode batch, bs {bs}, {n} intervals)", bs=bs, steps=steps,
-                                    topk=topk, num_draft_tokens=ndt, accept_len=acc, tok_s=tok, tok_s_se=se))
+            runs.append(adv.Run(source=f"{label} (Decode batch, bs {bs}, {n} intervals)", bs=bs, steps=steps,
+                                topk=topk, num_draft_tokens=ndt, accept_len=acc, tok_s=tok, tok_s_se=se))
+        used = sum(v[3] for v in by_bs.values())
+        left = "; ".join(f"{n} with {why}" for why, n in dropped.items())
+        if not used:
+            notes.append(f"{where}: stock Decode batch lines at {adv.cm.steps_text(steps)}, every interval left out "
+                         f"({left}): not used")
+            continue
         notes.append(f"{where}: stock Decode batch lines at {adv.cm.steps_text(steps)} (from its server_args line): "
-                     f"{st.accept_len.count} intervals, throughput and mean accept length per batch size "
-                     "(intervals weighted by their time; no phase split: whole-cycle times)")
-    return runs, notes
+                     f"{used} intervals, throughput and mean accept length per batch size (intervals weighted by their "
+                     "time; no phase split: whole-cycle times)" + (f"; left out: {left}" if left else ""))
+    from ..argtypes import MAX_TOK_S, MIN_TOK_S
+
+    base = {bs: tok for bs, tok in plain.plain_tok_s_by_bs().items()
+            if 1 <= bs <= MAX_STOCK_BS and tok is not None and MIN_TOK_S <= tok <= MAX_TOK_S}
+    if base:
+        notes.append(f"{name}: no-spec server" + (" start" if len(segs) > 1 else " log") + ": baseline tok/s by batch size "
+                     + ", ".join(f"{k}: {v:.1f}" for k, v in base.items()))
+    return runs, base, notes
 
 
 def _resolve_baselines(runs, found: dict, given, batch_sizes=None) -> tuple[dict[int, float], list[str]]:
