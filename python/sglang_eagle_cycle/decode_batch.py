@@ -170,16 +170,6 @@ class _SeriesMean(_Mean):
         super().merge(other)
         self.values.extend(getattr(other, "values", ()))
 
-    def standard_error(self) -> Optional[float]:
-        """Overlapping-batch-means standard error of the mean (:func:`.series.obm_standard_error`,
-        batches an eighth of the intervals); None below :data:`MIN_SE_INTERVALS` intervals."""
-        if len(self.values) < MIN_SE_INTERVALS:
-            return None
-        from .series import BATCHES, obm_standard_error
-
-        v = np.frombuffer(self.values, dtype=float)
-        return obm_standard_error(v, max(1, len(v) // BATCHES))
-
 
 #: fewest speculative Decode batch intervals at one batch size behind a standard error of their mean
 MIN_SE_INTERVALS = 16
@@ -202,7 +192,7 @@ class DecodeBatchStats:
         self.gen_tok_s = _Mean()
         #: ``{running_req: mean gen tok/s}`` of intervals without / with speculative fields.
         self.gen_tok_s_by_bs_plain: dict[int, _Mean] = {}
-        self.gen_tok_s_by_bs_spec: dict[int, _SeriesMean] = {}   # in log order, for its standard error
+        self.gen_tok_s_by_bs_spec: dict[int, _SeriesMean] = {}   # in log order (spec_run_by_bs)
         self.accept_len_by_bs_spec: dict[int, _SeriesMean] = {}  # beside it, interval for interval
         self.all_accepted = True  # every interval with an accept rate had accept rate 1.0
         self._recent: deque[tuple[str, set]] = deque(maxlen=TP_REPEAT_WINDOW)
@@ -268,12 +258,6 @@ class DecodeBatchStats:
         """``{batch size: mean gen tok/s}`` of intervals with speculative fields."""
         return {bs: m.value for bs, m in sorted(self.gen_tok_s_by_bs_spec.items())}
 
-    def spec_tok_s_se_by_bs(self) -> dict[int, Optional[float]]:
-        """``{batch size: standard error of that mean (tok/s)}`` by overlapping batch means over the
-        intervals in log order (intervals at other batch sizes left out); None below
-        :data:`MIN_SE_INTERVALS` intervals."""
-        return {bs: m.standard_error() for bs, m in sorted(self.gen_tok_s_by_bs_spec.items())}
-
 
 def spec_run_by_bs(stats: DecodeBatchStats, max_accept: Optional[float] = None
                    ) -> tuple[dict[int, tuple[float, float, Optional[float], int]], dict[str, int]]:
@@ -292,9 +276,9 @@ def spec_run_by_bs(stats: DecodeBatchStats, max_accept: Optional[float] = None
 
     Left out, and counted by reason: a gen throughput outside ``MIN_TOK_S..MAX_TOK_S``, an accept
     length below 1 or above ``max_accept`` (``num_steps + 1`` for chain drafting), a batch size
-    below 1.
+    below 1 or above ``MAX_BS``.
     """
-    from .argtypes import MAX_TOK_S, MIN_TOK_S
+    from .argtypes import MAX_BS, MAX_TOK_S, MIN_TOK_S
 
     out: dict[int, tuple[float, float, Optional[float], int]] = {}
     dropped: dict[str, int] = {}
@@ -307,8 +291,8 @@ def spec_run_by_bs(stats: DecodeBatchStats, max_accept: Optional[float] = None
         acc = stats.accept_len_by_bs_spec.get(bs)
         r = np.frombuffer(gen.values, dtype=float)
         a = np.frombuffer(acc.values, dtype=float) if acc is not None else np.ones_like(r)
-        if bs < 1:
-            drop("#running-req 0", len(r))
+        if not 1 <= bs <= MAX_BS:
+            drop("#running-req 0" if bs < 1 else f"#running-req above {MAX_BS}", len(r))
             continue
         rate_ok = np.isfinite(r) & (r >= MIN_TOK_S) & (r <= MAX_TOK_S)
         acc_ok = np.isfinite(a) & (a >= 1.0) & (a <= (max_accept if max_accept is not None else np.inf) + 1e-9)

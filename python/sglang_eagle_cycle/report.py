@@ -448,6 +448,12 @@ class LogReader:
             res.stopped = exc.reason
         return res
 
+    def feed(self, text: str, res: FileResult) -> None:
+        """Read ``text`` (whole lines) into ``res`` and this reader's groups, as :meth:`read` reads
+        each chunk of a file: for a caller that cuts one log into parts (advise, one part per server
+        start), each with a ``FileResult`` of its own."""
+        self._chunk(text, res)
+
     # -- one chunk ------------------------------------------------------------------------------
 
     def _chunk(self, text: str, res: FileResult, base: Optional[int] = None) -> None:

@@ -43,7 +43,7 @@ from typing import Any, Optional
 
 from ..sweep.records import SCHEMA as BENCH_SCHEMA
 
-from ..argtypes import MAX_BS, MAX_STEPS, int_in, negative_values_are_values
+from ..argtypes import MAX_BS, MAX_STEPS, MAX_TOK_S, MIN_TOK_S, int_in, negative_values_are_values
 
 DEFAULT_MAX_STEPS = 10
 
@@ -71,8 +71,6 @@ def _baseline_item(text: str) -> tuple[int, float]:
         raise argparse.ArgumentTypeError(f"expected a batch size >= 1 before the colon, got {text!r}")
     if key > MAX_BS:
         raise argparse.ArgumentTypeError(f"batch size {key} above {MAX_BS}, got {text!r}")
-    from ..argtypes import MAX_TOK_S, MIN_TOK_S
-
     if value > MAX_TOK_S or value < MIN_TOK_S:
         raise argparse.ArgumentTypeError(f"{value:.10g} tok/s is not a throughput (expected {MIN_TOK_S:g} to "
                                          f"{MAX_TOK_S:.0e}), got {text!r}")
@@ -603,8 +601,6 @@ def _from_log(name: str, path: str):
     return runs, base, notes
 
 
-#: the largest batch size a stock line may name (as ``--batch-sizes`` and ``[eagle-cycle]`` lines)
-MAX_STOCK_BS = MAX_BS
 #: ``--speculative-algorithm`` values whose stock lines are taken as chain drafting runs (NGRAM
 #: drafts from the prompt's n-grams, with no draft forward: not what the cost model describes)
 DRAFTING_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
@@ -624,18 +620,18 @@ def _stock_segments(path: str) -> list[tuple[Optional[dict], Any]]:
     segs = [(None, FileResult(str(path)))]
     for chunk in iter_chunks(path):
         if "server_args=" not in chunk:
-            reader._chunk(chunk, segs[-1][1])
+            reader.feed(chunk, segs[-1][1])
             continue
         buf: list[str] = []
         for ln in chunk.split("\n"):
             if "server_args=" in ln:
                 if buf:
-                    reader._chunk("\n".join(buf) + "\n", segs[-1][1])
+                    reader.feed("\n".join(buf) + "\n", segs[-1][1])
                     buf = []
                 segs.append((speculative_server_args(ln), FileResult(str(path))))
             buf.append(ln)
         if buf:
-            reader._chunk("\n".join(buf), segs[-1][1])
+            reader.feed("\n".join(buf), segs[-1][1])
     return segs
 
 
@@ -689,10 +685,6 @@ def _stock_runs(name: str, path: str):
         steps, topk = spec["num_steps"], spec.get("eagle_topk") or 1
         ndt = spec.get("num_draft_tokens")
         by_bs, dropped = spec_run_by_bs(st, steps + 1 if topk == 1 else ndt)
-        big = sorted(bs for bs in by_bs if bs > MAX_STOCK_BS)
-        for bs in big:
-            dropped[f"#running-req above {MAX_STOCK_BS}"] = dropped.get(f"#running-req above {MAX_STOCK_BS}", 0) \
-                + by_bs.pop(bs)[3]
         label = name if len(segs) == 1 else f"{name}, part {k}"
         for bs, (tok, acc, se, n) in by_bs.items():
             runs.append(adv.Run(source=f"{label} (Decode batch, bs {bs}, {n} intervals)", bs=bs, steps=steps,
@@ -706,10 +698,8 @@ def _stock_runs(name: str, path: str):
         notes.append(f"{where}: stock Decode batch lines at {adv.cm.steps_text(steps)} (from its server_args line): "
                      f"{used} intervals, throughput and mean accept length per batch size (intervals weighted by their "
                      "time; no phase split: whole-cycle times)" + (f"; left out: {left}" if left else ""))
-    from ..argtypes import MAX_TOK_S, MIN_TOK_S
-
     base = {bs: tok for bs, tok in plain.plain_tok_s_by_bs().items()
-            if 1 <= bs <= MAX_STOCK_BS and tok is not None and MIN_TOK_S <= tok <= MAX_TOK_S}
+            if 1 <= bs <= MAX_BS and tok is not None and MIN_TOK_S <= tok <= MAX_TOK_S}
     if base:
         notes.append(f"{name}: no-spec server" + (" start" if len(segs) > 1 else " log") + ": baseline tok/s by batch size "
                      + ", ".join(f"{k}: {v:.1f}" for k, v in base.items()))
