@@ -6,7 +6,10 @@ SpecBundle numbers, SGLang, EAGLE-3 chain drafting):
 * *interpolate*: fit on the ``(3,1,4)`` and ``(7,1,8)`` rows, predict ``(5,1,6)``;
   error = absolute percentage error of accept length and of output tok/s;
 * *recommend*: fit on ``(3,1,4)`` and ``(5,1,6)``, choose among steps 0 (no speculation) / 3 /
-  5 / 7; a choice is good when its measured tok/s is the best or within 3% of it.
+  5 / 7; a choice is good when its measured tok/s is the best or within 3% of it;
+* *intervals*: whether the advisor's ``tok_s_95`` at 5 steps (fit 3 and 7) and at 7 steps (fit 3
+  and 5) holds the published figure, and the median width of those intervals (% of the
+  prediction). The naive fit has no interval.
 
 The naive model fits one constant acceptance rate ``p`` to both accept lengths by least squares
 (Leviathan et al. 2023: ``E = (1 - p^(S+1)) / (1 - p)``) and a straight line through the two
@@ -93,6 +96,7 @@ def evaluate(table: dict) -> list[dict]:
         n_acc, n_tok = naive_predict(rows, bs, [3, 7], 5)
         sel2 = adv.runs_from_table(table, model, bench, draft, FIT_RECOMMEND)
         a2 = adv.advise(sel2.runs, sel2.baseline_tok_s, steps=RECOMMEND_AMONG)
+        c7 = next(c for c in a2.primary.candidates if c.steps == 7)
         measured = {0: base, **{s: rows[s][0] for s in (3, 5, 7)}}
         naive_tok = {0: base, **{s: naive_predict(rows, bs, [3, 5], s)[1] for s in (3, 5, 7)}}
         naive_pick = max(naive_tok, key=lambda s: (naive_tok[s], -s))
@@ -101,11 +105,28 @@ def evaluate(table: dict) -> list[dict]:
             "model": model, "benchmark": bench, "draft": draft, "bs": bs,
             "measured_5": {"accept_len": rows[5][1], "tok_s": rows[5][0]},
             "ours_5": {"accept_len": c5.accept_len, "tok_s": c5.tok_s},
+            "ours_5_95": [c5.tok_s_low, c5.tok_s_high], "ours_7_95": [c7.tok_s_low, c7.tok_s_high],
+            "ours_7": c7.tok_s, "measured_7": rows[7][0],
             "naive_5": {"accept_len": n_acc, "tok_s": n_tok},
             "measured": measured, "ours_pick": a2.primary.recommendation.steps, "naive_pick": naive_pick,
             "ours_good": measured[a2.primary.recommendation.steps] >= (1 - MARGIN) * best,
             "naive_good": measured[naive_pick] >= (1 - MARGIN) * best,
         })
+    return out
+
+
+def _intervals(records: list[dict]) -> dict:
+    """How many ``tok_s_95`` held the published tok/s, and their median width (% of the prediction)."""
+    out = {}
+    for s, meas, pred in ((5, lambda r: r["measured_5"]["tok_s"], lambda r: r["ours_5"]["tok_s"]),
+                          (7, lambda r: r["measured_7"], lambda r: r["ours_7"])):
+        ivs = [(r[f"ours_{s}_95"], meas(r), pred(r)) for r in records]
+        widths = sorted(100.0 * (hi - lo) / p for (lo, hi), _, p in ivs)
+        mid = len(widths) // 2
+        out[f"steps_{s}"] = {
+            "held": sum(lo <= m <= hi for (lo, hi), m, _ in ivs),
+            "median_width_pct": (widths[mid] if len(widths) % 2 else 0.5 * (widths[mid - 1] + widths[mid]))
+            if widths else None}
     return out
 
 
@@ -116,6 +137,7 @@ def summarise(records: list[dict]) -> dict:
         "cases": len(records),
         "ours": {"accept_len_mape_pct": mape("ours_5", "accept_len"), "tok_s_mape_pct": mape("ours_5", "tok_s"),
                  "good_recommendations": sum(r["ours_good"] for r in records)},
+        "ours_intervals": _intervals(records),
         "naive": {"accept_len_mape_pct": mape("naive_5", "accept_len"), "tok_s_mape_pct": mape("naive_5", "tok_s"),
                   "good_recommendations": sum(r["naive_good"] for r in records)},
     }
@@ -130,6 +152,11 @@ def markdown(summary: dict, records: Optional[list[dict]] = None) -> str:
         f"| tok/s MAPE, same | {o['tok_s_mape_pct']:.2f}% | {n['tok_s_mape_pct']:.2f}% |",
         f"| fit (3,1,4)+(5,1,6), choose among 0/3/5/7: measured best or within 3% | {o['good_recommendations']}/{k} | {n['good_recommendations']}/{k} |",
     ]
+    for s, fit in ((5, "(3,1,4)+(7,1,8)"), (7, "(3,1,4)+(5,1,6)")):
+        iv = summary["ours_intervals"][f"steps_{s}"]
+        width = "-" if iv["median_width_pct"] is None else f"{iv['median_width_pct']:.1f}%"
+        lines.append(f"| fit {fit}: {s}-step `tok_s_95` holds the published tok/s (median width) | "
+                     f"{iv['held']}/{k} ({width}) | no interval |")
     if records:
         lines += ["", "| model | benchmark | draft | measured tok/s 0/3/5/7 | advisor picks | naive picks |", "|---|---|---|---|---|---|"]
         for r in records:

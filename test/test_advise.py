@@ -193,6 +193,10 @@ def test_eval_script_prints_the_readme_table(repo_root, shared_data):
     assert summary["cases"] == len(records) >= 30
     assert summary["ours"]["accept_len_mape_pct"] <= summary["naive"]["accept_len_mape_pct"]
     assert f"{summary['ours']['good_recommendations']}/{summary['cases']}" in text
+    for s in ("steps_5", "steps_7"):   # the intervals hold the published figures
+        iv = summary["ours_intervals"][s]
+        assert iv["held"] >= 0.9 * summary["cases"] and 5.0 < iv["median_width_pct"] < 20.0, iv
+        assert f"{iv['held']}/{summary['cases']} ({iv['median_width_pct']:.1f}%)" in text
 
 
 # --- a generated cycle log with known p_j and phase costs -----------------------------------------

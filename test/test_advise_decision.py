@@ -1888,3 +1888,40 @@ def test_stock_intervals_outside_the_possible_are_left_out_and_counted(tmp_path)
     copy.write_text(a.read_text())
     doc = advise_json(a, copy, "--baseline-tok-s", 80)
     assert len(doc["inputs"]["runs"]) == 1 and any("holds the same run as" in n for n in doc["inputs"]["notes"])
+
+
+def test_a_width_no_run_measured_gets_its_own_kernel_time_in_the_interval_only(tmp_path):
+    """Runs at 1 and 3 steps (bs 1: 2 and 4 verified tokens) with one verify time at both widths,
+    the acceptance counted to position 3: every smooth curve through them gives the 2-step cycle
+    exactly, so the 2-step interval had been acceptance sampling alone (+-1%), and a verify at 3
+    tokens whose kernels run 3% slower than at 2 and 4 (a captured graph of its own) fell outside
+    it. The interval now holds it; the measured depths' intervals and the decision do not move."""
+    def grp(steps, draft, counts):
+        hist = None
+        reached = [n for _, n in counts]
+        acc = [a for a, _ in counts]
+        mean = 1.0 + sum(acc) / reached[0]
+        total = draft + 20.0 + 0.5 + 0.3
+        return {"bs": 1, "steps": steps, "topk": 1, "draft_tokens": steps + 1, "cycles": reached[0],
+                "phases": {"draft_ms": {"mean": draft if steps > 1 else None}, "verify_ms": {"mean": 20.0},
+                           "extend_ms": {"mean": 0.5}, "other_ms": {"mean": 0.3}, "total_ms": {"mean": total}},
+                "accept_len_mean": mean, "accept_hist": hist, "tok_s": 1000.0 * mean / total,
+                "per_position_acceptance": [{"j": j + 1, "p": a / n, "accepted": a, "reached": n}
+                                            for j, (a, n) in enumerate(counts)]}
+    n = 40000
+    g1 = grp(1, 0.0, [(int(0.7 * n), n)])
+    g3 = grp(3, 1.0, [(int(0.7 * n), n), (int(0.42 * n), int(0.7 * n)), (int(0.21 * n), int(0.42 * n))])
+    doc = advise_json(_write(tmp_path / "runs.json", _doc(g1, g3)), "--baseline-tok-s", 60.0,
+                      "--steps-candidates", 0, 1, 2, 3)
+    c2 = cand(doc, 2)
+    e2 = 1.0 + 0.7 + 0.42
+    smooth = 1000.0 * e2 / (0.5 + 20.0 + 0.5 + 0.3)     # one draft forward of 0.5 ms
+    slow, fast = 1000.0 * e2 / (21.3 + 0.6), 1000.0 * e2 / (21.3 - 0.6)
+    lo, hi = c2["tok_s_95"]
+    assert c2["predicted_tok_s"] == pytest.approx(smooth, rel=0.01)
+    assert lo <= slow and hi >= fast and (hi - lo) / c2["predicted_tok_s"] < 0.12
+    assert c2["interval_source"].startswith("kernel time at a width no run measured")
+    for s in (1, 3):   # measured widths: sampling alone
+        lo, hi = cand(doc, s)["tok_s_95"]
+        assert (hi - lo) / cand(doc, s)["predicted_tok_s"] < 0.02
+    assert doc["recommended"]["steps"] == 3    # 2.33 tokens in 22.3 ms against 2.12 in 21.3

@@ -1401,7 +1401,7 @@ def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble, one_baselin
             out.append(c)
             continue
         tok, e = ens.tok_s[:, i], ens.accept_len[:, i]
-        lo, hi = np.percentile(tok, unc.LEVELS)
+        lo, hi = np.percentile(tok if ens.tok_s_band is None else ens.tok_s_band[:, i], unc.LEVELS)
         elo, ehi = np.percentile(e, unc.LEVELS)
         med = {k: float(np.median(v[:, i])) for k, v in ens.phases.items()}
         phases = c.cycle.verify_ms is not None
