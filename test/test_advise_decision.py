@@ -1925,3 +1925,21 @@ def test_a_width_no_run_measured_gets_its_own_kernel_time_in_the_interval_only(t
         lo, hi = cand(doc, s)["tok_s_95"]
         assert (hi - lo) / cand(doc, s)["predicted_tok_s"] < 0.02
     assert doc["recommended"]["steps"] == 3    # 2.33 tokens in 22.3 ms against 2.12 in 21.3
+    # a whole-cycle run at 2 steps (no phase split, as a stock log gives) measured that width: no
+    # kernel term there, and a cycle 3% slower than the phase curves say is a poor fit, said so
+    whole = {"bs": 1, "steps": 2, "topk": 1, "draft_tokens": 3, "cycles": 1000,
+             "phases": {"total_ms": {"mean": 21.3 + 0.6}}, "accept_len_mean": e2, "accept_hist": None,
+             "per_position_acceptance": None, "tok_s": slow}
+    doc = advise_json(_write(tmp_path / "runs3.json", _doc(g1, g3, whole)), "--baseline-tok-s", 60.0,
+                      "--steps-candidates", 0, 1, 2, 3)
+    lo, hi = cand(doc, 2)["tok_s_95"]
+    assert not cand(doc, 2)["interval_source"].startswith("kernel time") and lo > slow
+    assert any("fits poorly at 2 steps" in n for n in doc["inputs"]["notes"]), doc["inputs"]["notes"]
+    # where that term dominates the pick's interval, the decision's line says the regret leaves it out
+    g3 = grp(3, 1.0, [(int(0.7 * n), n), (int(0.42 * n), int(0.7 * n)), (int(0.042 * n), int(0.42 * n))])
+    rc, out, err = advise(_write(tmp_path / "runs2.json", _doc(g1, g3)), "--baseline-tok-s", 60.0,
+                          "--steps-candidates", 0, 1, 2, 3)
+    why = " ".join(out.split())
+    assert rc == 0 and "recommended at bs 1: 2 steps" in why, out + err
+    assert "mostly kernel time at a width no run measured" in why
+    assert "the regret leaves out the kernel time that widens its interval" in why

@@ -1457,6 +1457,9 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
              if dec.settled else
              f"not settled: its 95th-percentile regret is {100 * dec.regret_95:.1f}% (over "
              f"{100 * unc.SETTLED_REGRET:.0f}%)")
+    if (pick.interval_source or "").startswith(unc.KERNEL_SOURCE):
+        state += (" (the regret leaves out the kernel time that widens its interval: only a run at that "
+                  "depth measures it)")
     if dec.no_run_at_bs:
         state = (f"not settled: no run at bs {pick.bs}, every figure here is carried over from bs "
                  f"{', '.join(map(str, run_bs))} (how the costs scale with the batch is not among the hypotheses; "

@@ -273,6 +273,8 @@ STAIR_SAME = (0.3, 0.8)
 #: 98.7% (ours); the median width from 11.9% to 13.6%, 10.4% to 12.4%, 13.9% to 15.7% and, on
 #: ``--wide``, 18.5% to 20.0%. At 0.015 ``--blind`` held 89.8%, at 0.025 ``--wide`` was 20.7% wide
 WIDTH_JITTER = 0.02
+#: the interval source named where that kernel time dominates
+KERNEL_SOURCE = "kernel time at a width no run measured"
 #: settled when the pick's 95th-percentile regret is at most this
 SETTLED_REGRET = 0.02
 #: central interval
@@ -1053,10 +1055,15 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         ph["total_ms"][:, steps.index(0)] = dec
     # each width no run measured runs its own kernels: the verify (the whole cycle, without a phase
     # split) scaled per hypothesis and width by exp(WIDTH_JITTER z), for the intervals alone (its
-    # own generator, so that the other draws stay put)
+    # own generator, so that the other draws stay put). Measured: a width the curve passes through
+    # (a phase-timed verify at any batch size; a whole cycle at this one, or, where no run is at
+    # this batch size, at the one it is carried from) and every depth run at this batch size
     band = tok.copy()
     jit = np.zeros((n, len(spec)))
     if spec:
+        # a depth run at this batch size is measured whatever its curve: a whole-cycle run beside
+        # phase-timed ones holds its own width's kernels, and its poor-fit check stays as strict
+        measured_w |= {float(o.verified_tokens) for o in obs if o.bs == bs}
         fresh = np.array([w not in measured_w for w in widths])
         f = np.where(fresh[None, :], np.exp(WIDTH_JITTER * np.random.default_rng([seed, 13]).standard_normal(
             (n, len(spec)))), 1.0)
@@ -1071,7 +1078,7 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         w_jit = np.ptp(np.percentile(e_med / (t_med + jit), LEVELS, axis=0), axis=0)
         for i, s in enumerate(spec):
             if w_jit[i] > max(w_acc[i], w_cost[i]):
-                src = "kernel time at a width no run measured"
+                src = KERNEL_SOURCE
             elif w_acc[i] >= w_cost[i]:
                 if s > depth:
                     src = f"acceptance beyond position {depth}"
