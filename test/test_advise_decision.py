@@ -1943,3 +1943,15 @@ def test_a_width_no_run_measured_gets_its_own_kernel_time_in_the_interval_only(t
     assert rc == 0 and "recommended at bs 1: 2 steps" in why, out + err
     assert "mostly kernel time at a width no run measured" in why
     assert "the regret leaves out the kernel time that widens its interval" in why
+
+
+def test_a_zero_wide_interval_at_a_run_without_noise_says_so():
+    """A published table's rows carry no noise estimate: the interval at a measured depth is the
+    point itself, and it had been labelled "acceptance sampling" (helper 26)."""
+    doc = advise_json("--table", REPO / "data" / "benchmarks" / "specbundle_subset.json", "--model",
+                      "Llama-3.3-70B-Instruct", "--benchmark", "gsm8k", "--draft", "Specforge", "--fit", "3,1,4", "5,1,6")
+    for s in (3, 5):
+        c = cand(doc, s)
+        assert c["tok_s_95"][0] == c["tok_s_95"][1] and c["interval_source"] == "none: its run has no noise estimate"
+    assert cand(doc, 4)["tok_s_95"][1] - cand(doc, 4)["tok_s_95"][0] > 0.01 * cand(doc, 4)["predicted_tok_s"]
+    assert cand(doc, 4)["interval_source"] != "none: its run has no noise estimate"

@@ -1077,7 +1077,11 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         w_cost = np.ptp(np.percentile(e_med / total, LEVELS, axis=0), axis=0)
         w_jit = np.ptp(np.percentile(e_med / (t_med + jit), LEVELS, axis=0), axis=0)
         for i, s in enumerate(spec):
-            if w_jit[i] > max(w_acc[i], w_cost[i]):
+            if max(w_jit[i], w_acc[i], w_cost[i]) <= 1e-9 * e_med[i] / t_med[i]:
+                # nothing left to vary: a measured depth whose run has no noise estimate (a table
+                # row, a bench record without its cycle group, a stock run of a few intervals)
+                src = "none: its run has no noise estimate"
+            elif w_jit[i] > max(w_acc[i], w_cost[i]):
                 src = KERNEL_SOURCE
             elif w_acc[i] >= w_cost[i]:
                 if s > depth:
