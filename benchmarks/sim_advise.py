@@ -18,6 +18,7 @@ Usage::
     python benchmarks/sim_advise.py --worlds 48 --seed 3 --first-steps 5 --json
     python benchmarks/sim_advise.py --wide                # broader ranges, some outside the model's
     python benchmarks/sim_advise.py --blind [--iid]       # a generator written without the model
+    python benchmarks/sim_advise.py --third               # a third generator, by another hand, also without it
     python benchmarks/sim_advise.py --lines legacy        # cycle lines without device spans
     python benchmarks/sim_advise.py --moe-config          # MoE worlds get their own --target-config
 
@@ -40,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import advise_worlds as aw  # noqa: E402
 import advise_worlds_blind as awb  # noqa: E402
+import advise_worlds_third as awt  # noqa: E402
 from sglang_eagle_cycle.argtypes import int_in  # noqa: E402
 
 #: Targets the summary is printed against: (figure, comparison, value).
@@ -73,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     kind.add_argument("--blind", action="store_true",
                       help="worlds from advise_worlds_blind.py, a generator written from the issue's text "
                            "without reading the advisor's model: an out-of-sample check")
+    kind.add_argument("--third", action="store_true",
+                      help="worlds from advise_worlds_third.py, a third generator written from the issue's "
+                           "text by another hand, also without reading the advisor's model (fixed-length "
+                           "requests, a calibrated Kimi-K2.5-like world in every seed)")
     p.add_argument("--iid", action="store_true",
                    help="with --blind: no per-request difficulty, drift or persistent easy/hard text, so "
                         "every cycle is an independent sample as the advisor assumes")
@@ -102,10 +108,13 @@ def _fmt_pct(x) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 
 
-def make(worlds: int, seed: int, wide: bool = False, blind: bool = False, iid: bool = False) -> list:
+def make(worlds: int, seed: int, wide: bool = False, blind: bool = False, iid: bool = False,
+         third: bool = False) -> list:
     """The worlds of one seed: :func:`advise_worlds.make_worlds` (``wide``: its broader ranges), or
     ``blind``: :func:`advise_worlds_blind.make_worlds` (``iid``: without persistent per-request
-    differences or drift)."""
+    differences or drift), or ``third``: :func:`advise_worlds_third.make_worlds`."""
+    if third:
+        return awt.make_worlds(worlds, seed)
     if blind:
         return awb.make_worlds(worlds, seed, iid=iid)
     return aw.make_worlds(worlds, seed, wide=wide)
@@ -113,8 +122,8 @@ def make(worlds: int, seed: int, wide: bool = False, blind: bool = False, iid: b
 
 def moe_config(world) -> Optional[dict]:
     """A minimal target ``config.json`` naming ``world``'s routed experts and experts per token, or
-    ``None`` for a dense world (``advise_worlds.World.moe_experts``; a blind world's ``moe``, ``E``,
-    ``topk``)."""
+    ``None`` for a dense world (``advise_worlds.World.moe_experts`` and ``advise_worlds_third.World``'s
+    fields of the same names; a blind world's ``moe``, ``E``, ``topk``)."""
     if getattr(world, "moe_experts", 0):
         experts, topk = world.moe_experts, world.moe_topk
     elif getattr(world, "moe", False):
@@ -126,8 +135,9 @@ def moe_config(world) -> Optional[dict]:
 
 
 def run(worlds: int, seed: int, first_mode: str, wide: bool = False, blind: bool = False,
-        iid: bool = False, lines: str = "spans", with_moe_config: bool = False) -> tuple[list, list, float]:
-    ws = make(worlds, seed, wide, blind, iid)
+        iid: bool = False, lines: str = "spans", with_moe_config: bool = False,
+        third: bool = False) -> tuple[list, list, float]:
+    ws = make(worlds, seed, wide, blind, iid, third)
     results = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sim-advise-") as tmp:
@@ -205,9 +215,12 @@ def print_text(ws, results, summ, elapsed: float) -> None:
     print(f"{summ['intervals']} intervals scored; {elapsed:.1f} s")
 
 
-def _world_doc(w) -> dict:
-    """A world as JSON: the dataclass fields of :class:`advise_worlds.World`, or, for a blind
+def _world_doc(w, third: bool = False) -> dict:
+    """A world as JSON: the dataclass fields of :class:`advise_worlds.World`; for a ``third`` world
+    the fields of :class:`advise_worlds_third.World` and its noise-free tok/s per depth; for a blind
     world, its label fields and noise-free tok/s per depth."""
+    if third:
+        return {**asdict(w), "true_tok_s": [w.true_tok_s(s) for s in aw.DEPTHS]}
     try:
         return asdict(w)
     except TypeError:
@@ -221,15 +234,15 @@ def main(argv=None) -> int:
     if args.iid and not args.blind:
         parser.error("--iid goes with --blind")
     ws, results, elapsed = run(args.worlds, args.seed, args.first_steps, args.wide, args.blind, args.iid,
-                               args.lines, args.moe_config)
+                               args.lines, args.moe_config, args.third)
     summ = aw.score(results)
     if args.json:
         doc = {"schema": "eagle-cycle-sim-advise/1", "seed": args.seed, "first_steps": args.first_steps,
-               "wide": args.wide, "blind": args.blind, "iid": args.iid,
+               "wide": args.wide, "blind": args.blind, "third": args.third, "iid": args.iid,
                "lines": args.lines, "moe_config": args.moe_config,
                "summary": summ,
                "targets": [{"figure": k, "op": op, "target": t} for k, op, t in TARGETS],
-               "worlds": [{"world": _world_doc(w), "result": asdict(r)} for w, r in zip(ws, results)],
+               "worlds": [{"world": _world_doc(w, args.third), "result": asdict(r)} for w, r in zip(ws, results)],
                "elapsed_s": round(elapsed, 2)}
         print(json.dumps(doc))
     else:

@@ -252,3 +252,57 @@ def test_the_next_run_can_be_the_neighbour_that_tells_a_padding_step(aw, tmp_pat
     assert res.failure is None
     assert res.measured == [5, 6]
     assert res.regret is not None and res.regret <= 0.02
+
+
+@pytest.fixture(scope="module")
+def awt(aw):
+    spec = importlib.util.spec_from_file_location("advise_worlds_third", REPO / "benchmarks" / "advise_worlds_third.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["advise_worlds_third"] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_third_worlds_cover_every_kind_and_their_logs_reach_advise(aw, awt, tmp_path):
+    """``advise_worlds_third.py`` (a third generator written without the model): one seed's worlds
+    hold all six kinds with a finite positive truth at depths 0-8 and are seeded; a run's lines parse
+    and a log at 3 steps is read by advise as measured at 3; world 1 is the calibrated Kimi-K2.5-like
+    seed deployment (decode 11.3 ms, verify forward 21 ms at 3 tokens and ~28 ms at 6, best 2 steps
+    near 94 tok/s)."""
+    ws = awt.make_worlds(6, 0)
+    assert [w.kind for w in ws] == list(awt.KINDS) and len(awt.KINDS) == 6
+    for w in ws:
+        tps = [w.true_tok_s(s) for s in aw.DEPTHS]
+        assert all(math.isfinite(x) and x > 0 for x in tps), (w.name, tps)
+    assert [w.true_tok_s(2) for w in ws] == [w.true_tok_s(2) for w in awt.make_worlds(6, 0)]
+    assert [w.true_tok_s(2) for w in ws] != [w.true_tok_s(2) for w in awt.make_worlds(6, 1)]
+    # a run is fixed by the world and the rng passed in
+    w = ws[0]
+    lines = w.log_lines(3, 400, random.Random(3))
+    assert lines == w.log_lines(3, 400, random.Random(3)) and lines != w.log_lines(3, 400, random.Random(4))
+    recs = [parse_line(ln) for ln in lines]
+    assert all(r is not None and r.device_spans and r.config == (w.bs, 3, 1, 4) for r in recs)
+    assert recs[0].gap_ms is None
+    log = tmp_path / "third-steps3.log"
+    log.write_text("\n".join(lines) + "\n")
+    doc = aw.advise_in_process([str(log), "--baseline-tok-s", repr(w.true_tok_s(0)), "--json",
+                                "--steps-candidates", *[str(s) for s in aw.DEPTHS]])
+    assert doc["inputs"]["acceptance"]["observed_depth"] == 3
+    assert [c["steps"] for c in doc["candidates"] if c["steps"] and c.get("measured_tok_s") is not None] == [3]
+    # the Kimi-K2.5-like world
+    k = ws[awt.KIMI_INDEX]
+    assert k.kind == "moe" and k.bs == 1 and (k.moe_experts, k.moe_topk) == (384, 8)
+    assert k.decode_ms() == pytest.approx(11.3)
+    assert k.mean_phases(2)["verify_fwd_ms"] == pytest.approx(21.0)           # 3 verified tokens
+    assert k.mean_phases(5)["verify_fwd_ms"] == pytest.approx(28.0, abs=0.5)  # 6
+    assert k.best_steps() == 2 and 90.0 <= k.true_tok_s(2) <= 100.0
+
+
+def test_sim_advise_refuses_third_with_blind_or_wide():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import sim_advise
+
+    for other in ("--blind", "--wide"):
+        with pytest.raises(SystemExit) as exc:
+            sim_advise.main(["--third", other, "--worlds", "1"])
+        assert exc.value.code == 2
