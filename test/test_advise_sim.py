@@ -306,3 +306,15 @@ def test_sim_advise_refuses_third_with_blind_or_wide():
         with pytest.raises(SystemExit) as exc:
             sim_advise.main(["--third", other, "--worlds", "1"])
         assert exc.value.code == 2
+
+
+def test_a_smooth_roofline_below_two_runs_is_not_continued_straight_to_the_decode_step(aw, awt, tmp_path):
+    """The third generator's seed 25, world 4: a large batch (bs 48) whose verify is a smooth roofline,
+    measured at 3 then 2 steps; 2 steps is best. The measured slope continued straight down, floored
+    at the bare decode step, made 1 step look cheap: advise picked it, 5.2% below the best. Floored
+    at the decode step plus half the hypothesis' verify-mode overhead, it keeps 2."""
+    w = awt.make_worlds(24, 25)[4]
+    assert w.kind == "largebs" and w.bs == 48 and w.best_steps() == 2
+    res = aw.run_protocol(w, aw.advise_in_process, aw.first_steps(4), random.Random("sim-advise-logs:25:4"), tmp_path)
+    assert res.failure is None and res.measured == [3, 2]
+    assert res.pick == 2 and res.regret is not None and res.regret <= 0.005

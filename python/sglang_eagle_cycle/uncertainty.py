@@ -37,12 +37,14 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   verify forward at width ``bs`` from below but is a different forward (target-verify mode,
   sampling, bookkeeping). Central form: with one measured width, the chord to an anchor
   ``b (1 + f)`` at width ``bs``, ``f ~ U`` :data:`VERIFY_MODE_OVERHEAD`, never above the measured
-  value; with two or more, the measured slope continued down, never below ``b``, except at
+  value; with two or more, the measured slope continued down, never below ``b (1 + f s)``, ``s``
+  :data:`BELOW_FLOOR_OVERHEAD` (a verify costs at least its own value at ``bs``), except at
   widths up to :data:`KNEE_MIN_TOKENS` when that slope is steeper than every chord from the anchor:
   there the chord stays central (narrow verifies are memory-bound, so such a slope is a padding
   step between the measured widths, not a compute knee). Alternatives
   bounding the envelope: that chord; when the measured width exceeds :data:`KNEE_MIN_TOKENS`, a
-  roofline ``max(b, y0 x / x0)`` (compute time proportional to the width) and a curve saturating
+  roofline ``max(b, y0 x / x0)`` (that floor with two measured widths; compute time proportional
+  to the width) and a curve saturating
   from the anchor (``t^(1/BEND)``: distinct MoE experts, padding); a flat curve from the measured
   point (padding) within :data:`PAD_RATIO` of it. Narrower verifies are taken as memory-bound
   and close to linear in the width between the decode step and the measured point. With one
@@ -203,6 +205,21 @@ KNEE_SHARE = 0.15
 #: (a roofline); 1.25 lets the per-token cost rise by up to 19% per doubling of the width (wave and
 #: tile quantisation, attention over a longer verified block)
 KNEE_EXPONENT = (1.0, 1.25)
+#: below the lowest of two or more measured widths, the measured slope continued down is floored at
+#: the decode step ``b`` plus this share of the hypothesis' verify-mode overhead, ``b (1 + share f)``:
+#: a verify at any width costs at least its own value at ``bs``, ``b (1 + f)``, which a straight
+#: continuation reaches only where the verify is linear all the way down; a real GEMM's roofline bends
+#: smoothly, so a steep measured slope flattens before the decode step, and continued straight it
+#: made a depth below the runs look cheap (large batches picking 1 step where 2 was best). 0 was the
+#: bare decode step; 1 the hypothesis' own verify at ``bs``. Chosen on seeds 0-7 of every
+#: ``benchmarks/sim_advise.py`` generator (mean regret, 0 / 0.5 / 1): ours 0.094 / 0.094 / 0.217%,
+#: ``--blind`` 0.632 / 0.611 / 0.606%, ``--iid`` 0.615 / 0.569 / 0.562%, ``--wide`` 0.733 / 0.649 /
+#: 0.700%, ``--third`` 0.244 / 0.244 / 0.210%. Out of that range (0 to 0.5): ours seeds 0-47
+#: 0.128% to 0.157% (worlds over 3%: 8 to 13) and 48-95 0.139% to 0.148% (15 to 17), whose large
+#: batches have a sharp knee and a straight verify below it; ``--blind`` 0-31 / 32-63 0.609 / 0.811%
+#: to 0.578 / 0.770%, ``--iid`` 0.578 / 0.746% to 0.535 / 0.705%, ``--wide`` 0-47 0.446% to 0.414%,
+#: ``--third`` 0-47 0.263% to 0.246%, whose rooflines are smooth
+BELOW_FLOOR_OVERHEAD = 0.5
 #: a measured slope counts as steeper than the chord from the decode step (a bend, not a straight
 #: line through it) only past this relative margin: rounded log values of an exactly linear verify
 #: differ from the chord by far less
@@ -570,11 +587,13 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
             chord = _between(x, nx, ny, 0, shapes, shape_idx, None, n)
             alts = [chord]
             if meas is not None:
-                # the measured slope continued down (floored at the decode step): the central curve,
-                # but at narrow widths only when it is no steeper than the chord from the decode
-                # step: narrower verifies are memory-bound, so a steeper one there is a padding step
+                # the measured slope continued down (floored at the decode step plus a share of this
+                # hypothesis' verify-mode overhead, BELOW_FLOOR_OVERHEAD): the central curve, but at
+                # narrow widths only when it is no steeper than the chord from the decode step:
+                # narrower verifies are memory-bound, so a steeper one there is a padding step
                 # between the measured widths, not a compute knee, and the chord stays central
-                cont = np.maximum(min(anchor[1], y0), y0 - meas * (x0 - x))
+                floor = np.minimum(anchor[1] * (1.0 + BELOW_FLOOR_OVERHEAD * (ya / anchor[1] - 1.0)), y0)
+                cont = np.maximum(floor, y0 - meas * (x0 - x))
                 if x0 > KNEE_MIN_TOKENS or not convex:
                     chord = cont
                 alts.append(cont)
@@ -583,7 +602,8 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
                 # roofline: max(memory-bound step, compute proportional to width); not when the
                 # measured slope is below every chord to the anchor (the curve bends the other way)
                 if not concave:
-                    alts.append(np.maximum(min(anchor[1], y0), y0 * max(x, KNEE_MIN_TOKENS) / x0))
+                    low = floor if meas is not None else min(anchor[1], y0)
+                    alts.append(np.maximum(low, y0 * max(x, KNEE_MIN_TOKENS) / x0))
                 # saturating from the anchor (distinct MoE experts, padding), as bent as between
                 # points; not when the measured slope is above every chord to the anchor (a knee)
                 if not convex:
