@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Optional
@@ -121,12 +122,9 @@ def _intervals(records: list[dict]) -> dict:
     for s, meas, pred in ((5, lambda r: r["measured_5"]["tok_s"], lambda r: r["ours_5"]["tok_s"]),
                           (7, lambda r: r["measured_7"], lambda r: r["ours_7"])):
         ivs = [(r[f"ours_{s}_95"], meas(r), pred(r)) for r in records]
-        widths = sorted(100.0 * (hi - lo) / p for (lo, hi), _, p in ivs)
-        mid = len(widths) // 2
-        out[f"steps_{s}"] = {
-            "held": sum(lo <= m <= hi for (lo, hi), m, _ in ivs),
-            "median_width_pct": (widths[mid] if len(widths) % 2 else 0.5 * (widths[mid - 1] + widths[mid]))
-            if widths else None}
+        widths = [100.0 * (hi - lo) / p for (lo, hi), _, p in ivs]
+        out[f"steps_{s}"] = {"held": sum(lo <= m <= hi for (lo, hi), m, _ in ivs),
+                             "median_width_pct": statistics.median(widths) if widths else None}
     return out
 
 

@@ -215,11 +215,11 @@ def print_text(ws, results, summ, elapsed: float) -> None:
     print(f"{summ['intervals']} intervals scored; {elapsed:.1f} s")
 
 
-def _world_doc(w, third: bool = False) -> dict:
+def _world_doc(w) -> dict:
     """A world as JSON: the dataclass fields of :class:`advise_worlds.World`; for a ``third`` world
     the fields of :class:`advise_worlds_third.World` and its noise-free tok/s per depth; for a blind
     world, its label fields and noise-free tok/s per depth."""
-    if third:
+    if isinstance(w, awt.World):
         return {**asdict(w), "true_tok_s": [w.true_tok_s(s) for s in aw.DEPTHS]}
     try:
         return asdict(w)
@@ -242,7 +242,7 @@ def main(argv=None) -> int:
                "lines": args.lines, "moe_config": args.moe_config,
                "summary": summ,
                "targets": [{"figure": k, "op": op, "target": t} for k, op, t in TARGETS],
-               "worlds": [{"world": _world_doc(w, args.third), "result": asdict(r)} for w, r in zip(ws, results)],
+               "worlds": [{"world": _world_doc(w), "result": asdict(r)} for w, r in zip(ws, results)],
                "elapsed_s": round(elapsed, 2)}
         print(json.dumps(doc))
     else:

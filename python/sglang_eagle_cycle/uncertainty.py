@@ -562,6 +562,13 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
         convex = meas > (y0 - anchor[1]) / (x0 - anchor[0]) * (1.0 + CONVEX_TOL)
         concave = meas < max(0.0, y0 - anchor[1] * (1.0 + VERIFY_MODE_OVERHEAD[1])) / (x0 - anchor[0])
     out = np.empty((n, len(xq)))
+    # below the lowest measured width the continued slope and the roofline stop at the decode step,
+    # or with two measured widths at the decode step plus a share of this hypothesis' verify-mode
+    # overhead (BELOW_FLOOR_OVERHEAD)
+    floor = None
+    if use_anchor:
+        floor = (np.minimum(anchor[1] * (1.0 + BELOW_FLOOR_OVERHEAD * (ya / anchor[1] - 1.0)), y0)
+                 if meas is not None else min(anchor[1], y0))
     # one measured width past the knee threshold: a share of the hypotheses is a compute knee
     knee_a = None
     if use_anchor and meas is None and x0 > KNEE_MIN_TOKENS:
@@ -587,12 +594,10 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
             chord = _between(x, nx, ny, 0, shapes, shape_idx, None, n)
             alts = [chord]
             if meas is not None:
-                # the measured slope continued down (floored at the decode step plus a share of this
-                # hypothesis' verify-mode overhead, BELOW_FLOOR_OVERHEAD): the central curve, but at
+                # the measured slope continued down (floored, ``floor``): the central curve, but at
                 # narrow widths only when it is no steeper than the chord from the decode step:
                 # narrower verifies are memory-bound, so a steeper one there is a padding step
                 # between the measured widths, not a compute knee, and the chord stays central
-                floor = np.minimum(anchor[1] * (1.0 + BELOW_FLOOR_OVERHEAD * (ya / anchor[1] - 1.0)), y0)
                 cont = np.maximum(floor, y0 - meas * (x0 - x))
                 if x0 > KNEE_MIN_TOKENS or not convex:
                     chord = cont
@@ -602,8 +607,7 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
                 # roofline: max(memory-bound step, compute proportional to width); not when the
                 # measured slope is below every chord to the anchor (the curve bends the other way)
                 if not concave:
-                    low = floor if meas is not None else min(anchor[1], y0)
-                    alts.append(np.maximum(low, y0 * max(x, KNEE_MIN_TOKENS) / x0))
+                    alts.append(np.maximum(floor, y0 * max(x, KNEE_MIN_TOKENS) / x0))
                 # saturating from the anchor (distinct MoE experts, padding), as bent as between
                 # points; not when the measured slope is above every chord to the anchor (a knee)
                 if not convex:
@@ -990,8 +994,9 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
     cols = [steps.index(s) for s in spec]
     if cost.mode == "phases" and phased:
         shapes = (cm.LINEAR, cost.shape) if cost.shape.num_experts else (cm.LINEAR,)
-        v = _sample_from_decode_step(cost, _points(phased, "verify_ms"), widths, n, rng, anchor, shapes)
-        measured_w = {x for x, _ in _points(phased, "verify_ms")}
+        vpts = _points(phased, "verify_ms")
+        v = _sample_from_decode_step(cost, vpts, widths, n, rng, anchor, shapes)
+        measured_w = {x for x, _ in vpts}
         xpts = _points(phased, "extend_ms")
         x = sample_curve(xpts, widths + [bs], n, rng)
         if len(xpts) == 1:  # drawn above all the same, so that the later hypotheses' draws stay put
