@@ -235,6 +235,50 @@ def _stock_log(path: Path, steps: int, accept_len: float, tok_s: float, server_a
     return path
 
 
+def _ramp_group(bs: int, cycles: int, steps: int = 3) -> dict:
+    """A plugin-log group at ``bs`` of a server whose verify grows 0.2 ms per verified token."""
+    verify = 20.0 + 0.2 * bs * (steps + 1)
+    phases = {"draft_ms": 0.4 * steps, "verify_ms": verify, "verify_fwd_ms": verify - 0.5, "extend_ms": 0.3,
+              "other_ms": 0.5}
+    phases["total_ms"] = sum(v for k, v in phases.items() if k != "verify_fwd_ms")
+    g = _group(steps, phases, 2.4, 1000.0 * bs * 2.4 / phases["total_ms"], cycles=cycles)
+    g["bs"] = bs
+    return g
+
+
+def test_the_top_level_answer_is_for_the_batch_size_the_server_ran_at(tmp_path):
+    """A serving log passes every batch size on the ramp as clients connect (a few cycles each) and
+    runs at its load's (here 16, 3,000 cycles). The top-level settled/next_run and the launch line
+    had been for bs 1, the smallest, from 2 cycles. Stock Decode batch lines weigh the same way
+    (an interval holds 40 decode batches). --batch-sizes keeps the first of those it names."""
+    ramp = [_ramp_group(b, 2) for b in (1, 2, 4, 8)] + [_ramp_group(16, 3000)]
+    path = _write(tmp_path / "ramp.json", _doc(*ramp))
+    doc = advise_json(path)
+    assert doc["recommended"]["bs"] == 16 and [b["bs"] for b in doc["per_batch_size"]] == [1, 2, 4, 8, 16]
+    top = next(b for b in doc["per_batch_size"] if b["bs"] == 16)
+    assert (doc["settled"], doc["next_run"]) == (top["settled"], top["next_run"])
+    assert any("is for bs 16, where the runs measured the most decode cycles (3,000 of 3,008" in n
+               for n in doc["inputs"]["notes"])
+    rc, out, _ = advise(path)
+    assert rc == 0 and re.search(r"^launch: .*\(bs 16\)$", out, re.M), out[-600:]
+    # named batch sizes: the smallest measured one, as before
+    assert advise_json(path, "--batch-sizes", 1, 16)["recommended"]["bs"] == 1
+    # stock lines: 5 ramp intervals at bs 1..4, 60 at bs 8
+    lines = ["[2026-12-01 10:00:00] server_args={'model_path': 'm', 'speculative_algorithm': 'EAGLE3', "
+             "'speculative_num_steps': 3, 'speculative_eagle_topk': 1, 'speculative_num_draft_tokens': 4}"]
+    for i, bs in enumerate([1, 2, 3, 4, 4] + [8] * 60):
+        lines.append(f"[2026-12-01 10:01:{i % 60:02d} TP0] Decode batch, #running-req: {bs}, #token: {900 * bs}, "
+                     f"token usage: 0.01, accept len: {2.4 + 0.01 * (i % 3):.2f}, accept rate: 0.47, cuda graph: True, "
+                     f"gen throughput (token/s): {bs * 95.0 / (1 + 0.02 * bs) * (1 + 0.005 * (i % 4)):.2f}, "
+                     "#queue-req: 0")
+    stock = tmp_path / "stock.log"
+    stock.write_text("\n".join(lines) + "\n")
+    doc = advise_json(stock)
+    assert doc["recommended"]["bs"] == 8
+    assert any("is for bs 8" in n and "(2,400 of 2,600" in n and "a stock Decode batch line counts as 40" in n
+               for n in doc["inputs"]["notes"])
+
+
 def test_stock_decode_batch_logs_at_two_depths_are_runs(tmp_path):
     a = _stock_log(tmp_path / "s3.log", 3, 1.95, 90.0)
     b = _stock_log(tmp_path / "s5.log", 5, 2.1, 71.3)

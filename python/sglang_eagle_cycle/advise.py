@@ -83,6 +83,8 @@ class Run:
             cycles shows.
         concurrency: a bench record's client concurrency (``bs`` is its cycle group's batch size):
             its run's cycles in its server log lie at batch sizes up to it.
+        intervals: stock Decode batch intervals behind the means (None for other inputs); each
+            holds ``--decode-log-interval`` decode batches (:data:`STOCK_INTERVAL_BATCHES`).
     """
 
     source: str
@@ -107,6 +109,7 @@ class Run:
     log_file: Optional[str] = None
     group_counts: Optional[list[tuple[int, int]]] = None
     concurrency: Optional[int] = None
+    intervals: Optional[int] = None
 
     def iid_accept_se(self) -> Optional[float]:
         """Standard error of the mean accept length were every request-cycle independent (tokens):
@@ -1236,7 +1239,12 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
         raise UsageError(str(exc)) from None
     sizes = sorted(set(batch_sizes or [r.bs for r in fitted]))
     run_bs = sorted({r.bs for r in fitted})
-    primary = run_bs[0] if run_bs[0] in sizes else sizes[0]
+    if batch_sizes:   # asked for: the first of them a run measured, as before
+        primary = run_bs[0] if run_bs[0] in sizes else sizes[0]
+    else:
+        primary, why_primary = primary_batch_size(fitted, sizes)
+        if why_primary:
+            notes.append(why_primary)
     per_bs = []
     for bs in sizes:
         try:
@@ -1272,6 +1280,45 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
         per_bs.append(BatchAdvice(bs, cands, rec, pinned, dec, acc_at.get(bs)))
     measured = {(r.bs, r.steps): r for r in modelled}
     return Advice(acc, cost, per_bs, primary, measured, list(modelled), notes, not_modelled)
+
+
+#: decode batches behind one stock ``Decode batch`` line: SGLang's ``--decode-log-interval`` default
+#: (a server started with another value weighs its stock runs off by that ratio, which matters only
+#: where stock and plugin runs at different batch sizes are compared: :func:`primary_batch_size`)
+STOCK_INTERVAL_BATCHES = 40
+
+
+def primary_batch_size(fitted: Sequence[Run], sizes: Sequence[int]) -> tuple[int, Optional[str]]:
+    """The batch size the top-level answer is for (``settled``, ``next_run``, the ``launch:`` line)
+    when no ``--batch-sizes`` names the batch sizes to advise (``sizes`` are then the runs' own).
+
+    A serving log holds cycles at every batch size the load passed through: the ramp as clients
+    connect, the drain as they finish, a few cycles each. The server ran at the batch size where
+    the runs measured the most decode cycles: a stock Decode batch line counts as
+    :data:`STOCK_INTERVAL_BATCHES`, a run without a count (a table row, a bench record without its
+    cycle group) as none; ties, and inputs without any count, go to the smaller batch size.
+
+    Returns:
+        ``(bs, note)``: ``note`` says why, when ``bs`` is not the smallest advised batch size
+        (else None).
+    """
+    cycles: dict[int, int] = {}
+    stock = False
+    for r in fitted:
+        if r.bs in sizes:
+            n = r.cycles if r.cycles is not None else (r.intervals or 0) * STOCK_INTERVAL_BATCHES
+            stock = stock or (r.cycles is None and bool(r.intervals))
+            cycles[r.bs] = cycles.get(r.bs, 0) + n
+    if not cycles:
+        return min(sizes), None
+    bs = min(cycles, key=lambda b: (-cycles[b], b))
+    if bs == min(sizes):
+        return bs, None
+    total = sum(cycles.values())
+    each = f"; a stock Decode batch line counts as {STOCK_INTERVAL_BATCHES}" if stock else ""
+    return bs, (f"the top-level answer (settled, next_run, the launch line) is for bs {bs}, where the runs "
+                f"measured the most decode cycles ({cycles[bs]:,} of {total:,} at the advised batch sizes{each}); "
+                f"the other batch sizes are under per_batch_size (--batch-sizes chooses which are advised)")
 
 
 def _has_batch_se(r: Run) -> bool:

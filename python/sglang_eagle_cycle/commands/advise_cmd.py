@@ -688,7 +688,8 @@ def _stock_runs(name: str, path: str):
         label = name if len(segs) == 1 else f"{name}, part {k}"
         for bs, (tok, acc, se, n) in by_bs.items():
             runs.append(adv.Run(source=f"{label} (Decode batch, bs {bs}, {n} intervals)", bs=bs, steps=steps,
-                                topk=topk, num_draft_tokens=ndt, accept_len=acc, tok_s=tok, tok_s_se=se))
+                                topk=topk, num_draft_tokens=ndt, accept_len=acc, tok_s=tok, tok_s_se=se,
+                                intervals=n))
         used = sum(v[3] for v in by_bs.values())
         left = "; ".join(f"{n} with {why}" for why, n in dropped.items())
         if not used:
