@@ -246,6 +246,31 @@ def _ramp_group(bs: int, cycles: int, steps: int = 3) -> dict:
     return g
 
 
+def test_the_first_stock_line_after_a_pause_does_not_carry_the_run(tmp_path):
+    """SGLang divides an interval's tokens by the time since its previous line, pause included: the
+    first line of a public EAGLE-3 report reads 0.39 tok/s beside 166-189. Taken in proportion to
+    its time, one such line among 60 at 90 tok/s had made the run read 2.6 tok/s and advise stop
+    with "a hypothesis predicts a cycle time that is not positive". A no-spec server's first line
+    after a pause had pulled its baseline down by its share of the count."""
+    log = _stock_log(tmp_path / "s3.log", 3, 1.95, 90.0)
+    lines = log.read_text().splitlines()
+    lines[1] = re.sub(r"gen throughput \(token/s\): [\d.]+", "gen throughput (token/s): 0.39", lines[1])
+    log.write_text("\n".join(lines) + "\n")
+    base = _nospec_log(tmp_path / "nospec.log", 88.0)
+    lines = base.read_text().splitlines()
+    lines[1] = re.sub(r"gen throughput \(token/s\): [\d.]+", "gen throughput (token/s): 0.52", lines[1])
+    base.write_text("\n".join(lines) + "\n")
+    rc, out, err = advise(log, base, "--json")
+    assert rc == 0, err
+    doc = json.loads(out)
+    run = next(r for r in doc["inputs"]["runs"] if r["steps"] == 3)
+    assert run["tok_s"] == pytest.approx(90.0, rel=0.01)
+    assert doc["inputs"]["baseline_tok_s"]["1"] == pytest.approx(88.0, rel=0.005)
+    notes = " | ".join(doc["inputs"]["notes"])
+    assert "59 intervals" in notes and "left out: 1 with idle time in the interval" in notes
+    assert re.search(r"baseline tok/s by batch size 1: 8[78]\.\d \(1 interval left out: idle time in the interval", notes)
+
+
 def test_the_top_level_answer_is_for_the_batch_size_the_server_ran_at(tmp_path):
     """A serving log passes every batch size on the ramp as clients connect (a few cycles each) and
     runs at its load's (here 16, 3,000 cycles). The top-level settled/next_run and the launch line

@@ -533,3 +533,38 @@ def test_twelve_groups_get_twelve_colours(tmp_path):
     log.write_text("\n".join(lines) + "\n")
     fig = render(inspect_paths([log]))
     assert len({to_hex(line.get_color()) for line in fig.axes[2].lines}) == 12
+
+
+def _stock_line(i: int, bs: int, tok_s: float, accept: float = None) -> str:
+    spec = f"accept len: {accept:.2f}, accept rate: {(accept - 1) / 3:.2f}, " if accept else ""
+    return (f"[2026-11-30 10:{i // 60 % 60:02d}:{i % 60:02d} TP0] Decode batch, #running-req: {bs}, #token: {900 * bs}, "
+            f"token usage: 0.04, {spec}cuda graph: True, gen throughput (token/s): {tok_s:.2f}, #queue-req: 0")
+
+
+def test_stock_lines_are_shown_per_batch_size_without_the_intervals_that_held_idle_time(capsys, tmp_path):
+    """A serving log ramps through bs 1-24 (an interval each) before its plateau at 32; the pooled
+    mean (1,374 tok/s here) is no batch size's. The first line after a pause counts the pause (a
+    public report's 0.39 tok/s): taken in proportion to its time it had made a 100 tok/s bs-1 run
+    read 2.6."""
+    rng = random.Random(4)
+    lines = [_stock_line(0, 1, 0.39, 2.2)] + [_stock_line(1 + k, 1, 100.0 * rng.uniform(0.98, 1.02), 2.2)
+                                               for k in range(9)]
+    lines += [_stock_line(10 + k, bs, 55.0 * bs, 2.3) for k, bs in enumerate((2, 4, 8, 16, 24))]
+    lines += [_stock_line(15 + k, 32, 1400.0 * rng.uniform(0.98, 1.02), 2.5) for k in range(40)]
+    lines += [_stock_line(55 + k, 32, 1100.0) for k in range(5)]        # a no-spec server, after a pause
+    lines += [_stock_line(60, 32, 2.0)]
+    log = tmp_path / "serving.log"
+    log.write_text("\n".join(lines) + "\n")
+    rc, out, _ = run_cli(capsys, log, "--json")
+    db = json.loads(out)["decode_batch"]
+    rows = {(r["bs"], r["speculative"]): r for r in db["by_bs"]}
+    assert rc == 0 and sorted(rows) == [(1, True), (2, True), (4, True), (8, True), (16, True), (24, True),
+                                        (32, False), (32, True)]
+    assert rows[(1, True)]["intervals"] == 9 and rows[(1, True)]["gen_tok_s"] == pytest.approx(100.0, rel=0.01)
+    assert rows[(32, True)]["intervals"] == 40 and rows[(32, True)]["gen_tok_s"] == pytest.approx(1400.0, rel=0.01)
+    assert rows[(32, False)] == {"bs": 32, "speculative": False, "intervals": 5, "accept_len_mean": None,
+                                 "gen_tok_s": 1100.0}
+    assert db["intervals_idle"] == 2
+    rc, out, _ = run_cli(capsys, log)
+    flat = " ".join(out.split())
+    assert "Stock Decode batch lines by batch size" in flat and "2 intervals that held idle time" in flat

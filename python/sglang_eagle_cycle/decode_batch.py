@@ -173,6 +173,24 @@ class _SeriesMean(_Mean):
 
 #: fewest speculative Decode batch intervals at one batch size behind a standard error of their mean
 MIN_SE_INTERVALS = 16
+#: an interval whose time (its accept length over its gen throughput; one over it without
+#: speculation) is above this multiple of the median at its batch size held idle time, and is left
+#: out of the per-batch-size throughputs: SGLang divides an interval's tokens by the time since its
+#: previous line, idle included, so the first line after a pause reads a fraction of a token per
+#: second (a public EAGLE-3 report's 0.39 tok/s before 166-189; taken in proportion to its time, it
+#: had put a 90 tok/s run at 2.6). A longer interval from prefills between the decode batches stays
+IDLE_FACTOR = 5.0
+IDLE_REASON = "idle time in the interval (its time over 5x the median at its batch size)"
+
+
+def _busy(a: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Mask of the intervals of accept lengths ``a`` (ones without speculation) and gen throughputs
+    ``r`` (tok/s) that held no idle time: time ``a / r`` at most :data:`IDLE_FACTOR` times the
+    median (a throughput of 0 or less is all idle)."""
+    if not len(r):
+        return np.ones(0, dtype=bool)
+    t = np.where(r > 0, a / np.where(r > 0, r, 1.0), np.inf)
+    return t <= IDLE_FACTOR * float(np.median(t))
 
 
 class DecodeBatchStats:
@@ -191,7 +209,7 @@ class DecodeBatchStats:
         self.accept_rate = _Mean()
         self.gen_tok_s = _Mean()
         #: ``{running_req: mean gen tok/s}`` of intervals without / with speculative fields.
-        self.gen_tok_s_by_bs_plain: dict[int, _Mean] = {}
+        self.gen_tok_s_by_bs_plain: dict[int, _SeriesMean] = {}
         self.gen_tok_s_by_bs_spec: dict[int, _SeriesMean] = {}   # in log order (spec_run_by_bs)
         self.accept_len_by_bs_spec: dict[int, _SeriesMean] = {}  # beside it, interval for interval
         self.all_accepted = True  # every interval with an accept rate had accept rate 1.0
@@ -219,7 +237,7 @@ class DecodeBatchStats:
             self.gen_tok_s_by_bs_spec.setdefault(d.running_req, _SeriesMean()).add(d.gen_tok_s)
             self.accept_len_by_bs_spec.setdefault(d.running_req, _SeriesMean()).add(d.accept_len)
         else:
-            self.gen_tok_s_by_bs_plain.setdefault(d.running_req, _Mean()).add(d.gen_tok_s)
+            self.gen_tok_s_by_bs_plain.setdefault(d.running_req, _SeriesMean()).add(d.gen_tok_s)
         if d.accept_rate is not None:
             self.accept_rate.add(d.accept_rate)
             self.all_accepted = self.all_accepted and d.accept_rate >= 0.995
@@ -232,7 +250,7 @@ class DecodeBatchStats:
         self.accept_len.merge(other.accept_len)
         self.accept_rate.merge(other.accept_rate)
         self.gen_tok_s.merge(other.gen_tok_s)
-        for mine, theirs, kind in ((self.gen_tok_s_by_bs_plain, other.gen_tok_s_by_bs_plain, _Mean),
+        for mine, theirs, kind in ((self.gen_tok_s_by_bs_plain, other.gen_tok_s_by_bs_plain, _SeriesMean),
                                    (self.gen_tok_s_by_bs_spec, other.gen_tok_s_by_bs_spec, _SeriesMean),
                                    (self.accept_len_by_bs_spec, other.accept_len_by_bs_spec, _SeriesMean)):
             for bs, mean in theirs.items():
@@ -240,7 +258,8 @@ class DecodeBatchStats:
         self.all_accepted = self.all_accepted and other.all_accepted
 
     def summary(self) -> dict[str, Any]:
-        """The ``decode_batch`` part of the inspect document (means unweighted over intervals)."""
+        """The ``decode_batch`` part of the inspect document (means unweighted over intervals), with
+        ``by_bs`` (:meth:`by_bs`) and ``intervals_idle`` (:meth:`idle_intervals`)."""
         return {
             "decode_lines_seen": self.lines_seen,
             "intervals": self.intervals,
@@ -248,15 +267,65 @@ class DecodeBatchStats:
             "accept_len_mean": self.accept_len.value,
             "accept_rate_mean": self.accept_rate.value,
             "gen_tok_s_mean": self.gen_tok_s.value,
+            "by_bs": self.by_bs(),
+            "intervals_idle": self.idle_intervals(),
         }
 
+    def by_bs(self) -> list[dict[str, Any]]:
+        """Per batch size (``#running-req``) and kind of server, ascending: ``{"bs", "speculative",
+        "intervals", "accept_len_mean", "gen_tok_s"}``.
+
+        The pooled means mix every batch size the load passed through (a ramp as clients connect
+        runs at a fraction of the plateau's throughput). Speculative intervals give their
+        throughput over the intervals together and their mean accept length, as ``advise`` reads
+        a run (:func:`spec_run_by_bs`: impossible values left out, so ``intervals`` counts the ones
+        used); intervals without speculative fields (a no-spec server) their mean gen throughput,
+        the baseline ``advise`` takes, and ``accept_len_mean`` None.
+        """
+        rows = []
+        spec, _ = spec_run_by_bs(self)
+        for bs, (tok, acc, _se, n) in spec.items():
+            rows.append({"bs": bs, "speculative": True, "intervals": n, "accept_len_mean": round(acc, 6),
+                         "gen_tok_s": round(tok, 6)})
+        for bs, (tok, n) in self._plain_by_bs().items():
+            rows.append({"bs": bs, "speculative": False, "intervals": n, "accept_len_mean": None,
+                         "gen_tok_s": tok})
+        return sorted(rows, key=lambda r: (r["bs"], r["speculative"]))
+
+    def _plain_by_bs(self) -> dict[int, tuple[Optional[float], int]]:
+        out = {}
+        for bs, m in sorted(self.gen_tok_s_by_bs_plain.items()):
+            r = np.frombuffer(m.values, dtype=float)
+            r = r[_busy(np.ones_like(r), r)]
+            out[bs] = (round(float(r.mean()), 6) if len(r) else None, int(len(r)))
+        return out
+
     def plain_tok_s_by_bs(self) -> dict[int, float]:
-        """``{batch size: mean gen tok/s}`` of intervals without speculative fields (a baseline server)."""
-        return {bs: m.value for bs, m in sorted(self.gen_tok_s_by_bs_plain.items())}
+        """``{batch size: mean gen tok/s}`` of intervals without speculative fields (a baseline
+        server), intervals that held idle time left out (:data:`IDLE_FACTOR`)."""
+        return {bs: tok for bs, (tok, _n) in self._plain_by_bs().items()}
+
+    def idle_intervals(self) -> int:
+        """Intervals left out of :meth:`by_bs` as holding idle time (:data:`IDLE_FACTOR`)."""
+        return spec_run_by_bs(self)[1].get(IDLE_REASON, 0) + self.plain_idle_intervals()
+
+    def plain_idle_intervals(self) -> int:
+        """Intervals without speculative fields left out of :meth:`plain_tok_s_by_bs` as idle."""
+        return sum(m.count for m in self.gen_tok_s_by_bs_plain.values()) - \
+            sum(n for _tok, n in self._plain_by_bs().values())
 
     def spec_tok_s_by_bs(self) -> dict[int, float]:
-        """``{batch size: mean gen tok/s}`` of intervals with speculative fields."""
-        return {bs: m.value for bs, m in sorted(self.gen_tok_s_by_bs_spec.items())}
+        """``{batch size: mean gen tok/s}`` of intervals with speculative fields, intervals that
+        held idle time left out (:data:`IDLE_FACTOR`)."""
+        out = {}
+        for bs, gen in sorted(self.gen_tok_s_by_bs_spec.items()):
+            r = np.frombuffer(gen.values, dtype=float)
+            acc = self.accept_len_by_bs_spec.get(bs)
+            a = np.frombuffer(acc.values, dtype=float) if acc is not None else np.ones_like(r)
+            if len(a) == len(r):
+                r = r[_busy(a, r)]
+            out[bs] = round(float(r.mean()), 6) if len(r) else None
+        return out
 
 
 def spec_run_by_bs(stats: DecodeBatchStats, max_accept: Optional[float] = None
@@ -276,7 +345,9 @@ def spec_run_by_bs(stats: DecodeBatchStats, max_accept: Optional[float] = None
 
     Left out, and counted by reason: a gen throughput outside ``MIN_TOK_S..MAX_TOK_S``, an accept
     length below 1 or above ``max_accept`` (``num_steps + 1`` for chain drafting), a batch size
-    below 1 or above ``MAX_BS``.
+    below 1 or above ``MAX_BS``; then an interval that held idle time (:data:`IDLE_FACTOR`: the
+    first line after a pause, whose throughput counts the pause, would otherwise carry most of
+    the run's time).
     """
     from .argtypes import MAX_BS, MAX_TOK_S, MIN_TOK_S
 
@@ -301,6 +372,9 @@ def spec_run_by_bs(stats: DecodeBatchStats, max_accept: Optional[float] = None
              int((rate_ok & ~acc_ok).sum()))
         keep = rate_ok & acc_ok
         r, a = r[keep], a[keep]
+        busy = _busy(a, r)
+        drop(IDLE_REASON, int((~busy).sum()))
+        r, a = r[busy], a[busy]
         if not len(r):
             continue
         t = a / r

@@ -95,6 +95,21 @@ def render_table(doc: dict[str, Any], console=None) -> None:
             table.add_row(escape(name), str(s["decode_lines_seen"]), str(s["intervals"]), str(s["intervals_with_accept"]),
                           _f(s["accept_len_mean"]), _f(s["accept_rate_mean"]), _f(s["gen_tok_s_mean"], ".1f"))
         con.print(table)
+        by_bs = db.get("by_bs") or []
+        if len({r["bs"] for r in by_bs}) > 1:
+            # the pooled means above mix the batch sizes a ramp or a drain passed through
+            idle = db.get("intervals_idle") or 0
+            caption = ("gen tok/s: speculative intervals over their time together, no-spec ones their mean"
+                       + (f"; {idle} interval{'s' if idle != 1 else ''} that held idle time (the first line after "
+                          "a pause) left out" if idle else ""))
+            table = Table(title="Stock Decode batch lines by batch size (#running-req)", title_justify="left",
+                          caption=caption, caption_justify="left", pad_edge=False)
+            for head in ("bs", "server", "inter-\nvals", "accept\nlen", "gen\ntok/s"):
+                table.add_column(head, justify="right", no_wrap=True)
+            for r in by_bs:
+                table.add_row(str(r["bs"]), "spec" if r["speculative"] else "no spec", str(r["intervals"]),
+                              _f(r["accept_len_mean"]), _f(r["gen_tok_s"], ".1f"))
+            con.print(table)
     con.print(f"lines: {doc['unparsed_lines']} damaged, {doc['other_lines']} other")
     findings = doc.get("findings") or []
     if findings:

@@ -662,7 +662,7 @@ def _stock_runs(name: str, path: str):
     without them is a no-spec server, whose mean gen throughput per batch size is a baseline (the
     starts' intervals pooled)."""
     from .. import advise as adv
-    from ..decode_batch import DecodeBatchStats, spec_run_by_bs
+    from ..decode_batch import IDLE_REASON, DecodeBatchStats, spec_run_by_bs
 
     segs = [(spec, res) for spec, res in _stock_segments(path) if res.decode.intervals or res.cycles]
     runs, notes = [], []
@@ -702,8 +702,10 @@ def _stock_runs(name: str, path: str):
     base = {bs: tok for bs, tok in plain.plain_tok_s_by_bs().items()
             if 1 <= bs <= MAX_BS and tok is not None and MIN_TOK_S <= tok <= MAX_TOK_S}
     if base:
+        idle = plain.plain_idle_intervals()
         notes.append(f"{name}: no-spec server" + (" start" if len(segs) > 1 else " log") + ": baseline tok/s by batch size "
-                     + ", ".join(f"{k}: {v:.1f}" for k, v in base.items()))
+                     + ", ".join(f"{k}: {v:.1f}" for k, v in base.items())
+                     + (f" ({idle} interval{'s' if idle != 1 else ''} left out: {IDLE_REASON})" if idle else ""))
     return runs, base, notes
 
 
