@@ -1239,13 +1239,14 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
         raise UsageError(str(exc)) from None
     sizes = sorted(set(batch_sizes or [r.bs for r in fitted]))
     run_bs = sorted({r.bs for r in fitted})
-    if batch_sizes:   # asked for: the first of them a run measured, as before
-        primary = run_bs[0] if run_bs[0] in sizes else sizes[0]
-    else:
-        primary, why_primary = primary_batch_size(fitted, sizes)
-        if why_primary:
-            notes.append(why_primary)
+    # the runs the cycle-time curves pass through (phase-timed ones, where any run has phases)
+    cost_runs = [r for r in fitted if (o := r.observation()) is not None
+                 and (cost.mode != "phases" or o.has_phases)]
+    primary, why_primary = primary_batch_size(cost_runs or fitted, sizes, asked=bool(batch_sizes))
+    if why_primary:
+        notes.append(why_primary)
     per_bs = []
+    noisy_misses: list[str] = []
     for bs in sizes:
         try:
             a = acc_at.get(bs, acc)
@@ -1261,7 +1262,7 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
             cands = _from_ensemble(cands, ens, one_baseline=len(cost.baseline_ms) == 1,
                                    whole_cycle=cost.mode != "phases")
             dec = unc.decide(ens, measured=[r.steps for r in fitted if r.bs == bs])
-            won = _measured_winner(dec.pick, [r for r in fitted if r.bs == bs], [c.steps for c in cands])
+            won = _measured_winner(dec.pick, [r for r in fitted if r.bs == bs], [c.steps for c in cands], a)
             if won is not None:
                 winner, loser, gap = won
                 notes.append(f"bs {bs}: {cm.steps_text(winner.steps)} measured {winner.tok_s:.1f} tok/s, "
@@ -1271,13 +1272,20 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
             if bs not in run_bs:
                 dec = unc.unmeasured_batch(dec, cm.best_speculative(cands).steps)
             rec = _recommend(cands, dec, ens, run_bs)
-            notes += _fit_notes(cands, [r for r in fitted if r.bs == bs])
+            poor, within = _fit_notes(cands, [r for r in fitted if r.bs == bs], a)
+            notes += poor
+            noisy_misses += within
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         # the adaptive config pins the recommended depth (a measurement that won over the model
         # included); with speculation off, the fastest depth (SGLang's steps 0 still drafts)
         pinned = rec.steps if rec.steps > 0 else cm.best_speculative(cands).steps
         per_bs.append(BatchAdvice(bs, cands, rec, pinned, dec, acc_at.get(bs)))
+    if noisy_misses:
+        shown = ", ".join(noisy_misses[:6]) + (f" and {len(noisy_misses) - 6} more" if len(noisy_misses) > 6 else "")
+        notes.append(f"the measurement lies outside the prediction's 95% interval, but within its own noise (1.96 "
+                     f"of its standard errors: a run of few cycles or requests), at {shown}: the run's scatter, "
+                     "not a misfit")
     measured = {(r.bs, r.steps): r for r in modelled}
     return Advice(acc, cost, per_bs, primary, measured, list(modelled), notes, not_modelled)
 
@@ -1288,37 +1296,52 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
 STOCK_INTERVAL_BATCHES = 40
 
 
-def primary_batch_size(fitted: Sequence[Run], sizes: Sequence[int]) -> tuple[int, Optional[str]]:
-    """The batch size the top-level answer is for (``settled``, ``next_run``, the ``launch:`` line)
-    when no ``--batch-sizes`` names the batch sizes to advise (``sizes`` are then the runs' own).
+def primary_batch_size(runs: Sequence[Run], sizes: Sequence[int], asked: bool = False
+                       ) -> tuple[int, Optional[str]]:
+    """The batch size the top-level answer is for (``settled``, ``next_run``, the ``launch:`` line).
 
-    A serving log holds cycles at every batch size the load passed through: the ramp as clients
-    connect, the drain as they finish, a few cycles each. The server ran at the batch size where
-    the runs measured the most decode cycles: a stock Decode batch line counts as
-    :data:`STOCK_INTERVAL_BATCHES`, a run without a count (a table row, a bench record without its
-    cycle group) as none; ties, and inputs without any count, go to the smaller batch size.
+    ``runs``: those the cycle-time curves pass through; ``sizes``: the advised batch sizes,
+    ``asked`` when ``--batch-sizes`` named them: then the smallest of them a run measured (the
+    smallest of them where none did).
+
+    Otherwise the middle of the measured decode load: the batch size at or below which half the
+    request-cycles ran (``cycles x bs`` per run; a stock Decode batch line counts as
+    :data:`STOCK_INTERVAL_BATCHES` cycles, a run without a count, a table row or a bench record
+    without its cycle group, as none; without any count, the smallest measured batch size). A
+    serving log holds a few cycles at every batch size of the ramp as clients connect and of the
+    drain as they finish, and a plateau that wanders over a range of batch sizes splits its cycles
+    between them: the smallest batch size (or the one with the most cycles) can be a drain's tail.
 
     Returns:
-        ``(bs, note)``: ``note`` says why, when ``bs`` is not the smallest advised batch size
-        (else None).
+        ``(bs, note)``: ``note`` says why, where several batch sizes are advised (else None).
     """
-    cycles: dict[int, int] = {}
+    measured = sorted({r.bs for r in runs if r.bs in sizes})
+    if asked or not measured:
+        return (measured[0] if measured else min(sizes)), None
+    load: dict[int, float] = {}
     stock = False
-    for r in fitted:
+    for r in runs:
         if r.bs in sizes:
             n = r.cycles if r.cycles is not None else (r.intervals or 0) * STOCK_INTERVAL_BATCHES
             stock = stock or (r.cycles is None and bool(r.intervals))
-            cycles[r.bs] = cycles.get(r.bs, 0) + n
-    if not cycles:
-        return min(sizes), None
-    bs = min(cycles, key=lambda b: (-cycles[b], b))
-    if bs == min(sizes):
+            load[r.bs] = load.get(r.bs, 0.0) + n * r.bs
+    total = sum(load.values())
+    if total <= 0:
+        return measured[0], None
+    below = 0.0
+    for bs in measured:
+        if below + load.get(bs, 0.0) >= total / 2.0:
+            break
+        below += load.get(bs, 0.0)
+    if len(sizes) == 1:
         return bs, None
-    total = sum(cycles.values())
-    each = f"; a stock Decode batch line counts as {STOCK_INTERVAL_BATCHES}" if stock else ""
-    return bs, (f"the top-level answer (settled, next_run, the launch line) is for bs {bs}, where the runs "
-                f"measured the most decode cycles ({cycles[bs]:,} of {total:,} at the advised batch sizes{each}); "
-                f"the other batch sizes are under per_batch_size (--batch-sizes chooses which are advised)")
+    at = load.get(bs, 0.0)
+    each = f"; a stock Decode batch line counts as {STOCK_INTERVAL_BATCHES} cycles" if stock else ""
+    return bs, (f"the top-level answer (settled, next_run, the launch line) is for bs {bs}, the middle of the "
+                f"measured decode load (request-cycles: {100.0 * below / total:.0f}% at smaller batch sizes, "
+                f"{100.0 * at / total:.0f}% at bs {bs}, {100.0 * (total - below - at) / total:.0f}% at larger"
+                f"{each}); the other batch sizes are under per_batch_size (--batch-sizes names the one to "
+                "answer for)")
 
 
 def _has_batch_se(r: Run) -> bool:
@@ -1381,13 +1404,16 @@ def run_rel_se(r: Run) -> Optional[float]:
     return math.sqrt(rel)
 
 
-def _measured_winner(pick: int, runs: Sequence[Run], steps: Sequence[int]) -> Optional[tuple[Run, Run, float]]:
+def _measured_winner(pick: int, runs: Sequence[Run], steps: Sequence[int],
+                     acc: Optional[cm.AcceptanceModel] = None) -> Optional[tuple[Run, Run, float]]:
     """``(winner, pick's run, z)`` when the pick was measured and another measured candidate depth
     beat it by more than :data:`MEASURED_WINS_Z` standard errors, else None. A run without a noise
     estimate (a table row, a bench record without its cycle group) counts as :data:`UNKNOWN_NOISE_PCT`
     wide at 95% (relative SE ``UNKNOWN_NOISE_PCT / 100 / MEASURED_WINS_Z``), as its poor-fit check does.
     Several runs at one depth (a sweep re-run into the same file) count together: their
-    inverse-variance mean tok/s and its error (the run returned is then a copy holding that mean)."""
+    inverse-variance mean tok/s and its error (the run returned is then a copy holding that mean).
+    ``acc``: the acceptance the prediction takes, whose scatter over a run's request-cycles bounds
+    the run's own from below (:func:`_rel_se_under`)."""
     unknown = UNKNOWN_NOISE_PCT / 100.0 / MEASURED_WINS_Z
     by_depth: dict[int, list[Run]] = {}
     for r in runs:
@@ -1396,7 +1422,8 @@ def _measured_winner(pick: int, runs: Sequence[Run], steps: Sequence[int]) -> Op
 
     def pooled(rs: list[Run]) -> tuple[Run, float]:
         """(a run holding the depth's mean tok/s, its absolute standard error in tok/s)"""
-        w = [1.0 / (r.tok_s * (run_rel_se(r) or unknown)) ** 2 for r in rs]
+        w = [1.0 / (r.tok_s * ((run_rel_se(r) if acc is None else _rel_se_under(r, acc)) or unknown)) ** 2
+             for r in rs]
         mean = sum(wi * r.tok_s for wi, r in zip(w, rs)) / sum(w)
         one = rs[0] if len(rs) == 1 else dataclasses.replace(
             rs[0], tok_s=mean, source=f"{len(rs)} runs ({', '.join(r.source for r in rs)})")
@@ -1470,27 +1497,61 @@ def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble, one_baselin
     return out
 
 
-def _fit_notes(cands: Sequence[cm.Candidate], runs: Sequence[Run]) -> list[str]:
-    """One note per measured depth whose measured tok/s lies outside the prediction's 95% interval
-    (for a run without a noise estimate, only a miss over :data:`UNKNOWN_NOISE_PCT`).
+#: request-cycles the acceptance model's accept-length variance weighs as beside a run's own
+#: (:func:`_rel_se_under`): a sample variance from 30 draws is good to about +-26%
+PRIOR_REQUEST_CYCLES = 30
+
+
+def _rel_se_under(r: Run, acc: cm.AcceptanceModel) -> Optional[float]:
+    """:func:`run_rel_se` with the accept length's variance shrunk toward what the acceptance
+    ``acc`` gives: ``(n v_run + K v_acc) / (n + K)`` over the run's ``n = bs * cycles``
+    request-cycles, ``K`` :data:`PRIOR_REQUEST_CYCLES`. A run's own per-position rates understate
+    their scatter when few requests reached them (6 requests that all accepted the first two
+    drafts give rates of 1 there, and little variance); over thousands the run's own stand.
+    The batch-means part (persistent requests, drift) is kept as measured."""
+    total, se_t = r.total_ms(), r.total_se_ms()
+    if se_t is None or not total or not r.cycles or not r.counts:
+        return run_rel_se(r)
+    n = r.bs * r.cycles
+    mean, v_run = cm.accept_len_moments([a / k if k else 0.0 for a, k in r.counts])
+    _, v_acc = cm.accept_len_moments([q.p for q in acc.positions(r.steps)])
+    if mean <= 0:
+        return run_rel_se(r)
+    iid = math.sqrt((n * v_run + PRIOR_REQUEST_CYCLES * v_acc) / (n + PRIOR_REQUEST_CYCLES) / n)
+    return math.sqrt((se_t / total) ** 2 + (max(iid, r.accept_se or 0.0) / mean) ** 2)
+
+
+def _fit_notes(cands: Sequence[cm.Candidate], runs: Sequence[Run], acc: Optional[cm.AcceptanceModel] = None
+               ) -> tuple[list[str], list[str]]:
+    """``(notes, within_noise)``: one note per measured depth whose measured tok/s lies outside the
+    prediction's 95% interval by more than its own noise (1.96 of its standard errors,
+    :func:`run_rel_se`, with ``acc`` :func:`_rel_se_under`; for a run without a noise estimate, a miss over :data:`UNKNOWN_NOISE_PCT`),
+    and ``"STEPS at bs BS"`` for each one outside the interval within its own noise.
 
     The model's curves pass through every measured point, so a miss there means the runs disagree
     with each other under the model (acceptance pooled over runs, or phases that do not add up to
-    the measured throughput).
+    the measured throughput). A run of a few cycles (a ramp's batch size) measures its own accept
+    length from a few dozen requests, while the prediction takes the acceptance of every run: a
+    miss within that run's own noise is the run's, not the model's.
     """
     by = {c.steps: c for c in cands}
-    out = []
+    out, within = [], []
     for r in runs:
         c = by.get(r.steps)
         if c is None or not r.tok_s or c.tok_s_low is None:
             continue
         if not c.tok_s_low <= r.tok_s <= c.tok_s_high:
             off = 100.0 * (c.tok_s - r.tok_s) / r.tok_s
-            if run_rel_se(r) is None and abs(off) <= UNKNOWN_NOISE_PCT:
+            rel = run_rel_se(r) if acc is None else _rel_se_under(r, acc)
+            if rel is None and abs(off) <= UNKNOWN_NOISE_PCT:
                 continue   # no noise estimate (table, bench record, stock line): the interval cannot hold it
+            outside = r.tok_s - c.tok_s_high if r.tok_s > c.tok_s_high else c.tok_s_low - r.tok_s
+            if rel is not None and outside <= MEASURED_WINS_Z * rel * r.tok_s:
+                within.append(f"{cm.steps_text(r.steps)} at bs {r.bs}")
+                continue
             out.append(f"the model fits poorly at {cm.steps_text(r.steps)} (bs {r.bs}): measured {r.tok_s:.1f} tok/s, "
                        f"predicted {c.tok_s:.1f} (95%: {c.tok_s_low:.1f}-{c.tok_s_high:.1f}), {off:+.1f}% ({r.source})")
-    return out
+    return out, within
 
 
 def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemble,
@@ -1592,6 +1653,15 @@ def _bucket_keys(advice: Advice, graph_bs: Optional[Sequence[int]]) -> tuple[lis
     return graph, keyed, primary_key
 
 
+def _pads(sizes: Sequence[int], key: int, graph: Sequence[int]) -> str:
+    """How batch sizes sharing the config key ``key`` meet: "pad to 32", or "pad to 32 (config key
+    1)" where the smallest key was rewritten as 1, or "share config key 1" where they pad apart."""
+    to = sorted({pad_to_graph_bs(b, graph) for b in sizes})
+    if len(to) > 1:
+        return f"share config key {key} (they pad to {', '.join(map(str, to))})"
+    return f"pad to {to[0]}" + (f" (config key {key})" if to[0] != key else "")
+
+
 def contenders(b: BatchAdvice) -> list[int]:
     """Depths >= 1 still in contention at one batch size: the fastest one, and every depth whose
     tok/s interval reaches the fastest one's lower end (point estimates when there is no interval)."""
@@ -1622,7 +1692,8 @@ def adaptive_candidates(advice: Advice, graph_bs: Optional[Sequence[int]] = None
             nospec[key] = round(base, 3)
         off_at[key] = b.recommendation.speculation_off
     off = [k for k, v in off_at.items() if v]
-    merged = [f"bs {', '.join(map(str, v))} pad to {k}: their contenders are pooled" for k, v in owner.items() if len(v) > 1]
+    merged = [f"bs {', '.join(map(str, v))} {_pads(v, k, graph)}: their contenders are pooled"
+              for k, v in owner.items() if len(v) > 1]
     cfg = {}
     for k in sorted(cands):
         cfg[str(k)] = {"candidate_steps": sorted(cands[k])}
@@ -1659,7 +1730,7 @@ def adaptive_config(advice: Advice, graph_bs: Optional[Sequence[int]] = None) ->
     for key, b in keyed:   # ascending bs: the largest in a bucket is the last, and its depth is pinned
         buckets[key] = b.adaptive_steps
         owners.setdefault(key, []).append(b)
-    merged = [f"bs {', '.join(str(b.bs) for b in bs_)} pad to {key}: using bs {bs_[-1].bs}'s "
+    merged = [f"bs {', '.join(str(b.bs) for b in bs_)} {_pads([b.bs for b in bs_], key, graph)}: using bs {bs_[-1].bs}'s "
               f"{cm.steps_text(bs_[-1].adaptive_steps)}" for key, bs_ in owners.items()
               if len({b.adaptive_steps for b in bs_}) > 1]
     off = [key for key, bs_ in owners.items() if bs_[-1].recommendation.speculation_off]

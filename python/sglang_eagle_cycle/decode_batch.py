@@ -287,12 +287,14 @@ class DecodeBatchStats:
         for bs, (tok, acc, _se, n) in spec.items():
             rows.append({"bs": bs, "speculative": True, "intervals": n, "accept_len_mean": round(acc, 6),
                          "gen_tok_s": round(tok, 6)})
-        for bs, (tok, n) in self._plain_by_bs().items():
+        for bs, (tok, n) in self.plain_by_bs().items():
             rows.append({"bs": bs, "speculative": False, "intervals": n, "accept_len_mean": None,
                          "gen_tok_s": tok})
         return sorted(rows, key=lambda r: (r["bs"], r["speculative"]))
 
-    def _plain_by_bs(self) -> dict[int, tuple[Optional[float], int]]:
+    def plain_by_bs(self) -> dict[int, tuple[Optional[float], int]]:
+        """``{batch size: (mean gen tok/s, intervals used)}`` of intervals without speculative fields,
+        those that held idle time left out (:data:`IDLE_FACTOR`)."""
         out = {}
         for bs, m in sorted(self.gen_tok_s_by_bs_plain.items()):
             r = np.frombuffer(m.values, dtype=float)
@@ -303,7 +305,7 @@ class DecodeBatchStats:
     def plain_tok_s_by_bs(self) -> dict[int, float]:
         """``{batch size: mean gen tok/s}`` of intervals without speculative fields (a baseline
         server), intervals that held idle time left out (:data:`IDLE_FACTOR`)."""
-        return {bs: tok for bs, (tok, _n) in self._plain_by_bs().items()}
+        return {bs: tok for bs, (tok, _n) in self.plain_by_bs().items()}
 
     def idle_intervals(self) -> int:
         """Intervals left out of :meth:`by_bs` as holding idle time (:data:`IDLE_FACTOR`)."""
@@ -312,7 +314,7 @@ class DecodeBatchStats:
     def plain_idle_intervals(self) -> int:
         """Intervals without speculative fields left out of :meth:`plain_tok_s_by_bs` as idle."""
         return sum(m.count for m in self.gen_tok_s_by_bs_plain.values()) - \
-            sum(n for _tok, n in self._plain_by_bs().values())
+            sum(n for _tok, n in self.plain_by_bs().values())
 
     def spec_tok_s_by_bs(self) -> dict[int, float]:
         """``{batch size: mean gen tok/s}`` of intervals with speculative fields, intervals that

@@ -685,6 +685,9 @@ def _stock_runs(name: str, path: str):
         steps, topk = spec["num_steps"], spec.get("eagle_topk") or 1
         ndt = spec.get("num_draft_tokens")
         by_bs, dropped = spec_run_by_bs(st, steps + 1 if topk == 1 else ndt)
+        by_bs, few = _steady_batch_sizes(by_bs, lambda v: v[3])
+        if few:
+            dropped[FEW_REASON] = few
         label = name if len(segs) == 1 else f"{name}, part {k}"
         for bs, (tok, acc, se, n) in by_bs.items():
             runs.append(adv.Run(source=f"{label} (Decode batch, bs {bs}, {n} intervals)", bs=bs, steps=steps,
@@ -699,14 +702,36 @@ def _stock_runs(name: str, path: str):
         notes.append(f"{where}: stock Decode batch lines at {adv.cm.steps_text(steps)} (from its server_args line): "
                      f"{used} intervals, throughput and mean accept length per batch size (intervals weighted by their "
                      "time; no phase split: whole-cycle times)" + (f"; left out: {left}" if left else ""))
-    base = {bs: tok for bs, tok in plain.plain_tok_s_by_bs().items()
-            if 1 <= bs <= MAX_BS and tok is not None and MIN_TOK_S <= tok <= MAX_TOK_S}
+    plain_by_bs, few = _steady_batch_sizes(
+        {bs: (tok, n) for bs, (tok, n) in plain.plain_by_bs().items()
+         if 1 <= bs <= MAX_BS and tok is not None and MIN_TOK_S <= tok <= MAX_TOK_S}, lambda v: v[1])
+    base = {bs: tok for bs, (tok, _n) in plain_by_bs.items()}
     if base:
         idle = plain.plain_idle_intervals()
+        left = [f"{n} with {why}" for n, why in ((idle, IDLE_REASON), (few, FEW_REASON)) if n]
         notes.append(f"{name}: no-spec server" + (" start" if len(segs) > 1 else " log") + ": baseline tok/s by batch size "
                      + ", ".join(f"{k}: {v:.1f}" for k, v in base.items())
-                     + (f" ({idle} interval{'s' if idle != 1 else ''} left out: {IDLE_REASON})" if idle else ""))
+                     + (f" (intervals left out: {'; '.join(left)})" if left else ""))
     return runs, base, notes
+
+
+#: a stock batch size with fewer Decode batch intervals than this, in a start where another has at
+#: least this many, is a ramp's or a drain's and is left out of advise's runs and baselines
+MIN_STOCK_INTERVALS = 3
+FEW_REASON = (f"too few at their batch size (under {MIN_STOCK_INTERVALS} where another has more: a ramp or "
+              "drain, whose interval's throughput spans the batch sizes it passed and whose #running-req is the last)")
+
+
+def _steady_batch_sizes(by_bs: dict, count) -> tuple[dict, int]:
+    """``(by_bs without the batch sizes of fewer than MIN_STOCK_INTERVALS intervals, intervals left
+    out)``, where some batch size has at least that many (else all kept: a short log); ``count``
+    gives a value's interval count. SGLang prints a stock line every ``--decode-log-interval``
+    decode batches with the throughput over all of them and the batch size at the last: while
+    clients connect or finish, its batch size is not the one its throughput was measured at."""
+    if not any(count(v) >= MIN_STOCK_INTERVALS for v in by_bs.values()):
+        return by_bs, 0
+    keep = {bs: v for bs, v in by_bs.items() if count(v) >= MIN_STOCK_INTERVALS}
+    return keep, sum(count(v) for bs, v in by_bs.items() if bs not in keep)
 
 
 def _resolve_baselines(runs, found: dict, given, batch_sizes=None) -> tuple[dict[int, float], list[str]]:
