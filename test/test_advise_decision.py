@@ -351,6 +351,32 @@ def test_a_run_of_a_few_cycles_is_judged_by_the_scatter_its_requests_can_have(tm
     assert "within its own noise" in notes and "5 steps at bs 2" in notes, notes
 
 
+def test_a_stock_run_beside_phase_timed_ones_is_not_overruled_by_carried_curves(tmp_path):
+    """Stock Decode batch lines shape no cycle time beside phase-timed runs, so at their batch size
+    (here 32, 3 steps, 2,000 tok/s measured) the curves are carried from the plugin run at bs 8, and
+    predicted far less for 3 steps. The model had recommended a depth whose prediction lies below
+    that measurement (from helper 29: 1 step at 3,257 tok/s beside a measured 4,546, 17% below the
+    best); a prediction below a measurement does not overrule it."""
+    rng = random.Random(9)
+    lines = ["[2026-12-01 10:00:00] server_args={'model_path': 'm', 'speculative_algorithm': 'EAGLE3', "
+             "'speculative_num_steps': 3, 'speculative_eagle_topk': 1, 'speculative_num_draft_tokens': 4}"]
+    for i in range(40):
+        lines.append(f"[2026-12-01 10:01:{i % 60:02d} TP0] Decode batch, #running-req: 32, #token: 28800, "
+                     f"token usage: 0.04, accept len: {2.4 * rng.uniform(0.98, 1.02):.2f}, accept rate: 0.47, "
+                     f"cuda graph: True, gen throughput (token/s): {2000.0 * rng.uniform(0.98, 1.02):.2f}, "
+                     "#queue-req: 0")
+    stock = tmp_path / "stock.log"
+    stock.write_text("\n".join(lines) + "\n")
+    plugin = _write(tmp_path / "plugin.json", _doc(_counted_group(8, 5, 1000, {1: 1800, 2: 2000, 3: 1800, 4: 1200,
+                                                                             5: 700, 6: 500})))
+    doc = advise_json(stock, plugin)
+    b32 = next(b for b in doc["per_batch_size"] if b["bs"] == 32)
+    three = next(c for c in b32["candidates"] if c["steps"] == 3)
+    assert three["measured_tok_s"] == pytest.approx(2000.0, rel=0.02) and three["predicted_tok_s"] < 1900.0
+    assert b32["recommended"]["steps"] == 3
+    assert any(n.startswith("bs 32: 3 steps measured") and "the measurement wins" in n for n in doc["inputs"]["notes"])
+
+
 def test_stock_decode_batch_logs_at_two_depths_are_runs(tmp_path):
     a = _stock_log(tmp_path / "s3.log", 3, 1.95, 90.0)
     b = _stock_log(tmp_path / "s5.log", 5, 2.1, 71.3)

@@ -1269,6 +1269,18 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
                              f"{gap:.1f} standard errors above the {loser.tok_s:.1f} measured at "
                              f"{cm.steps_text(loser.steps)}, which the model ranked first: the measurement wins")
                 dec = unc.decide(ens, measured=[r.steps for r in fitted if r.bs == bs], pick=winner.steps)
+            else:
+                # runs no cycle-time curve passes through (whole-cycle ones beside phase-timed ones)
+                unshaped = [r for r in fitted if r.bs == bs and not any(r is c for c in cost_runs)]
+                over = _measured_over_prediction(dec.pick, cands, [r for r in fitted if r.bs == bs], a, unshaped)
+                if over is not None:
+                    r, pred, z = over
+                    notes.append(f"bs {bs}: {cm.steps_text(r.steps)} measured {r.tok_s:.1f} tok/s, {z:.1f} of its "
+                                 f"standard errors above the {pred:.1f} predicted for {cm.steps_text(dec.pick)}, "
+                                 "the model's first (the model misses that measurement: "
+                                 f"{next(c.tok_s for c in cands if c.steps == r.steps):.1f} predicted there): "
+                                 "the measurement wins")
+                    dec = unc.decide(ens, measured=[r.steps for r in fitted if r.bs == bs], pick=r.steps)
             if bs not in run_bs:
                 dec = unc.unmeasured_batch(dec, cm.best_speculative(cands).steps)
             rec = _recommend(cands, dec, ens, run_bs)
@@ -1442,6 +1454,37 @@ def _measured_winner(pick: int, runs: Sequence[Run], steps: Sequence[int],
         z = (r.tok_s - mine.tok_s) / math.hypot(se, se_p)
         if z > MEASURED_WINS_Z and (best is None or r.tok_s > best[0].tok_s):
             best = (r, mine, z)
+    return best
+
+
+def _measured_over_prediction(pick: int, cands: Sequence[cm.Candidate], runs: Sequence[Run],
+                              acc: cm.AcceptanceModel, unshaped: Sequence[Run]
+                              ) -> Optional[tuple[Run, float, float]]:
+    """``(run, predicted tok/s of the pick, z)`` when the pick was not measured (``runs``: this
+    batch size's) and a run of ``unshaped`` (runs no cycle-time curve passes through) measured
+    more than the pick's predicted mean by over :data:`MEASURED_WINS_Z` of that run's standard
+    errors (the fastest such run), else None.
+
+    Stock or whole-cycle runs beside phase-timed ones shape no cycle time: at their batch size the
+    carried curves had predicted 2,720 tok/s for a depth measured at 4,546, and recommended a depth
+    predicted at 3,257. A prediction below a measurement does not overrule it. Runs the curves do
+    pass through are left to the model, which weighs them against the other runs (acceptance
+    pooled over them): a 3-step run of persistent easy requests measured 10% above its truth."""
+    if any(r.steps == pick for r in runs):
+        return None
+    by = {c.steps: c for c in cands}
+    if pick not in by:
+        return None
+    pred = by[pick].tok_s
+    unknown = UNKNOWN_NOISE_PCT / 100.0 / MEASURED_WINS_Z
+    best = None
+    for r in unshaped:
+        if not r.tok_s or r.topk != 1 or r.steps not in by:
+            continue
+        se = r.tok_s * (_rel_se_under(r, acc) or unknown)
+        z = (r.tok_s - pred) / se
+        if z > MEASURED_WINS_Z and (best is None or r.tok_s > best[0].tok_s):
+            best = (r, pred, z)
     return best
 
 
