@@ -658,6 +658,19 @@ def test_the_same_run_given_twice_counts_once(tmp_path):
     assert any("holds the same run as" in n and "counted once" in n for n in two["inputs"]["notes"])
 
 
+def test_a_document_beside_its_own_many_run_log_says_so_once(tmp_path):
+    """A serving log's inspect document given beside the log: 10 batch sizes x 2 depths, each run
+    twice. There had been one note per run (144 in helper 29's case)."""
+    groups = [_ramp_group(b, 50, s) for b in range(24, 34) for s in (3, 5)]
+    doc_a = _write(tmp_path / "a.json", _doc(*groups))
+    doc_b = _write(tmp_path / "b.json", _doc(*groups))
+    doc = advise_json(doc_a, doc_b)
+    same = [n for n in doc["inputs"]["notes"] if "holds the same" in n]
+    assert len(doc["inputs"]["runs"]) == 20 and len(same) == 1, same
+    assert same[0] == (f"{doc_b} holds the same 20 runs as {doc_a} (bs 24-33, 3, 5 steps, identical cycles, accept "
+                       f"lengths and tok/s): each counted once, as {doc_a}'s")
+
+
 def test_a_batch_size_no_run_measured_is_never_settled(tmp_path):
     # bs 8 carried over from the bs-1 run: it said "speculation off, settled 0.0%, no run at another
     # depth is expected to change that", though how costs scale with the batch is not modelled at all

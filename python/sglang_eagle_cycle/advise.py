@@ -1369,6 +1369,7 @@ def _distinct_runs(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
     error of their throughput instead: the same figures and the same error (a copied log)."""
     seen: dict[tuple, Run] = {}
     out, notes = [], []
+    pairs: dict[tuple[str, str, bool], list[tuple[Run, Run]]] = {}
     for r in runs:
         total = r.total_ms()
         key = (r.bs, r.steps, r.topk, r.cycles, None if r.accept_len is None else round(r.accept_len, 4),
@@ -1379,14 +1380,42 @@ def _distinct_runs(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
             kept = twin
             if _has_batch_se(r) and not _has_batch_se(twin):   # keep the copy that knows its batch means
                 out[out.index(twin)] = seen[key] = kept = r
-            notes.append(f"{r.source} holds the same run as {twin.source} (bs {r.bs}, {cm.steps_text(r.steps)}, "
-                         + (f"{r.cycles} cycles, " if r.cycles else "")
-                         + "identical accept length and tok/s): counted once, as "
-                         f"{kept.source}" + (" (its batch-means errors)" if kept is r else ""))
+            pairs.setdefault((_file_of(r.source), _file_of(twin.source), kept is r), []).append((r, twin))
             continue
         seen[key] = r
         out.append(r)
+    for (mine, theirs, later), group in pairs.items():
+        if len(group) == 1:
+            r, twin = group[0]
+            notes.append(f"{r.source} holds the same run as {twin.source} (bs {r.bs}, {cm.steps_text(r.steps)}, "
+                         + (f"{r.cycles} cycles, " if r.cycles else "")
+                         + "identical accept length and tok/s): counted once, as "
+                         f"{r.source if later else twin.source}" + (" (its batch-means errors)" if later else ""))
+        else:   # a log beside its own inspect document: one note, not one per batch size and depth
+            sizes = sorted({r.bs for r, _ in group})
+            depths = sorted({r.steps for r, _ in group})
+            notes.append(f"{mine} holds the same {len(group)} runs as {theirs} (bs {_span(sizes)}, "
+                         f"{cm.steps_text(depths[0]) if len(depths) == 1 else _span(depths) + ' steps'}, identical "
+                         "cycles, accept lengths and tok/s): each counted once, as "
+                         f"{mine if later else theirs}'s" + (" (their batch-means errors)" if later else ""))
     return out, notes
+
+
+def _file_of(source: str) -> str:
+    """The input a run's ``source`` names (``"FILE#3"``, ``"FILE (Decode batch, bs 8, 60 intervals)"``)."""
+    return re.sub(r"(#\d+| \(Decode batch, .*\))$", "", source)
+
+
+def _span(values: Sequence[int]) -> str:
+    """``1-4, 8, 16`` for ascending integers (consecutive ones as a range)."""
+    parts, start = [], None
+    for i, v in enumerate(values):
+        if start is None:
+            start = v
+        if i + 1 == len(values) or values[i + 1] != v + 1:
+            parts.append(str(start) if start == v else f"{start}-{v}")
+            start = None
+    return ", ".join(parts)
 
 
 #: a run without a noise estimate (a table row, a bench record, stock Decode batch lines) gets a
