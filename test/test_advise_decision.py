@@ -377,6 +377,42 @@ def test_a_stock_run_beside_phase_timed_ones_is_not_overruled_by_carried_curves(
     assert any(n.startswith("bs 32: 3 steps measured") and "the measurement wins" in n for n in doc["inputs"]["notes"])
 
 
+def test_a_stock_plateau_is_one_batch_size_and_a_carried_step_stays_below_the_measured_verify(tmp_path):
+    """A no-spec server whose load wandered over bs 28-32: each stock line's throughput is the
+    plateau's (1,200 tok/s), whatever batch size it names, so per batch size they made the step
+    grow in proportion to the batch, and their line carried to bs 1 put the no-spec step at 4.4 ms
+    beside a measured 20.8 ms verify there: speculation off (helper 30: at bs 1-3, 57% below the
+    best). They are one baseline at bs 30 now, and a step carried to a batch size a run measured is
+    never above that run's verify (three user baselines at bs 7-9 had carried 32.6 ms to bs 30,
+    where the verify took 18.4)."""
+    rng = random.Random(5)
+    lines = ["[2026-12-01 09:00:00] server_args={'model_path': 'm', 'speculative_algorithm': None, "
+             "'speculative_num_steps': None, 'tp_size': 8}"]
+    for i in range(60):
+        lines.append(f"[2026-12-01 09:01:{i % 60:02d} TP0] Decode batch, #running-req: {rng.randint(28, 32)}, "
+                     f"#token: 27000, token usage: 0.04, cuda graph: True, "
+                     f"gen throughput (token/s): {1200.0 * rng.uniform(0.99, 1.01):.2f}, #queue-req: 0")
+    nospec = tmp_path / "nospec.log"
+    nospec.write_text("\n".join(lines) + "\n")
+    chain = {1: 400, 2: 500, 3: 500, 4: 600}
+    plugin = _write(tmp_path / "plugin.json", _doc(_counted_group(1, 3, 1000, chain),
+                                                   _counted_group(30, 3, 1000, {k: 30 * v for k, v in chain.items()})))
+    doc = advise_json(nospec, plugin)
+    assert sorted(doc["inputs"]["baseline_tok_s"]) == ["30"]
+    assert doc["inputs"]["baseline_tok_s"]["30"] == pytest.approx(1200.0, rel=0.01)
+    notes = " | ".join(doc["inputs"]["notes"])
+    assert "stock batch sizes pooled by plateau, 28-32 as bs 30" in notes
+    one = next(b for b in doc["per_batch_size"] if b["bs"] == 1)
+    assert one["recommended"]["speculation"] == "on"
+    off = next(c for c in one["candidates"] if c["steps"] == 0)
+    assert off["predicted_cycle_ms"] <= 20.8 + 1e-6
+    # the ceiling alone, on baselines given by hand: three at bs 7-9 as flat as the plateau's, whose
+    # line reaches 100 ms at bs 30, where the 3-step verify took 44 ms
+    doc = advise_json(plugin, "--baseline-tok-s", "7:300", "8:300", "9:300", "--batch-sizes", 1, 30)
+    thirty = next(b for b in doc["per_batch_size"] if b["bs"] == 30)
+    assert next(c for c in thirty["candidates"] if c["steps"] == 0)["predicted_cycle_ms"] <= 44.0 + 1e-6
+
+
 def test_stock_decode_batch_logs_at_two_depths_are_runs(tmp_path):
     a = _stock_log(tmp_path / "s3.log", 3, 1.95, 90.0)
     b = _stock_log(tmp_path / "s5.log", 5, 2.1, 71.3)
@@ -2126,3 +2162,11 @@ def test_a_bucket_note_names_the_size_its_batch_sizes_pad_to():
     assert _pads([10, 30], 32, graph) == "pad to 32"
     assert _pads([3, 4], 1, graph) == "pad to 4 (config key 1)"
     assert _pads([1, 3], 1, graph) == "share config key 1 (they pad to 1, 4)"
+
+
+def test_poor_fit_notes_allow_for_the_number_of_runs_checked():
+    """Over a serving log's 96-150 runs, 1.96 standard errors raised 2-6 "fits poorly" notes by
+    chance where the generator was the model itself (helper 30)."""
+    from sglang_eagle_cycle.advise import fit_z
+
+    assert [round(fit_z(n), 2) for n in (0, 1, 2, 150)] == [1.96, 1.96, 2.24, 3.59]

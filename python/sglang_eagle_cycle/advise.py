@@ -28,6 +28,7 @@ import dataclasses
 import itertools
 import math
 import re
+import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -1247,6 +1248,7 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
         notes.append(why_primary)
     per_bs = []
     noisy_misses: list[str] = []
+    z_fit = fit_z(sum(1 for r in fitted if r.tok_s and r.bs in sizes))
     for bs in sizes:
         try:
             a = acc_at.get(bs, acc)
@@ -1284,7 +1286,7 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
             if bs not in run_bs:
                 dec = unc.unmeasured_batch(dec, cm.best_speculative(cands).steps)
             rec = _recommend(cands, dec, ens, run_bs)
-            poor, within = _fit_notes(cands, [r for r in fitted if r.bs == bs], a)
+            poor, within = _fit_notes(cands, [r for r in fitted if r.bs == bs], a, z_fit)
             notes += poor
             noisy_misses += within
         except ValueError as exc:
@@ -1295,9 +1297,9 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
         per_bs.append(BatchAdvice(bs, cands, rec, pinned, dec, acc_at.get(bs)))
     if noisy_misses:
         shown = ", ".join(noisy_misses[:6]) + (f" and {len(noisy_misses) - 6} more" if len(noisy_misses) > 6 else "")
-        notes.append(f"the measurement lies outside the prediction's 95% interval, but within its own noise (1.96 "
-                     f"of its standard errors: a run of few cycles or requests), at {shown}: the run's scatter, "
-                     "not a misfit")
+        notes.append(f"the measurement lies outside the prediction's 95% interval, but within its own noise ({z_fit:.2f} "
+                     f"of its standard errors, for {sum(1 for r in fitted if r.tok_s and r.bs in sizes)} measured runs: "
+                     f"a run of few cycles or requests), at {shown}: the run's scatter, not a misfit")
     measured = {(r.bs, r.steps): r for r in modelled}
     return Advice(acc, cost, per_bs, primary, measured, list(modelled), notes, not_modelled)
 
@@ -1593,11 +1595,19 @@ def _rel_se_under(r: Run, acc: cm.AcceptanceModel) -> Optional[float]:
     return math.sqrt((se_t / total) ** 2 + (max(iid, r.accept_se or 0.0) / mean) ** 2)
 
 
-def _fit_notes(cands: Sequence[cm.Candidate], runs: Sequence[Run], acc: Optional[cm.AcceptanceModel] = None
-               ) -> tuple[list[str], list[str]]:
+def fit_z(checked: int) -> float:
+    """How many of its standard errors a measurement may lie outside its prediction's interval
+    before :func:`_fit_notes` calls it a poor fit, with ``checked`` measurements checked in all:
+    1.96 for one, Bonferroni-corrected for several (``Phi^-1(1 - 0.025 / checked)``: 2.24 for two,
+    3.59 for 150), so a serving log's hundred runs do not raise the few notes chance gives."""
+    return statistics.NormalDist().inv_cdf(1.0 - 0.025 / max(1, checked))
+
+
+def _fit_notes(cands: Sequence[cm.Candidate], runs: Sequence[Run], acc: Optional[cm.AcceptanceModel] = None,
+               z: float = MEASURED_WINS_Z) -> tuple[list[str], list[str]]:
     """``(notes, within_noise)``: one note per measured depth whose measured tok/s lies outside the
-    prediction's 95% interval by more than its own noise (1.96 of its standard errors,
-    :func:`run_rel_se`, with ``acc`` :func:`_rel_se_under`; for a run without a noise estimate, a miss over :data:`UNKNOWN_NOISE_PCT`),
+    prediction's 95% interval by more than its own noise (``z`` of its standard errors, 1.96 for
+    one run, :func:`fit_z` for several; :func:`run_rel_se`, with ``acc`` :func:`_rel_se_under`; for a run without a noise estimate, a miss over :data:`UNKNOWN_NOISE_PCT`),
     and ``"STEPS at bs BS"`` for each one outside the interval within its own noise.
 
     The model's curves pass through every measured point, so a miss there means the runs disagree
@@ -1618,7 +1628,7 @@ def _fit_notes(cands: Sequence[cm.Candidate], runs: Sequence[Run], acc: Optional
             if rel is None and abs(off) <= UNKNOWN_NOISE_PCT:
                 continue   # no noise estimate (table, bench record, stock line): the interval cannot hold it
             outside = r.tok_s - c.tok_s_high if r.tok_s > c.tok_s_high else c.tok_s_low - r.tok_s
-            if rel is not None and outside <= MEASURED_WINS_Z * rel * r.tok_s:
+            if rel is not None and outside <= z * rel * r.tok_s:
                 within.append(f"{cm.steps_text(r.steps)} at bs {r.bs}")
                 continue
             out.append(f"the model fits poorly at {cm.steps_text(r.steps)} (bs {r.bs}): measured {r.tok_s:.1f} tok/s, "

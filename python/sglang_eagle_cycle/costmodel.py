@@ -661,6 +661,9 @@ class CycleCostModel:
     notes: tuple[str, ...] = ()
     bs_range: tuple[int, int] = (0, 0)
     verify_runs: Optional[MeasuredCurve] = None   # the runs' verify points alone (no baseline among them)
+    #: per batch size a run measured, the least verify (phases mode) or whole cycle (totals mode) it
+    #: measured there (ms): a no-spec decode step carried there is never above it
+    step_ceiling: Mapping[int, float] = field(default_factory=dict)
 
     @classmethod
     def fit(cls, observations: Sequence[CycleObservation], baseline_tok_s: Optional[Mapping[int, float]] = None,
@@ -713,9 +716,12 @@ class CycleCostModel:
             notes += verify.fall_notes("verify time", "tokens", " (a baseline from another setup?)" if from_base
                                        else " (runs from different setups or loads?)")
             sizes = [ob.bs for ob in phased]
+            ceiling: dict[int, float] = {}
+            for ob in phased:
+                ceiling[ob.bs] = min(ceiling.get(ob.bs, math.inf), ob.verify_ms)
             return cls("phases", shape, verify=verify, extend=extend, draft_step=draft, other=other,
                        baseline_ms=base, notes=tuple(notes), bs_range=(min(sizes), max(sizes)),
-                       verify_runs=MeasuredCurve.from_points(run_verify, shape))
+                       verify_runs=MeasuredCurve.from_points(run_verify, shape), step_ceiling=ceiling)
         pts = [(ob.verified_tokens, ob.total_ms, ob.weight) for ob in observations]
         if len({ob.verified_tokens for ob in observations}) == 1:
             pts += [(bs, ms, 1.0) for bs, ms in base.items()]
@@ -732,7 +738,10 @@ class CycleCostModel:
             notes += [f"bs {b}: {n}" if len(sizes) > 1 else n for n in own.fall_notes("cycle time", "verified tokens")]
         if shape.num_experts:
             notes.append("MoE shape needs the verify phase; not applied to whole-cycle times")
-        return cls("totals", shape, total=total, baseline_ms=base, notes=tuple(notes))
+        ceiling: dict[int, float] = {}
+        for ob in observations:
+            ceiling[ob.bs] = min(ceiling.get(ob.bs, math.inf), ob.total_ms)
+        return cls("totals", shape, total=total, baseline_ms=base, notes=tuple(notes), step_ceiling=ceiling)
 
     def predict(self, bs: int, steps: int) -> CyclePrediction:
         """Predicted cycle for ``steps >= 1`` draft steps at batch size ``bs``."""
@@ -788,6 +797,12 @@ class CycleCostModel:
             ms = min(ms, ms0) if bs < b0 else max(ms, ms0)
         else:
             ms = MeasuredCurve.from_points([(b, v, 1.0) for b, v in self.baseline_ms.items()])(bs)[0]
+        # a decode step is one forward over bs tokens for the same bs requests as the verify (or the
+        # whole cycle) a run measured here over more: never above it (three baselines at bs 7-9 whose
+        # line rose 1.3 ms per request had carried a 32.6 ms step to bs 30, where the measured verify
+        # took 18.4 ms, and every prediction there fell by half)
+        if bs in self.step_ceiling:
+            ms = min(ms, self.step_ceiling[bs])
         return (ms, True) if math.isfinite(ms) and ms > 0 else None
 
     def to_dict(self) -> dict:

@@ -307,6 +307,19 @@ class DecodeBatchStats:
         server), intervals that held idle time left out (:data:`IDLE_FACTOR`)."""
         return {bs: tok for bs, (tok, _n) in self.plain_by_bs().items()}
 
+    def relabelled(self, mapping: dict[int, int]) -> "DecodeBatchStats":
+        """A copy whose per-batch-size series hold, under each target batch size, the intervals of
+        every batch size ``mapping`` sends there (in batch-size order); batch sizes ``mapping``
+        leaves out are dropped. The pooled counts and means are not copied (per batch size only)."""
+        out = DecodeBatchStats()
+        for mine, theirs in ((out.gen_tok_s_by_bs_plain, self.gen_tok_s_by_bs_plain),
+                             (out.gen_tok_s_by_bs_spec, self.gen_tok_s_by_bs_spec),
+                             (out.accept_len_by_bs_spec, self.accept_len_by_bs_spec)):
+            for bs, series in sorted(theirs.items()):
+                if bs in mapping:
+                    mine.setdefault(mapping[bs], _SeriesMean()).merge(series)
+        return out
+
     def idle_intervals(self) -> int:
         """Intervals left out of :meth:`by_bs` as holding idle time (:data:`IDLE_FACTOR`)."""
         return spec_run_by_bs(self)[1].get(IDLE_REASON, 0) + self.plain_idle_intervals()
@@ -394,6 +407,43 @@ def spec_run_by_bs(stats: DecodeBatchStats, max_accept: Optional[float] = None
 #: ``ServerArgs(..., speculative_num_steps=3, ...)`` and 0.5.23's ``{..., 'speculative_num_steps': 3, ...}``
 _SPEC_ARG = re.compile(r"""['"]?speculative_(algorithm|num_steps|eagle_topk|num_draft_tokens|adaptive)['"]?\s*"""
                        r"""[=:]\s*(?:'(\w+)'|"(\w+)"|(-?\d+)|(True|False)|None)""")
+
+
+#: stock batch sizes within this ratio of a plateau's smallest (or 1 apart) are one plateau
+#: (:func:`plateaus`)
+PLATEAU_RATIO = 1.25
+
+
+def plateaus(counts: dict[int, int]) -> dict[int, int]:
+    """``{batch size: the batch size its plateau is pooled as}`` for stock batch sizes with
+    ``counts`` intervals each: ascending, a batch size joins the plateau of the one before it when
+    it is at most :data:`PLATEAU_RATIO` times the plateau's smallest, or 1 above it; a plateau is
+    pooled as its interval-weighted mean batch size (rounded).
+
+    SGLang prints a stock line every ``--decode-log-interval`` decode batches with the throughput
+    over all of them and the running batch size at the last: where the load wanders over 28-32,
+    each line's throughput is the plateau's, whatever batch size it names, and taken per batch
+    size they make the step time grow in proportion to the batch (a baseline line through them
+    had put the no-spec step at bs 1 at 2.55 ms, below the measured 3-token verify's 11 ms, and
+    advised speculation off at bs 1-3).
+    """
+    out: dict[int, int] = {}
+    group: list[int] = []
+
+    def close() -> None:
+        if group:
+            n = sum(counts[b] for b in group)
+            mean = sum(b * counts[b] for b in group) / n if n else group[0]
+            for b in group:
+                out[b] = int(round(mean))
+
+    for bs in sorted(counts):
+        if group and not (bs <= PLATEAU_RATIO * group[0] or bs <= group[-1] + 1):
+            close()
+            group = []
+        group.append(bs)
+    close()
+    return out
 
 
 def speculative_server_args(text: str) -> Optional[dict[str, Any]]:

@@ -662,7 +662,7 @@ def _stock_runs(name: str, path: str):
     without them is a no-spec server, whose mean gen throughput per batch size is a baseline (the
     starts' intervals pooled)."""
     from .. import advise as adv
-    from ..decode_batch import IDLE_REASON, DecodeBatchStats, spec_run_by_bs
+    from ..decode_batch import IDLE_REASON, DecodeBatchStats, plateaus, spec_run_by_bs
 
     segs = [(spec, res) for spec, res in _stock_segments(path) if res.decode.intervals or res.cycles]
     runs, notes = [], []
@@ -688,6 +688,10 @@ def _stock_runs(name: str, path: str):
         by_bs, few = _steady_batch_sizes(by_bs, lambda v: v[3])
         if few:
             dropped[FEW_REASON] = few
+        pooled = plateaus({bs: v[3] for bs, v in by_bs.items()})
+        if any(b != t for b, t in pooled.items()):
+            by_bs, _ = spec_run_by_bs(st.relabelled(pooled), steps + 1 if topk == 1 else ndt)
+            notes.append(f"{where}: {_plateau_text(pooled)}")
         label = name if len(segs) == 1 else f"{name}, part {k}"
         for bs, (tok, acc, se, n) in by_bs.items():
             runs.append(adv.Run(source=f"{label} (Decode batch, bs {bs}, {n} intervals)", bs=bs, steps=steps,
@@ -705,14 +709,30 @@ def _stock_runs(name: str, path: str):
     plain_by_bs, few = _steady_batch_sizes(
         {bs: (tok, n) for bs, (tok, n) in plain.plain_by_bs().items()
          if 1 <= bs <= MAX_BS and tok is not None and MIN_TOK_S <= tok <= MAX_TOK_S}, lambda v: v[1])
-    base = {bs: tok for bs, (tok, _n) in plain_by_bs.items()}
+    pooled = plateaus({bs: n for bs, (_tok, n) in plain_by_bs.items()})
+    plateau_note = None
+    if any(b != t for b, t in pooled.items()):
+        plain_by_bs = plain.relabelled(pooled).plain_by_bs()
+        plateau_note = _plateau_text(pooled)
+    base = {bs: tok for bs, (tok, _n) in plain_by_bs.items() if tok is not None}
     if base:
         idle = plain.plain_idle_intervals()
         left = [f"{n} with {why}" for n, why in ((idle, IDLE_REASON), (few, FEW_REASON)) if n]
         notes.append(f"{name}: no-spec server" + (" start" if len(segs) > 1 else " log") + ": baseline tok/s by batch size "
                      + ", ".join(f"{k}: {v:.1f}" for k, v in base.items())
-                     + (f" (intervals left out: {'; '.join(left)})" if left else ""))
+                     + (f" (intervals left out: {'; '.join(left)})" if left else "")
+                     + (f"; {plateau_note}" if plateau_note else ""))
     return runs, base, notes
+
+
+def _plateau_text(pooled: dict[int, int]) -> str:
+    """``"stock batch sizes 28-32 pooled as bs 30 (...)"`` for :func:`decode_batch.plateaus`' groups."""
+    groups: dict[int, list[int]] = {}
+    for b, t in sorted(pooled.items()):
+        groups.setdefault(t, []).append(b)
+    named = "; ".join(f"{g[0]}-{g[-1]} as bs {t}" for t, g in groups.items() if len(g) > 1)
+    return (f"stock batch sizes pooled by plateau, {named} (a line's throughput is over the batch sizes "
+            "its interval passed, its #running-req the last one's)")
 
 
 #: a stock batch size with fewer Decode batch intervals than this, in a start where another has at
