@@ -1218,6 +1218,34 @@ def _bench_file(path, recs, prefix=""):
     return path
 
 
+
+def test_bench_records_compare_decode_with_decode(tmp_path):
+    """A sweep's client throughput includes prefill and scheduling beside the decode cycles the
+    model predicts (its cycle groups). Every record had been "a poor fit" by the client's share
+    (helper 29: 3-4%), and the speedups were against a no-spec client rate, so they carried it too.
+    At 0.3 ms per output token beside the decode (the same at any depth: the same prompts), a
+    no-spec client at 80 tok/s decodes at 82.0."""
+    recs = [{"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": 0, "topk": 1,
+             "num_draft_tokens": 0, "concurrency": 1, "status": "ok", "output_tok_s": 80.0}]
+    for s, acc in ((2, 1.9), (3, 2.2), (5, 2.5)):
+        total = 11.3 + 1.4 + 1.4 * (s - 1)
+        decode = 1000.0 * acc / total
+        client = 1.0 / (1.0 / decode + 0.0003)
+        grp = {"bs": 1, "steps": s, "topk": 1, "draft_tokens": s + 1, "cycles": 2000,
+               "phases": {"draft_ms": {"mean": 1.4 * (s - 1)}, "verify_ms": {"mean": 11.3}, "extend_ms": {"mean": 1.4},
+                          "other_ms": {"mean": 0.0}, "total_ms": {"mean": total, "sd": 0.2}},
+               "accept_len_mean": acc, "tok_s": decode}
+        recs.append({"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": s, "topk": 1,
+                     "num_draft_tokens": s + 1, "concurrency": 1, "status": "ok", "output_tok_s": round(client, 3),
+                     "accept_len_mean": acc, "cycle": grp})
+    doc = advise_json(_bench_file(tmp_path / "sweep.jsonl", recs))
+    notes = " | ".join(doc["inputs"]["notes"])
+    assert "fits poorly" not in notes, notes
+    assert doc["inputs"]["baseline_tok_s"]["1"] == pytest.approx(1.0 / (1.0 / 80.0 - 0.0003), rel=1e-3)
+    assert "the no-spec baseline 80.0 client tok/s is taken as 82.0 decode tok/s" in notes
+    three = cand(doc, 3)
+    assert three["predicted_speedup"] == pytest.approx(three["predicted_tok_s"] / 81.99, rel=2e-3)
+
 @pytest.mark.parametrize("damage, says", [
     (lambda rs: rs[1].update(model=["a"]), ".model: expected a name"),                 # used to be a traceback
     (lambda rs: rs[1].update(draft={"a": 1}), ".draft: expected a name"),
