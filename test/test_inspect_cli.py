@@ -568,3 +568,21 @@ def test_stock_lines_are_shown_per_batch_size_without_the_intervals_that_held_id
     rc, out, _ = run_cli(capsys, log)
     flat = " ".join(out.split())
     assert "Stock Decode batch lines by batch size" in flat and "2 intervals that held idle time" in flat
+
+
+def test_a_wandering_stock_load_is_one_plateau_and_steady_or_rising_loads_are_not():
+    """Stock lines name the batch size at their interval's last decode batch: a load wandering
+    over 28-32 switches label line to line (one plateau, pooled at its mean); a sweep at 10 then 12
+    requests, or a load rising slowly over 1-64, switches once per pair (each its own)."""
+    from sglang_eagle_cycle.decode_batch import plateaus
+
+    rng = random.Random(1)
+    wander = [rng.randint(28, 32) for _ in range(100)]
+    assert set(plateaus(wander, {b: wander.count(b) for b in set(wander)}).values()) == {30}
+    assert plateaus([10] * 30 + [12] * 30, {10: 30, 12: 30}) == {10: 10, 12: 12}
+    rise = [b for b in range(1, 65) for _ in range(5)]
+    assert plateaus(rise, {b: 5 for b in range(1, 65)}) == {b: b for b in range(1, 65)}
+    # two plateaus, morning and evening, each wandering
+    day = [rng.choice([7, 8, 9]) for _ in range(60)] + [rng.choice([46, 48, 50]) for _ in range(60)]
+    pooled = plateaus(day, {b: day.count(b) for b in set(day)})
+    assert {pooled[7], pooled[8], pooled[9]} == {8} and {pooled[46], pooled[48], pooled[50]} == {48}

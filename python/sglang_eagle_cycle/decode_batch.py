@@ -37,7 +37,7 @@ import re
 from array import array
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -213,6 +213,10 @@ class DecodeBatchStats:
         self.gen_tok_s_by_bs_spec: dict[int, _SeriesMean] = {}   # in log order (spec_run_by_bs)
         self.accept_len_by_bs_spec: dict[int, _SeriesMean] = {}  # beside it, interval for interval
         self.all_accepted = True  # every interval with an accept rate had accept rate 1.0
+        #: ``#running-req`` of each counted interval in log order, with / without speculative fields
+        #: (:func:`plateaus`: a wandering load switches between batch sizes, a steady one does not)
+        self.labels_spec = array("i")
+        self.labels_plain = array("i")
         self._recent: deque[tuple[str, set]] = deque(maxlen=TP_REPEAT_WINDOW)
 
     def _is_repeat(self, d: DecodeBatch) -> bool:
@@ -236,8 +240,10 @@ class DecodeBatchStats:
             self.accept_len.add(d.accept_len)
             self.gen_tok_s_by_bs_spec.setdefault(d.running_req, _SeriesMean()).add(d.gen_tok_s)
             self.accept_len_by_bs_spec.setdefault(d.running_req, _SeriesMean()).add(d.accept_len)
+            self.labels_spec.append(_label(d.running_req))
         else:
             self.gen_tok_s_by_bs_plain.setdefault(d.running_req, _SeriesMean()).add(d.gen_tok_s)
+            self.labels_plain.append(_label(d.running_req))
         if d.accept_rate is not None:
             self.accept_rate.add(d.accept_rate)
             self.all_accepted = self.all_accepted and d.accept_rate >= 0.995
@@ -256,6 +262,8 @@ class DecodeBatchStats:
             for bs, mean in theirs.items():
                 mine.setdefault(bs, kind()).merge(mean)
         self.all_accepted = self.all_accepted and other.all_accepted
+        self.labels_spec.extend(other.labels_spec)
+        self.labels_plain.extend(other.labels_plain)
 
     def summary(self) -> dict[str, Any]:
         """The ``decode_batch`` part of the inspect document (means unweighted over intervals), with
@@ -409,40 +417,57 @@ _SPEC_ARG = re.compile(r"""['"]?speculative_(algorithm|num_steps|eagle_topk|num_
                        r"""[=:]\s*(?:'(\w+)'|"(\w+)"|(-?\d+)|(True|False)|None)""")
 
 
-#: stock batch sizes within this ratio of a plateau's smallest (or 1 apart) are one plateau
-#: (:func:`plateaus`)
-PLATEAU_RATIO = 1.25
+def _label(bs: int) -> int:
+    """``bs`` as a C int for the label arrays (out-of-range values, which every reader refuses, clipped)."""
+    return max(-(2 ** 31), min(2 ** 31 - 1, int(bs)))
 
 
-def plateaus(counts: dict[int, int]) -> dict[int, int]:
-    """``{batch size: the batch size its plateau is pooled as}`` for stock batch sizes with
-    ``counts`` intervals each: ascending, a batch size joins the plateau of the one before it when
-    it is at most :data:`PLATEAU_RATIO` times the plateau's smallest, or 1 above it; a plateau is
-    pooled as its interval-weighted mean batch size (rounded).
+#: two batch sizes are one plateau when the load switched between them (in log order, their
+#: intervals next to each other) at least this share of the fewer intervals' count, and twice
+PLATEAU_SWITCH_SHARE = 0.2
+
+
+def plateaus(labels: Sequence[int], counts: dict[int, int]) -> dict[int, int]:
+    """``{batch size: the batch size its plateau is pooled as}`` for the stock batch sizes of
+    ``counts`` (intervals kept at each), from ``labels``, every interval's ``#running-req`` in log
+    order (those of batch sizes not in ``counts`` skipped).
 
     SGLang prints a stock line every ``--decode-log-interval`` decode batches with the throughput
     over all of them and the running batch size at the last: where the load wanders over 28-32,
     each line's throughput is the plateau's, whatever batch size it names, and taken per batch
-    size they make the step time grow in proportion to the batch (a baseline line through them
-    had put the no-spec step at bs 1 at 2.55 ms, below the measured 3-token verify's 11 ms, and
-    advised speculation off at bs 1-3).
+    size they make the step grow in proportion to the batch (a baseline line through them had put
+    the no-spec step at bs 1 at 2.55 ms, beside an 11 ms verify there, and advised speculation off
+    at bs 1-3). A wandering load switches between its batch sizes from line to line; a steady one
+    (a sweep at 10 requests, then at 12; a load rising slowly) does not. Batch sizes joined by at
+    least :data:`PLATEAU_SWITCH_SHARE` of the fewer intervals' count of switches, and two, are one
+    plateau, pooled as its interval-weighted mean batch size (rounded).
     """
+    seq = [b for b in labels if b in counts]
+    switches: dict[tuple[int, int], int] = {}
+    for a, b in zip(seq, seq[1:]):
+        if a != b:
+            key = (min(a, b), max(a, b))
+            switches[key] = switches.get(key, 0) + 1
+    parent = {b: b for b in counts}
+
+    def root(b: int) -> int:
+        while parent[b] != b:
+            parent[b] = parent[parent[b]]
+            b = parent[b]
+        return b
+
+    for (a, b), n in switches.items():
+        if n >= max(2.0, PLATEAU_SWITCH_SHARE * min(counts[a], counts[b])):
+            parent[root(a)] = root(b)
+    groups: dict[int, list[int]] = {}
+    for b in counts:
+        groups.setdefault(root(b), []).append(b)
     out: dict[int, int] = {}
-    group: list[int] = []
-
-    def close() -> None:
-        if group:
-            n = sum(counts[b] for b in group)
-            mean = sum(b * counts[b] for b in group) / n if n else group[0]
-            for b in group:
-                out[b] = int(round(mean))
-
-    for bs in sorted(counts):
-        if group and not (bs <= PLATEAU_RATIO * group[0] or bs <= group[-1] + 1):
-            close()
-            group = []
-        group.append(bs)
-    close()
+    for members in groups.values():
+        n = sum(counts[b] for b in members)
+        mean = sum(b * counts[b] for b in members) / n if n else min(members)
+        for b in members:
+            out[b] = int(round(mean))
     return out
 
 

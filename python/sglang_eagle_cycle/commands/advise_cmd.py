@@ -688,7 +688,7 @@ def _stock_runs(name: str, path: str):
         by_bs, few = _steady_batch_sizes(by_bs, lambda v: v[3])
         if few:
             dropped[FEW_REASON] = few
-        pooled = plateaus({bs: v[3] for bs, v in by_bs.items()})
+        pooled = plateaus(st.labels_spec, {bs: v[3] for bs, v in by_bs.items()})
         if any(b != t for b, t in pooled.items()):
             by_bs, _ = spec_run_by_bs(st.relabelled(pooled), steps + 1 if topk == 1 else ndt)
             notes.append(f"{where}: {_plateau_text(pooled)}")
@@ -709,7 +709,7 @@ def _stock_runs(name: str, path: str):
     plain_by_bs, few = _steady_batch_sizes(
         {bs: (tok, n) for bs, (tok, n) in plain.plain_by_bs().items()
          if 1 <= bs <= MAX_BS and tok is not None and MIN_TOK_S <= tok <= MAX_TOK_S}, lambda v: v[1])
-    pooled = plateaus({bs: n for bs, (_tok, n) in plain_by_bs.items()})
+    pooled = plateaus(plain.labels_plain, {bs: n for bs, (_tok, n) in plain_by_bs.items()})
     plateau_note = None
     if any(b != t for b, t in pooled.items()):
         plain_by_bs = plain.relabelled(pooled).plain_by_bs()
