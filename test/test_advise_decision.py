@@ -235,6 +235,20 @@ def _stock_log(path: Path, steps: int, accept_len: float, tok_s: float, server_a
     return path
 
 
+def _stock_rows_log(path: Path, steps: int, rows) -> Path:
+    """A stock log of one start at ``steps`` (chain drafting): a Decode batch line per ``(bs,
+    accept length, gen tok/s)`` of ``rows``."""
+    lines = ["[2026-12-01 10:00:00] server_args={'model_path': 'm', 'speculative_algorithm': 'EAGLE3', "
+             f"'speculative_num_steps': {steps}, 'speculative_eagle_topk': 1, "
+             f"'speculative_num_draft_tokens': {steps + 1}}}"]
+    for i, (bs, acc, tok) in enumerate(rows):
+        lines.append(f"[2026-12-01 10:01:{i % 60:02d} TP0] Decode batch, #running-req: {bs}, #token: {900 * bs}, "
+                     f"token usage: 0.01, accept len: {acc:.2f}, accept rate: {(acc - 1) / steps:.2f}, "
+                     f"cuda graph: True, gen throughput (token/s): {tok:.2f}, #queue-req: 0")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
 def _ramp_group(bs: int, cycles: int, steps: int = 3) -> dict:
     """A plugin-log group at ``bs`` of a server whose verify grows 0.2 ms per verified token."""
     verify = 20.0 + 0.2 * bs * (steps + 1)
@@ -299,15 +313,9 @@ def test_the_top_level_answer_is_for_the_batch_size_the_server_ran_at(tmp_path):
     assert advise_json(path, "--batch-sizes", 20, 30)["recommended"]["bs"] == 30
     # stock lines: 3 ramp intervals at bs 1-3 (left out: their throughput spans the ramp), 20 at
     # bs 4, 60 at bs 8
-    lines = ["[2026-12-01 10:00:00] server_args={'model_path': 'm', 'speculative_algorithm': 'EAGLE3', "
-             "'speculative_num_steps': 3, 'speculative_eagle_topk': 1, 'speculative_num_draft_tokens': 4}"]
-    for i, bs in enumerate([1, 2, 3] + [4] * 20 + [8] * 60):
-        lines.append(f"[2026-12-01 10:01:{i % 60:02d} TP0] Decode batch, #running-req: {bs}, #token: {900 * bs}, "
-                     f"token usage: 0.01, accept len: {2.4 + 0.01 * (i % 3):.2f}, accept rate: 0.47, cuda graph: True, "
-                     f"gen throughput (token/s): {bs * 95.0 / (1 + 0.02 * bs) * (1 + 0.005 * (i % 4)):.2f}, "
-                     "#queue-req: 0")
-    stock = tmp_path / "stock.log"
-    stock.write_text("\n".join(lines) + "\n")
+    stock = _stock_rows_log(tmp_path / "stock.log", 3, [
+        (bs, 2.4 + 0.01 * (i % 3), bs * 95.0 / (1 + 0.02 * bs) * (1 + 0.005 * (i % 4)))
+        for i, bs in enumerate([1, 2, 3] + [4] * 20 + [8] * 60)])
     doc = advise_json(stock)
     assert doc["recommended"]["bs"] == 8 and [b["bs"] for b in doc["per_batch_size"]] == [4, 8]
     notes = " | ".join(doc["inputs"]["notes"])
@@ -358,15 +366,8 @@ def test_a_stock_run_beside_phase_timed_ones_is_not_overruled_by_carried_curves(
     that measurement (from helper 29: 1 step at 3,257 tok/s beside a measured 4,546, 17% below the
     best); a prediction below a measurement does not overrule it."""
     rng = random.Random(9)
-    lines = ["[2026-12-01 10:00:00] server_args={'model_path': 'm', 'speculative_algorithm': 'EAGLE3', "
-             "'speculative_num_steps': 3, 'speculative_eagle_topk': 1, 'speculative_num_draft_tokens': 4}"]
-    for i in range(40):
-        lines.append(f"[2026-12-01 10:01:{i % 60:02d} TP0] Decode batch, #running-req: 32, #token: 28800, "
-                     f"token usage: 0.04, accept len: {2.4 * rng.uniform(0.98, 1.02):.2f}, accept rate: 0.47, "
-                     f"cuda graph: True, gen throughput (token/s): {2000.0 * rng.uniform(0.98, 1.02):.2f}, "
-                     "#queue-req: 0")
-    stock = tmp_path / "stock.log"
-    stock.write_text("\n".join(lines) + "\n")
+    stock = _stock_rows_log(tmp_path / "stock.log", 3, [(32, 2.4 * rng.uniform(0.98, 1.02), 2000.0 * rng.uniform(0.98, 1.02))
+                                                       for _ in range(40)])
     plugin = _write(tmp_path / "plugin.json", _doc(_counted_group(8, 5, 1000, {1: 1800, 2: 2000, 3: 1800, 4: 1200,
                                                                              5: 700, 6: 500})))
     doc = advise_json(stock, plugin)
@@ -385,15 +386,8 @@ def test_a_stock_plateau_is_one_batch_size_and_a_carried_step_stays_below_the_me
     best). They are one baseline at bs 30 now, and a step carried to a batch size a run measured is
     never above that run's verify (three user baselines at bs 7-9 had carried 32.6 ms to bs 30,
     where the verify took 18.4)."""
-    rng = random.Random(5)
-    lines = ["[2026-12-01 09:00:00] server_args={'model_path': 'm', 'speculative_algorithm': None, "
-             "'speculative_num_steps': None, 'tp_size': 8}"]
-    for i in range(60):
-        lines.append(f"[2026-12-01 09:01:{i % 60:02d} TP0] Decode batch, #running-req: {rng.randint(28, 32)}, "
-                     f"#token: 27000, token usage: 0.04, cuda graph: True, "
-                     f"gen throughput (token/s): {1200.0 * rng.uniform(0.99, 1.01):.2f}, #queue-req: 0")
-    nospec = tmp_path / "nospec.log"
-    nospec.write_text("\n".join(lines) + "\n")
+    nospec = _nospec_log(tmp_path / "nospec.log", 1200.0, lines_n=60, seed=5, spread=0.01,
+                         bs=lambda rng: rng.randint(28, 32))
     chain = {1: 400, 2: 500, 3: 500, 4: 600}
     plugin = _write(tmp_path / "plugin.json", _doc(_counted_group(1, 3, 1000, chain),
                                                    _counted_group(30, 3, 1000, {k: 30 * v for k, v in chain.items()})))
@@ -2037,14 +2031,17 @@ def test_a_batch_size_no_run_measured_says_its_figures_are_carried_over_and_keep
     assert not any("carried over" in (c["interval_source"] or "") for c in at[1]["candidates"])
 
 
-def _nospec_log(path: Path, tok_s: float = 88.0) -> Path:
-    rng = random.Random(7)
+def _nospec_log(path: Path, tok_s: float = 88.0, lines_n: int = 40, seed: int = 7, spread: float = 0.02,
+                bs=lambda rng: 1) -> Path:
+    """A no-spec server's stock log: ``lines_n`` Decode batch lines at ``tok_s`` (+-``spread``), each
+    at the batch size ``bs(rng)`` names."""
+    rng = random.Random(seed)
     lines = ["[2026-12-01 09:00:00] server_args={'model_path': 'm', 'speculative_algorithm': None, "
              "'speculative_num_steps': None, 'tp_size': 8}"]
-    for i in range(40):
-        lines.append(f"[2026-12-01 09:01:{i % 60:02d} TP0] Decode batch, #running-req: 1, #token: {100 + 40 * i}, "
-                     f"token usage: 0.00, cuda graph: True, gen throughput (token/s): {tok_s * rng.uniform(0.98, 1.02):.2f}, "
-                     "#queue-req: 0")
+    for i in range(lines_n):
+        lines.append(f"[2026-12-01 09:01:{i % 60:02d} TP0] Decode batch, #running-req: {bs(rng)}, #token: {100 + 40 * i}, "
+                     f"token usage: 0.00, cuda graph: True, "
+                     f"gen throughput (token/s): {tok_s * rng.uniform(1 - spread, 1 + spread):.2f}, #queue-req: 0")
     path.write_text("\n".join(lines) + "\n")
     return path
 
