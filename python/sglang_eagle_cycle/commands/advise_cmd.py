@@ -726,7 +726,7 @@ def _stock_runs(name: str, path: str):
 
 
 def _plateau_text(pooled: dict[int, int]) -> str:
-    """``"stock batch sizes 28-32 pooled as bs 30 (...)"`` for :func:`decode_batch.plateaus`' groups."""
+    """``"stock batch sizes pooled by plateau, 28-32 as bs 30 (...)"`` for :func:`decode_batch.plateaus`' groups."""
     groups: dict[int, list[int]] = {}
     for b, t in sorted(pooled.items()):
         groups.setdefault(t, []).append(b)
