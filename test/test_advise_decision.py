@@ -384,8 +384,8 @@ def test_a_stock_plateau_is_one_batch_size_and_a_carried_step_stays_below_the_me
     grow in proportion to the batch, and their line carried to bs 1 put the no-spec step at 4.4 ms
     beside a measured 20.8 ms verify there: speculation off (helper 30: at bs 1-3, 57% below the
     best). They are one baseline at bs 30 now, and a step carried to a batch size a run measured is
-    never above that run's verify (three user baselines at bs 7-9 had carried 32.6 ms to bs 30,
-    where the verify took 18.4)."""
+    never above that run's cycle (three user baselines at bs 7-9 had carried 32.6 ms to bs 30,
+    where the cycles took 19-20 ms)."""
     nospec = _nospec_log(tmp_path / "nospec.log", 1200.0, lines_n=60, seed=5, spread=0.01,
                          bs=lambda rng: rng.randint(28, 32))
     chain = {1: 400, 2: 500, 3: 500, 4: 600}
@@ -399,12 +399,12 @@ def test_a_stock_plateau_is_one_batch_size_and_a_carried_step_stays_below_the_me
     one = next(b for b in doc["per_batch_size"] if b["bs"] == 1)
     assert one["recommended"]["speculation"] == "on"
     off = next(c for c in one["candidates"] if c["steps"] == 0)
-    assert off["predicted_cycle_ms"] <= 20.8 + 1e-6
+    assert off["predicted_cycle_ms"] <= 22.8 + 1e-6   # the 3-step cycle measured there
     # the ceiling alone, on baselines given by hand: three at bs 7-9 as flat as the plateau's, whose
-    # line reaches 100 ms at bs 30, where the 3-step verify took 44 ms
+    # line reaches 100 ms at bs 30, where the 3-step cycle took 46 ms
     doc = advise_json(plugin, "--baseline-tok-s", "7:300", "8:300", "9:300", "--batch-sizes", 1, 30)
     thirty = next(b for b in doc["per_batch_size"] if b["bs"] == 30)
-    assert next(c for c in thirty["candidates"] if c["steps"] == 0)["predicted_cycle_ms"] <= 44.0 + 1e-6
+    assert next(c for c in thirty["candidates"] if c["steps"] == 0)["predicted_cycle_ms"] <= 46.0 + 1e-6
 
 
 def test_stock_decode_batch_logs_at_two_depths_are_runs(tmp_path):
@@ -1216,9 +1216,9 @@ def _bench_file(path, recs, prefix=""):
 def test_bench_records_compare_decode_with_decode(tmp_path):
     """A sweep's client throughput includes prefill and scheduling beside the decode cycles the
     model predicts (its cycle groups). Every record had been "a poor fit" by the client's share
-    (helper 29: 3-4%), and the speedups were against a no-spec client rate, so they carried it too.
-    At 0.3 ms per output token beside the decode (the same at any depth: the same prompts), a
-    no-spec client at 80 tok/s decodes at 82.0."""
+    (helper 29: 3-4%); the poor-fit check now takes the group's decode throughput. The no-spec
+    baseline is a client's: a note says the speedups read high by about that share (converting it
+    was tried, and prompt sets that differ between records made it 44% wrong: helper 31)."""
     recs = [{"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": 0, "topk": 1,
              "num_draft_tokens": 0, "concurrency": 1, "status": "ok", "output_tok_s": 80.0}]
     for s, acc in ((2, 1.9), (3, 2.2), (5, 2.5)):
@@ -1235,29 +1235,16 @@ def test_bench_records_compare_decode_with_decode(tmp_path):
     doc = advise_json(_bench_file(tmp_path / "sweep.jsonl", recs))
     notes = " | ".join(doc["inputs"]["notes"])
     assert "fits poorly" not in notes, notes
-    assert doc["inputs"]["baseline_tok_s"]["1"] == pytest.approx(1.0 / (1.0 / 80.0 - 0.0003), rel=1e-3)
-    assert "the no-spec baseline 80.0 client tok/s is taken as 82.0 decode tok/s" in notes
-    three = cand(doc, 3)
-    assert three["predicted_speedup"] == pytest.approx(three["predicted_tok_s"] / 81.99, rel=2e-3)
-
-@pytest.mark.parametrize("damage, says", [
-    (lambda rs: rs[1].update(model=["a"]), ".model: expected a name"),                 # used to be a traceback
-    (lambda rs: rs[1].update(draft={"a": 1}), ".draft: expected a name"),
-    (lambda rs: rs[1].update(status=1), ".status: expected text"),
-    (lambda rs: rs[1].update(cycle="garbage"), ".cycle: expected an object"),         # used to be ignored
-    (lambda rs: rs[3]["cycle"].update(steps=2, draft_tokens=3), ".cycle: a group at 2 steps in a record at 3 steps"),
-    (lambda rs: rs[1]["cycle"].update(bs=4), ".cycle: batch size 4 above the record's concurrency 1"),
-    (lambda rs: rs[0].update(model="other"), "a no-spec bench baseline of another model (other at "),
-    # unnamed runs beside a named baseline: named as unnamed, not None
-    (lambda rs: [r.update(model=None) for r in rs[1:]], "than the runs' (unnamed)"),
-    # within one file in the words used across files (one shared check)
-    (lambda rs: rs[2].update(model="other"), "bench records of several model/draft pairs (m + d, other + d)"),
-])
-def test_damaged_or_foreign_bench_records_are_refused_in_one_line(tmp_path, damage, says):
-    recs = _standin_bench_records()
-    damage(recs)
-    rc, out, err = advise(_bench_file(tmp_path / "sweep.jsonl", recs))
-    assert rc == 2 and out == "" and says in err and len(err.strip().splitlines()) == 1, err
+    assert doc["inputs"]["baseline_tok_s"] == {"1": 80.0}
+    # 0.3 ms per token beside a 7.3-7.7 ms decode token: 3.9-4.1%
+    assert "clients measured 3.9% below their cycle groups' decode throughput (median of 3" in notes
+    assert "workloads" not in notes
+    # records of two prompt sets (helper 31: 6x the prefill per token at two depths) do not compare
+    for i, r in enumerate(recs):
+        r.update(prompt_set_sha256="a" * 64 if i < 3 else "b" * 64, max_new_tokens=256)
+    notes = " | ".join(advise_json(_bench_file(tmp_path / "two.jsonl", recs))["inputs"]["notes"])
+    assert ("the records ran 2 workloads (prompt set x max_new_tokens: aaaaaaaaaaaa x 256 max_new_tokens (3 records); "
+            "bbbbbbbbbbbb x 256 max_new_tokens (1 record))") in notes
 
 
 def test_bench_records_of_two_pairs_in_two_files_are_refused_and_odd_but_valid_files_are_read(tmp_path):

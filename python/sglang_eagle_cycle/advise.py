@@ -554,6 +554,7 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
     """
     runs, notes = [], []
     base_runs: dict[int, list[float]] = {}
+    workloads: dict[tuple, list[str]] = {}
     seen: dict[tuple[str, str], tuple] = {}
     base_models: list[tuple[Optional[str], str]] = []
     for i, rec in enumerate(records):
@@ -581,6 +582,7 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
             continue
         bs = _int(rec.get("concurrency"), f"{what}.concurrency", maximum=MAX_BS)
         tok = _tok(rec.get("output_tok_s"), f"{what}.output_tok_s", positive=True)
+        workloads.setdefault((rec.get("prompt_set_sha256"), rec.get("max_new_tokens")), []).append(what)
         if steps == 0:
             base_runs.setdefault(bs, []).append(tok)
             base_models.append((rec.get("model"), what))
@@ -636,31 +638,23 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         if len(toks) > 1:   # a sweep re-run appends another baseline; the last one used to win silently
             notes.append(f"{source}: {len(toks)} baselines at concurrency {bs} "
                          f"({', '.join(f'{t:.1f}' for t in toks)} tok/s): their mean {base[bs]:.1f} is used")
-    # the client's throughput includes prefill and scheduling beside the decode cycles, which the
-    # model predicts: per concurrency, the seconds per output token the speculative records' clients
-    # spent beside their cycle groups' decode (the same per token at any depth: the prompts are the
-    # same) put the no-spec client throughput in decode terms too, so speedups compare like with like
-    beside: dict[int, list[float]] = {}
-    for r in runs:
-        dec = decode_tok_s(r)
-        if r.concurrency is not None and r.bs == r.concurrency and dec and r.tok_s and dec != r.tok_s:
-            beside.setdefault(r.bs, []).append(1.0 / r.tok_s - 1.0 / dec)
-    for bs, tok in sorted(base.items()):
-        if bs not in beside:
-            continue
-        o = statistics.median(beside[bs])
-        if o * tok > PREFILL_SHARE_MIN and 1.0 / tok - o > 0:
-            base[bs] = 1.0 / (1.0 / tok - o)
-            notes.append(f"{source}: at concurrency {bs} the clients spent {100.0 * o * tok:.1f}% of the no-spec time "
-                         f"beside the decode (prefill, scheduling: {1000.0 * o:.3g} ms per output token beside the "
-                         f"speculative records' cycle groups, median of {len(beside[bs])}): the no-spec baseline "
-                         f"{tok:.1f} client tok/s is taken as {base[bs]:.1f} decode tok/s, as the predictions are")
+    if len(workloads) > 1:   # a client's throughput holds its prompts' prefill and its output length
+        named = "; ".join(f"{sha[:12] if isinstance(sha, str) else sha} x {mnt} max_new_tokens ({len(w)} record{'s' if len(w) != 1 else ''})"
+                          for (sha, mnt), w in workloads.items())
+        notes.append(f"{source}: warning: the records ran {len(workloads)} workloads (prompt set x max_new_tokens: "
+                     f"{named}): their client throughputs, and the depths and baselines they compare, are not "
+                     "like for like")
+    # the clients' throughput includes prefill and scheduling beside the decode cycles the model
+    # predicts, and the no-spec baseline is a client's: say how much, not convert (the share differs
+    # between prompt sets and output lengths, which records of one sweep need not share)
+    shares = [1.0 - r.tok_s / dec for r in runs
+              if base and (dec := decode_tok_s(r)) and r.tok_s and dec != r.tok_s and r.concurrency in base]
+    if shares and statistics.median(shares) > 0.005:
+        notes.append(f"{source}: the speculative records' clients measured {100.0 * statistics.median(shares):.1f}% "
+                     f"below their cycle groups' decode throughput (median of {len(shares)}: prefill, scheduling), "
+                     "which the predictions are; the no-spec baselines are the clients': speedups read high by "
+                     "up to about that share")
     return runs, base, notes
-
-
-#: a share of the no-spec time beside the decode (``runs_from_bench``) below this is rounding in
-#: the records' figures, and the baseline is left as the client measured it
-PREFILL_SHARE_MIN = 0.005
 
 
 def decode_tok_s(r: Run) -> Optional[float]:

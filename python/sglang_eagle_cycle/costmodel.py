@@ -661,8 +661,10 @@ class CycleCostModel:
     notes: tuple[str, ...] = ()
     bs_range: tuple[int, int] = (0, 0)
     verify_runs: Optional[MeasuredCurve] = None   # the runs' verify points alone (no baseline among them)
-    #: per batch size a run measured, the least verify (phases mode) or whole cycle (totals mode) it
-    #: measured there (ms): a no-spec decode step carried there is never above it
+    #: per batch size a run measured, the least cycle period it measured there (ms): a no-spec
+    #: decode step carried there is never above it (a cycle holds a verify forward over more tokens
+    #: for the same requests, and host time as a decode step does; a verify's device span alone
+    #: leaves that host time out, and had capped an 8.0 ms step at 6.06)
     step_ceiling: Mapping[int, float] = field(default_factory=dict)
 
     @classmethod
@@ -717,8 +719,8 @@ class CycleCostModel:
                                        else " (runs from different setups or loads?)")
             sizes = [ob.bs for ob in phased]
             ceiling: dict[int, float] = {}
-            for ob in phased:
-                ceiling[ob.bs] = min(ceiling.get(ob.bs, math.inf), ob.verify_ms)
+            for ob in phased:   # the whole period: a device span leaves out host time the decode step holds
+                ceiling[ob.bs] = min(ceiling.get(ob.bs, math.inf), ob.total_ms)
             return cls("phases", shape, verify=verify, extend=extend, draft_step=draft, other=other,
                        baseline_ms=base, notes=tuple(notes), bs_range=(min(sizes), max(sizes)),
                        verify_runs=MeasuredCurve.from_points(run_verify, shape), step_ceiling=ceiling)
@@ -797,10 +799,10 @@ class CycleCostModel:
             ms = min(ms, ms0) if bs < b0 else max(ms, ms0)
         else:
             ms = MeasuredCurve.from_points([(b, v, 1.0) for b, v in self.baseline_ms.items()])(bs)[0]
-        # a decode step is one forward over bs tokens for the same bs requests as the verify (or the
-        # whole cycle) a run measured here over more: never above it (three baselines at bs 7-9 whose
-        # line rose 1.3 ms per request had carried a 32.6 ms step to bs 30, where the measured verify
-        # took 18.4 ms, and every prediction there fell by half)
+        # a decode step is one forward over bs tokens for the same bs requests as a cycle a run
+        # measured here (its verify over more, and host time): never above that cycle (three
+        # baselines at bs 7-9 whose line rose 1.3 ms per request had carried a 32.6 ms step to bs
+        # 30, where the cycles took 19-20 ms, and every prediction there fell by half)
         if bs in self.step_ceiling:
             ms = min(ms, self.step_ceiling[bs])
         return (ms, True) if math.isfinite(ms) and ms > 0 else None

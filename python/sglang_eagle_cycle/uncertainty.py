@@ -922,14 +922,14 @@ def _decode_step_at(cost: cm.CycleCostModel, bs: int, central: float, n: int, rn
     :data:`DECODE_PROPORTIONAL_SHARE` of proportional growth from the nearest baseline (flat baselines
     leave room to grow), not proportional growth itself: a first version took that, and where the
     secant was an eighth of it the mean over the hypotheses doubled the slope the table printed, so
-    advise recommended 2 steps "at 0.94x the no-spec" tok/s. Never above the verify (the whole
-    cycle) a run measured at ``bs`` (``step_ceiling``). With one baseline: ``central`` itself
+    advise recommended 2 steps "at 0.94x the no-spec" tok/s. Never above a cycle period a run
+    measured at ``bs`` (``step_ceiling``). With one baseline: ``central`` itself
     (that baseline scaled along the verify curve, whose slope is a verify forward's, not a decode
     step's: no range is drawn)."""
     pts = sorted((float(b), float(ms)) for b, ms in cost.baseline_ms.items())
     if len(pts) < 2:
         return np.full(n, central)
-    ceiling = cost.step_ceiling.get(bs, math.inf)   # never above what a run measured here
+    ceiling = cost.step_ceiling.get(bs, math.inf)   # never above a cycle a run measured here
     up, mag = _toward(rng, n)
     if pts[0][0] <= bs <= pts[-1][0]:
         return np.minimum(np.maximum(sample_curve(pts, [float(bs)], n, rng)[:, 0], 0.01 * central), ceiling)
