@@ -2182,3 +2182,23 @@ def test_poor_fit_notes_allow_for_the_number_of_runs_checked():
     from sglang_eagle_cycle.advise import fit_z
 
     assert [round(fit_z(n), 2) for n in (0, 1, 2, 150)] == [1.96, 1.96, 2.24, 3.59]
+
+
+def test_a_carried_no_spec_step_is_capped_by_the_cycle_not_the_verify_span():
+    """Device-span lines time the verify's kernels alone (6.06 ms here); host preparation and the
+    gap (1.6 ms) lie outside it, and the no-spec step holds its own host time. Capped at the span,
+    the step carried to bs 1 from baselines at bs 8 and 16 (8.0 ms) had become 6.06 ms, the no-spec
+    165 tok/s, and speculation off where 2 steps were right (helper 31)."""
+    import tempfile
+
+    phases = {"draft_prep_ms": 0.8, "draft_ms": 0.5, "verify_ms": 6.06, "verify_fwd_ms": 6.0, "extend_ms": 0.3,
+              "other_ms": 0.2, "gap_ms": 0.8}
+    phases["total_ms"] = sum(v for k, v in phases.items() if k not in ("gap_ms", "verify_fwd_ms"))
+    g = _group(2, phases, 2.4, 1000.0 * 2.4 / (phases["total_ms"] + 0.8))
+    g["device_spans"] = True
+    g["phases"]["total_ms"]["sd"] = 0.2
+    with tempfile.TemporaryDirectory() as tmp:
+        doc = advise_json(_write(Path(tmp) / "spans.json", _doc(g)), "--baseline-tok-s", "8:973", "16:1890")
+    off = cand(doc, 0)
+    assert 7.5 < off["predicted_cycle_ms"] <= 8.66 + 1e-6, off   # the hypotheses about 8.0 ms, under the 8.66 ms period
+    assert doc["recommended"]["speculation"] == "on"
