@@ -1247,6 +1247,26 @@ def test_bench_records_compare_decode_with_decode(tmp_path):
             "bbbbbbbbbbbb x 256 max_new_tokens (1 record))") in notes
 
 
+@pytest.mark.parametrize("damage, says", [
+    (lambda rs: rs[1].update(model=["a"]), ".model: expected a name"),                 # used to be a traceback
+    (lambda rs: rs[1].update(draft={"a": 1}), ".draft: expected a name"),
+    (lambda rs: rs[1].update(status=1), ".status: expected text"),
+    (lambda rs: rs[1].update(cycle="garbage"), ".cycle: expected an object"),         # used to be ignored
+    (lambda rs: rs[3]["cycle"].update(steps=2, draft_tokens=3), ".cycle: a group at 2 steps in a record at 3 steps"),
+    (lambda rs: rs[1]["cycle"].update(bs=4), ".cycle: batch size 4 above the record's concurrency 1"),
+    (lambda rs: rs[0].update(model="other"), "a no-spec bench baseline of another model (other at "),
+    # unnamed runs beside a named baseline: named as unnamed, not None
+    (lambda rs: [r.update(model=None) for r in rs[1:]], "than the runs' (unnamed)"),
+    # within one file in the words used across files (one shared check)
+    (lambda rs: rs[2].update(model="other"), "bench records of several model/draft pairs (m + d, other + d)"),
+])
+def test_damaged_or_foreign_bench_records_are_refused_in_one_line(tmp_path, damage, says):
+    recs = _standin_bench_records()
+    damage(recs)
+    rc, out, err = advise(_bench_file(tmp_path / "sweep.jsonl", recs))
+    assert rc == 2 and out == "" and says in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_bench_records_of_two_pairs_in_two_files_are_refused_and_odd_but_valid_files_are_read(tmp_path):
     recs = _standin_bench_records()
     mine = _bench_file(tmp_path / "mine.jsonl", recs)
