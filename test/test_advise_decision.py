@@ -378,7 +378,7 @@ def test_a_stock_run_beside_phase_timed_ones_is_not_overruled_by_carried_curves(
     assert any(n.startswith("bs 32: 3 steps measured") and "the measurement wins" in n for n in doc["inputs"]["notes"])
 
 
-def test_a_stock_plateau_is_one_batch_size_and_a_carried_step_stays_below_the_measured_verify(tmp_path):
+def test_a_stock_plateau_is_one_batch_size_and_a_carried_step_stays_below_the_measured_cycle(tmp_path):
     """A no-spec server whose load wandered over bs 28-32: each stock line's throughput is the
     plateau's (1,200 tok/s), whatever batch size it names, so per batch size they made the step
     grow in proportion to the batch, and their line carried to bs 1 put the no-spec step at 4.4 ms
