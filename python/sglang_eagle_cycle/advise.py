@@ -639,8 +639,8 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
             notes.append(f"{source}: {len(toks)} baselines at concurrency {bs} "
                          f"({', '.join(f'{t:.1f}' for t in toks)} tok/s): their mean {base[bs]:.1f} is used")
     if len(workloads) > 1:   # a client's throughput holds its prompts' prefill and its output length
-        named = "; ".join(f"{sha[:12] if isinstance(sha, str) else sha} x {mnt} max_new_tokens ({len(w)} record{'s' if len(w) != 1 else ''})"
-                          for (sha, mnt), w in workloads.items())
+        named = "; ".join(f"{sha[:12] if isinstance(sha, str) else sha} x {mnt} max_new_tokens "
+                          f"({len(w)} record{'s' if len(w) != 1 else ''})" for (sha, mnt), w in workloads.items())
         notes.append(f"{source}: warning: the records ran {len(workloads)} workloads (prompt set x max_new_tokens: "
                      f"{named}): their client throughputs, and the depths and baselines they compare, are not "
                      "like for like")
@@ -1635,8 +1635,10 @@ def _fit_notes(cands: Sequence[cm.Candidate], runs: Sequence[Run], acc: Optional
                z: float = MEASURED_WINS_Z) -> tuple[list[str], list[str]]:
     """``(notes, within_noise)``: one note per measured depth whose measured tok/s lies outside the
     prediction's 95% interval by more than its own noise (``z`` of its standard errors, 1.96 for
-    one run, :func:`fit_z` for several; :func:`run_rel_se`, with ``acc`` :func:`_rel_se_under`; for a run without a noise estimate, a miss over :data:`UNKNOWN_NOISE_PCT`),
-    and ``"STEPS at bs BS"`` for each one outside the interval within its own noise.
+    one run, :func:`fit_z` for several; :func:`run_rel_se`, with ``acc`` :func:`_rel_se_under`;
+    for a run without a noise estimate, a miss over :data:`UNKNOWN_NOISE_PCT`), and ``"STEPS at
+    bs BS"`` for each one outside the interval within its own noise. A bench record is judged by
+    its cycle group's decode throughput (:func:`decode_tok_s`).
 
     The model's curves pass through every measured point, so a miss there means the runs disagree
     with each other under the model (acceptance pooled over runs, or phases that do not add up to
