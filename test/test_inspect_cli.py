@@ -586,3 +586,21 @@ def test_a_wandering_stock_load_is_one_plateau_and_steady_or_rising_loads_are_no
     day = [rng.choice([7, 8, 9]) for _ in range(60)] + [rng.choice([46, 48, 50]) for _ in range(60)]
     pooled = plateaus(day, {b: day.count(b) for b in set(day)})
     assert {pooled[7], pooled[8], pooled[9]} == {8} and {pooled[46], pooled[48], pooled[50]} == {48}
+
+
+def test_a_stock_throughput_that_swings_twofold_is_a_finding(capsys, tmp_path):
+    """A client that pauses between requests leaves idle time in some intervals (helper 30: a
+    bursty no-spec baseline read 210-239 tok/s against a true 1,434, with "findings: none"). A
+    steady server's intervals at one batch size differ by a few percent."""
+    rng = random.Random(3)
+    steady = [_stock_line(i, 16, 1400.0 * rng.uniform(0.97, 1.03)) for i in range(40)]
+    bursty = [_stock_line(i, 16, 1400.0 / rng.uniform(1.0, 4.0)) for i in range(40)]
+    for name, lines, expect in (("steady", steady, []), ("bursty", bursty, ["stock_throughput_spread"])):
+        log = tmp_path / f"{name}.log"
+        log.write_text("\n".join(lines) + "\n")
+        rc, out, _ = run_cli(capsys, log, "--json")
+        found = [f for f in json.loads(out)["findings"] if f["code"] == "stock_throughput_spread"]
+        assert rc == 0 and [f["code"] for f in found] == expect, found
+    ev = found[0]["evidence"]
+    assert ev["bs"] == 16 and ev["speculative"] is False and ev["intervals"] == 40
+    assert ev["gen_tok_s_p90"] > 2.0 * ev["gen_tok_s_p10"]

@@ -173,6 +173,11 @@ class _SeriesMean(_Mean):
 
 #: fewest speculative Decode batch intervals at one batch size behind a standard error of their mean
 MIN_SE_INTERVALS = 16
+#: a batch size's stock gen throughput whose 90th percentile is over this many times its 10th
+#: (over at least SPREAD_MIN_INTERVALS intervals) is one whose intervals hold idle time or other
+#: work (:meth:`DecodeBatchStats.spread`, inspect's ``stock_throughput_spread``)
+SPREAD_RATIO = 2.0
+SPREAD_MIN_INTERVALS = 8
 #: an interval whose time (its accept length over its gen throughput; one over it without
 #: speculation) is above this multiple of the median at its batch size held idle time, and is left
 #: out of the per-batch-size throughputs: SGLang divides an interval's tokens by the time since its
@@ -314,6 +319,23 @@ class DecodeBatchStats:
         """``{batch size: mean gen tok/s}`` of intervals without speculative fields (a baseline
         server), intervals that held idle time left out (:data:`IDLE_FACTOR`)."""
         return {bs: tok for bs, (tok, _n) in self.plain_by_bs().items()}
+
+    def spread(self, min_intervals: int = SPREAD_MIN_INTERVALS) -> list[tuple[int, bool, float, float, int]]:
+        """``[(bs, speculative, p10, p90, intervals)]``: batch sizes of at least ``min_intervals``
+        intervals whose gen throughput's 90th percentile is over :data:`SPREAD_RATIO` times its
+        10th (tok/s). A steady server's intervals at one batch size differ by a few percent (by
+        their accept lengths with speculation); a client that pauses between requests leaves idle
+        time in some of them, and their throughput falls by the pause."""
+        out = []
+        for spec, series in ((True, self.gen_tok_s_by_bs_spec), (False, self.gen_tok_s_by_bs_plain)):
+            for bs, m in sorted(series.items()):
+                r = np.frombuffer(m.values, dtype=float)
+                if len(r) < min_intervals:
+                    continue
+                p10, p90 = (float(x) for x in np.percentile(r, [10, 90]))
+                if p90 > SPREAD_RATIO * max(p10, 1e-12):
+                    out.append((bs, spec, p10, p90, int(len(r))))
+        return out
 
     def relabelled(self, mapping: dict[int, int]) -> "DecodeBatchStats":
         """A copy whose per-batch-size series hold, under each target batch size, the intervals of

@@ -716,6 +716,16 @@ def decode_findings(label: str, d: DecodeBatchStats, baseline: Optional[Baseline
             f"{label}: every one of {d.accept_rate.count} Decode batch intervals reports accept rate 1.00 "
             "(all draft tokens accepted): suspect NaN/inf logits, which make verification accept anything",
             label, None, {"accept_rate_mean": d.accept_rate.value, "intervals": d.accept_rate.count}))
+    for bs, spec, p10, p90, n in d.spread():
+        out.append(_finding(
+            "stock_throughput_spread",
+            f"{label}: Decode batch gen throughput at {bs} running requests ({'speculative' if spec else 'no-spec'} "
+            f"lines) spans {p10:.1f}-{p90:.1f} tok/s (10th-90th percentile of {n} intervals, {p90 / p10:.1f}x): "
+            "intervals that hold idle time between requests (a client that pauses) or other work; means over "
+            "them understate the server, and advise leaves out only intervals over 5x the median: measure "
+            "under a steady load",
+            label, None, {"bs": bs, "speculative": spec, "gen_tok_s_p10": round(p10, 3), "gen_tok_s_p90": round(p90, 3),
+                          "intervals": n}))
     if baseline:
         for bs, tok_s in d.spec_tok_s_by_bs().items():
             base = baseline.at(bs)
