@@ -2222,3 +2222,14 @@ def test_a_carried_no_spec_step_is_capped_by_the_cycle_not_the_verify_span():
     off = cand(doc, 0)
     assert 7.5 < off["predicted_cycle_ms"] <= 8.66 + 1e-6, off   # the hypotheses about 8.0 ms, under the 8.66 ms period
     assert doc["recommended"]["speculation"] == "on"
+
+
+def test_a_baseline_from_stock_lines_that_swing_twofold_is_flagged(tmp_path):
+    """Bursty clients leave idle time in some stock intervals (helper 30: a baseline 210-239 tok/s
+    against a true 1,434, with no word of it): advise warns that the baseline reads low."""
+    spec = _stock_log(tmp_path / "s3.log", 3, 1.95, 90.0)
+    steady = advise_json(spec, _nospec_log(tmp_path / "steady.log", 88.0))
+    assert not any("warning: stock gen throughput" in n for n in steady["inputs"]["notes"])
+    bursty = advise_json(spec, _nospec_log(tmp_path / "bursty.log", 88.0, spread=0.6))
+    assert any("warning: stock gen throughput at bs 1 (no-spec) spans" in n and "its baseline reads low" in n
+               for n in bursty["inputs"]["notes"])

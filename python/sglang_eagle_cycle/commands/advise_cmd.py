@@ -706,6 +706,7 @@ def _stock_runs(name: str, path: str):
         notes.append(f"{where}: stock Decode batch lines at {adv.cm.steps_text(steps)} (from its server_args line): "
                      f"{used} intervals, throughput and mean accept length per batch size (intervals weighted by their "
                      "time; no phase split: whole-cycle times)" + (f"; left out: {left}" if left else ""))
+        notes += _spread_notes(where, st)
     plain_by_bs, few = _steady_batch_sizes(
         {bs: (tok, n) for bs, (tok, n) in plain.plain_by_bs().items()
          if 1 <= bs <= MAX_BS and tok is not None and MIN_TOK_S <= tok <= MAX_TOK_S}, lambda v: v[1])
@@ -722,7 +723,17 @@ def _stock_runs(name: str, path: str):
                      + ", ".join(f"{k}: {v:.1f}" for k, v in base.items())
                      + (f" (intervals left out: {'; '.join(left)})" if left else "")
                      + (f"; {plateau_note}" if plateau_note else ""))
+        notes += _spread_notes(name, plain)
     return runs, base, notes
+
+
+def _spread_notes(where: str, stats) -> list[str]:
+    """A warning per batch size whose stock throughput swings over twofold
+    (:meth:`decode_batch.DecodeBatchStats.spread`, inspect's ``stock_throughput_spread``)."""
+    return [f"{where}: warning: stock gen throughput at bs {bs} ({'speculative' if spec else 'no-spec'}) spans "
+            f"{p10:.1f}-{p90:.1f} tok/s over {n} intervals (10th-90th percentile): idle time between requests or "
+            "other work, which only intervals over 5x the median are left out for: its "
+            + ("run" if spec else "baseline") + " reads low" for bs, spec, p10, p90, n in stats.spread()]
 
 
 def _plateau_text(pooled: dict[int, int]) -> str:
