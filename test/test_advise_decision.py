@@ -2233,3 +2233,18 @@ def test_a_baseline_from_stock_lines_that_swing_twofold_is_flagged(tmp_path):
     bursty = advise_json(spec, _nospec_log(tmp_path / "bursty.log", 88.0, spread=0.6))
     assert any("warning: stock gen throughput at bs 1 (no-spec) spans" in n and "its baseline reads low" in n
                for n in bursty["inputs"]["notes"])
+
+
+def test_a_baseline_slower_than_a_measured_cycle_is_named():
+    """A no-spec step cannot outlast a speculative cycle at the same batch size (that cycle holds a
+    verify forward over more tokens): a 140 tok/s baseline beside a 3-step run cycling in 6.7 ms at
+    bs 1 is another setup's, or a client's with its prefill, and had passed without a word (helper
+    32). The seed's baseline is not."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        log = _stock_log(Path(tmp) / "s3.log", 3, 2.0, 297.0)
+        notes = " | ".join(advise_json(log, "--baseline-tok-s", 140)["inputs"]["notes"])
+        assert "bs 1: the no-spec baseline (140.0 tok/s, 7.14 ms a step) is slower than a speculative cycle" in notes
+        notes = " | ".join(advise_json(log, "--baseline-tok-s", 160)["inputs"]["notes"])
+        assert "is slower than a speculative cycle" not in notes

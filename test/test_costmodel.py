@@ -249,3 +249,19 @@ def test_verify_cost_never_falls_past_the_measured_widths():
     # a rising curve still extrapolates along its end slope
     curve = cm.MeasuredCurve.from_points([(2, 5.0, 1), (8, 11.0, 1)])
     assert curve(14) == (17.0, True) and curve(1) == (4.0, True) and curve.falls() is None
+
+
+def test_a_fall_note_names_the_largest_fall_beyond_noise_and_where_it_is_held():
+    """A serving log's hundred verify widths dip here and there by a fraction of a percent: they
+    had each raised "verify time falls ... held flat beyond the measured widths", though between
+    the widths the curve follows the points and nothing is held flat (helper 32)."""
+    noisy = cm.MeasuredCurve.from_points([(16, 11.66, 1.0), (18, 11.60, 1.0), (20, 11.9, 1.0), (24, 12.3, 1.0)])
+    assert noisy.fall_notes("verify time", "tokens") == []
+    inner = cm.MeasuredCurve.from_points([(4, 10.0, 1.0), (8, 12.0, 1.0), (12, 11.0, 1.0), (16, 13.0, 1.0),
+                                          (20, 12.5, 1.0), (24, 14.0, 1.0)])
+    assert inner.fall_notes("verify time", "tokens") == [
+        "verify time falls from 12.00 ms at 8 tokens to 11.00 ms at 12 (one of 2 falls over 2%): "
+        "the curve follows the measured points there"]
+    end = cm.MeasuredCurve.from_points([(1, 11.13, 1.0), (3, 10.5, 1.0), (6, 12.0, 1.0)])
+    assert end.fall_notes("verify time", "tokens") == [
+        "verify time falls from 11.13 ms at 1 token to 10.50 ms at 3: held flat beyond the measured widths"]

@@ -652,7 +652,8 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
     if shares and statistics.median(shares) > 0.005:
         notes.append(f"{source}: the speculative records' clients measured {100.0 * statistics.median(shares):.1f}% "
                      f"below their cycle groups' decode throughput (median of {len(shares)}: prefill, scheduling), "
-                     "which the predictions are; the no-spec baselines are the clients': speedups read high by "
+                     "which the predictions are (the poor-fit checks take the groups' decode; the measured "
+                     "column shows the clients'); the no-spec baselines are the clients': speedups read high by "
                      "up to about that share")
     return runs, base, notes
 
@@ -1266,6 +1267,12 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
         cost = cm.CycleCostModel.fit(obs, baseline_tok_s, shape)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    for b, ms in sorted(cost.baseline_ms.items()):
+        if ms > cost.step_ceiling.get(b, math.inf):
+            notes.append(f"bs {b}: the no-spec baseline ({1000.0 * b / ms:.1f} tok/s, {ms:.2f} ms a step) is slower "
+                         f"than a speculative cycle measured there ({cost.step_ceiling[b]:.2f} ms, which holds a verify "
+                         "forward over more tokens): a baseline from another setup or load, or a client's throughput "
+                         "with its prefill? Speedups there read high")
     sizes = sorted(set(batch_sizes or [r.bs for r in fitted]))
     run_bs = sorted({r.bs for r in fitted})
     # the runs the cycle-time curves pass through (phase-timed ones, where any run has phases)

@@ -572,18 +572,38 @@ class MeasuredCurve:
     def x_range(self) -> tuple[float, float]:
         return self.points[0][0], self.points[-1][0]
 
-    def falls(self) -> Optional[tuple[tuple[float, float], tuple[float, float]]]:
-        """The first pair of neighbouring points where ``y`` falls as ``x`` grows, else ``None``."""
-        return next(((a, b) for a, b in zip(self.points, self.points[1:]) if b[1] < a[1]), None)
+    def falls(self, tol: float = 0.0) -> Optional[tuple[tuple[float, float], tuple[float, float]]]:
+        """The first pair of neighbouring points where ``y`` falls as ``x`` grows by more than
+        ``tol`` of the higher one, else ``None``."""
+        return next(((a, b) for a, b in zip(self.points, self.points[1:]) if b[1] < a[1] * (1.0 - tol)), None)
+
+    def biggest_fall(self) -> tuple[Optional[tuple[tuple[float, float], tuple[float, float]]], int]:
+        """``(the neighbouring pair whose y falls most, relatively, beyond FALL_TOL, how many do)``;
+        ``(None, 0)`` when none does."""
+        pairs = [(a, b) for a, b in zip(self.points, self.points[1:]) if b[1] < a[1] * (1.0 - FALL_TOL)]
+        if not pairs:
+            return None, 0
+        return max(pairs, key=lambda p: (p[0][1] - p[1][1]) / p[0][1]), len(pairs)
 
     def fall_notes(self, what: str, unit: str, why: str = "") -> list[str]:
-        """``[note]`` naming the first fall of ``what`` (ms) over ``x`` in ``unit`` (see :meth:`falls`), else ``[]``."""
-        fall = self.falls()
+        """``[note]`` naming the largest fall of ``what`` (ms) over ``x`` in ``unit`` beyond
+        :data:`FALL_TOL` (smaller ones are the points' own noise: a serving log's hundred widths
+        dip here and there), and how many there are, else ``[]``. A fall at either end is held flat
+        beyond the measured widths (:meth:`unclamped`); between them the curve follows the points."""
+        fall, count = self.biggest_fall()
         if fall is None:
             return []
         (xa, ya), (xb, yb) = fall
-        return [f"{what} falls from {ya:.2f} ms at {xa:g} {unit} to {yb:.2f} ms at {xb:g}{why}: "
-                "held flat beyond the measured widths"]
+        held = ("held flat beyond the measured widths" if xa == self.points[-2][0] or xa == self.points[0][0]
+                else "the curve follows the measured points there")
+        more = f" (one of {count} falls over {100 * FALL_TOL:.0f}%)" if count > 1 else ""
+        u = unit[:-1] if xa == 1 and unit.endswith("s") else unit
+        return [f"{what} falls from {ya:.2f} ms at {xa:g} {u} to {yb:.2f} ms at {xb:g}{why}{more}: {held}"]
+
+
+#: a fall of a measured cost curve under this share of its higher point is the points' own noise
+#: and goes unnamed (:meth:`MeasuredCurve.fall_notes`)
+FALL_TOL = 0.02
 
 
 @dataclass(frozen=True)
@@ -712,11 +732,12 @@ class CycleCostModel:
             if len(verify.points) == 1:
                 notes.append("verify measured at one width and no baseline: its growth with the width is assumed, flat "
                              "to proportional (give --baseline-tok-s)")
-            fall = verify.falls()
+            fall, _ = verify.biggest_fall()
             run_widths = {float(ob.verified_tokens) for ob in phased}
             from_base = fall is not None and float(fall[0][0]) not in run_widths
-            notes += verify.fall_notes("verify time", "tokens", " (a baseline from another setup?)" if from_base
-                                       else " (runs from different setups or loads?)")
+            notes += verify.fall_notes("verify time", "tokens",
+                                       " (a baseline from another setup, or a client's throughput with its prefill?)"
+                                       if from_base else " (runs from different setups or loads?)")
             sizes = [ob.bs for ob in phased]
             ceiling: dict[int, float] = {}
             for ob in phased:   # the whole period: a device span leaves out host time the decode step holds

@@ -738,10 +738,14 @@ def _spread_notes(where: str, stats) -> list[str]:
 
 def _plateau_text(pooled: dict[int, int]) -> str:
     """``"stock batch sizes pooled by plateau, 28-32 as bs 30 (...)"`` for :func:`decode_batch.plateaus`' groups."""
+    from ..advise import _span
+
     groups: dict[int, list[int]] = {}
     for b, t in sorted(pooled.items()):
         groups.setdefault(t, []).append(b)
-    named = "; ".join(f"{g[0]}-{g[-1]} as bs {t}" for t, g in groups.items() if len(g) > 1)
+    # each group by its members (plateaus may interleave: a batch size the load seldom switched
+    # from stays its own)
+    named = "; ".join(f"{_span(g)} as bs {t}" for t, g in groups.items() if len(g) > 1)
     return (f"stock batch sizes pooled by plateau, {named} (a line's throughput is over the batch sizes "
             "its interval passed, its #running-req the last one's)")
 
@@ -910,10 +914,17 @@ def _print_unsettled(b, console, measured: int = 1) -> None:
         console.print(f"[bold yellow]not settled[/] at bs {b.bs}, and no single further run is expected to settle it: "
                       "the best depths differ by less than the measurements can tell")
         return
-    lo, hi = sorted((dec.pick, dec.next_run))
+    # the depths in contention: the pick and the one predicted next fastest (speculation off
+    # included); the run named is the one that tells the doubt apart best, which may be a third
+    rivals = [c for c in getattr(b, "candidates", []) if c.steps != dec.pick and c.tok_s is not None]
+    rival = max(rivals, key=lambda c: c.tok_s).steps if rivals else dec.next_run
+    lo, hi = sorted((dec.pick, rival))
     flags = (f"--speculative-num-steps {dec.next_run} --speculative-eagle-topk 1 "
              f"--speculative-num-draft-tokens {dec.next_run + 1}")
-    where = (f"at {cm.steps_text(lo)} (predicted, not measured)" if lo == hi else f"between {lo} and {hi} steps")
+    where = (f"at {cm.steps_text(lo)} (predicted, not measured)" if lo == hi else
+             ("between speculation off and " + cm.steps_text(hi) if lo == 0 else f"between {lo} and {hi} steps"))
+    if dec.next_run not in (dec.pick, rival):
+        where += f" (a run at {cm.steps_text(dec.next_run)} tells them apart best)"
     what = "pass both logs" if measured <= 1 else "pass its log with the others"
     if dec.no_run_at_bs:
         console.print(f"[bold yellow]not settled[/] at bs {b.bs}: no run at this batch size (its figures are carried "
