@@ -2248,3 +2248,27 @@ def test_a_baseline_slower_than_a_measured_cycle_is_named():
         assert "bs 1: the no-spec baseline (140.0 tok/s, 7.14 ms a step) is slower than a speculative cycle" in notes
         notes = " | ".join(advise_json(log, "--baseline-tok-s", 160)["inputs"]["notes"])
         assert "is slower than a speculative cycle" not in notes
+
+
+def test_the_unsettled_line_names_the_rival_and_a_third_run_apart():
+    """The line had named the pick and the next run as the two in contention; where the run that
+    tells them apart best is a third depth, it named one predicted 16% below the pick (helper 32)."""
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from sglang_eagle_cycle.commands.advise_cmd import _print_unsettled
+
+    def line(next_run, toks):
+        dec = unc.Decision(pick=2, regret_95=0.09, settled=False, next_run=next_run, regret_95_after=0.02)
+        b = SimpleNamespace(bs=38, decision=dec, candidates=[SimpleNamespace(steps=s, tok_s=t) for s, t in toks])
+        out = io.StringIO()
+        _print_unsettled(b, Console(file=out, width=400), measured=1)
+        return out.getvalue().strip()
+
+    toks = [(0, 2500.0), (1, 4299.0), (2, 5133.0), (3, 5120.0)]
+    assert line(1, toks).startswith("not settled between 2 and 3 steps (a run at 1 step tells them apart best) at bs "
+                                    "38: run `--speculative-num-steps 1 ")
+    assert line(3, toks).startswith("not settled between 2 and 3 steps at bs 38: run `--speculative-num-steps 3 ")
+    off = [(0, 5200.0), (1, 4299.0), (2, 5133.0)]
+    assert line(1, off).startswith("not settled between speculation off and 2 steps (a run at 1 step tells them apart")
