@@ -2272,3 +2272,17 @@ def test_the_unsettled_line_names_the_rival_and_a_third_run_apart():
     assert line(3, toks).startswith("not settled between 2 and 3 steps at bs 38: run `--speculative-num-steps 3 ")
     off = [(0, 5200.0), (1, 4299.0), (2, 5133.0)]
     assert line(1, off).startswith("not settled between speculation off and 2 steps (a run at 1 step tells them apart")
+
+
+def test_a_serving_log_of_many_batch_sizes_prints_one_table_and_a_row_for_each_other(tmp_path):
+    """A serving log's ramp and drain leave runs at dozens of batch sizes, and the human output had
+    printed a full per-depth table for each (1,446 lines for 32; helper 32). Past 8 batch sizes the
+    top-level one keeps its table and the others a summary row each; --batch-sizes or --json give
+    every table."""
+    groups = [_ramp_group(b, 40) for b in range(1, 13)] + [_ramp_group(16, 2000)]
+    path = _write(tmp_path / "serving.json", _doc(*groups))
+    rc, out, _ = advise(path)
+    assert rc == 0 and out.count("predicted per depth") == 1 and "bs 16: predicted per depth" in out
+    assert "the other 12 batch sizes (a row each" in out
+    rc, out, _ = advise(path, "--batch-sizes", *range(1, 13), 16)
+    assert rc == 0 and out.count("predicted per depth") == 13

@@ -948,7 +948,15 @@ def _measured(advice, bs: int) -> int:
     return len({s for (b, s), r in advice.measured.items() if b == bs and r.topk == 1})
 
 
-def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
+#: without --batch-sizes, a per-depth table is printed for every advised batch size up to this many;
+#: past it (a serving log's ramp and drain: 1,446 lines for 32 batch sizes), for the top-level one
+#: alone, the others summarised a row each (``--json`` holds every table)
+FULL_TABLES_UP_TO = 8
+
+
+def _render(advice, plan, plan_path, desc, shape_note, console, full: bool = True) -> None:
+    """The human output. ``full``: a per-depth table for every batch size, else for the top-level
+    one alone and a summary row for each other (:data:`FULL_TABLES_UP_TO`)."""
     from rich.markup import escape
 
     from .. import costmodel as cm
@@ -964,7 +972,26 @@ def _render(advice, plan, plan_path, desc, shape_note, console) -> None:
     console.print(f"[bold]cycle time[/]: {advice.cost.mode} mode; verify shape: {advice.cost.shape.label}; {shape_note}")
     for note in list(advice.cost.notes) + advice.notes:
         console.print(f"  note: {escape(note)}")
+    if not full:
+        rows = []
+        for b in advice.per_bs:
+            if b is advice.primary:
+                continue
+            rec, dec = b.recommendation, b.decision
+            c = next(c for c in b.candidates if c.steps == rec.steps)
+            band = "-" if c.tok_s_low is None else f"{c.tok_s_low:.1f}-{c.tok_s_high:.1f}"
+            state = ("settled" if dec is None or dec.settled else
+                     "not settled" + (f"; next run {cm.steps_text(dec.next_run)}" if dec.next_run is not None else ""))
+            rows.append((str(b.bs), "off" if rec.speculation_off else str(rec.steps), _fmt(c.tok_s, 1), band,
+                         _fmt(c.speedup(), 2), "-" if dec is None else f"{100 * dec.regret_95:.1f}%", state))
+        console.print(figure_table(
+            f"the other {len(rows)} batch sizes (a row each; `--json`, or `--batch-sizes` naming them, gives their "
+            "per-depth tables)",
+            [(h, "right") for h in ("bs", "steps", "tok/s", "tok/s\n95%", "speed\nup", "regret\n95th")]
+            + [("state", "left")], rows))
     for b in advice.per_bs:
+        if not full and b is not advice.primary:
+            continue
         rows = []
         for c in b.candidates:
             d = advice.candidate_dict(c)
@@ -1119,7 +1146,8 @@ def main(args: argparse.Namespace) -> int:
         from rich.console import Console
 
         console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 100)
-        _render(advice, plan, plan_path, desc, shape_note, console)
+        _render(advice, plan, plan_path, desc, shape_note, console,
+                full=bool(args.batch_sizes) or len(advice.per_bs) <= FULL_TABLES_UP_TO)
         if cand_plan is not None:
             console.print(f"wrote {cand_path}: candidates " + ", ".join(
                 f"bs>={k}: {v}" for k, v in cand_plan.buckets.items()))
