@@ -265,3 +265,8 @@ def test_a_fall_note_names_the_largest_fall_beyond_noise_and_where_it_is_held():
     end = cm.MeasuredCurve.from_points([(1, 11.13, 1.0), (3, 10.5, 1.0), (6, 12.0, 1.0)])
     assert end.fall_notes("verify time", "tokens") == [
         "verify time falls from 11.13 ms at 1 token to 10.50 ms at 3: held flat beyond the measured widths"]
+
+
+def test_span_text_names_runs_of_integers_as_ranges():
+    assert cm.span_text([32, 1, 2, 3, 4, 8, 16, 17]) == "1-4, 8, 16-17, 32"
+    assert cm.span_text([5]) == "5" and cm.span_text([]) == ""

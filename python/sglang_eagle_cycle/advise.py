@@ -1444,15 +1444,8 @@ def _file_of(source: str) -> str:
 
 
 def _span(values: Sequence[int]) -> str:
-    """``1-4, 8, 16`` for ascending integers (consecutive ones as a range)."""
-    parts, start = [], None
-    for i, v in enumerate(values):
-        if start is None:
-            start = v
-        if i + 1 == len(values) or values[i + 1] != v + 1:
-            parts.append(str(start) if start == v else f"{start}-{v}")
-            start = None
-    return ", ".join(parts)
+    """:func:`costmodel.span_text`."""
+    return cm.span_text(values)
 
 
 #: a run without a noise estimate (a table row, a bench record, stock Decode batch lines) gets a
@@ -1692,7 +1685,7 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
                   "depth measures it)")
     if dec.no_run_at_bs:
         state = (f"not settled: no run at bs {pick.bs}, every figure here is carried over from bs "
-                 f"{', '.join(map(str, run_bs))} (how the costs scale with the batch is not among the hypotheses; "
+                 f"{cm.span_text(run_bs)} (how the costs scale with the batch is not among the hypotheses; "
                  f"the {100 * dec.regret_95:.1f}% regret is within them only)")
     if dec.pick == 0:
         best = cm.best_speculative(cands)

@@ -601,6 +601,20 @@ class MeasuredCurve:
         return [f"{what} falls from {ya:.2f} ms at {xa:g} {u} to {yb:.2f} ms at {xb:g}{why}{more}: {held}"]
 
 
+def span_text(values: Sequence[int]) -> str:
+    """``"1-4, 8, 16"`` for integers (ascending; consecutive ones as a range): batch sizes or depths
+    named in a note (a serving log's 32 batch sizes had been listed one by one in every row)."""
+    values = sorted(set(values))
+    parts, start = [], None
+    for i, v in enumerate(values):
+        if start is None:
+            start = v
+        if i + 1 == len(values) or values[i + 1] != v + 1:
+            parts.append(str(start) if start == v else f"{start}-{v}")
+            start = None
+    return ", ".join(parts)
+
+
 #: a fall of a measured cost curve under this share of its higher point is the points' own noise
 #: and goes unnamed (:meth:`MeasuredCurve.fall_notes`)
 FALL_TOL = 0.02

@@ -1130,7 +1130,7 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
                 # no run here: the curves are carried over from other batch sizes, and how a cost
                 # scales with the batch is not among the hypotheses (the interval is narrower than
                 # the doubt)
-                src += f"; carried over from bs {', '.join(str(b) for b in sorted({o.bs for o in obs}))}"
+                src += f"; carried over from bs {cm.span_text({o.bs for o in obs})}"
             sources[steps.index(s)] = src
     tok_shape = tok.copy()
     if spec:
