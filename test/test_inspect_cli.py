@@ -568,6 +568,11 @@ def test_stock_lines_are_shown_per_batch_size_without_the_intervals_that_held_id
     rc, out, _ = run_cli(capsys, log)
     flat = " ".join(out.split())
     assert "Stock Decode batch lines by batch size" in flat and "2 intervals that held idle time" in flat
+    # one batch size: the rows still show where an idle interval was left out of them
+    one = tmp_path / "one.log"
+    one.write_text("\n".join(lines[:10]) + "\n")
+    rc, out, _ = run_cli(capsys, one)
+    assert rc == 0 and "1 interval that held idle time" in " ".join(out.split())
 
 
 def test_a_wandering_stock_load_is_one_plateau_and_steady_or_rising_loads_are_not():

@@ -96,7 +96,9 @@ def render_table(doc: dict[str, Any], console=None) -> None:
                           _f(s["accept_len_mean"]), _f(s["accept_rate_mean"]), _f(s["gen_tok_s_mean"], ".1f"))
         con.print(table)
         by_bs = db.get("by_bs") or []
-        if len({r["bs"] for r in by_bs}) > 1:
+        # whenever there are several batch sizes, or intervals left out as idle (the pooled mean
+        # above counts them; these rows do not)
+        if len({r["bs"] for r in by_bs}) > 1 or (by_bs and db.get("intervals_idle")):
             # the pooled means above mix the batch sizes a ramp or a drain passed through
             idle = db.get("intervals_idle") or 0
             caption = ("gen tok/s: speculative intervals over their time together, no-spec ones their mean"
