@@ -1245,6 +1245,13 @@ def test_bench_records_compare_decode_with_decode(tmp_path):
     notes = " | ".join(advise_json(_bench_file(tmp_path / "two.jsonl", recs))["inputs"]["notes"])
     assert ("the records ran 2 workloads (prompt set x max_new_tokens: aaaaaaaaaaaa x 256 max_new_tokens (3 records); "
             "bbbbbbbbbbbb x 256 max_new_tokens (1 record))") in notes
+    # a field of another type is named, not a traceback (helper 33: TypeError: unhashable type);
+    # records that name neither compare with any
+    recs[0]["max_new_tokens"] = [256]
+    for r in recs[1:3]:
+        r.pop("prompt_set_sha256"), r.pop("max_new_tokens")
+    notes = " | ".join(advise_json(_bench_file(tmp_path / "odd.jsonl", recs))["inputs"]["notes"])
+    assert "aaaaaaaaaaaa x [256] max_new_tokens (1 record)" in notes and "None x None" not in notes
 
 
 @pytest.mark.parametrize("damage, says", [
@@ -2286,3 +2293,17 @@ def test_a_serving_log_of_many_batch_sizes_prints_one_table_and_a_row_for_each_o
     assert "the other 12 batch sizes (a row each" in out
     rc, out, _ = advise(path, "--batch-sizes", *range(1, 13), 16)
     assert rc == 0 and out.count("predicted per depth") == 13
+
+
+def test_pooled_stock_counts_agree_with_the_runs(tmp_path):
+    """After a plateau is pooled its intervals are filtered again (idle against the plateau's
+    median); the note's counts had come from before, and named as left out an interval the pooled
+    run used (helper 33)."""
+    rows = [(28 if i % 2 else 32, 2.4, (1600.0 if i % 2 else 700.0)) for i in range(40)]
+    rows[5] = (28, 2.4, 1600.0 / 5.5)      # 5.5x its batch size's median time; pooled, about 3.5x
+    doc = advise_json(_stock_rows_log(tmp_path / "plateau.log", 3, rows))
+    note = next(n for n in doc["inputs"]["notes"] if "stock Decode batch lines at 3 steps" in n)
+    used = sum(int(re.search(r"(\d+) intervals\)$", r["source"]).group(1)) for r in doc["inputs"]["runs"])
+    said = int(re.search(r"\): (\d+) intervals", note).group(1))
+    left = sum(int(m) for m in re.findall(r"(\d+) with ", note))
+    assert said == used and used + left == 40, (note, used)

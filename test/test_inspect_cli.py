@@ -591,6 +591,27 @@ def test_a_wandering_stock_load_is_one_plateau_and_steady_or_rising_loads_are_no
     day = [rng.choice([7, 8, 9]) for _ in range(60)] + [rng.choice([46, 48, 50]) for _ in range(60)]
     pooled = plateaus(day, {b: day.count(b) for b in set(day)})
     assert {pooled[7], pooled[8], pooled[9]} == {8} and {pooled[46], pooled[48], pooled[50]} == {48}
+    # a plateau wandering 28/32 beside a steady 30 it seldom switched from: two runs, not one at 30
+    # (each plateau is pooled as one of its own members; helper 33)
+    assert plateaus([30] * 10 + [28, 32] * 10, {28: 10, 30: 10, 32: 10}) == {28: 28, 32: 28, 30: 30}
+
+
+def test_stock_intervals_at_zero_throughput_are_idle_however_many():
+    """A throughput of 0 is all idle; where such intervals were half a batch size's or more, the
+    median time was infinite and every interval passed (helper 33). The spread finding names them
+    without dividing by the zero 10th percentile (it had raised ZeroDivisionError)."""
+    import numpy as np
+
+    from sglang_eagle_cycle.decode_batch import DecodeBatchStats, _busy, parse_decode_batch
+    from sglang_eagle_cycle.report import decode_findings
+
+    assert _busy(np.ones(10), np.array([0.0] * 6 + [100.0] * 4)).tolist() == [False] * 6 + [True] * 4
+    stats = DecodeBatchStats()
+    for line in [_stock_line(i, 4, 0.0 if i < 6 else 100.0) for i in range(10)]:
+        stats.add(parse_decode_batch(line))
+    assert stats.plain_by_bs() == {4: (100.0, 4)} and stats.plain_idle_intervals() == 6
+    spread = [f for f in decode_findings("x.log", stats, None) if f["code"] == "stock_throughput_spread"]
+    assert len(spread) == 1 and "spans 0.0-100.0 tok/s (10th-90th percentile of 10 intervals): " in spread[0]["message"]
 
 
 def test_a_stock_throughput_that_swings_twofold_is_a_finding(capsys, tmp_path):

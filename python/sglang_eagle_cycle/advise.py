@@ -582,7 +582,10 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
             continue
         bs = _int(rec.get("concurrency"), f"{what}.concurrency", maximum=MAX_BS)
         tok = _tok(rec.get("output_tok_s"), f"{what}.output_tok_s", positive=True)
-        workloads.setdefault((rec.get("prompt_set_sha256"), rec.get("max_new_tokens")), []).append(what)
+        key = tuple(v if v is None or isinstance(v, (str, int)) else repr(v)
+                    for v in (rec.get("prompt_set_sha256"), rec.get("max_new_tokens")))
+        if key != (None, None):   # records that name neither (older sweeps) compare with any
+            workloads.setdefault(key, []).append(what)
         if steps == 0:
             base_runs.setdefault(bs, []).append(tok)
             base_models.append((rec.get("model"), what))

@@ -195,7 +195,10 @@ def _busy(a: np.ndarray, r: np.ndarray) -> np.ndarray:
     if not len(r):
         return np.ones(0, dtype=bool)
     t = np.where(r > 0, a / np.where(r > 0, r, 1.0), np.inf)
-    return t <= IDLE_FACTOR * float(np.median(t))
+    fin = np.isfinite(t)
+    if not fin.any():
+        return fin
+    return fin & (t <= IDLE_FACTOR * float(np.median(t[fin])))
 
 
 class DecodeBatchStats:
@@ -462,7 +465,7 @@ def plateaus(labels: Sequence[int], counts: dict[int, int]) -> dict[int, int]:
     at bs 1-3). A wandering load switches between its batch sizes from line to line; a steady one
     (a sweep at 10 requests, then at 12; a load rising slowly) does not. Batch sizes joined by at
     least :data:`PLATEAU_SWITCH_SHARE` of the fewer intervals' count of switches, and two, are one
-    plateau, pooled as its interval-weighted mean batch size (rounded).
+    plateau, pooled as its member nearest its interval-weighted mean batch size.
     """
     seq = [b for b in labels if b in counts]
     switches: dict[tuple[int, int], int] = {}
@@ -488,8 +491,12 @@ def plateaus(labels: Sequence[int], counts: dict[int, int]) -> dict[int, int]:
     for members in groups.values():
         n = sum(counts[b] for b in members)
         mean = sum(b * counts[b] for b in members) / n if n else min(members)
+        # pooled as the member nearest the mean (the more populated on a tie): a batch size of its
+        # own, so that no two plateaus, nor a plateau and a batch size the load seldom switched
+        # from, share a key
+        target = min(members, key=lambda b: (abs(b - mean), -counts[b], b))
         for b in members:
-            out[b] = int(round(mean))
+            out[b] = target
     return out
 
 

@@ -720,7 +720,8 @@ def decode_findings(label: str, d: DecodeBatchStats, baseline: Optional[Baseline
         out.append(_finding(
             "stock_throughput_spread",
             f"{label}: Decode batch gen throughput at {bs} running requests ({'speculative' if spec else 'no-spec'} "
-            f"lines) spans {p10:.1f}-{p90:.1f} tok/s (10th-90th percentile of {n} intervals, {p90 / p10:.1f}x): "
+            f"lines) spans {p10:.1f}-{p90:.1f} tok/s (10th-90th percentile of {n} intervals"
+            + (f", {p90 / p10:.1f}x): " if p10 > 0 else "): ") +
             "intervals that hold idle time between requests (a client that pauses) or other work; means over "
             "them understate the server, and advise leaves out only intervals over 5x the median: measure "
             "under a steady load",

@@ -686,12 +686,13 @@ def _stock_runs(name: str, path: str):
         ndt = spec.get("num_draft_tokens")
         by_bs, dropped = spec_run_by_bs(st, steps + 1 if topk == 1 else ndt)
         by_bs, few = _steady_batch_sizes(by_bs, lambda v: v[3])
-        if few:
-            dropped[FEW_REASON] = few
         pooled = plateaus(st.labels_spec, {bs: v[3] for bs, v in by_bs.items()})
         if any(b != t for b, t in pooled.items()):
-            by_bs, _ = spec_run_by_bs(st.relabelled(pooled), steps + 1 if topk == 1 else ndt)
+            # the pooled intervals filtered again (idle against the plateau's median): its counts stand
+            by_bs, dropped = spec_run_by_bs(st.relabelled(pooled), steps + 1 if topk == 1 else ndt)
             notes.append(f"{where}: {_plateau_text(pooled)}")
+        if few:
+            dropped[FEW_REASON] = few
         label = name if len(segs) == 1 else f"{name}, part {k}"
         for bs, (tok, acc, se, n) in by_bs.items():
             runs.append(adv.Run(source=f"{label} (Decode batch, bs {bs}, {n} intervals)", bs=bs, steps=steps,
@@ -712,12 +713,15 @@ def _stock_runs(name: str, path: str):
          if 1 <= bs <= MAX_BS and tok is not None and MIN_TOK_S <= tok <= MAX_TOK_S}, lambda v: v[1])
     pooled = plateaus(plain.labels_plain, {bs: n for bs, (_tok, n) in plain_by_bs.items()})
     plateau_note = None
+    idle = plain.plain_idle_intervals()
     if any(b != t for b, t in pooled.items()):
+        # the pooled intervals filtered again (idle against the plateau's median): their counts stand
+        kept = {bs for bs in plain_by_bs}
         plain_by_bs = plain.relabelled(pooled).plain_by_bs()
+        idle = sum(plain.gen_tok_s_by_bs_plain[b].count for b in kept) - sum(n for _t, n in plain_by_bs.values())
         plateau_note = _plateau_text(pooled)
     base = {bs: tok for bs, (tok, _n) in plain_by_bs.items() if tok is not None}
     if base:
-        idle = plain.plain_idle_intervals()
         left = [f"{n} with {why}" for n, why in ((idle, IDLE_REASON), (few, FEW_REASON)) if n]
         notes.append(f"{name}: no-spec server" + (" start" if len(segs) > 1 else " log") + ": baseline tok/s by batch size "
                      + ", ".join(f"{k}: {v:.1f}" for k, v in base.items())
