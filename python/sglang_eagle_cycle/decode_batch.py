@@ -325,19 +325,29 @@ class DecodeBatchStats:
 
     def spread(self, min_intervals: int = SPREAD_MIN_INTERVALS) -> list[tuple[int, bool, float, float, int]]:
         """``[(bs, speculative, p10, p90, intervals)]``: batch sizes of at least ``min_intervals``
-        intervals whose gen throughput's 90th percentile is over :data:`SPREAD_RATIO` times its
-        10th (tok/s). A steady server's intervals at one batch size differ by a few percent (by
-        their accept lengths with speculation); a client that pauses between requests leaves idle
-        time in some of them, and their throughput falls by the pause."""
+        intervals, those that held idle time left out (:func:`_busy`), whose decode-step rate's 90th
+        percentile is over :data:`SPREAD_RATIO` times its 10th. The rate is the gen throughput over
+        the accept length (steps per second, times the batch; the gen throughput itself without
+        speculation): a steady server's differ by a few percent, while its throughput at bs 1 swings
+        with each request's accept length (1.2-3.3 tokens for text of mixed difficulty). A client
+        that pauses between requests, too briefly for :data:`IDLE_FACTOR`, leaves the rest."""
         out = []
         for spec, series in ((True, self.gen_tok_s_by_bs_spec), (False, self.gen_tok_s_by_bs_plain)):
             for bs, m in sorted(series.items()):
                 r = np.frombuffer(m.values, dtype=float)
-                if len(r) < min_intervals:
+                acc = self.accept_len_by_bs_spec.get(bs) if spec else None
+                a = np.frombuffer(acc.values, dtype=float) if acc is not None else np.ones_like(r)
+                if len(a) != len(r):
                     continue
-                p10, p90 = (float(x) for x in np.percentile(r, [10, 90]))
+                ok = np.isfinite(a) & (a >= 1.0)
+                r, a = r[ok], a[ok]
+                busy = _busy(a, r)
+                rate = r[busy] / a[busy]
+                if len(rate) < min_intervals:
+                    continue
+                p10, p90 = (float(x) for x in np.percentile(rate, [10, 90]))
                 if p90 > SPREAD_RATIO * max(p10, 1e-12):
-                    out.append((bs, spec, p10, p90, int(len(r))))
+                    out.append((bs, spec, p10, p90, int(len(rate))))
         return out
 
     def relabelled(self, mapping: dict[int, int]) -> "DecodeBatchStats":
@@ -413,9 +423,12 @@ def spec_run_by_bs(stats: DecodeBatchStats, max_accept: Optional[float] = None
         if not 1 <= bs <= MAX_BS:
             drop("#running-req 0" if bs < 1 else f"#running-req above {MAX_BS}", len(r))
             continue
+        # a throughput under MIN_TOK_S (0.00 in the log) is an interval that was all idle
+        slow = np.isfinite(r) & (r < MIN_TOK_S)
+        drop(IDLE_REASON, int(slow.sum()))
         rate_ok = np.isfinite(r) & (r >= MIN_TOK_S) & (r <= MAX_TOK_S)
         acc_ok = np.isfinite(a) & (a >= 1.0) & (a <= (max_accept if max_accept is not None else np.inf) + 1e-9)
-        drop(f"gen throughput outside {MIN_TOK_S:g}-{MAX_TOK_S:.0e} tok/s", int((~rate_ok).sum()))
+        drop(f"gen throughput outside {MIN_TOK_S:g}-{MAX_TOK_S:.0e} tok/s", int((~rate_ok & ~slow).sum()))
         drop("accept len below 1" + (f" or above {max_accept:g}" if max_accept is not None else ""),
              int((rate_ok & ~acc_ok).sum()))
         keep = rate_ok & acc_ok
@@ -447,6 +460,9 @@ def _label(bs: int) -> int:
     return max(-(2 ** 31), min(2 ** 31 - 1, int(bs)))
 
 
+#: a plateau spans at most this ratio of its smallest batch size (or 2 above it): one interval's
+#: worth of wandering, not a ramp's
+PLATEAU_SPAN = 1.25
 #: two batch sizes are one plateau when the load switched between them (in log order, their
 #: intervals next to each other) at least this share of the fewer intervals' count, and twice
 PLATEAU_SWITCH_SHARE = 0.2
@@ -465,7 +481,8 @@ def plateaus(labels: Sequence[int], counts: dict[int, int]) -> dict[int, int]:
     at bs 1-3). A wandering load switches between its batch sizes from line to line; a steady one
     (a sweep at 10 requests, then at 12; a load rising slowly) does not. Batch sizes joined by at
     least :data:`PLATEAU_SWITCH_SHARE` of the fewer intervals' count of switches, and two, are one
-    plateau, pooled as its member nearest its interval-weighted mean batch size.
+    plateau, at most :data:`PLATEAU_SPAN` wide (the most switched pairs joined first), pooled as its
+    member nearest its interval-weighted mean batch size.
     """
     seq = [b for b in labels if b in counts]
     switches: dict[tuple[int, int], int] = {}
@@ -481,9 +498,21 @@ def plateaus(labels: Sequence[int], counts: dict[int, int]) -> dict[int, int]:
             b = parent[b]
         return b
 
-    for (a, b), n in switches.items():
-        if n >= max(2.0, PLATEAU_SWITCH_SHARE * min(counts[a], counts[b])):
-            parent[root(a)] = root(b)
+    span = {b: (b, b) for b in counts}   # per root: the group's smallest and largest batch size
+    # the most switched pairs first; a join that would widen a plateau past PLATEAU_SPAN is refused
+    # (a load rising slowly with jitter switches between every neighbouring pair, and the chain
+    # had joined bs 8-37 into one)
+    for (a, b), n in sorted(switches.items(), key=lambda kv: -kv[1]):
+        if n < max(2.0, PLATEAU_SWITCH_SHARE * min(counts[a], counts[b])):
+            continue
+        ra, rb = root(a), root(b)
+        if ra == rb:
+            continue
+        lo, hi = min(span[ra][0], span[rb][0]), max(span[ra][1], span[rb][1])
+        if hi > max(PLATEAU_SPAN * lo, lo + 2):
+            continue
+        parent[ra] = rb
+        span[rb] = (lo, hi)
     groups: dict[int, list[int]] = {}
     for b in counts:
         groups.setdefault(root(b), []).append(b)

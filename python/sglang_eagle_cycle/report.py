@@ -719,12 +719,12 @@ def decode_findings(label: str, d: DecodeBatchStats, baseline: Optional[Baseline
     for bs, spec, p10, p90, n in d.spread():
         out.append(_finding(
             "stock_throughput_spread",
-            f"{label}: Decode batch gen throughput at {bs} running requests ({'speculative' if spec else 'no-spec'} "
-            f"lines) spans {p10:.1f}-{p90:.1f} tok/s (10th-90th percentile of {n} intervals"
-            + (f", {p90 / p10:.1f}x): " if p10 > 0 else "): ") +
+            f"{label}: Decode batch " + ("gen throughput over accept length" if spec else "gen throughput")
+            + f" at {bs} running requests ({'speculative' if spec else 'no-spec'} lines) spans {p10:.1f}-{p90:.1f} "
+            f"(10th-90th percentile of {n} intervals, those over 5x the median time left out"
+            + (f"; {p90 / p10:.1f}x): " if p10 > 0 else "): ") +
             "intervals that hold idle time between requests (a client that pauses) or other work; means over "
-            "them understate the server, and advise leaves out only intervals over 5x the median: measure "
-            "under a steady load",
+            "them understate the server: measure under a steady load",
             label, None, {"bs": bs, "speculative": spec, "gen_tok_s_p10": round(p10, 3), "gen_tok_s_p90": round(p90, 3),
                           "intervals": n}))
     if baseline:

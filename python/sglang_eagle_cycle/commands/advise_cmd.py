@@ -734,10 +734,10 @@ def _stock_runs(name: str, path: str):
 def _spread_notes(where: str, stats) -> list[str]:
     """A warning per batch size whose stock throughput swings over twofold
     (:meth:`decode_batch.DecodeBatchStats.spread`, inspect's ``stock_throughput_spread``)."""
-    return [f"{where}: warning: stock gen throughput at bs {bs} ({'speculative' if spec else 'no-spec'}) spans "
-            f"{p10:.1f}-{p90:.1f} tok/s over {n} intervals (10th-90th percentile): idle time between requests or "
-            "other work, which only intervals over 5x the median are left out for: its "
-            + ("run" if spec else "baseline") + " reads low" for bs, spec, p10, p90, n in stats.spread()]
+    return [f"{where}: warning: stock " + ("gen throughput over accept length" if spec else "gen throughput")
+            + f" at bs {bs} ({'speculative' if spec else 'no-spec'}) spans {p10:.1f}-{p90:.1f} over the {n} intervals "
+            "kept (10th-90th percentile): idle time between requests or other work beyond what the 5x-median rule "
+            "leaves out: its " + ("run" if spec else "baseline") + " reads low" for bs, spec, p10, p90, n in stats.spread()]
 
 
 def _plateau_text(pooled: dict[int, int]) -> str:
