@@ -1434,8 +1434,8 @@ def _distinct_runs(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
         else:   # a log beside its own inspect document: one note, not one per batch size and depth
             sizes = sorted({r.bs for r, _ in group})
             depths = sorted({r.steps for r, _ in group})
-            notes.append(f"{mine} holds the same {len(group)} runs as {theirs} (bs {_span(sizes)}, "
-                         f"{cm.steps_text(depths[0]) if len(depths) == 1 else _span(depths) + ' steps'}, identical "
+            notes.append(f"{mine} holds the same {len(group)} runs as {theirs} (bs {cm.span_text(sizes)}, "
+                         f"{cm.steps_text(depths[0]) if len(depths) == 1 else cm.span_text(depths) + ' steps'}, identical "
                          "cycles, accept lengths and tok/s): each counted once, as "
                          f"{mine if later else theirs}'s" + (" (their batch-means errors)" if later else ""))
     return out, notes
@@ -1444,11 +1444,6 @@ def _distinct_runs(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
 def _file_of(source: str) -> str:
     """The input a run's ``source`` names (``"FILE#3"``, ``"FILE (Decode batch, bs 8, 60 intervals)"``)."""
     return re.sub(r"(#\d+| \(Decode batch, .*\))$", "", source)
-
-
-def _span(values: Sequence[int]) -> str:
-    """:func:`costmodel.span_text`."""
-    return cm.span_text(values)
 
 
 #: a run without a noise estimate (a table row, a bench record, stock Decode batch lines) gets a
@@ -1657,7 +1652,8 @@ def _fit_notes(cands: Sequence[cm.Candidate], runs: Sequence[Run], acc: Optional
             continue
         # a bench record's own decode throughput (the client's includes prefill, which the model
         # does not predict: every record of a sweep had been a poor fit by 3-4%)
-        r = dataclasses.replace(r, tok_s=decode_tok_s(r)) if decode_tok_s(r) != r.tok_s else r
+        dec = decode_tok_s(r)
+        r = dataclasses.replace(r, tok_s=dec) if dec != r.tok_s else r
         if not c.tok_s_low <= r.tok_s <= c.tok_s_high:
             off = 100.0 * (c.tok_s - r.tok_s) / r.tok_s
             rel = run_rel_se(r) if acc is None else _rel_se_under(r, acc)

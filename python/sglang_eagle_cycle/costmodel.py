@@ -572,10 +572,9 @@ class MeasuredCurve:
     def x_range(self) -> tuple[float, float]:
         return self.points[0][0], self.points[-1][0]
 
-    def falls(self, tol: float = 0.0) -> Optional[tuple[tuple[float, float], tuple[float, float]]]:
-        """The first pair of neighbouring points where ``y`` falls as ``x`` grows by more than
-        ``tol`` of the higher one, else ``None``."""
-        return next(((a, b) for a, b in zip(self.points, self.points[1:]) if b[1] < a[1] * (1.0 - tol)), None)
+    def falls(self) -> Optional[tuple[tuple[float, float], tuple[float, float]]]:
+        """The first pair of neighbouring points where ``y`` falls as ``x`` grows, else ``None``."""
+        return next(((a, b) for a, b in zip(self.points, self.points[1:]) if b[1] < a[1]), None)
 
     def biggest_fall(self) -> tuple[Optional[tuple[tuple[float, float], tuple[float, float]]], int]:
         """``(the neighbouring pair whose y falls most, relatively, beyond FALL_TOL, how many do)``;
@@ -613,6 +612,14 @@ def span_text(values: Sequence[int]) -> str:
             parts.append(str(start) if start == v else f"{start}-{v}")
             start = None
     return ", ".join(parts)
+
+
+def _least_period(observations: Sequence["CycleObservation"]) -> dict[int, float]:
+    """``{bs: the least cycle period measured there}`` (ms): :attr:`CycleCostModel.step_ceiling`."""
+    out: dict[int, float] = {}
+    for ob in observations:
+        out[ob.bs] = min(out.get(ob.bs, math.inf), ob.total_ms)
+    return out
 
 
 #: a fall of a measured cost curve under this share of its higher point is the points' own noise
@@ -753,12 +760,10 @@ class CycleCostModel:
                                        " (a baseline from another setup, or a client's throughput with its prefill?)"
                                        if from_base else " (runs from different setups or loads?)")
             sizes = [ob.bs for ob in phased]
-            ceiling: dict[int, float] = {}
-            for ob in phased:   # the whole period: a device span leaves out host time the decode step holds
-                ceiling[ob.bs] = min(ceiling.get(ob.bs, math.inf), ob.total_ms)
+            # the whole period, not the verify: a device span leaves out host time the decode step holds
             return cls("phases", shape, verify=verify, extend=extend, draft_step=draft, other=other,
                        baseline_ms=base, notes=tuple(notes), bs_range=(min(sizes), max(sizes)),
-                       verify_runs=MeasuredCurve.from_points(run_verify, shape), step_ceiling=ceiling)
+                       verify_runs=MeasuredCurve.from_points(run_verify, shape), step_ceiling=_least_period(phased))
         pts = [(ob.verified_tokens, ob.total_ms, ob.weight) for ob in observations]
         if len({ob.verified_tokens for ob in observations}) == 1:
             pts += [(bs, ms, 1.0) for bs, ms in base.items()]
@@ -775,10 +780,8 @@ class CycleCostModel:
             notes += [f"bs {b}: {n}" if len(sizes) > 1 else n for n in own.fall_notes("cycle time", "verified tokens")]
         if shape.num_experts:
             notes.append("MoE shape needs the verify phase; not applied to whole-cycle times")
-        ceiling: dict[int, float] = {}
-        for ob in observations:
-            ceiling[ob.bs] = min(ceiling.get(ob.bs, math.inf), ob.total_ms)
-        return cls("totals", shape, total=total, baseline_ms=base, notes=tuple(notes), step_ceiling=ceiling)
+        return cls("totals", shape, total=total, baseline_ms=base, notes=tuple(notes),
+                   step_ceiling=_least_period(observations))
 
     def predict(self, bs: int, steps: int) -> CyclePrediction:
         """Predicted cycle for ``steps >= 1`` draft steps at batch size ``bs``."""

@@ -273,6 +273,13 @@ class DecodeBatchStats:
         self.labels_spec.extend(other.labels_spec)
         self.labels_plain.extend(other.labels_plain)
 
+    def series(self, bs: int, spec: bool) -> tuple[np.ndarray, np.ndarray]:
+        """``(gen tok/s, accept lengths)`` of the intervals at ``bs`` in log order, speculative
+        ones or not (accept lengths of 1 for those without speculation, or where none was read)."""
+        r = np.frombuffer((self.gen_tok_s_by_bs_spec if spec else self.gen_tok_s_by_bs_plain)[bs].values, dtype=float)
+        acc = self.accept_len_by_bs_spec.get(bs) if spec else None
+        return r, (np.frombuffer(acc.values, dtype=float) if acc is not None else np.ones_like(r))
+
     def summary(self) -> dict[str, Any]:
         """The ``decode_batch`` part of the inspect document (means unweighted over intervals), with
         ``by_bs`` (:meth:`by_bs`) and ``intervals_idle`` (:meth:`idle_intervals`)."""
@@ -283,8 +290,7 @@ class DecodeBatchStats:
             "accept_len_mean": self.accept_len.value,
             "accept_rate_mean": self.accept_rate.value,
             "gen_tok_s_mean": self.gen_tok_s.value,
-            "by_bs": self.by_bs(),
-            "intervals_idle": self.idle_intervals(),
+            **dict(zip(("by_bs", "intervals_idle"), self._per_bs())),
         }
 
     def by_bs(self) -> list[dict[str, Any]]:
@@ -298,23 +304,32 @@ class DecodeBatchStats:
         used); intervals without speculative fields (a no-spec server) their mean gen throughput,
         the baseline ``advise`` takes, and ``accept_len_mean`` None.
         """
+        return self._per_bs()[0]
+
+    def _per_bs(self) -> tuple[list[dict[str, Any]], int]:
+        """``(by_bs rows, idle intervals left out of them)`` from one pass over the series."""
         rows = []
-        spec, _ = spec_run_by_bs(self)
+        spec, dropped = spec_run_by_bs(self)
         for bs, (tok, acc, _se, n) in spec.items():
             rows.append({"bs": bs, "speculative": True, "intervals": n, "accept_len_mean": round(acc, 6),
                          "gen_tok_s": round(tok, 6)})
-        for bs, (tok, n) in self.plain_by_bs().items():
+        plain = self.plain_by_bs()
+        for bs, (tok, n) in plain.items():
             rows.append({"bs": bs, "speculative": False, "intervals": n, "accept_len_mean": None,
                          "gen_tok_s": tok})
-        return sorted(rows, key=lambda r: (r["bs"], r["speculative"]))
+        idle = dropped.get(IDLE_REASON, 0) + self._plain_count() - sum(n for _tok, n in plain.values())
+        return sorted(rows, key=lambda r: (r["bs"], r["speculative"])), idle
+
+    def _plain_count(self) -> int:
+        return sum(m.count for m in self.gen_tok_s_by_bs_plain.values())
 
     def plain_by_bs(self) -> dict[int, tuple[Optional[float], int]]:
         """``{batch size: (mean gen tok/s, intervals used)}`` of intervals without speculative fields,
         those that held idle time left out (:data:`IDLE_FACTOR`)."""
         out = {}
-        for bs, m in sorted(self.gen_tok_s_by_bs_plain.items()):
-            r = np.frombuffer(m.values, dtype=float)
-            r = r[_busy(np.ones_like(r), r)]
+        for bs in sorted(self.gen_tok_s_by_bs_plain):
+            r, a = self.series(bs, spec=False)
+            r = r[_busy(a, r)]
             out[bs] = (round(float(r.mean()), 6) if len(r) else None, int(len(r)))
         return out
 
@@ -332,11 +347,9 @@ class DecodeBatchStats:
         with each request's accept length (1.2-3.3 tokens for text of mixed difficulty). A client
         that pauses between requests, too briefly for :data:`IDLE_FACTOR`, leaves the rest."""
         out = []
-        for spec, series in ((True, self.gen_tok_s_by_bs_spec), (False, self.gen_tok_s_by_bs_plain)):
-            for bs, m in sorted(series.items()):
-                r = np.frombuffer(m.values, dtype=float)
-                acc = self.accept_len_by_bs_spec.get(bs) if spec else None
-                a = np.frombuffer(acc.values, dtype=float) if acc is not None else np.ones_like(r)
+        for spec, by in ((True, self.gen_tok_s_by_bs_spec), (False, self.gen_tok_s_by_bs_plain)):
+            for bs in sorted(by):
+                r, a = self.series(bs, spec)
                 if len(a) != len(r):
                     continue
                 ok = np.isfinite(a) & (a >= 1.0)
@@ -365,21 +378,18 @@ class DecodeBatchStats:
 
     def idle_intervals(self) -> int:
         """Intervals left out of :meth:`by_bs` as holding idle time (:data:`IDLE_FACTOR`)."""
-        return spec_run_by_bs(self)[1].get(IDLE_REASON, 0) + self.plain_idle_intervals()
+        return self._per_bs()[1]
 
     def plain_idle_intervals(self) -> int:
         """Intervals without speculative fields left out of :meth:`plain_tok_s_by_bs` as idle."""
-        return sum(m.count for m in self.gen_tok_s_by_bs_plain.values()) - \
-            sum(n for _tok, n in self.plain_by_bs().values())
+        return self._plain_count() - sum(n for _tok, n in self.plain_by_bs().values())
 
     def spec_tok_s_by_bs(self) -> dict[int, float]:
         """``{batch size: mean gen tok/s}`` of intervals with speculative fields, intervals that
         held idle time left out (:data:`IDLE_FACTOR`)."""
         out = {}
-        for bs, gen in sorted(self.gen_tok_s_by_bs_spec.items()):
-            r = np.frombuffer(gen.values, dtype=float)
-            acc = self.accept_len_by_bs_spec.get(bs)
-            a = np.frombuffer(acc.values, dtype=float) if acc is not None else np.ones_like(r)
+        for bs in sorted(self.gen_tok_s_by_bs_spec):
+            r, a = self.series(bs, spec=True)
             if len(a) == len(r):
                 r = r[_busy(a, r)]
             out[bs] = round(float(r.mean()), 6) if len(r) else None
@@ -416,10 +426,8 @@ def spec_run_by_bs(stats: DecodeBatchStats, max_accept: Optional[float] = None
         if count:
             dropped[why] = dropped.get(why, 0) + count
 
-    for bs, gen in sorted(stats.gen_tok_s_by_bs_spec.items()):
-        acc = stats.accept_len_by_bs_spec.get(bs)
-        r = np.frombuffer(gen.values, dtype=float)
-        a = np.frombuffer(acc.values, dtype=float) if acc is not None else np.ones_like(r)
+    for bs in sorted(stats.gen_tok_s_by_bs_spec):
+        r, a = stats.series(bs, spec=True)
         if not 1 <= bs <= MAX_BS:
             drop("#running-req 0" if bs < 1 else f"#running-req above {MAX_BS}", len(r))
             continue

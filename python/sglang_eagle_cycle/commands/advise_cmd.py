@@ -742,14 +742,14 @@ def _spread_notes(where: str, stats) -> list[str]:
 
 def _plateau_text(pooled: dict[int, int]) -> str:
     """``"stock batch sizes pooled by plateau, 28-32 as bs 30 (...)"`` for :func:`decode_batch.plateaus`' groups."""
-    from ..advise import _span
+    from ..costmodel import span_text
 
     groups: dict[int, list[int]] = {}
     for b, t in sorted(pooled.items()):
         groups.setdefault(t, []).append(b)
     # each group by its members (plateaus may interleave: a batch size the load seldom switched
     # from stays its own)
-    named = "; ".join(f"{_span(g)} as bs {t}" for t, g in groups.items() if len(g) > 1)
+    named = "; ".join(f"{span_text(g)} as bs {t}" for t, g in groups.items() if len(g) > 1)
     return (f"stock batch sizes pooled by plateau, {named} (a line's throughput is over the batch sizes "
             "its interval passed, its #running-req the last one's)")
 
