@@ -2307,3 +2307,11 @@ def test_pooled_stock_counts_agree_with_the_runs(tmp_path):
     said = int(re.search(r"\): (\d+) intervals", note).group(1))
     left = sum(int(m) for m in re.findall(r"(\d+) with ", note))
     assert said == used and used + left == 40, (note, used)
+    # with ramp lines too (one idle at 0 tok/s, one naming no request): their drops had gone
+    # uncounted once the plateau was pooled
+    ramp = [(0, 2.4, 500.0), (1, 2.4, 0.0), (2, 2.4, 150.0), (4, 2.4, 300.0)]
+    doc = advise_json(_stock_rows_log(tmp_path / "ramp.log", 3, ramp + rows))
+    note = next(n for n in doc["inputs"]["notes"] if "stock Decode batch lines at 3 steps" in n)
+    used = sum(int(re.search(r"(\d+) intervals\)$", r["source"]).group(1)) for r in doc["inputs"]["runs"])
+    left = sum(int(m) for m in re.findall(r"(\d+) with ", note))
+    assert used + left == 44 and "1 with idle time" in note and "1 with #running-req 0" in note, (note, used)

@@ -688,8 +688,12 @@ def _stock_runs(name: str, path: str):
         by_bs, few = _steady_batch_sizes(by_bs, lambda v: v[3])
         pooled = plateaus(st.labels_spec, {bs: v[3] for bs, v in by_bs.items()})
         if any(b != t for b, t in pooled.items()):
-            # the pooled intervals filtered again (idle against the plateau's median): its counts stand
+            # the pooled intervals filtered again (idle against the plateau's median): their counts
+            # stand, beside the first pass's at the batch sizes no plateau holds (ramp, out of range)
             by_bs, dropped = spec_run_by_bs(st.relabelled(pooled), steps + 1 if topk == 1 else ndt)
+            rest = {b: b for b in st.gen_tok_s_by_bs_spec if b not in pooled}
+            for why, n in spec_run_by_bs(st.relabelled(rest), steps + 1 if topk == 1 else ndt)[1].items():
+                dropped[why] = dropped.get(why, 0) + n
             notes.append(f"{where}: {_plateau_text(pooled)}")
         if few:
             dropped[FEW_REASON] = few
