@@ -575,6 +575,30 @@ def test_stock_lines_are_shown_per_batch_size_without_the_intervals_that_held_id
     assert rc == 0 and "1 interval that held idle time" in " ".join(out.split())
 
 
+def test_the_baseline_finding_reads_the_throughput_the_table_shows(capsys, tmp_path):
+    """``slower_than_baseline`` on stock lines compares the baseline with the by_bs row's figure (the
+    intervals' throughput together, each weighed by its time), not a plain mean over the intervals:
+    a run alternating 150 and 60 tok/s intervals (equal accept lengths) makes 85.7 tok/s over its
+    time but 105 as a plain mean, so a 104 tok/s baseline is beaten (helper 36: the table said
+    100.3 at bs 1 and the finding stayed silent, and it named 1291.0 at bs 8 beside a row of 1326.0)."""
+    lines = [_stock_line(k, 1, 150.0 if k % 2 else 60.0, 2.2) for k in range(20)]
+    lines += [_stock_line(20 + k, 8, 900.0 if k % 2 else 700.0, 2.4) for k in range(20)]
+    log = tmp_path / "alternating.log"
+    log.write_text("\n".join(lines) + "\n")
+    rc, out, _ = run_cli(capsys, log, "--json", "--baseline", "1:104", "--baseline", "8:785")
+    doc = json.loads(out)
+    rows = {r["bs"]: r["gen_tok_s"] for r in doc["decode_batch"]["by_bs"]}
+    assert rc == 0 and rows[1] == pytest.approx(1 / (0.5 / 150 + 0.5 / 60), rel=1e-4)     # 85.7 tok/s
+    assert rows[8] == pytest.approx(1 / (0.5 / 900 + 0.5 / 700), rel=1e-4)                 # 787.5 tok/s
+    slow = {f["evidence"]["bs"]: f["evidence"]["gen_tok_s_mean"] for f in doc["findings"]
+            if f["code"] == "slower_than_baseline"}
+    assert slow == {1: pytest.approx(rows[1])}     # bs 8's 787.5 beats 785 (its plain mean 800 too)
+    rc, out, _ = run_cli(capsys, log, "--json", "--baseline", "1:104", "--baseline", "8:790")
+    slow = {f["evidence"]["bs"]: f["evidence"]["gen_tok_s_mean"] for f in json.loads(out)["findings"]
+            if f["code"] == "slower_than_baseline"}
+    assert slow == {1: pytest.approx(rows[1]), 8: pytest.approx(rows[8])}   # 787.5 < 790, though the plain mean is 800
+
+
 def test_a_wandering_stock_load_is_one_plateau_and_steady_or_rising_loads_are_not():
     """Stock lines name the batch size at their interval's last decode batch: a load wandering
     over 28-32 switches label line to line (one plateau, pooled at its mean); a sweep at 10 then 12
