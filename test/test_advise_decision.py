@@ -113,6 +113,55 @@ def test_seed_with_a_2_step_run_pins_the_2_step_interval(tmp_path):
     assert cand(doc, 5)["predicted_accept_len"] == pytest.approx(2.1, abs=0.03)
 
 
+def _seed_2_step_log(path: Path, cycles: int = 1000, seed: int = 3) -> Path:
+    """Per-cycle lines (DESIGN section 3, no device spans) of a 2-step run consistent with the seed:
+    accept lengths 1, 2, 3 at 0.3, 0.3, 0.4 over a shuffled deck (mean 2.1, independent cycles),
+    verify forward about 21 ms, about 94 tok/s."""
+    from sglang_eagle_cycle.cycle import format_line, make_record
+
+    rng = random.Random(seed)
+    deck = [1] * (3 * cycles // 10) + [2] * (3 * cycles // 10)
+    deck += [3] * (cycles - len(deck))
+    rng.shuffle(deck)
+    lines = []
+    for i, a in enumerate(deck):
+        fwd = round(21.0 + rng.gauss(0, 0.2), 2)
+        ph = {"draft_ms": round(0.45 + rng.gauss(0, 0.01), 2), "verify_ms": round(fwd + 0.3 + rng.gauss(0, 0.02), 2),
+              "verify_fwd_ms": fwd, "extend_ms": round(0.3 + rng.gauss(0, 0.01), 2)}
+        ph["total_ms"] = round(ph["draft_ms"] + ph["verify_ms"] + ph["extend_ms"] + 0.29 + rng.gauss(0, 0.02), 2)
+        rec = make_record(cycle=i + 1, config=(1, 2, 1, 3), phases_ms=ph, accepts=[a], graph=True)
+        lines.append("[2026-12-06 10:00:00 TP0] " + format_line(rec))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_counted_run_beside_a_deeper_mean_only_run_takes_its_acceptance_past_the_counts(tmp_path):
+    """The seed's 5-step run (a mean accept length of 2.1, no histogram) beside a per-cycle 2-step log
+    that counts positions 1-2 (2.1 too): past position 2 the draft accepts almost nothing, and the
+    5-step run says so. The mean-only run had been left out of acceptance whenever another run had
+    counts, so positions 3-5 continued the counted trend: 2.36 tokens at 5 steps, a prediction of
+    80.1 tok/s against the measured 71.3 (+12.4%, "fits poorly"), and a 3-step run asked for
+    (helper 36)."""
+    doc = advise_json(_write(tmp_path / "seed5.json", _doc(SEED_5)), _seed_2_step_log(tmp_path / "two.log"),
+                      "--baseline-tok-s", SEED_BASELINE)
+    five, three = cand(doc, 5), cand(doc, 3)
+    assert five["predicted_accept_len"] == pytest.approx(2.1, abs=0.04)
+    assert five["tok_s_95"][0] <= 71.3 <= five["tok_s_95"][1]
+    assert abs(five["predicted_tok_s"] - 71.3) / 71.3 < 0.02
+    notes = " ".join(doc["inputs"]["notes"])
+    assert "fits poorly" not in notes and "acceptance past position 2" in notes
+    acc = doc["inputs"]["acceptance"]
+    assert acc["observed_depth"] == 2 and "mean accept length at 5 steps" in acc["source"]
+    pos = {q["j"]: q for q in acc["per_position_acceptance"]}
+    assert [pos[j]["source"] for j in (2, 3, 5, 6)] == ["measured", "rule", "rule", "extrapolated"]
+    assert pos[3]["p"] < 0.1 and pos[3]["low"] <= pos[3]["p"] <= pos[3]["high"]
+    # a step past 2 buys almost no accepted token for ~2.6 ms more: 2 steps, and 3 cannot win
+    assert three["predicted_accept_len"] < 2.2 and three["tok_s_95"][1] < cand(doc, 2)["tok_s_95"][1]
+    assert doc["recommended"]["steps"] == 2
+    lo, hi = cand(doc, 2)["tok_s_95"]
+    assert lo <= SEED_BEST_TOK_S <= hi
+
+
 def test_human_output_ends_with_the_run_to_do_next(tmp_path):
     rc, out, _ = advise(_write(tmp_path / "seed5.json", _doc(SEED_5)), "--baseline-tok-s", SEED_BASELINE)
     last = " ".join(out.strip().splitlines()[-3:])

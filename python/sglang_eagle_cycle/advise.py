@@ -1043,9 +1043,20 @@ def build_acceptance(runs: Sequence[Run]) -> tuple[cm.AcceptanceModel, list[str]
     counted = [r for r in runs if r.counts]
     if counted:
         total = _summed_counts(counted)
-        if len(counted) < len(runs):
-            notes.append(f"{len(runs) - len(counted)} run(s) without per-request accept lengths "
-                         "not used for acceptance")
+        depth = max((j + 1 for j, (_a, n) in enumerate(total) if n > 0), default=0)
+        # a run without counts deeper than every counted position says how acceptance goes on past
+        # them (its mean accept length); one at a counted depth adds nothing the counts lack
+        deeper = [r for r in runs if not r.counts and r.accept_len is not None and r.steps > depth]
+        beyond = [cm.MeanPoint(r.steps, r.accept_len, _effective_samples(r)) for r in deeper]
+        if any(b.samples is None for b in beyond):
+            beyond = [cm.MeanPoint(b.steps, b.accept_len, None) for b in beyond]
+        if deeper:
+            notes.append(f"acceptance past position {depth} (the deepest counted) from the mean accept length of "
+                         f"{len(deeper)} run(s) without per-request accept lengths at "
+                         f"{cm.span_text({r.steps for r in deeper})} steps")
+        if len(counted) + len(deeper) < len(runs):
+            notes.append(f"{len(runs) - len(counted) - len(deeper)} run(s) without per-request accept lengths "
+                         "not used for acceptance (no deeper than the counted positions)")
         dispersion, between = _pooled_dispersion(counted)
         if dispersion >= DISPERSION_NOTE:
             notes.append(f"acceptance varies {dispersion:.1f}x more than independent request-cycles would ("
@@ -1053,7 +1064,8 @@ def build_acceptance(runs: Sequence[Run]) -> tuple[cm.AcceptanceModel, list[str]
                             "batch means over the cycle sequence: requests that stay easy or hard")
                          + "); its intervals count that many times fewer samples")
         try:
-            return cm.AcceptanceModel.from_counts([tuple(t) for t in total], dispersion=dispersion), notes
+            return cm.AcceptanceModel.from_counts([tuple(t) for t in total], dispersion=dispersion,
+                                                  beyond=beyond), notes
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     points = [cm.MeanPoint(r.steps, r.accept_len, _effective_samples(r))

@@ -125,6 +125,54 @@ def accept_len_moments(p: Sequence[float]) -> tuple[float, float]:
     return mean, max(0.0, second - mean * mean)
 
 
+
+#: a rising acceptance trend past the measured positions continues up to this per position (or the
+#: highest measured rate, whichever is higher): EAGLE-3 drafts on very predictable text measure 0.85-0.95
+RISE_CAP = 0.95
+#: highest decay :func:`beyond_decay` searches (a rate that rises past the counted positions, each
+#: position capped as the caller says)
+BEYOND_R_MAX = 1.5
+
+
+def beyond_decay(known: np.ndarray, anchor: np.ndarray, cap: np.ndarray, depths: Sequence[int],
+                 means: np.ndarray, weights: Sequence[float]) -> np.ndarray:
+    """Per hypothesis, the decay ``r`` past the counted positions that fits mean accept lengths
+    measured deeper (weighted least squares; a grid over ``0..BEYOND_R_MAX``, then a finer one).
+
+    Position ``D + k`` (``D = known.shape[1]``) accepts ``min(anchor r^k, cap)``, so
+    ``E[L(S)] = 1 + sum_{j<=D} prod_{i<=j} p_i + prod_{i<=D} p_i sum_{k=1..S-D} prod_{i=1..k}
+    min(anchor r^i, cap)`` (Leviathan et al. 2023, eq. (1), generalised from a constant rate).
+
+    Args:
+        known: ``(n, D)`` counted per-position acceptance per hypothesis.
+        anchor: ``(n,)`` the rate the decay starts from (position ``D``'s).
+        cap: ``(n,)`` the highest rate a position past ``D`` may take.
+        depths: the deeper runs' depths (each ``> D``).
+        means: ``(n, len(depths))`` their mean accept lengths (tokens), per hypothesis.
+        weights: per depth (request-cycles).
+
+    Returns:
+        ``(n,)`` decays; a mean below what the counted positions alone give is met by ``r = 0``.
+    """
+    n, d = known.shape
+    top = max(depths) - d
+    base = 1.0 + np.cumprod(known, axis=1).sum(axis=1)           # E[L(D)]
+    reach = np.prod(known, axis=1)
+    w = np.asarray(weights, dtype=float)
+    w = w / w.sum()
+    k = np.arange(1, top + 1)
+
+    def err(r: np.ndarray) -> np.ndarray:            # r (n, G) -> weighted squared error (n, G)
+        rates = np.minimum(anchor[:, None, None] * r[:, :, None] ** k, cap[:, None, None])   # (n, G, top)
+        tail = np.cumsum(np.cumprod(rates, axis=2), axis=2)                                 # (n, G, top)
+        e = base[:, None, None] + reach[:, None, None] * tail[:, :, [s - d - 1 for s in depths]]
+        return (w * (e - means[:, None, :]) ** 2).sum(axis=2)
+
+    grid = np.broadcast_to(np.linspace(0.0, BEYOND_R_MAX, 61), (n, 61))
+    r = grid[np.arange(n), err(grid).argmin(axis=1)]
+    fine = np.clip(r[:, None] + np.linspace(-0.025, 0.025, 21), 0.0, BEYOND_R_MAX)
+    return fine[np.arange(n), err(fine).argmin(axis=1)]
+
 def wilson_interval(successes: int, trials: int, z: float = Z95) -> tuple[float, float]:
     """Wilson score interval for a binomial proportion (Wilson 1927). ``(0, 1)`` for no trials.
 
@@ -350,14 +398,21 @@ class AcceptanceModel:
     #: variance of the measured acceptance over what independent request-cycles give (>= 1;
     #: from batch means over the cycle sequence): counts weigh ``1 / dispersion`` in intervals
     dispersion: float = 1.0
+    #: mean accept lengths of runs without counts, deeper than the counted positions
+    #: (:meth:`from_counts`): they set the decay past :attr:`observed_depth`
+    beyond: tuple[MeanPoint, ...] = ()
 
     @classmethod
-    def from_counts(cls, counts: Sequence[tuple[int, int]], dispersion: float = 1.0) -> "AcceptanceModel":
+    def from_counts(cls, counts: Sequence[tuple[int, int]], dispersion: float = 1.0,
+                    beyond: Sequence[MeanPoint] = ()) -> "AcceptanceModel":
         """From per-position ``(accepted, reached)`` counts (sum them over runs of any depth).
 
         Positions never reached are dropped from the end; ``samples`` = reached at position 1.
         ``dispersion`` (>= 1): the counts' variance over the binomial one; the Wilson intervals use
-        ``counts / dispersion`` as their sample.
+        ``counts / dispersion`` as their sample. ``beyond``: mean accept lengths of runs without
+        counts at depths past the counted ones (a stock log, an inspect document without a
+        histogram); the decay past the counted positions is fitted to them (:func:`beyond_decay`)
+        instead of continuing the counted positions' trend. Points at other depths are ignored.
 
         Raises:
             ValueError: no position was reached, accepted > reached somewhere, or dispersion < 1.
@@ -376,10 +431,39 @@ class AcceptanceModel:
             lo, hi = wilson_interval(a / dispersion, n / dispersion)
             pos.append(Position(j, a / n, lo, hi, a, n, "measured"))
         rule = fit_decay_to_positions([q.p for q in pos], [q.reached for q in pos])
+        deeper = tuple(sorted((b for b in beyond if b.steps > len(pos)), key=lambda b: b.steps))
+        source = "per-request accept lengths"
+        if deeper:
+            source += (f"; past position {len(pos)}, the mean accept length at "
+                       f"{_and_list(sorted({b.steps for b in deeper}))} steps")
         return cls(
-            source="per-request accept lengths", observed_depth=len(pos), measured=tuple(pos),
-            rule=rule, samples=counts[0][1], dispersion=float(dispersion),
+            source=source, observed_depth=len(pos), measured=tuple(pos),
+            rule=rule, samples=counts[0][1], dispersion=float(dispersion), beyond=deeper,
         )
+
+    def _beyond_decays(self, anchor: float, cap: float) -> tuple[float, Optional[float], Optional[float]]:
+        """``(r, r_low, r_high)`` past the counted positions from :attr:`beyond`: fitted to the means,
+        and to every mean moved by ``-+1.96`` of its standard error (the chain's variance at the
+        fitted rates over its request-cycles; both None when a point has no count)."""
+        known = np.array([[q.p for q in self.measured]])
+        depths = [b.steps for b in self.beyond]
+        weights = [float(b.samples or 1) for b in self.beyond]
+        one = np.array([anchor]), np.array([cap])
+
+        def fit(means: list[float]) -> float:
+            return float(beyond_decay(known, *one, depths, np.array([means]), weights)[0])
+
+        r = fit([b.accept_len for b in self.beyond])
+        if not all(b.samples for b in self.beyond):
+            return r, None, None
+        d = self.observed_depth
+        moved = {-1: [], 1: []}
+        for b in self.beyond:
+            rates = [q.p for q in self.measured] + [min(anchor * r ** k, cap) for k in range(1, b.steps - d + 1)]
+            half = Z95 * math.sqrt(accept_len_moments(rates)[1] * self.dispersion / b.samples)
+            for sign in (-1, 1):
+                moved[sign].append(min(b.steps + 1.0, max(1.0, b.accept_len + sign * half)))
+        return r, fit(moved[-1]), fit(moved[1])
 
     @classmethod
     def from_means(cls, points: Sequence[MeanPoint]) -> "AcceptanceModel":
@@ -429,6 +513,16 @@ class AcceptanceModel:
             return out
         d = self.observed_depth
         last = self.measured[d - 1]
+        if self.beyond:
+            # past the counted positions, the decay the deeper runs' mean accept lengths give
+            cap = max(RISE_CAP, max(q.p for q in self.measured))
+            decay, r_lo, r_hi = self._beyond_decays(last.p, cap)
+            for j in range(d + 1, steps + 1):
+                pj = min(last.p * decay ** (j - d), cap)
+                lo = None if r_lo is None else min(pj, last.p * r_lo ** (j - d), cap)
+                hi = None if r_hi is None else max(pj, min(last.p * r_hi ** (j - d), cap))
+                out.append(Position(j, pj, lo, hi, source="rule" if j <= self.beyond[-1].steps else "extrapolated"))
+            return out
         anchor = self.rule.p(d)
         if last.low is not None:  # the rule's value, unless the last measured interval rules it out
             anchor = min(max(anchor, last.low), last.high)
@@ -455,7 +549,9 @@ class AcceptanceModel:
         return mean, min(lo, mean), max(hi, mean)
 
     def extrapolated(self, steps: int) -> bool:
-        return steps > self.observed_depth
+        """Whether ``steps`` lies past every depth a run measured (counted positions, or a deeper
+        run's mean accept length)."""
+        return steps > max([self.observed_depth] + [b.steps for b in self.beyond])
 
     def to_dict(self, steps: int) -> dict:
         return {

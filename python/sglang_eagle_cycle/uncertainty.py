@@ -171,9 +171,8 @@ DECAY_PRIOR = (0.6, 1.0)
 #: measured to, and rarely improves. Central 1 because on the published SpecBundle table (5 models,
 #: 7 benchmarks) the decay fitted at 3 and 5 steps carries on to 7 (mean accept length within 3%)
 DECAY_BEYOND = (0.55, 1.1)
-#: a rising acceptance trend continues up to this per position (or the highest measured position,
-#: whichever is higher): EAGLE-3 drafts on very predictable text measure 0.85-0.95 per position
-RISE_CAP = 0.95
+#: a rising acceptance trend continues up to this per position (:data:`costmodel.RISE_CAP`)
+RISE_CAP = cm.RISE_CAP
 #: slope beyond the highest measured width, as a multiple of the last secant (low, high)
 BEYOND_SLOPE = (0.0, 1.5)
 #: between two measured widths the curve is ``y0 + (y1 - y0) t^g`` (``t`` the position between
@@ -491,6 +490,16 @@ def sample_acceptance(acc: cm.AcceptanceModel, max_steps: int, n: int,
         p = np.empty((n, depth))
         p[:, :len(pos)] = pm
     cap = np.maximum(RISE_CAP, p[:, :d].max(axis=1)) if d else np.full(n, RISE_CAP)
+    if acc.beyond and not acc.points:
+        # runs without counts deeper than the counted positions: each hypothesis' decay past them
+        # meets their mean accept lengths, each drawn within its own error (the chain's variance at
+        # the central rates, over its request-cycles, times the counts' dispersion)
+        central = [q.p for q in acc.positions(max(b.steps for b in acc.beyond))]
+        means = np.stack([np.clip(b.accept_len + (rng.normal(0.0, math.sqrt(
+            cm.accept_len_moments(central[:b.steps])[1] * acc.dispersion / b.samples), n) if b.samples
+            else np.zeros(n)), 1.0, b.steps + 1.0) for b in acc.beyond], axis=1)
+        rb = cm.beyond_decay(p[:, :d], p[:, d - 1], cap, [b.steps for b in acc.beyond], means,
+                             [float(b.samples or 1) for b in acc.beyond])
     for j in range(d, depth):
         p[:, j] = np.clip(p[:, d - 1] * rb ** (j - d + 1), 0.0, np.maximum(cap, p[:, d - 1]))
     return p[:, :max(max_steps, 1)], d
