@@ -2109,6 +2109,25 @@ def _nospec_log(path: Path, tok_s: float = 88.0, lines_n: int = 40, seed: int = 
     return path
 
 
+def test_a_measurement_that_wins_is_what_the_decision_weighs(tmp_path):
+    """A plugin run at 3 steps and a stock run at 4 that measured a quarter slower (no cycle-time curve
+    passes through a stock run beside phase-timed ones, so the model still puts 4 steps above 3).
+    The measured 3 steps wins; its regret had still been reckoned against the model's 4 steps (6.8%,
+    "not settled", "no single further run is expected to settle it" with every candidate measured
+    and next_run null), and the why-line quoted the model's case for a step more (helper 35)."""
+    w = dataclasses.replace(_sweep_world(), bs=1, name="one")
+    three = _write_lines(tmp_path / "s3.log", w.log_lines(3, 1500, random.Random(3)))
+    measured3 = advise_json(three)["inputs"]["runs"][0]["tok_s"]
+    slow4 = _stock_log(tmp_path / "s4.log", 4, w.accept_len(4), 0.75 * measured3)
+    doc = advise_json(three, slow4, "--baseline-tok-s", w.true_tok_s(0), "--steps-candidates", 0, 3, 4)
+    assert cand(doc, 4)["predicted_tok_s"] > measured3          # the model's view, which the measurement overrules
+    rec = doc["recommended"]
+    assert rec["steps"] == 3 and doc["settled"] is True and doc["next_run"] is None and doc["regret_95"] <= 0.02
+    assert f"3 steps measured {measured3:.1f} tok/s" in rec["reason"]
+    assert "the measurement wins over the model (4 steps, its first, measured" in rec["reason"]
+    assert "a step more" not in rec["reason"]
+
+
 def test_each_server_start_of_an_appended_log_counts_for_what_it_is(tmp_path):
     """One log over four starts (from helper 25): a no-spec start gives the baseline, a start whose
     server_args line names a depth past 64, or no drafting algorithm, is left out with the reason, a

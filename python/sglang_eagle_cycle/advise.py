@@ -1315,27 +1315,36 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
                                    whole_cycle=cost.mode != "phases")
             dec = unc.decide(ens, measured=[r.steps for r in fitted if r.bs == bs])
             won = _measured_winner(dec.pick, [r for r in fitted if r.bs == bs], [c.steps for c in cands], a)
+            # where a measurement wins, the decision (regret, settled, next run) weighs the measured
+            # figures at those depths, not the curves that missed them
+            measured_pick = None
             if won is not None:
-                winner, loser, gap = won
+                winner, loser, gap, se_w, se_l = won
                 notes.append(f"bs {bs}: {cm.steps_text(winner.steps)} measured {winner.tok_s:.1f} tok/s, "
                              f"{gap:.1f} standard errors above the {loser.tok_s:.1f} measured at "
                              f"{cm.steps_text(loser.steps)}, which the model ranked first: the measurement wins")
-                dec = unc.decide(ens, measured=[r.steps for r in fitted if r.bs == bs], pick=winner.steps)
+                measured_pick = (winner.tok_s, se_w, f"{cm.steps_text(loser.steps)}, its first, measured "
+                                 f"{loser.tok_s:.1f}")
+                dec = unc.decide(unc.with_measurements(ens, {winner.steps: (winner.tok_s, se_w),
+                                                             loser.steps: (loser.tok_s, se_l)}),
+                                 measured=[r.steps for r in fitted if r.bs == bs], pick=winner.steps)
             else:
                 # runs no cycle-time curve passes through (whole-cycle ones beside phase-timed ones)
                 unshaped = [r for r in fitted if r.bs == bs and not any(r is c for c in cost_runs)]
                 over = _measured_over_prediction(dec.pick, cands, [r for r in fitted if r.bs == bs], a, unshaped)
                 if over is not None:
-                    r, pred, z = over
+                    r, pred, z, se_r = over
                     notes.append(f"bs {bs}: {cm.steps_text(r.steps)} measured {r.tok_s:.1f} tok/s, {z:.1f} of its "
                                  f"standard errors above the {pred:.1f} predicted for {cm.steps_text(dec.pick)}, "
                                  "the model's first (the model misses that measurement: "
                                  f"{next(c.tok_s for c in cands if c.steps == r.steps):.1f} predicted there): "
                                  "the measurement wins")
-                    dec = unc.decide(ens, measured=[r.steps for r in fitted if r.bs == bs], pick=r.steps)
+                    measured_pick = (r.tok_s, se_r, f"it predicted {pred:.1f} for {cm.steps_text(dec.pick)}, its first")
+                    dec = unc.decide(unc.with_measurements(ens, {r.steps: (r.tok_s, se_r)}),
+                                     measured=[r.steps for r in fitted if r.bs == bs], pick=r.steps)
             if bs not in run_bs:
                 dec = unc.unmeasured_batch(dec, cm.best_speculative(cands).steps)
-            rec = _recommend(cands, dec, ens, run_bs)
+            rec = _recommend(cands, dec, ens, run_bs, measured_pick)
             poor, within = _fit_notes(cands, [r for r in fitted if r.bs == bs], a, z_fit)
             notes += poor
             noisy_misses += within
@@ -1485,9 +1494,10 @@ def run_rel_se(r: Run) -> Optional[float]:
     return math.sqrt(rel)
 
 
-def _measured_winner(pick: int, runs: Sequence[Run], steps: Sequence[int],
-                     acc: Optional[cm.AcceptanceModel] = None) -> Optional[tuple[Run, Run, float]]:
-    """``(winner, pick's run, z)`` when the pick was measured and another measured candidate depth
+def _measured_winner(pick: int, runs: Sequence[Run], steps: Sequence[int], acc: Optional[cm.AcceptanceModel] = None
+                     ) -> Optional[tuple[Run, Run, float, float, float]]:
+    """``(winner, pick's run, z, winner's se, pick's se)`` (standard errors in tok/s) when the pick
+    was measured and another measured candidate depth
     beat it by more than :data:`MEASURED_WINS_Z` standard errors, else None. A run without a noise
     estimate (a table row, a bench record without its cycle group) counts as :data:`UNKNOWN_NOISE_PCT`
     wide at 95% (relative SE ``UNKNOWN_NOISE_PCT / 100 / MEASURED_WINS_Z``), as its poor-fit check does.
@@ -1522,14 +1532,14 @@ def _measured_winner(pick: int, runs: Sequence[Run], steps: Sequence[int],
             continue
         z = (r.tok_s - mine.tok_s) / math.hypot(se, se_p)
         if z > MEASURED_WINS_Z and (best is None or r.tok_s > best[0].tok_s):
-            best = (r, mine, z)
+            best = (r, mine, z, se, se_p)
     return best
 
 
 def _measured_over_prediction(pick: int, cands: Sequence[cm.Candidate], runs: Sequence[Run],
                               acc: cm.AcceptanceModel, unshaped: Sequence[Run]
-                              ) -> Optional[tuple[Run, float, float]]:
-    """``(run, predicted tok/s of the pick, z)`` when the pick was not measured (``runs``: this
+                              ) -> Optional[tuple[Run, float, float, float]]:
+    """``(run, predicted tok/s of the pick, z, run's se in tok/s)`` when the pick was not measured (``runs``: this
     batch size's) and a run of ``unshaped`` (runs no cycle-time curve passes through) measured
     more than the pick's predicted mean by over :data:`MEASURED_WINS_Z` of that run's standard
     errors (the fastest such run), else None.
@@ -1553,7 +1563,7 @@ def _measured_over_prediction(pick: int, cands: Sequence[cm.Candidate], runs: Se
         se = r.tok_s * (_rel_se_under(r, acc) or unknown)
         z = (r.tok_s - pred) / se
         if z > MEASURED_WINS_Z and (best is None or r.tok_s > best[0].tok_s):
-            best = (r, pred, z)
+            best = (r, pred, z, se)
     return best
 
 
@@ -1681,9 +1691,12 @@ def _fit_notes(cands: Sequence[cm.Candidate], runs: Sequence[Run], acc: Optional
 
 
 def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemble,
-               run_bs: Sequence[int] = ()) -> cm.Recommendation:
+               run_bs: Sequence[int] = (), measured_pick: Optional[tuple[float, float, str]] = None
+               ) -> cm.Recommendation:
     """The decision's pick, with why: its throughput and interval, what the next step would cost, and
-    whether the data settle it (95th-percentile regret against the best depth)."""
+    whether the data settle it (95th-percentile regret against the best depth). ``measured_pick``:
+    ``(tok/s, standard error, what it won over)`` of a measurement that won over the model, quoted in
+    the model's place, without the model's marginal figures for a step more (what it overruled)."""
     by = {c.steps: c for c in cands}
     pick = by[dec.pick]
     base_tok = pick.baseline_tok_s
@@ -1711,10 +1724,19 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
         elif dec.next_run is not None:
             reason += f"; a run at {cm.steps_text(dec.next_run)} could change it"
         return cm.Recommendation(0, pick, reason, base_tok)
-    head = (f"{cm.steps_text(dec.pick)} gives {pick.tok_s:.1f} tok/s (95%: {pick.tok_s_low:.1f}-"
-            f"{pick.tok_s_high:.1f}{', mostly ' + pick.interval_source if pick.interval_source else ''})")
-    if base_tok:
-        head += f", {pick.speedup():.2f}x the no-spec {base_tok:.1f}"
+    if measured_pick is not None:
+        tok, se, over = measured_pick
+        head = (f"{cm.steps_text(dec.pick)} measured {tok:.1f} tok/s (95%: {tok - cm.Z95 * se:.1f}-"
+                f"{tok + cm.Z95 * se:.1f}, its run's noise)")
+        if base_tok:
+            head += f", {tok / base_tok:.2f}x the no-spec {base_tok:.1f}"
+        return cm.Recommendation(dec.pick, pick, f"{head}; the measurement wins over the model ({over}); {state}",
+                                 base_tok)
+    else:
+        head = (f"{cm.steps_text(dec.pick)} gives {pick.tok_s:.1f} tok/s (95%: {pick.tok_s_low:.1f}-"
+                f"{pick.tok_s_high:.1f}{', mostly ' + pick.interval_source if pick.interval_source else ''})")
+        if base_tok:
+            head += f", {pick.speedup():.2f}x the no-spec {base_tok:.1f}"
     nxt = by.get(dec.pick + 1)
     clause = ""
     if nxt is not None and nxt.gain_tokens is not None:

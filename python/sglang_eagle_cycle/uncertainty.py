@@ -153,7 +153,7 @@ source that dominates each interval, so the run that would check it is clear.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
 import numpy as np
@@ -1209,6 +1209,26 @@ def unmeasured_batch(dec: Decision, best_speculative: int) -> Decision:
     speculation off), with no regret forecast."""
     steps = dec.pick if dec.pick > 0 else best_speculative
     return Decision(dec.pick, dec.regret_95, False, steps, None, True, True)
+
+
+def with_measurements(ens: Ensemble, measured: dict[int, tuple[float, float]]) -> Ensemble:
+    """``ens`` with the tok/s at each depth of ``measured`` (``{steps: (tok/s, standard error)}``)
+    replaced, in every hypothesis, by a draw of that measurement within its error: the decision's
+    view where a measurement won over the model (:func:`decide` then weighs the measured figures,
+    not the curves that missed them). The intervals (``tok_s_band``) are left as they are.
+    Deterministic (a generator of its own)."""
+    rng = np.random.default_rng([len(ens.tok_s), 17])
+    tok = ens.tok_s.copy()
+    shape = None if ens.tok_s_shape is None else ens.tok_s_shape.copy()
+    for s, (mean, se) in sorted(measured.items()):
+        if s not in ens.steps:
+            continue
+        i = ens.steps.index(s)
+        draw = np.maximum(mean + se * rng.standard_normal(len(tok)), 1e-9)
+        tok[:, i] = draw
+        if shape is not None:
+            shape[:, i] = draw
+    return replace(ens, tok_s=tok, tok_s_shape=shape)
 
 
 def _regret(tok: np.ndarray, pick_col: int) -> np.ndarray:
