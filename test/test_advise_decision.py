@@ -2109,6 +2109,29 @@ def _nospec_log(path: Path, tok_s: float = 88.0, lines_n: int = 40, seed: int = 
     return path
 
 
+def test_one_run_without_a_baseline_grows_flat_to_proportional_on_both_sides(tmp_path):
+    """One 3-step run and no baseline: the verify's growth with the width is unknown, flat to
+    proportional, as the note says. Below the measured width the hypotheses took that range, but
+    beyond it their central curve was proportional growth itself (11.33 ms at 4 tokens, 14.17 at 5,
+    31.17 at 11), the upper extreme: a nearly flat verify's 4 to 10 steps fell outside their
+    intervals (helper 35: 222.7 tok/s true at 4 steps against 170.5-220.6, 195.2 at 10 against
+    73.2-183.8)."""
+    w = aw.World(kind="dense", bs=1, p=(0.8, 0.75, 0.7, 0.65, 0.6, 0.55, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25),
+                 decode_ms=10.0, verify_overhead=0.1, fixed_ms=1.0, slope_ms=0.01, draft_step_ms=0.5, name="flat")
+    log = _write_lines(tmp_path / "s3.log", w.log_lines(3, None, random.Random(3)))
+    doc = advise_json(log)
+    assert "its growth with the width is assumed, flat to proportional" in json.dumps(doc)
+    v3 = cand(doc, 3)["cycle_phases_ms"]["verify_ms"]
+    for s in (4, 5, 7, 10):
+        c = cand(doc, s)
+        ratio = c["cycle_phases_ms"]["verify_ms"] / v3
+        assert 1.0 < ratio < ((s + 1) / 4) ** 0.75, (s, ratio)         # between flat and proportional
+        lo, hi = c["tok_s_95"]
+        assert lo <= w.true_tok_s(s) <= hi, (s, w.true_tok_s(s), lo, hi)
+    # below the measured width the same law (the same per-hypothesis exponent)
+    assert 0.5 < cand(doc, 1)["cycle_phases_ms"]["verify_ms"] / v3 < 1.0
+
+
 def test_a_measurement_that_wins_is_what_the_decision_weighs(tmp_path):
     """A plugin run at 3 steps and a stock run at 4 that measured a quarter slower (no cycle-time curve
     passes through a stock run beside phase-timed ones, so the model still puts 4 steps above 3).

@@ -89,8 +89,12 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   between and beyond the measured widths, never below the lowest: there the anchor's unknown
   overhead and the bend cannot be told apart (the Kimi-K2.5 seed's verify extrapolates to 1.53
   times the decode step at one token, past the 50% assumed).
-* **Beyond the highest measured width**: a straight line whose slope is ``u`` times the last
-  secant (proportional growth ``y/x`` when there is one point), for a hypothesis in the MoE shape
+* **Beyond the highest measured width**: with one measured width and no decode step below it, the
+  power law it takes below, ``y0 (x / x0)^beta`` (flat to proportional, the same ``beta``; for an
+  MoE shape, in distinct experts): its central curve had been proportional growth, the upper
+  extreme, and a nearly flat verify's deeper depths fell outside their intervals (helper 35).
+  Otherwise a straight line whose slope is ``u`` times the last
+  secant, for a hypothesis in the MoE shape
   a line in distinct experts instead (the last secant per expert, carried along
   ``E (1 - (1 - k/E)^x)``: the expert loads saturate); central ``u = 1``, extremes
   :data:`BEYOND_SLOPE`: a flat curve from the nearest measured point (``u = 0``) to one that
@@ -640,6 +644,14 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
                     span = (shape(nx[-1]) - shape(xp)) / (nx[-1] - xp)   # experts per token
                     along = (shape(x) - shape(nx[-1])) / span
                     out[:, qi] = np.where(shape_idx == si, ny[:, -1] + bslope * along, out[:, qi])
+            if len(nx) == 1:
+                # one measured width and nothing below it: the power law it takes below too, each
+                # hypothesis' own ``beta`` (flat to proportional; in distinct experts for an MoE shape)
+                ratio = np.full(n, x / nx[0])
+                for si, shape in enumerate(shapes):
+                    if shape.num_experts and shape(nx[0]) > 0:
+                        ratio = np.where(shape_idx == si, shape(x) / shape(nx[0]), ratio)
+                out[:, qi] = ny[:, 0] * ratio ** beta
             if sat is not None:
                 # the saturating curve is the central form; the extremes stay those of the straight
                 # line: flat, and the last secant steepened by half (or the chord from the anchor)
