@@ -311,6 +311,11 @@ DAMAGES = {
     "infinite tok_s": lambda ln: re.sub(r"tok_s=\S+", "tok_s=" + "9" * 400 + ".0", ln),
     "phase above 1000 s": lambda ln: re.sub(r"total_ms=\S+", "total_ms=1000000.01", ln),
     "huge hist count": lambda ln: re.sub(r"accepts=\S+", "accept_hist=2:" + "9" * 30, ln),
+    # a per-cycle histogram counts one accept length per request (helper 35: 150 requests at bs=100
+    # were read, +50% tok/s), and a field of the line given again after it is not a newer one
+    "hist counts more requests than bs": lambda ln: re.sub(r"accepts=\S+", "accept_hist=2:1,3:2", ln),
+    "hist counts fewer requests than bs": lambda ln: re.sub(r"accepts=\S+", "accept_hist=2:1", ln),
+    "bs again after graph": lambda ln: ln + " bs=8",
 }
 
 
@@ -329,7 +334,8 @@ def test_bulk_reader_matches_parse_line_on_one_damaged_line(tmp_path, damage, lo
 IMPLAUSIBLE = ["negative phase", "negative total", "negative tok_s", "accept above steps + 1", "accept 0",
                "accept_len above steps + 1", "accept_len below 1", "huge hist key", "negative hist count", "bs 0",
                "steps beyond any draft", "aggregate n=0", "infinite phase", "infinite tok_s",
-               "phase above 1000 s", "huge hist count"]
+               "phase above 1000 s", "huge hist count", "hist counts more requests than bs",
+               "hist counts fewer requests than bs", "bs again after graph"]
 
 
 @pytest.mark.parametrize("damage", IMPLAUSIBLE)

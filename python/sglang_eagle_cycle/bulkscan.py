@@ -162,8 +162,8 @@ def _tally(config_tokens: tuple[str, ...], cycles: int, counts: dict[str, dict[s
             one = (Counter(int(a) for a in text.split(",")) if kind == "accepts" else cycle._parse_hist(text))
         except ValueError:
             return None
-        if kind == "accepts" and sum(one.values()) != bs:
-            return None   # a per-cycle line lists one accept length per request
+        if sum(one.values()) != bs:
+            return None   # a per-cycle line lists (or counts) one accept length per request
         for length, requests in one.items():
             if not 1 <= length <= top or not 0 <= requests <= cycle.MAX_LINE_COUNT:
                 return None

@@ -292,6 +292,8 @@ def format_line(rec: CycleRecord) -> str:
 # Values are matched loosely (``[-.\d]+``: no backtracking, the hot path of ``inspect``) and
 # validated by int()/float(): a damaged value makes the whole line None.
 _V = r"([-.\d]+)"
+#: keys of the line's fixed part (before ``graph=``): one repeated after it makes the line damaged
+_FIXED_KEYS = frozenset(("cycle", *CONFIG_FIELDS, *PHASES, "accept_len", "accepts", "accept_hist", "tok_s", "graph"))
 _LINE_RE = re.compile(
     r"\[eagle-cycle\] cycle=(\d+) bs=(\d+) steps=(\d+) topk=(\d+) draft_tokens=(\d+)"
     rf" draft_ms={_V} verify_ms={_V} verify_fwd_ms={_V} extend_ms={_V} other_ms={_V} total_ms={_V}"
@@ -379,6 +381,10 @@ def implausible(rec: CycleRecord) -> Optional[str]:
     if rec.accept_hist is not None and not all(1 <= k <= top and 0 <= c <= MAX_LINE_COUNT
                                                for k, c in rec.accept_hist.items()):
         return f"an accept_hist length is outside 1..{top} or a count is negative"
+    if rec.accept_hist is not None and sum(rec.accept_hist.values()) != rec.bs * (rec.n or 1):
+        # one accept length per request and cycle, as accepts lists them
+        return (f"accept_hist counts {sum(rec.accept_hist.values())} requests for bs={rec.bs}"
+                + (f" over n={rec.n} cycles" if rec.n else ""))
     if rec.n is None:
         return _sum_reason(rec)
     return None
@@ -437,7 +443,9 @@ def line_rejection(line: str) -> Optional[str]:
         return "not the [eagle-cycle] layout: a field missing, cut, malformed or out of order, or text after it"
     rec = _record_of(m)
     if rec is None:
-        return "a value is not a number"
+        tail = m.group(m.lastindex) or ""
+        twice = [k for k in (tok.partition("=")[0] for tok in tail.split()) if k in _FIXED_KEYS]
+        return f"{twice[0]} given twice" if twice else "a value is not a number"
     return implausible(rec)
 
 
@@ -461,6 +469,8 @@ def _record_of(m: "re.Match[str]") -> Optional[CycleRecord]:
         if tail:
             for tok in tail.split():
                 key, _, val = tok.partition("=")
+                if key in _FIXED_KEYS:   # a field of the line's own given twice: which one holds?
+                    raise ValueError(f"{key} twice")
                 if key == "n":
                     rec.n = int(val)
                 elif key == "total_max_ms":
