@@ -2132,6 +2132,25 @@ def test_one_run_without_a_baseline_grows_flat_to_proportional_on_both_sides(tmp
     assert 0.5 < cand(doc, 1)["cycle_phases_ms"]["verify_ms"] / v3 < 1.0
 
 
+def test_stock_lines_without_accept_lengths_from_a_speculative_start_are_no_baseline(tmp_path):
+    """A start whose server_args= line names EAGLE3 but whose Decode batch lines print no accept
+    length (another SGLang version) had been read as a no-spec server: its speculative throughput
+    became the baseline (helper 35). It is neither a baseline nor a run; a start that names no
+    algorithm still gives its baseline."""
+    w = dataclasses.replace(_sweep_world(), bs=1, name="one")
+    five = _write_lines(tmp_path / "s5.log", w.log_lines(5, 600, random.Random(5)))
+    nospec = _nospec_log(tmp_path / "nospec.log", tok_s=88.0)
+    spec = tmp_path / "spec-noacc.log"
+    spec.write_text(nospec.read_text().replace("'speculative_algorithm': None, 'speculative_num_steps': None",
+                                               "'speculative_algorithm': 'EAGLE3', 'speculative_num_steps': 3"))
+    doc = advise_json(five, spec)
+    assert doc["inputs"]["baseline_tok_s"] == {}
+    assert any("without accept lengths, but its server_args= line names speculative_algorithm EAGLE3" in n
+               and "not used" in n for n in doc["inputs"]["notes"])
+    doc = advise_json(five, nospec)
+    assert doc["inputs"]["baseline_tok_s"]["1"] == pytest.approx(88.0, rel=0.01)
+
+
 def test_a_measurement_that_wins_is_what_the_decision_weighs(tmp_path):
     """A plugin run at 3 steps and a stock run at 4 that measured a quarter slower (no cycle-time curve
     passes through a stock run beside phase-timed ones, so the model still puts 4 steps above 3).

@@ -533,6 +533,31 @@ def test_slower_than_baseline_number_and_log(generated, tmp_path, shared_data):
         inspect_paths([path], baseline=-3.0)
 
 
+def test_a_baseline_log_must_be_a_no_spec_server_at_the_input_s_batch_size(generated, tmp_path):
+    """``--baseline LOG`` (helper 35): a no-spec log at batch sizes the input never ran at is named in a
+    warning, as a ``BS:TOK_S`` for such a batch size is, instead of silently doing nothing; a log whose
+    server_args= line names a speculative algorithm is refused even when its lines print no accept
+    length (they had been taken as a no-spec server's)."""
+    runs, path = generated
+    sizes = {g["bs"] for g in inspect_paths([path])["groups"]}
+    far = max(sizes) + 7
+    lines = [f"[2026-11-30 09:00:0{i} TP0] Decode batch, #running-req: {far}, #token: 90, token usage: 0.00, "
+             f"cuda graph: True, gen throughput (token/s): 500.00, #queue-req: 0" for i in range(3)]
+    other = _write(tmp_path / "other-bs.log", lines)
+    said = []
+    doc = inspect_paths([path], baseline=other, warn=said.append)
+    assert not [f for f in doc["findings"] if f["code"] == "slower_than_baseline"]
+    assert said == [f"baseline log {other}: no-spec throughput at bs {far}, none of the input's "
+                    f"({', '.join(map(str, sorted(sizes)))}); not used"]
+    spec = _write(tmp_path / "spec.log", ["[2026-11-30 08:59:59] server_args=ServerArgs(model_path='m', "
+                                          "speculative_algorithm='EAGLE3', speculative_num_steps=3)"] + lines)
+    with pytest.raises(UsageError, match="names speculative_algorithm EAGLE3: not a no-speculation server"):
+        inspect_paths([path], baseline=spec)
+    nospec = _write(tmp_path / "nospec.log", ["[2026-11-30 08:59:59] server_args=ServerArgs(model_path='m', "
+                                              "speculative_algorithm=None, speculative_num_steps=None)"] + lines)
+    assert inspect_paths([path], baseline=nospec, warn=said.append)["groups"]
+
+
 def test_stock_lines_stuck_at_1(tmp_path):
     lines = [f"[2026-11-30 10:0{i}:00 TP0] Decode batch, #running-req: 1, #token: 10{i}, token usage: 0.00, "
              f"accept len: 1.0{i}, accept rate: 0.0{i}, cuda graph: False, gen throughput (token/s): 50.0, "

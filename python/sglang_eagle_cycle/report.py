@@ -777,7 +777,7 @@ def load_baseline(baseline: Baseline) -> Optional[BaselineRef]:
 
     Raises:
         UsageError: a number <= 0 or not finite, an empty path, or a log without Decode batch
-            intervals of a no-spec server.
+            intervals of a no-spec server (or whose ``server_args=`` line names a speculative algorithm).
     """
     if baseline is None:
         return None
@@ -798,11 +798,33 @@ def load_baseline(baseline: Baseline) -> Optional[BaselineRef]:
     res = reader.read(baseline)
     if res.error:
         raise UsageError(f"baseline log {res.label}: {res.error}")
+    spec = _first_server_args(baseline)
+    if spec is not None and spec.get("algorithm"):
+        raise UsageError(f"baseline log {res.label}: its server_args= line names speculative_algorithm "
+                         f"{spec['algorithm']}: not a no-speculation server")
     by_bs = res.decode.plain_tok_s_by_bs()
     if not by_bs:
         raise UsageError(f"baseline log {res.label} has no Decode batch line of a no-speculation server "
                          "(lines without accept len)")
     return BaselineRef(by_bs=by_bs, source=f"baseline log {res.label}")
+
+
+def _first_server_args(path) -> Optional[dict[str, Any]]:
+    """The speculative settings of the first ``server_args=`` line of the log at ``path``
+    (:func:`decode_batch.speculative_server_args`), None without one or when it cannot be read
+    again (stdin)."""
+    from .decode_batch import speculative_server_args
+    from .logfiles import LogUnreadable, iter_chunks
+
+    if os.fspath(path) == "-":
+        return None
+    try:
+        for chunk in iter_chunks(path):
+            if "server_args=" in chunk:
+                return speculative_server_args(chunk)
+    except (OSError, ValueError, UsageError, LogUnreadable):
+        return None
+    return None
 
 
 def _file_identity(path) -> Union[tuple[int, int], str]:
@@ -899,6 +921,12 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
     groups = list(reader.groups.values())
     if groups_out is not None:
         groups_out.extend(groups)
+    if base is not None and base.source.startswith("baseline log"):
+        sizes = sorted({g.bs for g in groups} | {bs for f in files for bs in f.decode.spec_tok_s_by_bs()})
+        if sizes and not set(sizes) & set(base.by_bs):
+            # the BS:TOK_S form warns at the command line; a log's batch sizes are known only here
+            warn(f"{base.source}: no-spec throughput at bs {', '.join(map(str, sorted(base.by_bs)))}, none of the "
+                 f"input's ({', '.join(map(str, sizes))}); not used")
     if base is not None and base.tok_s is not None:
         sizes = sorted({g.bs for g in groups} | {bs for f in files for bs in f.decode.spec_tok_s_by_bs()})
         if len(sizes) > 1:

@@ -660,7 +660,8 @@ def _stock_runs(name: str, path: str):
     are the same cycles); a start with accept lengths is one run per batch size at the depth its
     ``server_args=`` line names (:func:`decode_batch.spec_run_by_bs`, no phase split); a start
     without them is a no-spec server, whose mean gen throughput per batch size is a baseline (the
-    starts' intervals pooled)."""
+    starts' intervals pooled), unless its ``server_args=`` line names a speculative algorithm (then
+    it is neither, with a note)."""
     from .. import advise as adv
     from ..decode_batch import IDLE_REASON, DecodeBatchStats, plateaus, spec_run_by_bs
 
@@ -675,6 +676,13 @@ def _stock_runs(name: str, path: str):
                 notes.append(f"{where}: its [eagle-cycle] lines are the run; its stock Decode batch lines not used")
             continue
         if not st.accept_len.count:
+            if spec is not None and spec.get("algorithm"):
+                # a speculative server whose lines print no accept length: its throughput is no
+                # baseline (it had been taken as one) and, without accept lengths, no run either
+                notes.append(f"{where}: {st.intervals} stock Decode batch intervals without accept lengths, but its "
+                             f"server_args= line names speculative_algorithm {spec['algorithm']}: neither a no-spec "
+                             "baseline nor a run: not used")
+                continue
             plain.merge(st)
             continue
         problem = _depth_problem(spec)
