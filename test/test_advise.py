@@ -520,6 +520,10 @@ def test_non_finite_baseline_option_refused(capsys, seed_inspect, value):
     ("0:88", "expected a batch size >= 1 before the colon, got '0:88'"),
     ("1e-9", "1e-09 tok/s is not a throughput (expected 0.01 to 1e+08)"),
     ("-5", "expected a positive finite throughput, got '-5'"),
+    # Python's int() and float() read 1_0 as 10 and full-width digits as digits: not what was typed
+    ("1_0:100", "expected TOK_S or BS:TOK_S, got '1_0:100'"),
+    ("1:1_00", "expected TOK_S or BS:TOK_S, got '1:1_00'"),
+    ("\uff11:100", "expected TOK_S or BS:TOK_S, got '\uff11:100'"),
 ])
 def test_bad_baseline_option_says_which_part_is_wrong(capsys, seed_inspect, value, match):
     assert_refused(capsys, seed_inspect, "--baseline-tok-s", value, match=match)

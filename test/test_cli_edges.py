@@ -113,6 +113,11 @@ def test_inspect_reads_baselines_as_advise_does(tmp_path):
         rc, _, err = call("inspect", log, "--baseline", value)
         assert rc == 2 and "is not a throughput" in err and len(err.strip().splitlines()) == 1
     assert call("inspect", log, "--baseline", "1:80")[0] == 0
+    for value in ("1_0:80", "1:8_0", "\uff11:80", "8_0"):       # what int() and float() would have read
+        rc, _, err = call("inspect", log, "--baseline", value)
+        assert rc == 2 and len(err.strip().splitlines()) == 1, (value, err)
+    rc, _, err = call("advise", log, "--batch-sizes", "1_6")
+    assert rc == 2 and "expected an integer in 1..65536, got '1_6'" in err
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")

@@ -7,6 +7,7 @@ advisor (:mod:`sglang_eagle_cycle.advise`) reads the same bounds from here.
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Callable, Optional
 
 #: deepest draft depth (``num_steps``) read from inputs or considered as a candidate
@@ -17,6 +18,34 @@ MAX_BS = 65536
 MAX_TOK_S = 1e8
 #: smallest throughput a baseline given on the command line may be (tok/s): below, not a measurement
 MIN_TOK_S = 0.01
+
+
+_INT_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*")
+_FLOAT_TEXT = re.compile(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*|\s*[+-]?(?:inf(?:inity)?|nan)\s*",
+                         re.IGNORECASE)
+
+
+def strict_int(text: str) -> int:
+    """``int(text)`` for ASCII decimal digits only (Python's ``int`` also reads ``1_0`` as 10 and
+    full-width or other Unicode digits, which a user did not mean as a number).
+
+    Raises:
+        ValueError: anything else.
+    """
+    if not isinstance(text, str) or not _INT_TEXT.fullmatch(text):
+        raise ValueError(f"not an integer: {text!r}")
+    return int(text)
+
+
+def strict_float(text: str) -> float:
+    """``float(text)`` for an ASCII decimal literal (or inf/nan) only: no ``1_0``, no Unicode digits.
+
+    Raises:
+        ValueError: anything else.
+    """
+    if not isinstance(text, str) or not _FLOAT_TEXT.fullmatch(text):
+        raise ValueError(f"not a number: {text!r}")
+    return float(text)
 
 
 def int_in(lo: int, hi: Optional[int] = None) -> Callable[[str], int]:
@@ -30,7 +59,7 @@ def int_in(lo: int, hi: Optional[int] = None) -> Callable[[str], int]:
 
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = strict_int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {want}, got {text!r}") from None
         if value < lo or (hi is not None and value > hi):

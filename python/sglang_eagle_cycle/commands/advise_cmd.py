@@ -43,14 +43,15 @@ from typing import Any, Optional
 
 from ..sweep.records import SCHEMA as BENCH_SCHEMA
 
-from ..argtypes import MAX_BS, MAX_STEPS, MAX_TOK_S, MIN_TOK_S, int_in, negative_values_are_values
+from ..argtypes import (MAX_BS, MAX_STEPS, MAX_TOK_S, MIN_TOK_S, int_in, negative_values_are_values, strict_float,
+                        strict_int)
 
 DEFAULT_MAX_STEPS = 10
 
 
 def _fit_triple(text: str) -> tuple[int, int, int]:
     try:
-        parts = tuple(int(x) for x in text.split(","))
+        parts = tuple(strict_int(x) for x in text.split(","))
     except ValueError:
         parts = ()
     if len(parts) != 3 or min(parts) < 1:
@@ -61,8 +62,8 @@ def _fit_triple(text: str) -> tuple[int, int, int]:
 def _baseline_item(text: str) -> tuple[int, float]:
     bs, sep, tok = text.rpartition(":")
     try:
-        value = float(tok)
-        key = int(bs) if sep else 0
+        value = strict_float(tok)
+        key = strict_int(bs) if sep else 0
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected TOK_S or BS:TOK_S, got {text!r}") from None
     if not math.isfinite(value) or value <= 0:

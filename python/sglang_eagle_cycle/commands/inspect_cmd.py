@@ -125,6 +125,7 @@ def _baseline(values: list[str] | None):
     Raises:
         UsageError: a log path or bare number given with other values, or a bad ``BS:TOK_S``.
     """
+    from ..argtypes import strict_float, strict_int
     from ..errors import UsageError
 
     if not values:
@@ -134,7 +135,7 @@ def _baseline(values: list[str] | None):
         bs, sep, tok = value.partition(":")
         if sep and bs.strip().isdigit():
             try:
-                key, tok_s = int(bs), float(tok)
+                key, tok_s = strict_int(bs), strict_float(tok)
             except ValueError:
                 raise UsageError(f"--baseline {value}: expected BS:TOK_S (e.g. 8:612.5)") from None
             if key in pairs:  # as advise reads --baseline-tok-s
@@ -144,7 +145,7 @@ def _baseline(values: list[str] | None):
         if len(values) > 1:
             raise UsageError(f"--baseline {value}: with several --baseline values each must be BS:TOK_S")
         try:
-            return float(value)
+            return strict_float(value)
         except ValueError:
             return value  # a log path; report.load_baseline checks it
     return pairs
