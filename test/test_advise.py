@@ -282,6 +282,9 @@ def test_bench_records_and_no_spec_log_inputs(capsys, tmp_path):
     filtered = advise_json(capsys, bench, "--max-steps", "6", "--model", "M", "--draft", "D")
     assert filtered["recommended"] == from_bench["recommended"]
     assert from_bench["inputs"]["baseline_tok_s"] == {str(BS): pytest.approx(base_tok)}
+    # the failed 3-step record is left out, and said so (it had vanished without a word: helper 35)
+    assert [n for n in from_bench["inputs"]["notes"] if "status is not ok" in n] == \
+        [f"{bench}: 1 record(s) whose status is not ok left out: {bench}:{len(recs)} (steps 3, status 'failed')"]
     # a no-spec server log (stock Decode batch lines without accept len) supplies the baseline
     plain = tmp_path / "nospec.log"
     plain.write_text("".join(

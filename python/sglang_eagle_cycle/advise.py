@@ -540,7 +540,7 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
                     excluded_logs: Optional[list] = None) -> tuple[list[Run], dict[int, float], list[str]]:
     """Runs and baselines from ``eagle-cycle-bench/1`` JSONL records.
 
-    Only ``status == "ok"`` records count. ``steps == 0`` records are no-spec baselines at their
+    Only ``status == "ok"`` records count (the others are named in a note). ``steps == 0`` records are no-spec baselines at their
     concurrency (several at one concurrency: their mean, with a note); the others are runs at batch size = concurrency, or at the ``cycle`` group's
     batch size with its phase breakdown when the record has one. ``model``/``draft`` filter
     (normalised names; baselines have no draft). ``baseline_models``: when given, ``(model, FILE:LINE)``
@@ -557,6 +557,7 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
     workloads: dict[tuple, list[str]] = {}
     seen: dict[tuple[str, str], tuple] = {}
     base_models: list[tuple[Optional[str], str]] = []
+    failed: list[str] = []
     for i, rec in enumerate(records):
         what = f"{source}:{i + 1}"
         if not isinstance(rec, Mapping) or rec.get("schema") != BENCH_SCHEMA:
@@ -568,6 +569,7 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
             if rec.get(key) is not None and not isinstance(rec.get(key), str):
                 raise UsageError(f"{what}.{key}: expected a name, got {_short(rec.get(key))}")
         if status != "ok":
+            failed.append(f"{what} (steps {_short(rec.get('steps'))}, status {_short(status)})")
             continue
         left_out = "--model" if model and normalise_name(rec.get("model") or "") != normalise_name(model) else None
         steps = None if left_out else _int(rec.get("steps"), f"{what}.steps", minimum=0, maximum=MAX_STEPS)
@@ -658,6 +660,9 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
                      "which the predictions are (the poor-fit checks take the groups' decode; the measured "
                      "column shows the clients'); the no-spec baselines are the clients': speedups read high by "
                      "up to about that share")
+    if failed:
+        notes.append(f"{source}: {len(failed)} record(s) whose status is not ok left out: "
+                     + ", ".join(failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else ""))
     return runs, base, notes
 
 
