@@ -162,6 +162,40 @@ def test_a_counted_run_beside_a_deeper_mean_only_run_takes_its_acceptance_past_t
     assert lo <= SEED_BEST_TOK_S <= hi
 
 
+def test_independent_cycles_are_not_read_as_dispersed(tmp_path):
+    """Per-cycle 2-step runs of independent accept lengths beside the seed. The batch-means dispersion
+    estimate scatters by about 40%, and floored at 1 it had read 1.2-1.6 on a third of such logs,
+    widening the 2-step interval past the issue's 6% (6.1%, helper 36); only a ratio past
+    chi-square(12)/12's 95th percentile counts now, so about one independent run in twenty still
+    reads as dispersed (here 2 of 12, at 2.3 and 2.6: chance). Every interval holds 94, and every
+    one read as independent is at most 6% wide."""
+    from scipy.stats import chi2
+
+    from sglang_eagle_cycle import advise as adv
+    from sglang_eagle_cycle.series import BATCHES
+
+    dof = 1.5 * BATCHES
+    assert adv.DISPERSION_GATE == pytest.approx(chi2.ppf(0.95, dof) / dof, abs=5e-4)
+    seed5 = _write(tmp_path / "seed5.json", _doc(SEED_5))
+    dispersed = 0
+    for k in range(12):
+        doc = advise_json(seed5, _seed_2_step_log(tmp_path / f"two{k}.log", seed=k), "--baseline-tok-s", SEED_BASELINE)
+        two = cand(doc, 2)
+        lo, hi = two["tok_s_95"]
+        assert lo <= SEED_BEST_TOK_S <= hi, (k, lo, hi)
+        if doc["inputs"]["acceptance"]["dispersion"] > 1.0:
+            dispersed += 1
+            assert doc["inputs"]["acceptance"]["dispersion"] > adv.DISPERSION_GATE
+        else:
+            assert (hi - lo) / two["predicted_tok_s"] <= 0.06, (k, lo, hi)
+    assert dispersed <= 2
+    # a run whose requests stay easy or hard for long stretches keeps its measured dispersion
+    run = adv.Run(source="r", bs=1, steps=2, cycles=1000, accept_len=2.1, counts=[(700, 1000), (400, 700)])
+    iid = run.iid_accept_se()
+    assert dataclasses.replace(run, accept_se=iid * 1.2).accept_dispersion() == 1.0
+    assert dataclasses.replace(run, accept_se=iid * 1.5).accept_dispersion() == pytest.approx(2.25)
+
+
 def test_human_output_ends_with_the_run_to_do_next(tmp_path):
     rc, out, _ = advise(_write(tmp_path / "seed5.json", _doc(SEED_5)), "--baseline-tok-s", SEED_BASELINE)
     last = " ".join(out.strip().splitlines()[-3:])
