@@ -125,7 +125,6 @@ def accept_len_moments(p: Sequence[float]) -> tuple[float, float]:
     return mean, max(0.0, second - mean * mean)
 
 
-
 #: a rising acceptance trend past the measured positions continues up to this per position (or the
 #: highest measured rate, whichever is higher): EAGLE-3 drafts on very predictable text measure 0.85-0.95
 RISE_CAP = 0.95
@@ -172,6 +171,7 @@ def beyond_decay(known: np.ndarray, anchor: np.ndarray, cap: np.ndarray, depths:
     r = grid[np.arange(n), err(grid).argmin(axis=1)]
     fine = np.clip(r[:, None] + np.linspace(-0.025, 0.025, 21), 0.0, BEYOND_R_MAX)
     return fine[np.arange(n), err(fine).argmin(axis=1)]
+
 
 def wilson_interval(successes: int, trials: int, z: float = Z95) -> tuple[float, float]:
     """Wilson score interval for a binomial proportion (Wilson 1927). ``(0, 1)`` for no trials.

@@ -93,9 +93,8 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   power law it takes below, ``y0 (x / x0)^beta`` (flat to proportional, the same ``beta``; for an
   MoE shape, in distinct experts): its central curve had been proportional growth, the upper
   extreme, and a nearly flat verify's deeper depths fell outside their intervals (helper 35).
-  Otherwise a straight line whose slope is ``u`` times the last
-  secant, for a hypothesis in the MoE shape
-  a line in distinct experts instead (the last secant per expert, carried along
+  Otherwise a straight line whose slope is ``u`` times the last secant, for a hypothesis in the
+  MoE shape a line in distinct experts instead (the last secant per expert, carried along
   ``E (1 - (1 - k/E)^x)``: the expert loads saturate); central ``u = 1``, extremes
   :data:`BEYOND_SLOPE`: a flat curve from the nearest measured point (``u = 0``) to one that
   steepens by half or, for a curve with an anchor (the verify; the whole cycle from totals-only
