@@ -640,12 +640,20 @@ def test_a_measured_depth_clearly_faster_than_the_measured_pick_wins():
     assert adv._measured_winner(6, [unknown6, seven], [0, 6, 7, 8])[0] is seven
     assert adv._measured_winner(6, [unknown6, run(7, 2515.0, 2.0)], [0, 6, 7, 8]) is None
     assert adv._measured_winner(5, [six, seven], [0, 5, 6, 7]) is None        # an unmeasured pick: the model's
-    # two runs at the pick's depth count together (a sweep re-run into the same file): 2500 and 2570
-    # average about 2534 (inverse-variance), 1.0% below the 2560 at 7 steps, which wins; only the last run at a depth used to count
-    again = dataclasses.replace(six, tok_s=2570.0, phases={"total_ms": 1000.0 * 32 * 4.0 / 2570.0}, source="r6b")
+    # two runs at the pick's depth count together (a sweep re-run into the same file; only the last
+    # run at a depth used to count): 2500 and 2506 average 2503 (inverse-variance), 2.2% below the
+    # 2560 at 7 steps, which wins
+    again = dataclasses.replace(six, tok_s=2506.0, phases={"total_ms": 1000.0 * 32 * 4.0 / 2506.0}, source="r6b")
     won = adv._measured_winner(6, [six, again, seven], [0, 6, 7, 8])
-    assert won is not None and won[0] is seven and won[1].tok_s == pytest.approx(2534.0, abs=1.0)
-    assert adv._measured_winner(6, [six, again, seven], [0, 6, 7, 8])[1].source.startswith("2 runs")
+    assert won is not None and won[0] is seven and won[1].tok_s == pytest.approx(2503.0, abs=0.5)
+    assert won[1].source.startswith("2 runs")
+    # 2500 and 2570, each within 0.3%, disagree far beyond their noise: their mean (2534) is that
+    # uncertain (Cochran's Q inflates its error), and 2560 no longer wins over it (helper 37: two stock
+    # logs at 291.8 and 179.6 had let the faster one win and settle)
+    apart = dataclasses.replace(six, tok_s=2570.0, phases={"total_ms": 1000.0 * 32 * 4.0 / 2570.0}, source="r6c")
+    run6, se6 = adv.pooled_runs([six, apart])
+    assert run6.tok_s == pytest.approx(2534.0, abs=1.0) and se6 > 3 * adv.pooled_runs([six, again])[1]
+    assert adv._measured_winner(6, [six, apart, seven], [0, 6, 7, 8]) is None
 
 
 def test_a_batch_size_wider_than_the_measured_verify_keeps_the_verify_from_the_baseline_below(tmp_path):
@@ -2199,9 +2207,28 @@ def test_a_measurement_that_wins_is_what_the_decision_weighs(tmp_path):
     assert cand(doc, 4)["predicted_tok_s"] > measured3          # the model's view, which the measurement overrules
     rec = doc["recommended"]
     assert rec["steps"] == 3 and doc["settled"] is True and doc["next_run"] is None and doc["regret_95"] <= 0.02
-    assert f"3 steps measured {measured3:.1f} tok/s" in rec["reason"]
+    assert f"3 steps measured {measured3:.1f} tok/s" in rec["reason"] and "its run's noise)" in rec["reason"]
     assert "the measurement wins over the model (4 steps, its first, measured" in rec["reason"]
     assert "a step more" not in rec["reason"]
+
+
+def test_stock_runs_at_one_depth_count_together_with_their_spread(tmp_path):
+    """Two stock 5-step logs, 30% above and 20% below what the depth makes, beside a plugin 3-step
+    run (helper 37): the faster one alone had won over the model and settled 5 steps, while the
+    table's measured column showed whichever log came last. Together they are one measurement, their
+    inverse-variance mean with an error as wide as they disagree: in either order the same figure,
+    and no settled 5 steps on it."""
+    w = dataclasses.replace(_sweep_world(), bs=1, name="one")
+    three = _write_lines(tmp_path / "s3.log", w.log_lines(3, 1500, random.Random(3)))
+    hi = _stock_log(tmp_path / "s5hi.log", 5, w.accept_len(5), 1.3 * w.true_tok_s(5))
+    lo = _stock_log(tmp_path / "s5lo.log", 5, w.accept_len(5), 0.8 * w.true_tok_s(5))
+    one = advise_json(three, hi, lo, "--baseline-tok-s", w.true_tok_s(0))
+    other = advise_json(three, lo, hi, "--baseline-tok-s", w.true_tok_s(0))
+    m1, m2 = cand(one, 5)["measured_tok_s"], cand(other, 5)["measured_tok_s"]
+    assert m1 == pytest.approx(m2) and 0.8 * w.true_tok_s(5) < m1 < 1.3 * w.true_tok_s(5)
+    for doc in (one, other):
+        assert not (doc["recommended"]["steps"] == 5 and doc["settled"])
+        assert "the measurement wins" not in doc["recommended"]["reason"]
 
 
 def test_each_server_start_of_an_appended_log_counts_for_what_it_is(tmp_path):

@@ -1342,7 +1342,7 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
                              f"{gap:.1f} standard errors above the {loser.tok_s:.1f} measured at "
                              f"{cm.steps_text(loser.steps)}, which the model ranked first: the measurement wins")
                 measured_pick = (winner.tok_s, se_w, f"{cm.steps_text(loser.steps)}, its first, measured "
-                                 f"{loser.tok_s:.1f}")
+                                 f"{loser.tok_s:.1f}", _noise_words(winner))
                 dec = unc.decide(unc.with_measurements(ens, {winner.steps: (winner.tok_s, se_w),
                                                              loser.steps: (loser.tok_s, se_l)}),
                                  measured=[r.steps for r in fitted if r.bs == bs], pick=winner.steps)
@@ -1357,7 +1357,8 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
                                  "the model's first (the model misses that measurement: "
                                  f"{next(c.tok_s for c in cands if c.steps == r.steps):.1f} predicted there): "
                                  "the measurement wins")
-                    measured_pick = (r.tok_s, se_r, f"it predicted {pred:.1f} for {cm.steps_text(dec.pick)}, its first")
+                    measured_pick = (r.tok_s, se_r, f"it predicted {pred:.1f} for {cm.steps_text(dec.pick)}, its first",
+                                     _noise_words(r))
                     dec = unc.decide(unc.with_measurements(ens, {r.steps: (r.tok_s, se_r)}),
                                      measured=[r.steps for r in fitted if r.bs == bs], pick=r.steps)
             if bs not in run_bs:
@@ -1377,7 +1378,12 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
         notes.append(f"the measurement lies outside the prediction's 95% interval, but within its own noise ({z_fit:.2f} "
                      f"of its standard errors, for {sum(1 for r in fitted if r.tok_s and r.bs in sizes)} measured runs: "
                      f"a run of few cycles or requests), at {shown}: the run's scatter, not a misfit")
-    measured = {(r.bs, r.steps): r for r in modelled}
+    at_depth: dict[tuple[int, int], list[Run]] = {}
+    for r in modelled:
+        at_depth.setdefault((r.bs, r.steps), []).append(r)
+    # several runs at one depth show their pooled figures (the last one's had been shown)
+    measured = {k: (rs[0] if len(rs) == 1 or not all(r.tok_s for r in rs) else pooled_runs(rs)[0])
+                for k, rs in at_depth.items()}
     return Advice(acc, cost, per_bs, primary, measured, list(modelled), notes, not_modelled)
 
 
@@ -1512,40 +1518,76 @@ def run_rel_se(r: Run) -> Optional[float]:
     return math.sqrt(rel)
 
 
+def _tok_s_rel_se(r: Run, acc: Optional[cm.AcceptanceModel] = None) -> float:
+    """Relative standard error of ``r``'s tok/s for the measurement-wins tests: :func:`run_rel_se`
+    (with ``acc``, :func:`_rel_se_under`), or for a run without a noise estimate
+    :data:`UNKNOWN_NOISE_PCT` wide at 95%, but never below what its accept length alone scatters over
+    its request-cycles where it has a cycle count (the chain's variance from its counts, else the
+    Bhatia-Davis bound :func:`_accept_len_var_bound`): a 20-cycle inspect document without ``sd``
+    had counted as 1% wide (helper 37)."""
+    rel = (run_rel_se(r) if acc is None else _rel_se_under(r, acc)) or UNKNOWN_NOISE_PCT / 100.0 / MEASURED_WINS_Z
+    if r.total_se_ms() is None and r.cycles and r.accept_len:
+        iid = r.iid_accept_se()
+        if iid is None:
+            iid = math.sqrt(_accept_len_var_bound(r) / (r.bs * r.cycles))
+        rel = max(rel, iid / r.accept_len)
+    return rel
+
+
+def _noise_words(r: Run) -> str:
+    """What a winning measurement's interval is, in words: its run's own noise, or an assumed width."""
+    several = r.source.endswith(")") and " runs (" in r.source
+    if run_rel_se(r) is None:
+        return ("no noise estimate: taken as at least 1% wide" if not several else
+                "runs without a noise estimate: taken as at least 1% wide each, and as far apart as they are")
+    return "its runs' noise and spread" if several else "its run's noise"
+
+
+def pooled_runs(rs: Sequence[Run], acc: Optional[cm.AcceptanceModel] = None) -> tuple[Run, float]:
+    """Several runs at one depth and batch size as one: ``(run, standard error in tok/s)``.
+
+    The tok/s is the inverse-variance mean (:func:`_tok_s_rel_se`); its error is that of the mean
+    times ``sqrt(max(1, Q / (k - 1)))``, Cochran's ``Q`` over the ``k`` runs (Higgins and Thompson,
+    Stat. Med. 21 (2002) 1539): runs that disagree beyond their noise (a stock log at 291.8 tok/s and
+    another at 179.6, each within 0.5%) say the depth's figure is that uncertain, not that their mean
+    is known to 0.4% (helper 37). The accept length is the request-cycle-weighted mean where known.
+    One run is returned as it is; several as a copy holding those means, its ``source`` naming them."""
+    rs = list(rs)
+    w = [1.0 / (r.tok_s * _tok_s_rel_se(r, acc)) ** 2 for r in rs]
+    mean = sum(wi * r.tok_s for wi, r in zip(w, rs)) / sum(w)
+    se = 1.0 / math.sqrt(sum(w))
+    if len(rs) == 1:
+        return rs[0], se
+    q = sum(wi * (r.tok_s - mean) ** 2 for wi, r in zip(w, rs))
+    se *= math.sqrt(max(1.0, q / (len(rs) - 1)))
+    counted = [(r.accept_len, r.bs * (r.cycles or 1)) for r in rs if r.accept_len is not None]
+    acc_len = (sum(a * n for a, n in counted) / sum(n for _a, n in counted)) if counted else rs[0].accept_len
+    return dataclasses.replace(rs[0], tok_s=mean, accept_len=acc_len,
+                               source=f"{len(rs)} runs ({', '.join(r.source for r in rs)})"), se
+
+
 def _measured_winner(pick: int, runs: Sequence[Run], steps: Sequence[int], acc: Optional[cm.AcceptanceModel] = None
                      ) -> Optional[tuple[Run, Run, float, float, float]]:
     """``(winner, pick's run, z, winner's se, pick's se)`` (standard errors in tok/s) when the pick
-    was measured and another measured candidate depth
-    beat it by more than :data:`MEASURED_WINS_Z` standard errors, else None. A run without a noise
-    estimate (a table row, a bench record without its cycle group) counts as :data:`UNKNOWN_NOISE_PCT`
-    wide at 95% (relative SE ``UNKNOWN_NOISE_PCT / 100 / MEASURED_WINS_Z``), as its poor-fit check does.
-    Several runs at one depth (a sweep re-run into the same file) count together: their
-    inverse-variance mean tok/s and its error (the run returned is then a copy holding that mean).
-    ``acc``: the acceptance the prediction takes, whose scatter over a run's request-cycles bounds
-    the run's own from below (:func:`_rel_se_under`)."""
-    unknown = UNKNOWN_NOISE_PCT / 100.0 / MEASURED_WINS_Z
+    was measured and another measured candidate depth beat it by more than :data:`MEASURED_WINS_Z`
+    standard errors, else None. A run's error is :func:`_tok_s_rel_se` (a run without a noise
+    estimate, a table row or a bench record without its cycle group, counts as
+    :data:`UNKNOWN_NOISE_PCT` wide at 95%, as its poor-fit check does). Several runs at one depth
+    (a sweep re-run into the same file) count together (:func:`pooled_runs`: the run returned is
+    then a copy holding their mean). ``acc``: the acceptance the prediction takes, whose scatter over
+    a run's request-cycles bounds the run's own from below (:func:`_rel_se_under`)."""
     by_depth: dict[int, list[Run]] = {}
     for r in runs:
         if r.tok_s and r.topk == 1 and r.steps in steps:
             by_depth.setdefault(r.steps, []).append(r)
-
-    def pooled(rs: list[Run]) -> tuple[Run, float]:
-        """(a run holding the depth's mean tok/s, its absolute standard error in tok/s)"""
-        w = [1.0 / (r.tok_s * ((run_rel_se(r) if acc is None else _rel_se_under(r, acc)) or unknown)) ** 2
-             for r in rs]
-        mean = sum(wi * r.tok_s for wi, r in zip(w, rs)) / sum(w)
-        one = rs[0] if len(rs) == 1 else dataclasses.replace(
-            rs[0], tok_s=mean, source=f"{len(rs)} runs ({', '.join(r.source for r in rs)})")
-        return one, 1.0 / math.sqrt(sum(w))
-
     if pick not in by_depth:
         return None
-    mine, se_p = pooled(by_depth[pick])
+    mine, se_p = pooled_runs(by_depth[pick], acc)
     best = None
     for depth, rs in by_depth.items():
         if depth == pick:
             continue
-        r, se = pooled(rs)
+        r, se = pooled_runs(rs, acc)
         if r.tok_s <= mine.tok_s:
             continue
         z = (r.tok_s - mine.tok_s) / math.hypot(se, se_p)
@@ -1557,10 +1599,11 @@ def _measured_winner(pick: int, runs: Sequence[Run], steps: Sequence[int], acc: 
 def _measured_over_prediction(pick: int, cands: Sequence[cm.Candidate], runs: Sequence[Run],
                               acc: cm.AcceptanceModel, unshaped: Sequence[Run]
                               ) -> Optional[tuple[Run, float, float, float]]:
-    """``(run, predicted tok/s of the pick, z, run's se in tok/s)`` when the pick was not measured (``runs``: this
-    batch size's) and a run of ``unshaped`` (runs no cycle-time curve passes through) measured
-    more than the pick's predicted mean by over :data:`MEASURED_WINS_Z` of that run's standard
-    errors (the fastest such run), else None.
+    """``(run, predicted tok/s of the pick, z, run's se in tok/s)`` when the pick was not measured
+    (``runs``: this batch size's) and the runs of ``unshaped`` (runs no cycle-time curve passes
+    through) at one depth, together (:func:`pooled_runs`, with every run measured there), measured
+    more than the pick's predicted mean by over :data:`MEASURED_WINS_Z` of their standard errors
+    (the fastest such depth), else None.
 
     Stock or whole-cycle runs beside phase-timed ones shape no cycle time: at their batch size the
     carried curves had predicted 2,720 tok/s for a depth measured at 4,546, and recommended a depth
@@ -1573,12 +1616,10 @@ def _measured_over_prediction(pick: int, cands: Sequence[cm.Candidate], runs: Se
     if pick not in by:
         return None
     pred = by[pick].tok_s
-    unknown = UNKNOWN_NOISE_PCT / 100.0 / MEASURED_WINS_Z
+    depths = {r.steps for r in unshaped if r.tok_s and r.topk == 1 and r.steps in by}
     best = None
-    for r in unshaped:
-        if not r.tok_s or r.topk != 1 or r.steps not in by:
-            continue
-        se = r.tok_s * (_rel_se_under(r, acc) or unknown)
+    for depth in sorted(depths):
+        r, se = pooled_runs([x for x in runs if x.steps == depth and x.tok_s and x.topk == 1], acc)
         z = (r.tok_s - pred) / se
         if z > MEASURED_WINS_Z and (best is None or r.tok_s > best[0].tok_s):
             best = (r, pred, z, se)
@@ -1709,11 +1750,11 @@ def _fit_notes(cands: Sequence[cm.Candidate], runs: Sequence[Run], acc: Optional
 
 
 def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemble,
-               run_bs: Sequence[int] = (), measured_pick: Optional[tuple[float, float, str]] = None
+               run_bs: Sequence[int] = (), measured_pick: Optional[tuple[float, float, str, str]] = None
                ) -> cm.Recommendation:
     """The decision's pick, with why: its throughput and interval, what the next step would cost, and
     whether the data settle it (95th-percentile regret against the best depth). ``measured_pick``:
-    ``(tok/s, standard error, what it won over)`` of a measurement that won over the model, quoted in
+    ``(tok/s, standard error, what it won over, what its interval is)`` of a measurement that won over the model, quoted in
     the model's place, without the model's marginal figures for a step more (what it overruled)."""
     by = {c.steps: c for c in cands}
     pick = by[dec.pick]
@@ -1743,9 +1784,9 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
             reason += f"; a run at {cm.steps_text(dec.next_run)} could change it"
         return cm.Recommendation(0, pick, reason, base_tok)
     if measured_pick is not None:
-        tok, se, over = measured_pick
+        tok, se, over, noise = measured_pick
         head = (f"{cm.steps_text(dec.pick)} measured {tok:.1f} tok/s (95%: {tok - cm.Z95 * se:.1f}-"
-                f"{tok + cm.Z95 * se:.1f}, its run's noise)")
+                f"{tok + cm.Z95 * se:.1f}, {noise})")
         if base_tok:
             head += f", {tok / base_tok:.2f}x the no-spec {base_tok:.1f}"
         return cm.Recommendation(dec.pick, pick, f"{head}; the measurement wins over the model ({over}); {state}",
