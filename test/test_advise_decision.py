@@ -162,6 +162,25 @@ def test_a_counted_run_beside_a_deeper_mean_only_run_takes_its_acceptance_past_t
     assert lo <= SEED_BEST_TOK_S <= hi
 
 
+def test_a_deeper_mean_only_run_beyond_what_the_counts_allow_is_not_used(tmp_path):
+    """Counted positions 1-2 (0.70, 0.57) allow 2.10 to 3.30 tokens at 5 steps (nothing, or every
+    draft past position 2, accepted). A mean-only 5-step run at 4.0 is another workload or draft: fitted
+    anyway, it set the positions past 2 at their cap and the advice on a settled 10 steps (helper 37).
+    It is named and left out of acceptance; one at 2.6 is used."""
+    two = _seed_2_step_log(tmp_path / "two.log")
+    phases = {k: v["mean"] for k, v in SEED_5["phases"].items()}
+    far = _write(tmp_path / "far5.json", _doc(_group(5, phases, 4.0, 135.8)))
+    doc = advise_json(two, far, "--baseline-tok-s", SEED_BASELINE)
+    notes = " ".join(doc["inputs"]["notes"])
+    assert "mean accept length 4.00 at 5 steps is beyond what the counted positions allow there (2.10-3.30" in notes
+    assert "mean accept length at 5 steps" not in doc["inputs"]["acceptance"]["source"]
+    assert not (doc["settled"] and doc["recommended"]["steps"] > 5)
+    near = _write(tmp_path / "near5.json", _doc(_group(5, phases, 2.6, 88.3)))
+    doc = advise_json(two, near, "--baseline-tok-s", SEED_BASELINE)
+    assert "mean accept length at 5 steps" in doc["inputs"]["acceptance"]["source"]
+    assert cand(doc, 5)["predicted_accept_len"] == pytest.approx(2.6, abs=0.05)
+
+
 def test_independent_cycles_are_not_read_as_dispersed(tmp_path):
     """Per-cycle 2-step runs of independent accept lengths beside the seed. The batch-means dispersion
     estimate scatters by about 40%, and floored at 1 it had read 1.2-1.6 on a third of such logs,

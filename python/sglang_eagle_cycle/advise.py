@@ -1065,6 +1065,19 @@ def build_acceptance(runs: Sequence[Run]) -> tuple[cm.AcceptanceModel, list[str]
         # a run without counts deeper than every counted position says how acceptance goes on past
         # them (its mean accept length); one at a counted depth adds nothing the counts lack
         deeper = [r for r in runs if not r.counts and r.accept_len is not None and r.steps > depth]
+        rates = [a / n if n else 0.0 for a, n in total[:depth]]
+        for r in list(deeper):
+            # what the counted positions allow at its depth: nothing accepted past them, or everything
+            low = cm.expected_accept_len(rates)
+            high = cm.expected_accept_len(rates + [1.0] * (r.steps - depth))
+            n = _effective_samples(r)
+            margin = SPLIT_Z * math.sqrt(_accept_len_var_bound(r) / n) if n else 0.0
+            if not low * (1.0 - SPLIT_MIN_REL) - margin <= r.accept_len <= high * (1.0 + SPLIT_MIN_REL) + margin:
+                deeper.remove(r)
+                notes.append(f"{r.source}: mean accept length {r.accept_len:.2f} at {cm.steps_text(r.steps)} is "
+                             f"beyond what the counted positions allow there ({low:.2f}-{high:.2f}: none to every "
+                             "draft past position "
+                             f"{depth} accepted): another workload or draft? Not used for acceptance")
         beyond = [cm.MeanPoint(r.steps, r.accept_len, _effective_samples(r)) for r in deeper]
         if any(b.samples is None for b in beyond):
             beyond = [cm.MeanPoint(b.steps, b.accept_len, None) for b in beyond]
@@ -1072,9 +1085,10 @@ def build_acceptance(runs: Sequence[Run]) -> tuple[cm.AcceptanceModel, list[str]
             notes.append(f"acceptance past position {depth} (the deepest counted) from the mean accept length of "
                          f"{len(deeper)} run(s) without per-request accept lengths at "
                          f"{cm.span_text({r.steps for r in deeper})} steps")
-        if len(counted) + len(deeper) < len(runs):
-            notes.append(f"{len(runs) - len(counted) - len(deeper)} run(s) without per-request accept lengths "
-                         "not used for acceptance (no deeper than the counted positions)")
+        shallow = sum(1 for r in runs if not r.counts and r.accept_len is not None and r.steps <= depth)
+        if shallow:
+            notes.append(f"{shallow} run(s) without per-request accept lengths not used for acceptance (no deeper "
+                         "than the counted positions)")
         dispersion, between = _pooled_dispersion(counted)
         if dispersion >= DISPERSION_NOTE:
             notes.append(f"acceptance varies {dispersion:.1f}x more than independent request-cycles would ("
