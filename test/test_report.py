@@ -556,6 +556,17 @@ def test_a_baseline_log_must_be_a_no_spec_server_at_the_input_s_batch_size(gener
     nospec = _write(tmp_path / "nospec.log", ["[2026-11-30 08:59:59] server_args=ServerArgs(model_path='m', "
                                               "speculative_algorithm=None, speculative_num_steps=None)"] + lines)
     assert inspect_paths([path], baseline=nospec, warn=said.append)["groups"]
+    # a log appended across restarts is read one start at a time: the no-spec start's throughput is the
+    # baseline whichever comes first (the speculative start's had been mixed in, or the log refused)
+    b0 = min(sizes)
+    at_b0 = [ln.replace(f"#running-req: {far}", f"#running-req: {b0}") for ln in lines]
+    head_ns = "[2026-11-30 08:59:59] server_args=ServerArgs(model_path='m', speculative_algorithm=None)"
+    head_sp = "[2026-11-30 09:30:00] server_args=ServerArgs(model_path='m', speculative_algorithm='EAGLE3')"
+    ns = [head_ns] + [ln.replace("500.00", "900000.00") for ln in at_b0]
+    for order in ((ns, [head_sp] + at_b0), ([head_sp] + at_b0, ns)):
+        both = _write(tmp_path / "appended.log", order[0] + order[1])
+        slow = [f for f in inspect_paths([path], baseline=both)["findings"] if f["code"] == "slower_than_baseline"]
+        assert {f["evidence"]["baseline_tok_s"] for f in slow} == {900000.0}
 
 
 def test_stock_lines_stuck_at_1(tmp_path):

@@ -772,6 +772,44 @@ def _baseline_tok_s(tok: Any, what: str) -> float:
     return float(tok)
 
 
+def server_starts(path) -> list[tuple[Optional[dict[str, Any]], "FileResult"]]:
+    """The log cut at each start-up ``server_args=`` line: ``(speculative settings or None,
+    FileResult)`` per server start, in log order (lines before the first start: settings None). A
+    log appended to across restarts (``>> server.log``) holds several runs. Each part is parsed as
+    ``inspect`` parses a log (:class:`LogReader`'s chunk parser, one ``FileResult`` per part, so the
+    TP-rank repeat window does not cross a restart; ``cycles`` counts its ``[eagle-cycle]`` lines).
+    Settings: :func:`decode_batch.speculative_server_args`.
+
+    A read that stops early (:class:`logfiles.LogReadStopped`) keeps the parts before it, the last
+    one's ``stopped`` saying why.
+
+    Raises:
+        LogUnreadable: the input cannot be read as a text log (:func:`logfiles.iter_chunks`).
+    """
+    from .decode_batch import speculative_server_args
+
+    reader = LogReader()
+    segs: list[tuple[Optional[dict[str, Any]], FileResult]] = [(None, FileResult(label_of(path)))]
+    try:
+        for chunk in iter_chunks(path):
+            if "server_args=" not in chunk:
+                reader.feed(chunk, segs[-1][1])
+                continue
+            buf: list[str] = []
+            for ln in chunk.split("\n"):
+                if "server_args=" in ln:
+                    if buf:
+                        reader.feed("\n".join(buf) + "\n", segs[-1][1])
+                        buf = []
+                    segs.append((speculative_server_args(ln), FileResult(label_of(path))))
+                buf.append(ln)
+            if buf:
+                reader.feed("\n".join(buf), segs[-1][1])
+    except LogReadStopped as exc:   # the lines before the stop stand, as LogReader.read keeps them
+        segs[-1][1].stopped = exc.reason
+    return segs
+
+
 def load_baseline(baseline: Baseline) -> Optional[BaselineRef]:
     """A number (tok/s) or a no-speculation server log (per-batch-size gen throughput).
 
@@ -794,37 +832,29 @@ def load_baseline(baseline: Baseline) -> Optional[BaselineRef]:
         raise UsageError("baseline is empty: give the no-speculation tok/s or a no-speculation server log")
     if isinstance(baseline, (int, float)) and not isinstance(baseline, bool):
         return BaselineRef(tok_s=_baseline_tok_s(baseline, "baseline"))
-    reader = LogReader()
-    res = reader.read(baseline)
-    if res.error:
-        raise UsageError(f"baseline log {res.label}: {res.error}")
-    spec = _first_server_args(baseline)
-    if spec is not None and spec.get("algorithm"):
-        raise UsageError(f"baseline log {res.label}: its server_args= line names speculative_algorithm "
-                         f"{spec['algorithm']}: not a no-speculation server")
-    by_bs = res.decode.plain_tok_s_by_bs()
-    if not by_bs:
-        raise UsageError(f"baseline log {res.label} has no Decode batch line of a no-speculation server "
-                         "(lines without accept len)")
-    return BaselineRef(by_bs=by_bs, source=f"baseline log {res.label}")
-
-
-def _first_server_args(path) -> Optional[dict[str, Any]]:
-    """The speculative settings of the first ``server_args=`` line of the log at ``path``
-    (:func:`decode_batch.speculative_server_args`), None without one or when it cannot be read
-    again (stdin)."""
-    from .decode_batch import speculative_server_args
-    from .logfiles import LogUnreadable, iter_chunks
-
-    if os.fspath(path) == "-":
-        return None
+    label = label_of(baseline)
     try:
-        for chunk in iter_chunks(path):
-            if "server_args=" in chunk:
-                return speculative_server_args(chunk)
-    except (OSError, ValueError, UsageError, LogUnreadable):
-        return None
-    return None
+        starts = server_starts(baseline)
+    except LogUnreadable as exc:
+        raise UsageError(f"baseline log {label}: {exc.reason}") from None
+    # one server start at a time (a log appended across restarts): only no-spec starts give a
+    # baseline; a start whose server_args= line names a speculative algorithm is none, even when its
+    # lines print no accept length
+    plain = DecodeBatchStats()
+    speculative = []
+    for spec, part in starts:
+        if spec is not None and spec.get("algorithm"):
+            speculative.append(spec["algorithm"])
+        else:
+            plain.merge(part.decode)
+    by_bs = plain.plain_tok_s_by_bs()
+    if not by_bs and speculative:
+        raise UsageError(f"baseline log {label}: its server_args= line names speculative_algorithm "
+                         f"{speculative[0]}: not a no-speculation server")
+    if not by_bs:
+        raise UsageError(f"baseline log {label} has no Decode batch line of a no-speculation server "
+                         "(lines without accept len)")
+    return BaselineRef(by_bs=by_bs, source=f"baseline log {label}")
 
 
 def _file_identity(path) -> Union[tuple[int, int], str]:

@@ -608,32 +608,10 @@ DRAFTING_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 
 
 def _stock_segments(path: str) -> list[tuple[Optional[dict], Any]]:
-    """The log cut at each start-up ``server_args=`` line: ``(speculative settings or None,
-    FileResult)`` per server start, in log order (lines before the first start: settings None). A
-    log appended to across restarts (``>> server.log``) holds several runs. Each part is parsed as
-    ``inspect`` parses a log (``LogReader``'s chunk parser, one ``FileResult`` per part, so the
-    TP-rank repeat window does not cross a restart; ``cycles`` counts its ``[eagle-cycle]`` lines)."""
-    from ..decode_batch import speculative_server_args
-    from ..logfiles import iter_chunks
-    from ..report import FileResult, LogReader
+    """The log cut at each start-up ``server_args=`` line (:func:`report.server_starts`)."""
+    from ..report import server_starts
 
-    reader = LogReader()
-    segs = [(None, FileResult(str(path)))]
-    for chunk in iter_chunks(path):
-        if "server_args=" not in chunk:
-            reader.feed(chunk, segs[-1][1])
-            continue
-        buf: list[str] = []
-        for ln in chunk.split("\n"):
-            if "server_args=" in ln:
-                if buf:
-                    reader.feed("\n".join(buf) + "\n", segs[-1][1])
-                    buf = []
-                segs.append((speculative_server_args(ln), FileResult(str(path))))
-            buf.append(ln)
-        if buf:
-            reader.feed("\n".join(buf), segs[-1][1])
-    return segs
+    return server_starts(path)
 
 
 def _depth_problem(spec: Optional[dict]) -> Optional[str]:
