@@ -2191,6 +2191,15 @@ def test_one_run_without_a_baseline_grows_flat_to_proportional_on_both_sides(tmp
         assert lo <= w.true_tok_s(s) <= hi, (s, w.true_tok_s(s), lo, hi)
     # below the measured width the same law (the same per-hypothesis exponent)
     assert 0.5 < cand(doc, 1)["cycle_phases_ms"]["verify_ms"] / v3 < 1.0
+    # an exactly flat verify, the common case at bs 1, is inside: flat itself had been just outside the
+    # 95% interval (beta uniform on 0-1; helper 37: 4-10 steps missed by up to 2%)
+    flat = aw.World(kind="dense", bs=1, p=tuple(round(0.8 * 0.95 ** j, 4) for j in range(12)), decode_ms=9.0,
+                    verify_overhead=0.1, fixed_ms=1.0, slope_ms=0.0, extend_fixed_ms=0.4, extend_slope_ms=0.01,
+                    draft_step_ms=0.6, other_ms=0.3, gap_ms=0.05, noise=0.03, name="flat0")
+    doc = advise_json(_write_lines(tmp_path / "flat.log", flat.log_lines(3, 8000, random.Random(1))))
+    for s in range(1, 11):
+        lo, hi = cand(doc, s)["tok_s_95"]
+        assert lo <= flat.true_tok_s(s) <= hi, (s, flat.true_tok_s(s), lo, hi)
 
 
 def test_stock_lines_without_accept_lengths_from_a_speculative_start_are_no_baseline(tmp_path):

@@ -58,7 +58,8 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   than any chord drops the roofline (saturation). With no decode step to bound the curve (the
   verify at a batch size given no baseline; the draft-extend and the other time measured at two
   widths or more; whole-cycle times without a baseline): from one measured width,
-  ``y0 (x / x0)^beta``, ``beta ~ U(0, 1)`` (flat to proportional); from two or more, the measured
+  ``y0 (x / x0)^beta``, ``beta`` from 0 to 1 (flat to proportional, each end a twelfth of the draws:
+  :data:`BETA_END`); from two or more, the measured
   shape continued down as the central curve, clipped to ``[y0 sqrt(x / x0), y0]`` (a falling
   shape is a flat one; a steep one, measured where the forward is compute-bound, flattens at a
   memory floor somewhere below, where is unknown: the geometric mean of flat and proportional),
@@ -176,6 +177,9 @@ DECAY_PRIOR = (0.6, 1.0)
 DECAY_BEYOND = (0.55, 1.1)
 #: a rising acceptance trend continues up to this per position (:data:`costmodel.RISE_CAP`)
 RISE_CAP = cm.RISE_CAP
+#: one measured width and no decode step below it: ``y0 (x / x0)^beta``, ``beta`` uniform on
+#: ``(-BETA_END, 1 + BETA_END)`` clipped to 0..1 (flat and proportional growth each a twelfth of the draws)
+BETA_END = 0.1
 #: slope beyond the highest measured width, as a multiple of the last secant (low, high)
 BEYOND_SLOPE = (0.0, 1.5)
 #: between two measured widths the curve is ``y0 + (y1 - y0) t^g`` (``t`` the position between
@@ -546,7 +550,9 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
         ny = np.broadcast_to(ys, (n, len(ys))).copy()
     shape_idx = rng.integers(0, len(shapes), n)
     gamma = np.exp(rng.uniform(-math.log(BEND), math.log(BEND), n))
-    beta = rng.uniform(0.0, 1.0, n)
+    # flat and proportional themselves are the likeliest ends (a verify at bs 1 is nearly flat), so
+    # each holds a twelfth of the draws: U(0, 1) put both just outside the 95% interval (helper 37)
+    beta = np.clip(rng.uniform(-BETA_END, 1.0 + BETA_END, n), 0.0, 1.0)
     up, umag = _toward(rng, n)
     if len(nx) >= 2:
         sec = np.maximum(0.0, (ny[:, -1] - ny[:, -2]) / (nx[-1] - nx[-2]))
