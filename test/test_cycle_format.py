@@ -16,6 +16,7 @@ from sglang_eagle_cycle.cycle import (
     aggregate,
     format_line,
     from_json,
+    json_rejection,
     make_record,
     parse_line,
     to_dict,
@@ -251,6 +252,12 @@ def test_jsonl_records_the_profiler_cannot_write_are_dropped():
         assert from_json(bad) is None, (key, value)
         if key not in ("accept_hist", "n", "draft_step_ms", "steps", "bs"):
             assert from_json(json.dumps(bad)) is None
+    # a key given twice is damaged, as a field repeated on a line is: json.loads kept the last one, so
+    # a record ending in its own "steps" again was read at that depth (helper 37)
+    text = to_json(good)
+    twice = text[:-1] + ', "steps": 5, "draft_tokens": 6}'
+    assert from_json(twice) is None and json_rejection(twice) == "steps given twice"
+    assert from_json(text) is not None
     # topk > 1: the longest accept is min(steps + 1, draft_tokens) = 3 here, not draft_tokens = 8
     tree = dict(obj, topk=4, draft_tokens=8, steps=2, accepts=[3, 1], accept_len=2.0)
     assert from_json(tree) is not None and from_json(dict(tree, accepts=[4, 1])) is None

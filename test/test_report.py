@@ -316,6 +316,8 @@ DAMAGES = {
     "hist counts more requests than bs": lambda ln: re.sub(r"accepts=\S+", "accept_hist=2:1,3:2", ln),
     "hist counts fewer requests than bs": lambda ln: re.sub(r"accepts=\S+", "accept_hist=2:1", ln),
     "bs again after graph": lambda ln: ln + " bs=8",
+    "rank twice": lambda ln: ln + " rank=tp0 rank=tp1",
+    "n twice": lambda ln: ln + " n=4 total_max_ms=30.00 n=5",
 }
 
 
@@ -335,7 +337,7 @@ IMPLAUSIBLE = ["negative phase", "negative total", "negative tok_s", "accept abo
                "accept_len above steps + 1", "accept_len below 1", "huge hist key", "negative hist count", "bs 0",
                "steps beyond any draft", "aggregate n=0", "infinite phase", "infinite tok_s",
                "phase above 1000 s", "huge hist count", "hist counts more requests than bs",
-               "hist counts fewer requests than bs", "bs again after graph"]
+               "hist counts fewer requests than bs", "bs again after graph", "rank twice", "n twice"]
 
 
 @pytest.mark.parametrize("damage", IMPLAUSIBLE)

@@ -443,8 +443,8 @@ def line_rejection(line: str) -> Optional[str]:
         return "not the [eagle-cycle] layout: a field missing, cut, malformed or out of order, or text after it"
     rec = _record_of(m)
     if rec is None:
-        tail = m.group(m.lastindex) or ""
-        twice = [k for k in (tok.partition("=")[0] for tok in tail.split()) if k in _FIXED_KEYS]
+        keys = [tok.partition("=")[0] for tok in (m.group(m.lastindex) or "").split()]
+        twice = [k for i, k in enumerate(keys) if k in _FIXED_KEYS or k in keys[:i]]
         return f"{twice[0]} given twice" if twice else "a value is not a number"
     return implausible(rec)
 
@@ -467,10 +467,12 @@ def _record_of(m: "re.Match[str]") -> Optional[CycleRecord]:
         else:
             rec.accept_hist = _parse_hist(acc)
         if tail:
+            seen: set[str] = set()
             for tok in tail.split():
                 key, _, val = tok.partition("=")
-                if key in _FIXED_KEYS:   # a field of the line's own given twice: which one holds?
+                if key in _FIXED_KEYS or key in seen:   # a field given twice: which one holds?
                     raise ValueError(f"{key} twice")
+                seen.add(key)
                 if key == "n":
                     rec.n = int(val)
                 elif key == "total_max_ms":
@@ -606,11 +608,26 @@ def json_rejection(obj: Any) -> Optional[str]:
     return rec if isinstance(rec, str) else implausible(rec)
 
 
+class _DuplicateKey(ValueError):
+    """A JSON object names one key twice (``json.loads`` would keep the last silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
 def _json_record(obj: Any) -> "CycleRecord | str":
     """The record of a JSONL record (not yet checked with :func:`plausible`), or why there is none."""
     try:
         if isinstance(obj, (str, bytes)):
-            obj = json.loads(obj)
+            obj = json.loads(obj, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        return f"{exc.args[0]} given twice"
     except (ValueError, TypeError, RecursionError):
         return "not valid JSON (cut or damaged)"
     try:
