@@ -285,6 +285,11 @@ def test_bench_records_and_no_spec_log_inputs(capsys, tmp_path):
     # the failed 3-step record is left out, and said so (it had vanished without a word: helper 35)
     assert [n for n in from_bench["inputs"]["notes"] if "status is not ok" in n] == \
         [f"{bench}: 1 record(s) whose status is not ok left out: {bench}:{len(recs)} (steps 3, status 'failed')"]
+    # when every speculative record failed, the refusal says so (it said only "no speculative run")
+    failed = tmp_path / "failed.jsonl"
+    failed.write_text("\n".join(json.dumps(r) for r in [recs[0], recs[-1]]) + "\n")
+    assert_refused(capsys, failed, match=f"no speculative run found in the inputs ({failed}: 1 record(s) whose status "
+                                         f"is not ok left out: {failed}:2 (steps 3, status 'failed'))")
     # a no-spec server log (stock Decode batch lines without accept len) supplies the baseline
     plain = tmp_path / "nospec.log"
     plain.write_text("".join(

@@ -1099,7 +1099,7 @@ def main(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag}: the file name is empty")
     runs, found_base, notes, not_modelled, desc = _collect(args)
     if not runs:
-        why = [n for n in notes if n.endswith("not used")]
+        why = [n for n in notes if n.endswith("not used") or "whose status is not ok left out" in n]
         raise UsageError("no speculative run found in the inputs" + (f" ({why[0]})" if why else ""))
     baselines, more = _resolve_baselines(runs, found_base, args.baseline_tok_s, args.batch_sizes)
     notes += more
