@@ -116,6 +116,13 @@ def test_inspect_reads_baselines_as_advise_does(tmp_path):
     for value in ("1_0:80", "1:8_0", "\uff11:80", "8_0"):       # what int() and float() would have read
         rc, _, err = call("inspect", log, "--baseline", value)
         assert rc == 2 and len(err.strip().splitlines()) == 1, (value, err)
+    # the BS:TOK_S forms advise takes or refuses, inspect takes or refuses in its words (it had read
+    # "+1:88", "-1:88" and "1_0:100" as log paths: "no such file"; helper 37)
+    for value, says in (("-1:88", "expected a batch size >= 1 before the colon, got '-1:88'"),
+                        ("1_0:100", "expected TOK_S or BS:TOK_S, got '1_0:100'")):
+        rc, _, err = call("inspect", log, "--baseline", value)
+        assert rc == 2 and err.strip() == f"eagle-cycle inspect: error: --baseline: {says}"
+    assert call("inspect", log, "--baseline", "+1:88")[0] == 0
     rc, _, err = call("advise", log, "--batch-sizes", "1_6")
     assert rc == 2 and "expected an integer in 1..65536, got '1_6'" in err
 

@@ -7,6 +7,7 @@ advisor (:mod:`sglang_eagle_cycle.advise`) reads the same bounds from here.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from typing import Callable, Optional
 
@@ -82,3 +83,28 @@ def negative_values_are_values(parser: argparse.ArgumentParser) -> None:
     if hasattr(parser, "_negative_number_matcher"):
         parser._negative_number_matcher = re.compile(
             r"^-(?:[\d.][\d.,:eE+-]*|inf(?:inity)?|nan)$", re.IGNORECASE)
+
+
+def baseline_item(text: str) -> tuple[int, float]:
+    """A ``TOK_S`` or ``BS:TOK_S`` baseline value (``bs`` 0 for a bare throughput): ASCII decimal
+    numbers, a batch size in ``1..MAX_BS``, a throughput in ``MIN_TOK_S..MAX_TOK_S`` (tok/s).
+
+    Raises:
+        argparse.ArgumentTypeError: anything else, with a one-line message saying which part.
+    """
+    bs, sep, tok = text.rpartition(":")
+    try:
+        value = strict_float(tok)
+        key = strict_int(bs) if sep else 0
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected TOK_S or BS:TOK_S, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive finite throughput, got {text!r}")
+    if key < 0 or (sep and key == 0):
+        raise argparse.ArgumentTypeError(f"expected a batch size >= 1 before the colon, got {text!r}")
+    if key > MAX_BS:
+        raise argparse.ArgumentTypeError(f"batch size {key} above {MAX_BS}, got {text!r}")
+    if value > MAX_TOK_S or value < MIN_TOK_S:
+        raise argparse.ArgumentTypeError(f"{value:.10g} tok/s is not a throughput (expected {MIN_TOK_S:g} to "
+                                         f"{MAX_TOK_S:.0e}), got {text!r}")
+    return key, value

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import re
 import shutil
@@ -43,8 +42,7 @@ from typing import Any, Optional
 
 from ..sweep.records import SCHEMA as BENCH_SCHEMA
 
-from ..argtypes import (MAX_BS, MAX_STEPS, MAX_TOK_S, MIN_TOK_S, int_in, negative_values_are_values, strict_float,
-                        strict_int)
+from ..argtypes import MAX_BS, MAX_STEPS, MAX_TOK_S, MIN_TOK_S, baseline_item, int_in, negative_values_are_values, strict_int
 
 DEFAULT_MAX_STEPS = 10
 
@@ -57,25 +55,6 @@ def _fit_triple(text: str) -> tuple[int, int, int]:
     if len(parts) != 3 or min(parts) < 1:
         raise argparse.ArgumentTypeError(f"expected STEPS,TOPK,TOKENS (positive ints), got {text!r}")
     return parts  # type: ignore[return-value]
-
-
-def _baseline_item(text: str) -> tuple[int, float]:
-    bs, sep, tok = text.rpartition(":")
-    try:
-        value = strict_float(tok)
-        key = strict_int(bs) if sep else 0
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected TOK_S or BS:TOK_S, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive finite throughput, got {text!r}")
-    if key < 0 or (sep and key == 0):
-        raise argparse.ArgumentTypeError(f"expected a batch size >= 1 before the colon, got {text!r}")
-    if key > MAX_BS:
-        raise argparse.ArgumentTypeError(f"batch size {key} above {MAX_BS}, got {text!r}")
-    if value > MAX_TOK_S or value < MIN_TOK_S:
-        raise argparse.ArgumentTypeError(f"{value:.10g} tok/s is not a throughput (expected {MIN_TOK_S:g} to "
-                                         f"{MAX_TOK_S:.0e}), got {text!r}")
-    return key, value
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -91,7 +70,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--fit", nargs="+", action="extend", type=_fit_triple, metavar="STEPS,TOPK,TOKENS",
                    help="table rows to learn from (default all topk-1 rows); the others are predicted")
     m = parser.add_argument_group("model")
-    m.add_argument("--baseline-tok-s", nargs="+", action="extend", type=_baseline_item, metavar="[BS:]TOK_S",
+    m.add_argument("--baseline-tok-s", nargs="+", action="extend", type=baseline_item, metavar="[BS:]TOK_S",
                    help="no-spec output tok/s at the measured batch size (BS:TOK_S for several)")
     m.add_argument("--target-config", metavar="PATH",
                    help="target config.json / model dir / cached HF id: MoE verify-cost shape")

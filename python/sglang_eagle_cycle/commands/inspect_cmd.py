@@ -125,7 +125,7 @@ def _baseline(values: list[str] | None):
     Raises:
         UsageError: a log path or bare number given with other values, or a bad ``BS:TOK_S``.
     """
-    from ..argtypes import strict_float, strict_int
+    from ..argtypes import baseline_item, strict_float
     from ..errors import UsageError
 
     if not values:
@@ -133,11 +133,12 @@ def _baseline(values: list[str] | None):
     pairs = {}
     for value in values:
         bs, sep, tok = value.partition(":")
-        if sep and bs.strip().isdigit():
+        if sep and (bs.strip().isdigit() or not os.path.exists(value)):
+            # BS:TOK_S as advise reads --baseline-tok-s (a path holding a colon that exists is a log)
             try:
-                key, tok_s = strict_int(bs), strict_float(tok)
-            except ValueError:
-                raise UsageError(f"--baseline {value}: expected BS:TOK_S (e.g. 8:612.5)") from None
+                key, tok_s = baseline_item(value)
+            except argparse.ArgumentTypeError as exc:
+                raise UsageError(f"--baseline: {exc}") from None
             if key in pairs:  # as advise reads --baseline-tok-s
                 raise UsageError(f"--baseline given twice for bs {key} ({pairs[key]:g} and {tok_s:g})")
             pairs[key] = tok_s
