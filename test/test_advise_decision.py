@@ -2259,6 +2259,58 @@ def test_stock_runs_at_one_depth_count_together_with_their_spread(tmp_path):
         assert "the measurement wins" not in doc["recommended"]["reason"]
 
 
+def test_pooled_runs_and_unreachable_means_in_the_decision(tmp_path):
+    """From helper 38. (1) Runs at one depth pool on their relative errors: two equally noisy runs at
+    200 and 160 tok/s read 180, not 175.6 (weighed in tok/s, the slower counted more). (2) The
+    measured column pools the runs that have a tok/s whatever the order (one without had blanked it).
+    (3) A mean-only run the counted positions cannot give (named "another workload or draft") no
+    longer overrules the model: a 64-step mean of 65.0 had won by 142 standard errors and settled
+    64 steps."""
+    from sglang_eagle_cycle import advise as adv
+
+    def run(tok, src):
+        return adv.Run(source=src, bs=1, steps=3, cycles=1000, accept_len=3.0, tok_s=tok,
+                       phases={"total_ms": 1000.0 * 3.0 / tok}, total_sd=0.05 * 1000.0 * 3.0 / tok,
+                       counts=[(900, 1000), (800, 900), (700, 800)])
+    a, b = run(200.0, "a"), run(160.0, "b")
+    assert adv.run_rel_se(a) == pytest.approx(adv.run_rel_se(b))
+    assert adv.pooled_runs([a, b])[0].tok_s == pytest.approx(180.0)
+    two = _seed_2_step_log(tmp_path / "two.log")
+    phases = {k: v["mean"] for k, v in SEED_5["phases"].items()}
+    with_tok = _write(tmp_path / "p5a.json", _doc(_group(5, phases, 2.1, 71.3)))
+    no_tok = _write(tmp_path / "p5none.json", _doc(dict(_group(5, phases, 2.1, 71.3), tok_s=None)))
+    for order in ((with_tok, no_tok), (no_tok, with_tok)):
+        doc = advise_json(two, *order, "--baseline-tok-s", SEED_BASELINE)
+        assert cand(doc, 5)["measured_tok_s"] == pytest.approx(71.3)
+    odd = _write(tmp_path / "odd.json", _doc(_group(5, phases, 5.9, 200.3)))
+    doc = advise_json(two, odd, "--baseline-tok-s", SEED_BASELINE)
+    assert any("beyond what the counted positions allow" in n and "nor to overrule the model" in n
+               for n in doc["inputs"]["notes"])
+    assert doc["recommended"]["steps"] != 5 and "the measurement wins" not in doc["recommended"]["reason"]
+
+
+def test_a_line_that_mentions_server_args_starts_no_server(tmp_path):
+    """Only SGLang's start-up line (server_args=ServerArgs(...) or server_args={...}) opens a server
+    start: a later warning that mentions server_args= inside a speculative start had opened a
+    "no-spec" part, whose speculative throughput became the baseline (helper 38)."""
+    nospec = _nospec_log(tmp_path / "nospec.log", tok_s=120.0)
+    lines = nospec.read_text().replace("'speculative_algorithm': None, 'speculative_num_steps': None",
+                                       "'speculative_algorithm': 'EAGLE3', 'speculative_num_steps': 3").splitlines()
+    lines.insert(3, "[2026-12-01 09:01:02] WARNING: overriding server_args=None for the tokenizer")
+    spec = _write_lines(tmp_path / "spec-mention.log", lines)
+    w = dataclasses.replace(_sweep_world(), bs=1, name="one")
+    five = _write_lines(tmp_path / "s5.log", w.log_lines(5, 600, random.Random(5)))
+    doc = advise_json(five, spec)
+    assert doc["inputs"]["baseline_tok_s"] == {}
+    from sglang_eagle_cycle.decode_batch import is_startup_line
+    from sglang_eagle_cycle.errors import UsageError
+    from sglang_eagle_cycle.report import inspect_paths
+
+    assert is_startup_line(lines[0]) and not is_startup_line(lines[3])
+    with pytest.raises(UsageError, match="names speculative_algorithm EAGLE3"):
+        inspect_paths([five], baseline=spec)
+
+
 def test_each_server_start_of_an_appended_log_counts_for_what_it_is(tmp_path):
     """One log over four starts (from helper 25): a no-spec start gives the baseline, a start whose
     server_args line names a depth past 64, or no drafting algorithm, is left out with the reason, a

@@ -123,6 +123,15 @@ def test_inspect_reads_baselines_as_advise_does(tmp_path):
         rc, _, err = call("inspect", log, "--baseline", value)
         assert rc == 2 and err.strip() == f"eagle-cycle inspect: error: --baseline: {says}"
     assert call("inspect", log, "--baseline", "+1:88")[0] == 0
+    # a file that exists is a log whatever its name (helper 38: "1:nospec.log" was refused as a bad
+    # BS:TOK_S), and it is an input: --force never writes an output over it ("ns:copy.log" was)
+    nospec = tmp_path / "1:nospec.log"
+    nospec.write_text("".join(f"[2026-11-30 09:00:0{i} TP0] Decode batch, #running-req: 1, #token: 90, token usage: "
+                              f"0.00, cuda graph: True, gen throughput (token/s): 88.00, #queue-req: 0\n" for i in range(3)))
+    assert call("inspect", log, "--baseline", str(nospec))[0] == 0
+    before = nospec.read_bytes()
+    rc, _, err = call("inspect", log, "--baseline", str(nospec), "--csv", str(nospec), "--force")
+    assert rc == 2 and "is one of the inputs (--baseline)" in err and nospec.read_bytes() == before
     rc, _, err = call("advise", log, "--batch-sizes", "1_6")
     assert rc == 2 and "expected an integer in 1..65536, got '1_6'" in err
 

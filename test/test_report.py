@@ -318,6 +318,7 @@ DAMAGES = {
     "bs again after graph": lambda ln: ln + " bs=8",
     "rank twice": lambda ln: ln + " rank=tp0 rank=tp1",
     "n twice": lambda ln: ln + " n=4 total_max_ms=30.00 n=5",
+    "hist length twice": lambda ln: re.sub(r"accepts=\S+", "accept_hist=2:1,2:1", ln),   # summed, it had passed
 }
 
 
@@ -337,7 +338,8 @@ IMPLAUSIBLE = ["negative phase", "negative total", "negative tok_s", "accept abo
                "accept_len above steps + 1", "accept_len below 1", "huge hist key", "negative hist count", "bs 0",
                "steps beyond any draft", "aggregate n=0", "infinite phase", "infinite tok_s",
                "phase above 1000 s", "huge hist count", "hist counts more requests than bs",
-               "hist counts fewer requests than bs", "bs again after graph", "rank twice", "n twice"]
+               "hist counts fewer requests than bs", "bs again after graph", "rank twice", "n twice",
+               "hist length twice"]
 
 
 @pytest.mark.parametrize("damage", IMPLAUSIBLE)

@@ -1051,6 +1051,32 @@ def _accept_len_var_bound(r: Run) -> float:
     return max((r.accept_len - 1.0) * (r.steps + 1.0 - r.accept_len), 1e-9)
 
 
+def unreachable_means(runs: Sequence[Run]) -> list[tuple[Run, float, float]]:
+    """Runs without per-request counts, deeper than every position the counted runs of ``runs``
+    reached, whose mean accept length those positions cannot give at their depth: ``[(run, low,
+    high)]``, the range from nothing to every draft past them accepted (tokens), widened by
+    :data:`SPLIT_MIN_REL` and :data:`SPLIT_Z` standard errors of the mean (the Bhatia-Davis bound over
+    its request-cycles) before a run counts. Another workload or draft: it sets no acceptance and
+    overrules no prediction."""
+    counted = [r for r in runs if r.counts]
+    if not counted:
+        return []
+    total = _summed_counts(counted)
+    depth = max((j + 1 for j, (_a, n) in enumerate(total) if n > 0), default=0)
+    rates = [a / n if n else 0.0 for a, n in total[:depth]]
+    out = []
+    for r in runs:
+        if r.counts or r.accept_len is None or r.steps <= depth:
+            continue
+        low = cm.expected_accept_len(rates)
+        high = cm.expected_accept_len(rates + [1.0] * (r.steps - depth))
+        n = _effective_samples(r)
+        margin = SPLIT_Z * math.sqrt(_accept_len_var_bound(r) / n) if n else 0.0
+        if not low * (1.0 - SPLIT_MIN_REL) - margin <= r.accept_len <= high * (1.0 + SPLIT_MIN_REL) + margin:
+            out.append((r, low, high))
+    return out
+
+
 def build_acceptance(runs: Sequence[Run]) -> tuple[cm.AcceptanceModel, list[str]]:
     """Acceptance from per-position counts when any run has them (summed), else from means.
 
@@ -1065,19 +1091,12 @@ def build_acceptance(runs: Sequence[Run]) -> tuple[cm.AcceptanceModel, list[str]
         # a run without counts deeper than every counted position says how acceptance goes on past
         # them (its mean accept length); one at a counted depth adds nothing the counts lack
         deeper = [r for r in runs if not r.counts and r.accept_len is not None and r.steps > depth]
-        rates = [a / n if n else 0.0 for a, n in total[:depth]]
-        for r in list(deeper):
-            # what the counted positions allow at its depth: nothing accepted past them, or everything
-            low = cm.expected_accept_len(rates)
-            high = cm.expected_accept_len(rates + [1.0] * (r.steps - depth))
-            n = _effective_samples(r)
-            margin = SPLIT_Z * math.sqrt(_accept_len_var_bound(r) / n) if n else 0.0
-            if not low * (1.0 - SPLIT_MIN_REL) - margin <= r.accept_len <= high * (1.0 + SPLIT_MIN_REL) + margin:
-                deeper.remove(r)
-                notes.append(f"{r.source}: mean accept length {r.accept_len:.2f} at {cm.steps_text(r.steps)} is "
-                             f"beyond what the counted positions allow there ({low:.2f}-{high:.2f}: none to every "
-                             "draft past position "
-                             f"{depth} accepted): another workload or draft? Not used for acceptance")
+        for r, low, high in unreachable_means(runs):
+            deeper = [x for x in deeper if x is not r]
+            notes.append(f"{r.source}: mean accept length {r.accept_len:.2f} at {cm.steps_text(r.steps)} is "
+                         f"beyond what the counted positions allow there ({low:.2f}-{high:.2f}: none to every "
+                         f"draft past position {depth} accepted): another workload or draft? Not used for "
+                         "acceptance, nor to overrule the model")
         beyond = [cm.MeanPoint(r.steps, r.accept_len, _effective_samples(r)) for r in deeper]
         if any(b.samples is None for b in beyond):
             beyond = [cm.MeanPoint(b.steps, b.accept_len, None) for b in beyond]
@@ -1346,7 +1365,11 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
             cands = _from_ensemble(cands, ens, one_baseline=len(cost.baseline_ms) == 1,
                                    whole_cycle=cost.mode != "phases")
             dec = unc.decide(ens, measured=[r.steps for r in fitted if r.bs == bs])
-            won = _measured_winner(dec.pick, [r for r in fitted if r.bs == bs], [c.steps for c in cands], a)
+            # the runs that may overrule the model here: not one whose mean accept length the counted
+            # positions cannot give (another workload or draft)
+            odd = {id(r) for r, _lo, _hi in unreachable_means([r for r in fitted if acc_at.get(r.bs, acc) is a])}
+            here = [r for r in fitted if r.bs == bs and id(r) not in odd]
+            won = _measured_winner(dec.pick, here, [c.steps for c in cands], a)
             # where a measurement wins, the decision (regret, settled, next run) weighs the measured
             # figures at those depths, not the curves that missed them
             measured_pick = None
@@ -1356,14 +1379,14 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
                              f"{gap:.1f} standard errors above the {loser.tok_s:.1f} measured at "
                              f"{cm.steps_text(loser.steps)}, which the model ranked first: the measurement wins")
                 measured_pick = (winner.tok_s, se_w, f"{cm.steps_text(loser.steps)}, its first, measured "
-                                 f"{loser.tok_s:.1f}", _noise_words(winner))
+                                 f"{loser.tok_s:.1f}", _noise_words([r for r in here if r.steps == winner.steps]))
                 dec = unc.decide(unc.with_measurements(ens, {winner.steps: (winner.tok_s, se_w),
                                                              loser.steps: (loser.tok_s, se_l)}),
                                  measured=[r.steps for r in fitted if r.bs == bs], pick=winner.steps)
             else:
                 # runs no cycle-time curve passes through (whole-cycle ones beside phase-timed ones)
-                unshaped = [r for r in fitted if r.bs == bs and not any(r is c for c in cost_runs)]
-                over = _measured_over_prediction(dec.pick, cands, [r for r in fitted if r.bs == bs], a, unshaped)
+                unshaped = [r for r in here if not any(r is c for c in cost_runs)]
+                over = _measured_over_prediction(dec.pick, cands, here, a, unshaped)
                 if over is not None:
                     r, pred, z, se_r = over
                     notes.append(f"bs {bs}: {cm.steps_text(r.steps)} measured {r.tok_s:.1f} tok/s, {z:.1f} of its "
@@ -1372,7 +1395,7 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
                                  f"{next(c.tok_s for c in cands if c.steps == r.steps):.1f} predicted there): "
                                  "the measurement wins")
                     measured_pick = (r.tok_s, se_r, f"it predicted {pred:.1f} for {cm.steps_text(dec.pick)}, its first",
-                                     _noise_words(r))
+                                     _noise_words([x for x in here if x.steps == r.steps]))
                     dec = unc.decide(unc.with_measurements(ens, {r.steps: (r.tok_s, se_r)}),
                                      measured=[r.steps for r in fitted if r.bs == bs], pick=r.steps)
             if bs not in run_bs:
@@ -1396,7 +1419,7 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
     for r in modelled:
         at_depth.setdefault((r.bs, r.steps), []).append(r)
     # several runs at one depth show their pooled figures (the last one's had been shown)
-    measured = {k: (rs[0] if len(rs) == 1 or not all(r.tok_s for r in rs) else pooled_runs(rs)[0])
+    measured = {k: (pooled_runs([r for r in rs if r.tok_s])[0] if any(r.tok_s for r in rs) else rs[0])
                 for k, rs in at_depth.items()}
     return Advice(acc, cost, per_bs, primary, measured, list(modelled), notes, not_modelled)
 
@@ -1548,31 +1571,37 @@ def _tok_s_rel_se(r: Run, acc: Optional[cm.AcceptanceModel] = None) -> float:
     return rel
 
 
-def _noise_words(r: Run) -> str:
-    """What a winning measurement's interval is, in words: its run's own noise, or an assumed width."""
-    several = r.source.endswith(")") and " runs (" in r.source
-    if run_rel_se(r) is None:
-        return ("no noise estimate: taken as at least 1% wide" if not several else
-                "runs without a noise estimate: taken as at least 1% wide each, and as far apart as they are")
-    return "its runs' noise and spread" if several else "its run's noise"
+def _noise_words(rs: Sequence[Run]) -> str:
+    """What a winning measurement's interval is, in words, from the runs behind it: their own noise,
+    an assumed width, or both."""
+    known = [run_rel_se(r) is not None for r in rs]
+    if len(rs) == 1:
+        return "its run's noise" if known[0] else "no noise estimate: taken as at least 1% wide"
+    if all(known):
+        return "its runs' noise and spread"
+    if not any(known):
+        return "runs without a noise estimate: taken as at least 1% wide each, and as far apart as they are"
+    return "its runs' noise and spread, those without a noise estimate taken as at least 1% wide"
 
 
 def pooled_runs(rs: Sequence[Run], acc: Optional[cm.AcceptanceModel] = None) -> tuple[Run, float]:
     """Several runs at one depth and batch size as one: ``(run, standard error in tok/s)``.
 
-    The tok/s is the inverse-variance mean (:func:`_tok_s_rel_se`); its error is that of the mean
-    times ``sqrt(max(1, Q / (k - 1)))``, Cochran's ``Q`` over the ``k`` runs (Higgins and Thompson,
+    The tok/s is the inverse-variance mean over the runs' relative errors (:func:`_tok_s_rel_se`); its
+    error is that of the mean times ``sqrt(max(1, Q / (k - 1)))``, Cochran's ``Q`` over the ``k`` runs (Higgins and Thompson,
     Stat. Med. 21 (2002) 1539): runs that disagree beyond their noise (a stock log at 291.8 tok/s and
     another at 179.6, each within 0.5%) say the depth's figure is that uncertain, not that their mean
     is known to 0.4% (helper 37). The accept length is the request-cycle-weighted mean where known.
     One run is returned as it is; several as a copy holding those means, its ``source`` naming them."""
     rs = list(rs)
-    w = [1.0 / (r.tok_s * _tok_s_rel_se(r, acc)) ** 2 for r in rs]
-    mean = sum(wi * r.tok_s for wi, r in zip(w, rs)) / sum(w)
-    se = 1.0 / math.sqrt(sum(w))
     if len(rs) == 1:
-        return rs[0], se
-    q = sum(wi * (r.tok_s - mean) ** 2 for wi, r in zip(w, rs))
+        return rs[0], rs[0].tok_s * _tok_s_rel_se(rs[0], acc)
+    # weights from the relative errors (each run's error is a share of its own tok/s: weighed in
+    # tok/s, the slower of two equally noisy runs would count more, and 200 and 160 made 175.6)
+    w = [1.0 / _tok_s_rel_se(r, acc) ** 2 for r in rs]
+    mean = sum(wi * r.tok_s for wi, r in zip(w, rs)) / sum(w)
+    se = mean / math.sqrt(sum(w))
+    q = sum(wi * ((r.tok_s - mean) / mean) ** 2 for wi, r in zip(w, rs))
     se *= math.sqrt(max(1.0, q / (len(rs) - 1)))
     counted = [(r.accept_len, r.bs * (r.cycles or 1)) for r in rs if r.accept_len is not None]
     acc_len = (sum(a * n for a, n in counted) / sum(n for _a, n in counted)) if counted else rs[0].accept_len

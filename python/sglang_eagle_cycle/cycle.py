@@ -311,7 +311,9 @@ def _parse_hist(text: str) -> dict[int, int]:
     out: dict[int, int] = {}
     for item in text.split(","):
         k, v = item.split(":")
-        out[int(k)] = out.get(int(k), 0) + int(v)
+        if int(k) in out:   # an accept length given twice, as a JSONL key given twice
+            raise ValueError(f"accept length {k} twice")
+        out[int(k)] = int(v)
     return out
 
 

@@ -533,8 +533,20 @@ def plateaus(labels: Sequence[int], counts: dict[int, int]) -> dict[int, int]:
     return out
 
 
+#: SGLang's start-up line, in both shapes it has had: ``server_args=ServerArgs(...)`` and 0.5.23's
+#: ``server_args={...}``; another line that mentions ``server_args=`` (a warning, a user's note) starts
+#: no server
+STARTUP_LINE = re.compile(r"server_args=(?:ServerArgs\(|\{)")
+
+
+def is_startup_line(line: str) -> bool:
+    """Whether ``line`` is SGLang's start-up ``server_args=`` line (:data:`STARTUP_LINE`)."""
+    return "server_args=" in line and STARTUP_LINE.search(line) is not None
+
+
 def speculative_server_args(text: str) -> Optional[dict[str, Any]]:
-    """The speculative settings of the first ``server_args=`` line in ``text``, else None.
+    """The speculative settings of the first start-up ``server_args=`` line in ``text``
+    (:func:`is_startup_line`), else None.
 
     Returns:
         ``{"algorithm": str or None, "num_steps": int or None, "eagle_topk": int or None,
@@ -542,7 +554,7 @@ def speculative_server_args(text: str) -> Optional[dict[str, Any]]:
         None or lacks the key; integers as written, negative ones included).
     """
     for line in text.splitlines():
-        if "server_args=" not in line:
+        if not is_startup_line(line):
             continue
         out: dict[str, Any] = {"algorithm": None, "num_steps": None, "eagle_topk": None, "num_draft_tokens": None,
                                "adaptive": None}

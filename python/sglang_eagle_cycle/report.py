@@ -773,7 +773,8 @@ def _baseline_tok_s(tok: Any, what: str) -> float:
 
 
 def server_starts(path) -> list[tuple[Optional[dict[str, Any]], "FileResult"]]:
-    """The log cut at each start-up ``server_args=`` line: ``(speculative settings or None,
+    """The log cut at each start-up ``server_args=`` line (:func:`decode_batch.is_startup_line`; a
+    warning that mentions ``server_args=`` starts no server): ``(speculative settings or None,
     FileResult)`` per server start, in log order (lines before the first start: settings None). A
     log appended to across restarts (``>> server.log``) holds several runs. Each part is parsed as
     ``inspect`` parses a log (:class:`LogReader`'s chunk parser, one ``FileResult`` per part, so the
@@ -786,7 +787,7 @@ def server_starts(path) -> list[tuple[Optional[dict[str, Any]], "FileResult"]]:
     Raises:
         LogUnreadable: the input cannot be read as a text log (:func:`logfiles.iter_chunks`).
     """
-    from .decode_batch import speculative_server_args
+    from .decode_batch import is_startup_line, speculative_server_args
 
     reader = LogReader()
     segs: list[tuple[Optional[dict[str, Any]], FileResult]] = [(None, FileResult(label_of(path)))]
@@ -797,7 +798,7 @@ def server_starts(path) -> list[tuple[Optional[dict[str, Any]], "FileResult"]]:
                 continue
             buf: list[str] = []
             for ln in chunk.split("\n"):
-                if "server_args=" in ln:
+                if is_startup_line(ln):
                     if buf:
                         reader.feed("\n".join(buf) + "\n", segs[-1][1])
                         buf = []

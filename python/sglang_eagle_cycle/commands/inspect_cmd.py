@@ -110,7 +110,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
     if len({os.path.realpath(value) for _, value in named}) < len(named):
         raise UsageError("the same file is given for two outputs")
     inputs = [(p, "") for p in args.logs]   # "-": the file behind standard input, if any
-    inputs += [(value, " (--baseline)") for value in args.baseline or [] if value not in ("", "-") and ":" not in value]
+    # a --baseline that names a file is an input, colon or not (BS:TOK_S only where no such file is)
+    inputs += [(value, " (--baseline)") for value in args.baseline or [] if value not in ("", "-") and
+               (":" not in value or os.path.exists(value))]
     for flag, value in named:
         check_output(value, flag, args.force, inputs)
 
@@ -133,8 +135,8 @@ def _baseline(values: list[str] | None):
     pairs = {}
     for value in values:
         bs, sep, tok = value.partition(":")
-        if sep and (bs.strip().isdigit() or not os.path.exists(value)):
-            # BS:TOK_S as advise reads --baseline-tok-s (a path holding a colon that exists is a log)
+        if sep and not os.path.exists(value):
+            # BS:TOK_S as advise reads --baseline-tok-s (a file that exists is a log, whatever its name)
             try:
                 key, tok_s = baseline_item(value)
             except argparse.ArgumentTypeError as exc:
