@@ -553,7 +553,8 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
                     excluded_logs: Optional[list] = None) -> tuple[list[Run], dict[int, float], list[str]]:
     """Runs and baselines from ``eagle-cycle-bench/1`` JSONL records.
 
-    Only ``status == "ok"`` records count (the others are named in a note). ``steps == 0`` records are no-spec baselines at their
+    Only ``status == "ok"`` records count (the others are named in a note). ``steps == 0`` records
+    are no-spec baselines at their
     concurrency (several at one concurrency: their mean, with a note); the others are runs at batch size = concurrency, or at the ``cycle`` group's
     batch size with its phase breakdown when the record has one. ``model``/``draft`` filter
     (normalised names; baselines have no draft). ``baseline_models``: when given, ``(model, FILE:LINE)``
@@ -1587,8 +1588,9 @@ def _noise_words(rs: Sequence[Run]) -> str:
 def pooled_runs(rs: Sequence[Run], acc: Optional[cm.AcceptanceModel] = None) -> tuple[Run, float]:
     """Several runs at one depth and batch size as one: ``(run, standard error in tok/s)``.
 
-    The tok/s is the inverse-variance mean over the runs' relative errors (:func:`_tok_s_rel_se`); its
-    error is that of the mean times ``sqrt(max(1, Q / (k - 1)))``, Cochran's ``Q`` over the ``k`` runs (Higgins and Thompson,
+    The tok/s is the inverse-variance mean over the runs' relative errors (:func:`_tok_s_rel_se`);
+    its error is that of the mean times ``sqrt(max(1, Q / (k - 1)))``, Cochran's ``Q`` over the
+    ``k`` runs (Higgins and Thompson,
     Stat. Med. 21 (2002) 1539): runs that disagree beyond their noise (a stock log at 291.8 tok/s and
     another at 179.6, each within 0.5%) say the depth's figure is that uncertain, not that their mean
     is known to 0.4% (helper 37). The accept length is the request-cycle-weighted mean where known.
@@ -1797,8 +1799,9 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
                ) -> cm.Recommendation:
     """The decision's pick, with why: its throughput and interval, what the next step would cost, and
     whether the data settle it (95th-percentile regret against the best depth). ``measured_pick``:
-    ``(tok/s, standard error, what it won over, what its interval is)`` of a measurement that won over the model, quoted in
-    the model's place, without the model's marginal figures for a step more (what it overruled)."""
+    ``(tok/s, standard error, what it won over, what its interval is)`` of a measurement that won
+    over the model, quoted in the model's place, without the model's marginal figures for a step
+    more (what it overruled)."""
     by = {c.steps: c for c in cands}
     pick = by[dec.pick]
     base_tok = pick.baseline_tok_s

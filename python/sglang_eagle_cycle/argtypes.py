@@ -22,8 +22,8 @@ MIN_TOK_S = 0.01
 
 
 _INT_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*")
-_FLOAT_TEXT = re.compile(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*|\s*[+-]?(?:inf(?:inity)?|nan)\s*",
-                         re.IGNORECASE)
+_FLOAT_TEXT = re.compile(r"\s*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*"
+                         r"|\s*[+-]?(?:inf(?:inity)?|nan)\s*", re.IGNORECASE)
 
 
 def strict_int(text: str) -> int:

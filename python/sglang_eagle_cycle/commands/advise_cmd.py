@@ -42,7 +42,8 @@ from typing import Any, Optional
 
 from ..sweep.records import SCHEMA as BENCH_SCHEMA
 
-from ..argtypes import MAX_BS, MAX_STEPS, MAX_TOK_S, MIN_TOK_S, baseline_item, int_in, negative_values_are_values, strict_int
+from ..argtypes import (MAX_BS, MAX_STEPS, MAX_TOK_S, MIN_TOK_S, baseline_item, int_in, negative_values_are_values,
+                        strict_int)
 
 DEFAULT_MAX_STEPS = 10
 
