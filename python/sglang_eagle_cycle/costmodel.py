@@ -61,6 +61,7 @@ intervals and a decision state, from the ensemble of :mod:`.uncertainty` built o
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Optional, Sequence
@@ -441,10 +442,18 @@ class AcceptanceModel:
             rule=rule, samples=counts[0][1], dispersion=float(dispersion), beyond=deeper,
         )
 
-    def _beyond_decays(self, anchor: float, cap: float) -> tuple[float, Optional[float], Optional[float]]:
-        """``(r, r_low, r_high)`` past the counted positions from :attr:`beyond`: fitted to the means,
-        and to every mean moved by ``-+1.96`` of its standard error (the chain's variance at the
-        fitted rates over its request-cycles; both None when a point has no count)."""
+    @property
+    def _beyond_cap(self) -> float:
+        """The highest rate a position past the counted ones takes from :attr:`beyond`."""
+        return max(RISE_CAP, max(q.p for q in self.measured))
+
+    @functools.cached_property
+    def _beyond_decays(self) -> tuple[float, Optional[float], Optional[float]]:
+        """``(r, r_low, r_high)`` past the counted positions from :attr:`beyond`, from the last
+        counted rate up to :attr:`_beyond_cap`: fitted to the means, and to every mean moved by
+        ``-+1.96`` of its standard error (the chain's variance at the fitted rates over its
+        request-cycles; both None when a point has no count). Computed once per model."""
+        anchor, cap = self.measured[-1].p, self._beyond_cap
         known = np.array([[q.p for q in self.measured]])
         depths = [b.steps for b in self.beyond]
         weights = [float(b.samples or 1) for b in self.beyond]
@@ -515,8 +524,8 @@ class AcceptanceModel:
         last = self.measured[d - 1]
         if self.beyond:
             # past the counted positions, the decay the deeper runs' mean accept lengths give
-            cap = max(RISE_CAP, max(q.p for q in self.measured))
-            decay, r_lo, r_hi = self._beyond_decays(last.p, cap)
+            cap = self._beyond_cap
+            decay, r_lo, r_hi = self._beyond_decays
             for j in range(d + 1, steps + 1):
                 pj = min(last.p * decay ** (j - d), cap)
                 lo = None if r_lo is None else min(pj, last.p * r_lo ** (j - d), cap)

@@ -445,10 +445,21 @@ def line_rejection(line: str) -> Optional[str]:
         return "not the [eagle-cycle] layout: a field missing, cut, malformed or out of order, or text after it"
     rec = _record_of(m)
     if rec is None:
-        keys = [tok.partition("=")[0] for tok in (m.group(m.lastindex) or "").split()]
-        twice = [k for i, k in enumerate(keys) if k in _FIXED_KEYS or k in keys[:i]]
-        return f"{twice[0]} given twice" if twice else "a value is not a number"
+        twice = _field_twice(m.group(m.lastindex) or "")
+        return f"{twice} given twice" if twice else "a value is not a number"
     return implausible(rec)
+
+
+def _field_twice(tail: str) -> Optional[str]:
+    """The first key of a line's tail (the ``key=value`` tokens after ``graph=``) that the line gives
+    twice, in its fixed part or earlier in the tail, else None."""
+    seen: set[str] = set()
+    for tok in tail.split():
+        key = tok.partition("=")[0]
+        if key in _FIXED_KEYS or key in seen:
+            return key
+        seen.add(key)
+    return None
 
 
 def _record_of(m: "re.Match[str]") -> Optional[CycleRecord]:
@@ -469,12 +480,11 @@ def _record_of(m: "re.Match[str]") -> Optional[CycleRecord]:
         else:
             rec.accept_hist = _parse_hist(acc)
         if tail:
-            seen: set[str] = set()
+            twice = _field_twice(tail)
+            if twice:   # a field given twice: which one holds?
+                raise ValueError(f"{twice} twice")
             for tok in tail.split():
                 key, _, val = tok.partition("=")
-                if key in _FIXED_KEYS or key in seen:   # a field given twice: which one holds?
-                    raise ValueError(f"{key} twice")
-                seen.add(key)
                 if key == "n":
                     rec.n = int(val)
                 elif key == "total_max_ms":

@@ -952,14 +952,15 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
     groups = list(reader.groups.values())
     if groups_out is not None:
         groups_out.extend(groups)
+    # the input's batch sizes: the cycle groups' and the stock speculative lines'
+    sizes = [] if base is None else \
+        sorted({g.bs for g in groups} | {bs for f in files for bs in f.decode.spec_tok_s_by_bs()})
     if base is not None and base.source.startswith("baseline log"):
-        sizes = sorted({g.bs for g in groups} | {bs for f in files for bs in f.decode.spec_tok_s_by_bs()})
         if sizes and not set(sizes) & set(base.by_bs):
             # the BS:TOK_S form warns at the command line; a log's batch sizes are known only here
             warn(f"{base.source}: no-spec throughput at bs {', '.join(map(str, sorted(base.by_bs)))}, none of the "
                  f"input's ({', '.join(map(str, sizes))}); not used")
     if base is not None and base.tok_s is not None:
-        sizes = sorted({g.bs for g in groups} | {bs for f in files for bs in f.decode.spec_tok_s_by_bs()})
         if len(sizes) > 1:
             raise UsageError(f"one baseline {base.tok_s:g} tok/s for runs at several batch sizes "
                              f"({', '.join(map(str, sizes))}): give BS:TOK_S per batch size, or a no-spec server log")

@@ -556,7 +556,7 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
     up, umag = _toward(rng, n)
     if len(nx) >= 2:
         sec = np.maximum(0.0, (ny[:, -1] - ny[:, -2]) / (nx[-1] - nx[-2]))
-    else:
+    else:   # unused beyond one measured width (the power law below), kept so that the draws stay put
         sec = ny[:, -1] / nx[-1]
     # beyond the highest width: the last secant, leaning down to flat and up to that secant
     # steepened by half or, with an anchor and two measured widths or more whose last secant is
@@ -639,24 +639,23 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
             if knee_a is not None:
                 knee = np.maximum(ya, y0 * (x / x0) ** np.nan_to_num(knee_a, nan=1.0))
                 out[:, qi] = np.where(np.isnan(knee_a), out[:, qi], knee)
+        elif x > nx[-1] and len(nx) == 1:
+            # one measured width and nothing below it: the power law it takes below too, each
+            # hypothesis' own ``beta`` (flat to proportional; in distinct experts for an MoE shape)
+            ratio = np.full(n, x / nx[0])
+            for si, shape in enumerate(shapes):
+                if shape.num_experts and shape(nx[0]) > 0:
+                    ratio = np.where(shape_idx == si, shape(x) / shape(nx[0]), ratio)
+            out[:, qi] = ny[:, 0] * ratio ** beta
         elif x > nx[-1]:
             out[:, qi] = ny[:, -1] + bslope * (x - nx[-1])
             # an MoE shape carries the last secant in distinct experts, not in tokens: the expert
             # loads saturate as the width grows (each hypothesis takes its own shape)
             for si, shape in enumerate(shapes):
-                xp = nx[-2] if len(nx) >= 2 else 0.0
-                if shape.num_experts and shape.grows(xp, nx[-1]):
-                    span = (shape(nx[-1]) - shape(xp)) / (nx[-1] - xp)   # experts per token
+                if shape.num_experts and shape.grows(nx[-2], nx[-1]):
+                    span = (shape(nx[-1]) - shape(nx[-2])) / (nx[-1] - nx[-2])   # experts per token
                     along = (shape(x) - shape(nx[-1])) / span
                     out[:, qi] = np.where(shape_idx == si, ny[:, -1] + bslope * along, out[:, qi])
-            if len(nx) == 1:
-                # one measured width and nothing below it: the power law it takes below too, each
-                # hypothesis' own ``beta`` (flat to proportional; in distinct experts for an MoE shape)
-                ratio = np.full(n, x / nx[0])
-                for si, shape in enumerate(shapes):
-                    if shape.num_experts and shape(nx[0]) > 0:
-                        ratio = np.where(shape_idx == si, shape(x) / shape(nx[0]), ratio)
-                out[:, qi] = ny[:, 0] * ratio ** beta
             if sat is not None:
                 # the saturating curve is the central form; the extremes stay those of the straight
                 # line: flat, and the last secant steepened by half (or the chord from the anchor)

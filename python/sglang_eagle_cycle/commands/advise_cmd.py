@@ -587,13 +587,6 @@ def _from_log(name: str, path: str):
 DRAFTING_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
 
 
-def _stock_segments(path: str) -> list[tuple[Optional[dict], Any]]:
-    """The log cut at each start-up ``server_args=`` line (:func:`report.server_starts`)."""
-    from ..report import server_starts
-
-    return server_starts(path)
-
-
 def _depth_problem(spec: Optional[dict]) -> Optional[str]:
     """Why a server start's settings give no chain-drafting depth, else None."""
     if spec is None:
@@ -615,7 +608,7 @@ def _depth_problem(spec: Optional[dict]) -> Optional[str]:
 
 def _stock_runs(name: str, path: str):
     """``(runs, baselines, notes)`` from the stock ``Decode batch`` lines of ``path``, per server start
-    (:func:`_stock_segments`): a start with ``[eagle-cycle]`` lines is left to them (its stock lines
+    (:func:`report.server_starts`): a start with ``[eagle-cycle]`` lines is left to them (its stock lines
     are the same cycles); a start with accept lengths is one run per batch size at the depth its
     ``server_args=`` line names (:func:`decode_batch.spec_run_by_bs`, no phase split); a start
     without them is a no-spec server, whose mean gen throughput per batch size is a baseline (the
@@ -623,8 +616,9 @@ def _stock_runs(name: str, path: str):
     it is neither, with a note)."""
     from .. import advise as adv
     from ..decode_batch import IDLE_REASON, DecodeBatchStats, plateaus, spec_run_by_bs
+    from ..report import server_starts
 
-    segs = [(spec, res) for spec, res in _stock_segments(path) if res.decode.intervals or res.cycles]
+    segs = [(spec, res) for spec, res in server_starts(path) if res.decode.intervals or res.cycles]
     runs, notes = [], []
     plain = DecodeBatchStats()
     for k, (spec, res) in enumerate(segs, start=1):
