@@ -257,6 +257,22 @@ def test_generated_log_recommends_the_exact_optimum(capsys, tmp_path):
     assert doc["inputs"]["acceptance"]["source"] == "per-request accept lengths"
 
 
+def test_max_steps_given_bounds_the_candidates_not_the_model(capsys, tmp_path):
+    # helper 39: a measured depth past an explicit --max-steps was still a candidate and was recommended
+    log = tmp_path / "server.log"
+    _write_log(log, {2: 1000, 6: 3000})
+    base_tok = 1000.0 * BS / _verify(BS)
+    limited = advise_json(capsys, log, "--baseline-tok-s", f"{base_tok:.6f}", "--max-steps", "3")
+    assert [c["steps"] for c in limited["candidates"]] == [0, 1, 2, 3]
+    assert limited["recommended"]["steps"] <= 3
+    assert any("6 steps, beyond --max-steps 3" in n for n in limited["inputs"]["notes"])
+    # the 6-step run still informs the model: acceptance measured to position 6
+    assert len(limited["inputs"]["acceptance"]["per_position_acceptance"]) >= 6
+    # without --max-steps every measured depth stays a candidate (default 1..10 and the measured)
+    free = advise_json(capsys, log, "--baseline-tok-s", f"{base_tok:.6f}")
+    assert [c["steps"] for c in free["candidates"]] == list(range(0, 11))
+
+
 def test_bench_records_and_no_spec_log_inputs(capsys, tmp_path):
     """Bench JSONL with cycle groups (from inspect of the generated log) gives the same advice."""
     from sglang_eagle_cycle.report import inspect_paths

@@ -76,8 +76,10 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     m.add_argument("--target-config", metavar="PATH",
                    help="target config.json / model dir / cached HF id: MoE verify-cost shape")
     depth = m.add_mutually_exclusive_group()   # both given: one would be ignored without a word
-    depth.add_argument("--max-steps", type=int_in(1, MAX_STEPS), default=DEFAULT_MAX_STEPS,
-                       help=f"deepest candidate depth, 1..{MAX_STEPS} (default {DEFAULT_MAX_STEPS})")
+    depth.add_argument("--max-steps", type=int_in(1, MAX_STEPS), default=None,
+                       help=f"deepest candidate depth, 1..{MAX_STEPS} (default {DEFAULT_MAX_STEPS}, and every "
+                            "measured depth; given, deeper measured depths still inform the model but are "
+                            "not candidates)")
     depth.add_argument("--steps-candidates", nargs="+", action="extend", type=int_in(0, MAX_STEPS), metavar="STEPS",
                        help="candidate depths instead of 1..--max-steps (0 = speculation off, always "
                             "considered when a baseline is known)")
@@ -1083,9 +1085,17 @@ def main(args: argparse.Namespace) -> int:
                                    ("--adaptive-candidates", args.adaptive_candidates)) if value}
     if args.steps_candidates:
         steps = sorted(set(args.steps_candidates))
+    elif args.max_steps is not None:
+        # the user's limit holds: a deeper measured depth informs acceptance and costs, and is no candidate
+        steps = list(range(0, args.max_steps + 1))
+        deeper = sorted({r.steps for r in runs if r.topk == 1 and r.steps > args.max_steps})
+        if deeper:
+            from .. import costmodel as cm
+            notes.append(f"measured at {', '.join(cm.steps_text(s) for s in deeper)}, beyond --max-steps "
+                         f"{args.max_steps}: used for the model, not a candidate")
     else:
         measured = {r.steps for r in runs if r.topk == 1 and r.steps <= adv.MAX_STEPS}
-        steps = sorted(set(range(0, args.max_steps + 1)) | measured)
+        steps = sorted(set(range(0, DEFAULT_MAX_STEPS + 1)) | measured)
     advice = adv.advise(runs, baselines, steps=steps, batch_sizes=args.batch_sizes, shape=shape,
                         notes=notes, not_modelled=not_modelled)
     if not baselines:
