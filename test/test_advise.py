@@ -219,14 +219,14 @@ def _true_cycle(steps):
     return (steps - 1) * DRAFT_STEP + _verify(n) + _extend(n) + OTHER
 
 
-def _write_log(path: Path, runs: dict[int, int], seed: int = 0) -> None:
+def _write_log(path: Path, runs: dict[int, int], seed: int = 0, p=P_TRUE) -> None:
     rng = np.random.default_rng(seed)
     lines, cycle = [], 0
     for steps, cycles in runs.items():
         n = BS * (steps + 1)
         phases = {"draft_ms": (steps - 1) * DRAFT_STEP if steps > 1 else None, "verify_ms": _verify(n),
                   "verify_fwd_ms": _verify(n) - 0.2, "extend_ms": _extend(n), "total_ms": _true_cycle(steps)}
-        accepted = rng.random((cycles, BS, steps)) < np.array(P_TRUE[:steps])
+        accepted = rng.random((cycles, BS, steps)) < np.array(list(p)[:steps])
         lengths = 1 + np.cumprod(accepted, axis=2).sum(axis=2)
         for c in range(cycles):
             cycle += 1
@@ -271,6 +271,24 @@ def test_max_steps_given_bounds_the_candidates_not_the_model(capsys, tmp_path):
     # without --max-steps every measured depth stays a candidate (default 1..10 and the measured)
     free = advise_json(capsys, log, "--baseline-tok-s", f"{base_tok:.6f}")
     assert [c["steps"] for c in free["candidates"]] == list(range(0, 11))
+
+
+@pytest.mark.parametrize("p, words", [((1.0,) * 6, "every request accepted every draft token (accept length 4)"),
+                                       ((0.0,) * 6, "mean accept length 1.00, practically no draft token")])
+def test_a_broken_draft_is_named_in_the_advice(capsys, tmp_path, p, words):
+    # helper 39: inspect flagged these runs as a broken draft; advise recommended on them without a word
+    log = tmp_path / "server.log"
+    _write_log(log, {3: 200}, p=p)
+    doc = advise_json(capsys, log, "--baseline-tok-s", "300")
+    broken = [n for n in doc["inputs"]["notes"] if "the draft looks broken" in n]
+    assert len(broken) == 1 and words in broken[0] and "3 steps, bs 4" in broken[0]
+    cli.main(["advise", str(log), "--baseline-tok-s", "300"])
+    assert "the draft looks broken" in " ".join(capsys.readouterr().out.split())
+    # a working draft gets no such note
+    good = tmp_path / "good.log"
+    _write_log(good, {3: 200})
+    assert not [n for n in advise_json(capsys, good, "--baseline-tok-s", "300")["inputs"]["notes"]
+                if "looks broken" in n]
 
 
 def test_bench_records_and_no_spec_log_inputs(capsys, tmp_path):

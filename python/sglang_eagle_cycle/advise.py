@@ -1052,6 +1052,40 @@ def _accept_len_var_bound(r: Run) -> float:
     return max((r.accept_len - 1.0) * (r.steps + 1.0 - r.accept_len), 1e-9)
 
 
+def broken_draft_notes(runs: Sequence[Run]) -> list[str]:
+    """Warnings for runs whose acceptance says the draft is broken, as ``inspect``'s findings do
+    (:func:`report.group_findings`): a mean accept length at or below
+    :data:`report.STUCK_ACCEPT_LEN` (practically no draft token accepted: wrong aux-layer wiring
+    accepted 1.12 in the seed deployment), or every request accepting every draft token (no real
+    draft is that good: NaN/inf logits make verification accept anything). The advice still takes
+    such a run at face value; the warning says it should not be trusted until the draft is fixed."""
+    from .report import MIN_REQUESTS, STUCK_ACCEPT_LEN
+
+    out = []
+    for r in runs:
+        if r.steps < 1 or r.accept_len is None:
+            continue
+        where = f"{r.source} ({cm.steps_text(r.steps)}, bs {r.bs})"
+        if r.accept_len <= STUCK_ACCEPT_LEN:
+            out.append(f"{where}: the draft looks broken: mean accept length {r.accept_len:.2f}, practically "
+                       "no draft token accepted, the draft or its aux-layer wiring looks broken (run `eagle-cycle wiring TARGET "
+                       "DRAFT`); the advice takes this acceptance at face value")
+            continue
+        full = r.steps + 1 if r.num_draft_tokens is None else min(r.num_draft_tokens, r.steps + 1)
+        if r.topk != 1:
+            continue
+        if r.counts:
+            every = len(r.counts) >= r.steps and r.counts[0][1] >= MIN_REQUESTS and all(
+                a == n for a, n in r.counts[:r.steps])
+        else:
+            every = r.accept_len >= full - 1e-9
+        if every:
+            out.append(f"{where}: the draft looks broken: every request accepted every draft token (accept "
+                       f"length {full}); no real draft is that good; suspect NaN/inf logits in the target or the draft, which make "
+                       "verification accept anything; the advice takes this acceptance at face value")
+    return out
+
+
 def unreachable_means(runs: Sequence[Run]) -> list[tuple[Run, float, float]]:
     """Runs without per-request counts, deeper than every position the counted runs of ``runs``
     reached, whose mean accept length those positions cannot give at their depth: ``[(run, low,

@@ -1079,6 +1079,7 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("no speculative run found in the inputs" + (f" ({why[0]})" if why else ""))
     baselines, more = _resolve_baselines(runs, found_base, args.baseline_tok_s, args.batch_sizes)
     notes += more
+    notes += adv.broken_draft_notes(runs)
     shape, shape_note, target_config = _shape(args)
     outputs = {flag: check_output(value, flag, args.force, _input_files(args, target_config))
                for flag, value in (("--adaptive-config", args.adaptive_config),
