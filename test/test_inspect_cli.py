@@ -280,6 +280,26 @@ def test_stdin(capsys, log, monkeypatch):
     assert [g["cycles"] for g in doc["groups"]] == [g["cycles"] for g in inspect_paths([log])["groups"]]
 
 
+def test_plot_bars_of_device_span_lines_hold_draft_prep(tmp_path):
+    # helper 39: the stacked bars left draft_prep_ms out and stopped 0.20 ms short of the cycle
+    from sglang_eagle_cycle.cycle import format_line, make_record
+    from sglang_eagle_cycle.plots import render
+
+    phases = {"draft_prep_ms": 0.40, "draft_ms": 1.10, "verify_ms": 21.0, "verify_fwd_ms": 20.5,
+              "extend_ms": 0.45, "total_ms": 23.45, "gap_ms": 0.2}
+    lines = [format_line(make_record(cycle=i, config=(2, 2, 1, 3), phases_ms=phases, accepts=[2, 3], graph=True))
+             for i in range(1, 41)]
+    log = tmp_path / "spans.log"
+    log.write_text("\n".join(lines) + "\n")
+    doc = inspect_paths([log])
+    fig = render(doc)
+    ax = fig.axes[0]
+    top = sum(c.patches[0].get_height() for c in ax.containers)
+    assert top == pytest.approx(doc["groups"][0]["phases"]["total_ms"]["mean"], abs=0.02)
+    assert top == pytest.approx(23.45, abs=0.02)
+    assert [c.get_label() for c in ax.containers][0] == "draft prep"
+
+
 @pytest.mark.parametrize("p", [[0.1, 0.1, 0.05], [0.2, 0.15, 0.1], [0.9, 0.85, 0.8], [0.9, 0.5, 0.1]])
 def test_per_position_legend_covers_no_point(tmp_path, p):
     # low acceptance (a miswired draft) used to sit under a legend pinned to the lower left

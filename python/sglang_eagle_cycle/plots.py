@@ -2,8 +2,9 @@
 
 Three panels, one colour per group (file x configuration):
 
-1. stacked bars of the mean cycle, one bar per group: draft, verify (target forward), verify
-   (rest: sampling, acceptance), draft-extend, other; ms;
+1. stacked bars of the mean cycle, one bar per group: draft prep (device-span lines), draft,
+   verify (target forward), verify (rest: sampling, acceptance), draft-extend, other; ms (they
+   sum to the mean ``total_ms``);
 2. accept-length histogram: share of requests (%) per accept length (tokens, bonus included);
 3. per-position acceptance: P(draft token j accepted | 1..j-1 accepted) against j.
 
@@ -23,6 +24,8 @@ MAX_GROUPS = 12
 
 # (label, colour, function of the phases dict -> ms)
 _STACK = (
+    # device-span lines: cycle start to the draft launch (host preparation), part of total_ms
+    ("draft prep", "#c4d3e8", lambda p: (p.get("draft_prep_ms") or {}).get("mean")),
     ("draft", "#4c72b0", lambda p: p["draft_ms"]["mean"]),
     ("verify: target forward", "#dd8452", lambda p: p["verify_fwd_ms"]["mean"]),
     ("verify: rest", "#f2c49b", lambda p: _minus(p["verify_ms"]["mean"], p["verify_fwd_ms"]["mean"])),
