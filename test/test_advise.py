@@ -945,3 +945,24 @@ def test_stdin_takes_an_inspect_document_and_bench_records_as_well_as_a_log(caps
                               input=data, capture_output=True, timeout=120)
         assert proc.returncode == 0, proc.stderr.decode()
         assert check(json.loads(proc.stdout))
+
+
+@pytest.mark.parametrize("command", ["advise", "inspect"])
+def test_a_reader_that_stops_early_is_no_failure(tmp_path, command):
+    # helper 39: `eagle-cycle advise LOG | head -1` exited 1 (rich's broken-pipe exit), a failure
+    # under `set -o pipefail`; the command had succeeded. A pipe closed before the first write:
+    log = tmp_path / "server.log"
+    _write_log(log, {2: 200})
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    extra = ["--baseline-tok-s", "100"] if command == "advise" else []
+    try:
+        proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", command, str(log), *extra],
+                              stdout=write_end, stderr=subprocess.PIPE, timeout=120)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0 and proc.stderr == b""
+    # bad input through the same closed pipe still fails as bad input
+    proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", command, str(tmp_path / "missing.log")],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+    assert proc.returncode == 2 and b"missing.log" in proc.stderr

@@ -35,11 +35,12 @@ def render_table(doc: dict[str, Any], console=None) -> None:
     """Print the report: one phase table per group (with a ``rank spread ms`` column, max - min of
     the per-rank mean times, when two ranks or more printed the group's cycles), Decode batch
     summary, findings."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    con = console or Console(highlight=False)
+    from .termout import PipeConsole
+
+    con = console or PipeConsole(highlight=False)
     for g in doc["groups"]:
         # the configuration first: a long file name then wraps after it, never through it
         title = (f"{_config(g)}  {escape(str(g.get('file', '')))}\n{g['cycles']} cycles, accept length "

@@ -1123,9 +1123,9 @@ def main(args: argparse.Namespace) -> int:
                                           "speculation_off_buckets": cand_plan.off_buckets}
         print(json.dumps(out, indent=1))
     else:
-        from rich.console import Console
+        from ..termout import PipeConsole
 
-        console = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 100)
+        console = PipeConsole(file=sys.stdout, width=None if sys.stdout.isatty() else 100)
         _render(advice, plan, plan_path, desc, shape_note, console,
                 full=bool(args.batch_sizes) or len(advice.per_bs) <= FULL_TABLES_UP_TO)
         if cand_plan is not None:
