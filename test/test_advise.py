@@ -966,3 +966,14 @@ def test_a_reader_that_stops_early_is_no_failure(tmp_path, command):
     proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", command, str(tmp_path / "missing.log")],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
     assert proc.returncode == 2 and b"missing.log" in proc.stderr
+
+
+def test_one_step_runs_name_the_draft_step_they_assume(capsys, tmp_path):
+    # helper 39: the note said deeper depths "omit" the draft step, while the table charged one
+    log = tmp_path / "server.log"
+    _write_log(log, {1: 400})
+    doc = advise_json(capsys, log, "--baseline-tok-s", f"{1000.0 * BS / _verify(BS):.6f}", "--max-steps", "4")
+    note = next(n for n in doc["inputs"]["cycle_model"]["notes"] if n.startswith("draft step cost unknown"))
+    assert "0.25-1.5 times the draft-extend" in note and "omit" not in note
+    draft = [cand(doc, s)["cycle_phases_ms"]["draft_ms"] for s in (2, 3, 4)]
+    assert 0 < draft[0] < draft[1] < draft[2]

@@ -850,7 +850,11 @@ class CycleCostModel:
             steps_pts = [(ob.bs, ob.draft_ms / (ob.steps - 1), ob.weight) for ob in phased if ob.steps > 1]
             draft = MeasuredCurve.from_points(steps_pts)
             if draft is None:
-                notes.append("draft step cost unknown (only 1-step runs): deeper depths omit it")
+                from .uncertainty import UNKNOWN_STEP   # here: uncertainty imports this module
+
+                notes.append("draft step cost unknown (only 1-step runs): deeper depths take one draft forward as "
+                             f"{UNKNOWN_STEP[0]:g}-{UNKNOWN_STEP[1]:g} times the draft-extend at their batch size "
+                             "(an assumption, not a measurement; a run at 2 steps or more measures it)")
             other = MeasuredCurve.from_points([(ob.bs, other_time(ob), ob.weight) for ob in phased])
             if len(extend.points) == 1:
                 notes.append("draft-extend measured at one width: its growth with the width is assumed (a fixed cost "
