@@ -41,8 +41,10 @@ def cycle_records(draw, config=None) -> CycleRecord:
         n_req, steps, topk, nd = config
     accepts = draw(st.lists(st.integers(1, min(steps + 1, nd)), min_size=n_req, max_size=n_req))
     eager = draw(st.booleans()) and steps > 1
-    phases = {"draft_ms": draw(ms) if steps > 1 else None, "verify_ms": draw(ms), "verify_fwd_ms": draw(opt_ms),
-              "extend_ms": draw(opt_ms)}
+    # the target forward runs inside the verify (plausible: no more than it, to the printed precision)
+    verify, fwd_share = draw(ms), draw(st.none() | st.floats(min_value=0.0, max_value=1.0))
+    phases = {"draft_ms": draw(ms) if steps > 1 else None, "verify_ms": verify,
+              "verify_fwd_ms": None if fwd_share is None else verify * fwd_share, "extend_ms": draw(opt_ms)}
     # the cycle holds its parts (other = the rest) and takes time: a line whose parts exceed its
     # total, or whose total is 0, is damaged (plausible)
     phases["total_ms"] = sum(phases[k] or 0.0 for k in ("draft_ms", "verify_ms", "extend_ms")) \

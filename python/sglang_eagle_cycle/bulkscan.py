@@ -85,6 +85,8 @@ _SUM_PARTS = {False: ("draft_ms", "verify_ms", "extend_ms", "other_ms"),
               True: ("draft_prep_ms", "draft_ms", "verify_ms", "extend_ms", "other_ms")}
 #: :data:`cycle.SUM_TOLERANCE_MS` in hundredths of a millisecond (the line's unit).
 _SUM_TOLERANCE_CS = round(cycle.SUM_TOLERANCE_MS * 100)
+#: :data:`cycle.FWD_TOLERANCE_MS` in hundredths of a millisecond.
+_FWD_TOLERANCE_CS = round(cycle.FWD_TOLERANCE_MS * 100)
 
 
 @dataclass(slots=True)
@@ -229,7 +231,8 @@ def scan_chunk_dropping(text: str) -> Optional[tuple[list[ConfigTally], int]]:
 
 
 def _sums_ok(cols: dict[str, list[str]], spans: bool) -> bool:
-    """Every line's parts add up to its ``total_ms`` as ``cycle.plausible`` requires, in the same
+    """Every line's parts add up to its ``total_ms`` and its ``verify_fwd_ms`` is no more than its
+    ``verify_ms``, as ``cycle.plausible`` requires, in the same
     float arithmetic (``cols``: per key, the line's ``key=value`` tokens, values already checked)."""
     def floats(key: str, dash):
         start = len(key) + 1
@@ -246,7 +249,10 @@ def _sums_ok(cols: dict[str, list[str]], spans: bool) -> bool:
             spent += x
         if spent - total > tol or (spans and total - spent > tol):
             return False
-    return True
+    # the target forward runs inside the verify (cycle.FWD_TOLERANCE_MS)
+    fwd_tol = cycle.FWD_TOLERANCE_MS + 1e-6
+    return all(fwd is None or fwd - verify <= fwd_tol
+               for fwd, verify in zip(floats("verify_fwd_ms", None), floats("verify_ms", 0.0)))
 
 
 
@@ -577,15 +583,19 @@ def _cents(grid: _Grid, columns: dict[str, tuple[np.ndarray, np.ndarray, np.ndar
 
 
 def _bad_sums(cents: dict[str, np.ndarray], spans: bool) -> np.ndarray:
-    """Lines whose parts do not add up to their ``total_ms`` (``cycle.plausible``), decided in
-    hundredths (``cents``: :func:`_cents` of the parts and the total): bool shape ``(n,)``."""
+    """Lines whose parts do not add up to their ``total_ms``, or whose ``verify_fwd_ms`` exceeds their
+    ``verify_ms`` (``cycle.plausible``), decided in hundredths (``cents``: :func:`_cents` of the
+    parts, the total and the target forward): bool shape ``(n,)``."""
     total = cents["total_ms"]
     spent = sum(np.maximum(cents[key], 0) for key in _SUM_PARTS[spans])
     over = spent - total
     bad = over > _SUM_TOLERANCE_CS
     if spans:
         bad |= -over > _SUM_TOLERANCE_CS
-    return bad & (total >= 0)
+    bad &= total >= 0
+    fwd, verify = cents["verify_fwd_ms"], cents["verify_ms"]
+    # the target forward runs inside the verify (cycle.FWD_TOLERANCE_MS), whatever the total
+    return bad | ((fwd >= 0) & (verify >= 0) & (fwd - verify > _FWD_TOLERANCE_CS))
 
 
 def _array_series(cents: dict[str, np.ndarray], spans: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -677,7 +687,8 @@ def _scan_array(text: str, n: int, drop: bool = False):
     for key, col in zip(CONFIG_FIELDS, zip(*(config for config, _ in groups))):
         if not _valid_column(key, col):
             return None
-    cents = _cents(grid, columns, _SUM_PARTS[spans] + ("total_ms", "accept_len") + (("gap_ms",) if spans else ()))
+    cents = _cents(grid, columns, _SUM_PARTS[spans] + ("total_ms", "accept_len", "verify_fwd_ms")
+                   + (("gap_ms",) if spans else ()))
     if cents is None:                # a value in another form: the token reader decides
         return None
     bad = _bad_sums(cents, spans)

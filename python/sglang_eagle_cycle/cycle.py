@@ -91,6 +91,9 @@ MAX_LINE_BS = MAX_BS
 #: How far (ms) a per-cycle line's parts may miss its ``total_ms``: six numbers rounded to 2 decimals
 #: (five parts and the total) are each off by at most 0.005 ms.
 SUM_TOLERANCE_MS = 0.03
+#: How far (ms) a line's ``verify_fwd_ms`` may exceed its ``verify_ms``: the target forward runs
+#: inside the verify, and each of the two rounded values is off by at most 0.005 ms.
+FWD_TOLERANCE_MS = 0.01
 
 
 @dataclass(slots=True)
@@ -387,6 +390,11 @@ def implausible(rec: CycleRecord) -> Optional[str]:
         # one accept length per request and cycle, as accepts lists them
         return (f"accept_hist counts {sum(rec.accept_hist.values())} requests for bs={rec.bs}"
                 + (f" over n={rec.n} cycles" if rec.n else ""))
+    # one cycle's (an aggregated line's means may run over different cycles: a forward timed in some)
+    if rec.n is None and rec.verify_fwd_ms is not None and rec.verify_ms is not None \
+            and rec.verify_fwd_ms - rec.verify_ms > FWD_TOLERANCE_MS + 1e-6:
+        return (f"verify_fwd_ms={rec.verify_fwd_ms:.2f} exceeds verify_ms={rec.verify_ms:.2f}: the target forward "
+                "is part of the verify")
     if rec.n is None:
         return _sum_reason(rec)
     return None

@@ -949,7 +949,13 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
             warn(f"{f.label}: no [eagle-cycle], JSONL or Decode batch line "
                  f"({f.other_lines} other, {f.unparsed_lines} damaged lines)")
 
-    groups = list(reader.groups.values())
+    # one order whichever reader counted them (the bulk reader meets a chunk's configurations in
+    # token order, the per-line path in line order): by input, then configuration, then timing kind
+    order = {}
+    for i, f in enumerate(reader.files):
+        order.setdefault(f.label, i)
+    groups = sorted(reader.groups.values(), key=lambda g: (order.get(g.file, len(order)), g.bs, g.steps, g.topk,
+                                                             g.draft_tokens, g.device_spans))
     if groups_out is not None:
         groups_out.extend(groups)
     # the input's batch sizes: the cycle groups' and the stock speculative lines'
