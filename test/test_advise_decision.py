@@ -2566,3 +2566,13 @@ def test_pooled_stock_counts_agree_with_the_runs(tmp_path):
     used = sum(int(re.search(r"(\d+) intervals\)$", r["source"]).group(1)) for r in doc["inputs"]["runs"])
     left = sum(int(m) for m in re.findall(r"(\d+) with ", note))
     assert used + left == 44 and "1 with idle time" in note and "1 with #running-req 0" in note, (note, used)
+
+
+def test_zero_gen_throughput_is_named_an_idle_interval(tmp_path):
+    # helper 39: a stock log whose gen throughputs were all 0.00 was refused with "its time over 5x
+    # the median", which those intervals never were; the reason names the 0.00 now
+    log = _stock_log(tmp_path / "s3.log", 3, 2.4, 80.0)
+    text = re.sub(r"gen throughput \(token/s\): [0-9.]+", "gen throughput (token/s): 0.00", log.read_text())
+    log.write_text(text)
+    rc, _out, err = advise(log, _nospec_log(tmp_path / "ns.log"))
+    assert rc == 2 and "a gen throughput of 0.00" in err

@@ -185,7 +185,7 @@ SPREAD_MIN_INTERVALS = 8
 #: second (a public EAGLE-3 report's 0.39 tok/s before 166-189; taken in proportion to its time, it
 #: had put a 90 tok/s run at 2.6). A longer interval from prefills between the decode batches stays
 IDLE_FACTOR = 5.0
-IDLE_REASON = "idle time in the interval (its time over 5x the median at its batch size)"
+IDLE_REASON = "idle time in the interval (a gen throughput of 0.00, or its time over 5x the median at its batch size)"
 
 
 def _busy(a: np.ndarray, r: np.ndarray) -> np.ndarray:
