@@ -977,3 +977,18 @@ def test_one_step_runs_name_the_draft_step_they_assume(capsys, tmp_path):
     assert "0.25-1.5 times the draft-extend" in note and "omit" not in note
     draft = [cand(doc, s)["cycle_phases_ms"]["draft_ms"] for s in (2, 3, 4)]
     assert 0 < draft[0] < draft[1] < draft[2]
+
+
+def test_the_marginal_columns_say_what_they_compare(capsys, tmp_path):
+    # helper 39: with --steps-candidates 0 3 5 7 the 3-step row's +accept / +cycle are the step from 2
+    # steps, a row the table does not list; the title says so, and the JSON figures are that step
+    log = tmp_path / "server.log"
+    _write_log(log, {2: 300, 6: 900})
+    args = [str(log), "--baseline-tok-s", f"{1000.0 * BS / _verify(BS):.6f}", "--steps-candidates", "0", "3", "5"]
+    assert cli.main(["advise", *args]) == 0
+    assert "what the depth adds over one step fewer, listed or not" in " ".join(capsys.readouterr().out.split())
+    sparse = advise_json(capsys, *args[:-4], "--steps-candidates", "0", "3", "5")
+    dense = advise_json(capsys, *args[:-4], "--steps-candidates", "0", "2", "3", "4", "5")
+    for s in (3, 5):
+        assert cand(sparse, s)["marginal_accept_gain"] == pytest.approx(
+            cand(dense, s)["predicted_accept_len"] - cand(dense, s - 1)["predicted_accept_len"], abs=0.002)
