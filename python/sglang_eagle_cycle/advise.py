@@ -1736,6 +1736,12 @@ def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble, one_baselin
             continue
         tok, e = ens.tok_s[:, i], ens.accept_len[:, i]
         lo, hi = np.percentile(tok if ens.tok_s_band is None else ens.tok_s_band[:, i], unc.LEVELS)
+        if ens.sources[i] == unc.NO_NOISE_SOURCE:
+            # a run with no noise estimate (a table row, a bench record without its cycle group) is
+            # taken as UNKNOWN_NOISE_PCT wide, as its poor-fit check and the why-line take it: a
+            # zero-wide interval had shown 322.3-322.3 beside the row's own 321.2 (helper 39)
+            half = UNKNOWN_NOISE_PCT / 100.0 * float(tok.mean())
+            lo, hi = min(lo, float(tok.mean()) - half), max(hi, float(tok.mean()) + half)
         elo, ehi = np.percentile(e, unc.LEVELS)
         med = {k: float(np.median(v[:, i])) for k, v in ens.phases.items()}
         phases = c.cycle.verify_ms is not None

@@ -300,6 +300,9 @@ STAIR_SAME = (0.3, 0.8)
 WIDTH_JITTER = 0.02
 #: the interval source named where that kernel time dominates
 KERNEL_SOURCE = "kernel time at a width no run measured"
+#: the interval source of a measured depth whose run has no noise estimate (nothing left to vary:
+#: advise widens that interval to the 1% its poor-fit check allows, ``advise.UNKNOWN_NOISE_PCT``)
+NO_NOISE_SOURCE = "none: its run has no noise estimate (taken as 1% wide)"
 #: settled when the pick's 95th-percentile regret is at most this
 SETTLED_REGRET = 0.02
 #: central interval
@@ -1134,7 +1137,7 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
             if max(w_jit[i], w_acc[i], w_cost[i]) <= 1e-9 * e_med[i] / t_med[i]:
                 # nothing left to vary: a measured depth whose run has no noise estimate (a table
                 # row, a bench record without its cycle group, a stock run of a few intervals)
-                src = "none: its run has no noise estimate"
+                src = NO_NOISE_SOURCE
             elif w_jit[i] > max(w_acc[i], w_cost[i]):
                 src = KERNEL_SOURCE
             elif w_acc[i] >= w_cost[i]:
