@@ -1067,22 +1067,22 @@ def broken_draft_notes(runs: Sequence[Run]) -> list[str]:
             continue
         where = f"{r.source} ({cm.steps_text(r.steps)}, bs {r.bs})"
         if r.accept_len <= STUCK_ACCEPT_LEN:
-            out.append(f"{where}: the draft looks broken: mean accept length {r.accept_len:.2f}, practically "
-                       "no draft token accepted, the draft or its aux-layer wiring looks broken (run `eagle-cycle wiring TARGET "
-                       "DRAFT`); the advice takes this acceptance at face value")
+            out.append(f"{where}: the draft looks broken: mean accept length {r.accept_len:.2f}, practically no "
+                       "draft token accepted (its aux-layer wiring? run `eagle-cycle wiring TARGET DRAFT`); the "
+                       "advice takes this acceptance at face value")
             continue
-        full = r.steps + 1 if r.num_draft_tokens is None else min(r.num_draft_tokens, r.steps + 1)
         if r.topk != 1:
             continue
+        full = r.steps + 1 if r.num_draft_tokens is None else min(r.num_draft_tokens, r.steps + 1)
         if r.counts:
             every = len(r.counts) >= r.steps and r.counts[0][1] >= MIN_REQUESTS and all(
                 a == n for a, n in r.counts[:r.steps])
         else:
             every = r.accept_len >= full - 1e-9
         if every:
-            out.append(f"{where}: the draft looks broken: every request accepted every draft token (accept "
-                       f"length {full}); no real draft is that good; suspect NaN/inf logits in the target or the draft, which make "
-                       "verification accept anything; the advice takes this acceptance at face value")
+            out.append(f"{where}: the draft looks broken: every request accepted every draft token (accept length "
+                       f"{full}), which no real draft does; suspect NaN/inf logits in the target or the draft, which "
+                       "make verification accept anything; the advice takes this acceptance at face value")
     return out
 
 
