@@ -378,10 +378,14 @@ def test_bulk_reader_leaves_out_damaged_lines_as_the_line_path_does(tmp_path, sp
 
 def test_a_target_forward_within_rounding_of_its_verify_is_no_fault():
     lines = log_lines(generate(random.Random(1413), bs=2, steps=2, cycles=3, p=P[:2]).records)
-    # within the two values' rounding it is no fault
-    edge = re.sub(r"verify_fwd_ms=\S+", "verify_fwd_ms=" + re.search(r" verify_ms=(\S+)", lines[1]).group(1),
-                  lines[1])
-    assert cycle.parse_line(edge) is not None
+    verify = float(re.search(r" verify_ms=(\S+)", lines[1]).group(1))
+
+    def fwd(ms: float) -> str:
+        return re.sub(r"verify_fwd_ms=\S+", f"verify_fwd_ms={ms:.2f}", lines[1])
+
+    # within the two values' rounding (0.01 ms) it is no fault; past it, the line is damaged
+    assert cycle.parse_line(fwd(verify)) is not None and cycle.parse_line(fwd(verify + 0.01)) is not None
+    assert cycle.parse_line(fwd(verify + 0.02)) is None
 
 
 def test_jsonl_field_kinds_are_named_in_the_rejection():
