@@ -182,6 +182,28 @@ def test_trace_one_track_per_rank_one_slice_per_phase(capsys, log, tmp_path, run
         assert first["verify"]["args"]["accept_len"] == parsed[0].accept_len
 
 
+def test_trace_of_device_span_lines_opens_with_draft_prep_and_keeps_the_gap(capsys, tmp_path):
+    # helper 40: the trace left draft_prep out (draft at the cycle's start, every phase 5 ms early, a
+    # hole at the end) and laid the cycles end to end over their 7.86 ms gap: the host-bound time
+    # inspect's own finding names was nowhere in it
+    line = ("[2026-11-30 12:00:01 TP0] [eagle-cycle] cycle={c} bs=1 steps=2 topk=1 draft_tokens=3 draft_ms=0.52 "
+            "verify_ms=21.40 verify_fwd_ms=20.85 extend_ms=0.41 other_ms=0.51 total_ms=27.84 accept_len=2.00 "
+            "accepts=2 tok_s=71.8 graph=1 draft_prep_ms=5.00 gap_ms={g}")
+    log = tmp_path / "hb.log"
+    log.write_text(line.format(c=1, g="-") + "\n" + line.format(c=2, g="7.86") + "\n")
+    out = tmp_path / "hb.trace.json"
+    rc, _, err = run_cli(capsys, log, "--trace", out)
+    assert rc == 0 and err == ""
+    evs = [e for e in _check_trace_events(json.loads(out.read_text()))["slices"][(1, 1)]]
+    cycles = [e for e in evs if e["name"] == "cycle"]
+    assert [c["ts"] for c in cycles] == pytest.approx([0.0, 27840.0 + 7860.0])
+    first = {e["name"]: e for e in evs if e["name"] != "cycle" and e["args"]["cycle"] == 1}
+    assert list(first) == ["draft_prep", "draft", "verify", "verify_fwd", "extend", "other"]
+    assert (first["draft_prep"]["ts"], first["draft_prep"]["dur"]) == pytest.approx((0.0, 5000.0))
+    assert first["draft"]["ts"] == pytest.approx(5000.0) and first["verify"]["ts"] == pytest.approx(5520.0)
+    assert first["other"]["ts"] + first["other"]["dur"] == pytest.approx(27840.0, abs=1.0)   # fills the cycle
+
+
 def test_trace_max_cycles(capsys, log, tmp_path, runs):
     out = tmp_path / "t.json"
     rc, _, err = run_cli(capsys, log, "--trace", out, "--trace-max-cycles", "5")

@@ -2,12 +2,14 @@
 
 One track per rank: process = input file, thread = rank (``rank=`` of our lines; lines without
 it come from the stats-logging rank). Per cycle one ``cycle`` slice and, inside it, one slice
-per phase in decode order: ``draft``, ``verify`` (holding ``verify_fwd``, the target forward,
-at its start), ``extend`` (draft-extend), ``other``. Every slice carries the cycle id and accept
-length as arguments. Times are microseconds, as the format requires.
+per phase in decode order: ``draft_prep`` (device-span lines: the cycle's start to the draft
+launch), ``draft``, ``verify`` (holding ``verify_fwd``, the target forward, at its start),
+``extend`` (draft-extend), ``other``. Every slice carries the cycle id and accept length as
+arguments. Times are microseconds, as the format requires.
 
-The log gives durations, not start times, so cycles of a track are laid end to end (gaps
-between cycles are not in the log) and phase positions inside a cycle follow the phase order.
+The log gives durations, not start times, so cycles of a track are laid end to end, apart by
+their ``gap_ms`` where a device-span line gives one (empty time: the device waiting on the host;
+older lines have no gap), and phase positions inside a cycle follow the phase order.
 An aggregated line (``n=``) becomes one slice of ``n`` x its mean duration, named
 ``N cycles (mean)``. Open the file at https://ui.perfetto.dev or chrome://tracing.
 
@@ -81,11 +83,15 @@ class TraceWriter:
             return
         n = rec.weight
         phases = {"draft": rec.draft_ms, "verify": rec.verify_ms, "extend": rec.extend_ms, "other": rec.other_ms}
+        if rec.device_spans:   # the host preparation opens a device-span cycle (cycle.CycleRecord)
+            phases = {"draft_prep": rec.draft_prep_ms, **phases}
         total_ms = rec.total_ms if rec.total_ms is not None else sum(v for v in phases.values() if v)
         if not total_ms or total_ms <= 0:
             self.records_dropped += 1
             return
-        start = self._cursor_us[key]
+        # a device-span line's gap (the previous cycle's end to this one's start) is left empty
+        gap_us = (rec.gap_ms or 0.0) * 1000.0 * n if rec.device_spans and self._written[key] else 0.0
+        start = self._cursor_us[key] + gap_us
         end = start + total_ms * 1000.0 * n
         args: dict[str, Any] = {"cycle": rec.cycle, "accept_len": rec.accept_len, "bs": rec.bs,
                                 "steps": rec.steps, "topk": rec.topk, "draft_tokens": rec.draft_tokens}
@@ -122,4 +128,4 @@ class TraceWriter:
     def close(self) -> None:
         """Finish the JSON object (does not close ``fh``)."""
         self.fh.write('\n],"displayTimeUnit":"ms","otherData":{"producer":"eagle-cycle inspect",'
-                      '"layout":"cycles end to end per track; durations from the log"}}\n')
+                      '"layout":"cycles end to end per track, apart by their gap_ms; durations from the log"}}\n')
