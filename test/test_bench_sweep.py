@@ -433,20 +433,35 @@ def test_launch_sweep_then_resume_skips_finished_configurations(tmp_path):
     assert_no_orphans(tmp_path / "pids", 3)
     before = out.read_bytes()
 
+    assert [x["settings"] for x in recs[:3:2]] == [
+        {"algorithm": None, "server_args": ["--tp", "1"], "ignore_eos": False, "stream": True},
+        {"algorithm": "EAGLE3", "server_args": ["--tp", "1"], "ignore_eos": False, "stream": True}]
+
     # the same sweep again: everything is done, no server is started, nothing is written
-    r2 = run_bench(launch_args(tmp_path, out, "--standin-cycle-log", warmup="0"))
+    r2 = run_bench(launch_args(tmp_path, out, "--standin-cycle-log", warmup="0", extra=["--", "--tp", "1"]))
     assert r2.returncode == 0, r2.stderr
     assert out.read_bytes() == before and sorted(logs.iterdir()) == kept
     assert last_json_line(r2.stdout) == best
     assert (tmp_path / "sweep.1.png").exists()          # the first plot is not replaced
 
     # one more depth: only that configuration is launched and measured
-    r3 = run_bench(launch_args(tmp_path, out, "--standin-cycle-log", warmup="0", steps=("1", "2", "3")))
+    r3 = run_bench(launch_args(tmp_path, out, "--standin-cycle-log", warmup="0", steps=("1", "2", "3"),
+                               extra=["--", "--tp", "1"]))
     assert r3.returncode == 0, r3.stderr
     assert out.read_bytes().startswith(before)
     new = read_jsonl(out)[len(recs):]
     assert [(x["steps"], x["concurrency"], x["status"]) for x in new] == [(3, 1, "ok"), (3, 2, "ok")]
     assert len(list(logs.iterdir())) == 4
+
+    # other server arguments are another measurement (helper 40: a re-run with other flags after --
+    # had printed the old figures as its answer and launched nothing)
+    r4 = run_bench(launch_args(tmp_path, out, "--standin-cycle-log", warmup="0", steps=("1",), conc=("1",),
+                               extra=["--", "--tp", "2"]))
+    assert r4.returncode == 0, r4.stderr
+    new = read_jsonl(out)[len(recs) + 2:]
+    assert [(x["steps"], x["concurrency"], x["settings"]["server_args"]) for x in new] == [
+        (0, 1, ["--tp", "2"]), (1, 1, ["--tp", "2"])]
+    assert "(2 ok, 0 failed, 0 already measured)" in r4.stdout + r4.stderr
 
 
 def test_never_healthy_and_crash_are_recorded_and_the_sweep_continues(tmp_path):

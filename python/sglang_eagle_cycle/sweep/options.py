@@ -335,8 +335,11 @@ def _run(args: argparse.Namespace) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
+    from .runner import run_settings
+
     rows = summary.select(log.read(), prompt_set_sha256=prompt_set.sha256,
-                          max_new_tokens=args.max_new_tokens, model=model)
+                          max_new_tokens=args.max_new_tokens, model=model,
+                          settings=lambda steps: run_settings(settings, steps))
     if model is None and rows:  # URL mode: the measured server's model
         measured = [r for r in rows if r.get("started_at")]
         model = max(measured, key=lambda r: r["started_at"])["model"] if measured else None

@@ -4,13 +4,17 @@ One record per (configuration, concurrency), appended as soon as it is measured:
 
     {"schema": "eagle-cycle-bench/1", "model":.., "draft":.., "steps":.. (0 = baseline),
      "topk":.., "num_draft_tokens":.., "concurrency":.., "num_prompts":.., "max_new_tokens":..,
-     "prompt_set_sha256":.., "status": "ok"|"failed", "error":.., "output_tok_s":..,
+     "prompt_set_sha256":.., "settings": {"algorithm":.., "server_args": [..], "ignore_eos":..,
+     "stream":..}, "status": "ok"|"failed", "error":.., "output_tok_s":..,
      "request_per_s":.., "ttft_ms": {"p50":..,"p99":..}, "itl_ms": {"p50":..,"p99":..},
      "accept_len_mean":.., "accept_hist": {..}, "cycle": <inspect group or null>,
      "speedup_vs_baseline":.., "server_log":.., "started_at":.., "duration_s":..}
 
 ``error`` is ``null`` for ``ok`` and ``{"reason": "...", "log_tail": [...]}`` for ``failed``.
-A re-run skips configurations whose :data:`KEY_FIELDS` match an ``ok`` record. The file is never
+``settings``: what else the sweep ran the configuration with (``--algorithm`` for a speculative
+launch, else null; the server arguments after ``--``, empty in URL mode; ``--ignore-eos``; streaming,
+not ``--no-stream``). A re-run skips configurations whose :data:`KEY_FIELDS` (settings included)
+match an ``ok`` record; a record without settings (an earlier version's) matches none. The file is never
 truncated or rewritten: lines are appended with one ``write`` while SIGINT/SIGTERM are held back,
 and a partial last line left by a killed writer is closed with a newline first (it stays, and
 readers skip it).
@@ -31,21 +35,23 @@ SCHEMA = "eagle-cycle-bench/1"
 #: Fields in record order (the issue's schema).
 FIELDS = (
     "schema", "model", "draft", "steps", "topk", "num_draft_tokens", "concurrency", "num_prompts",
-    "max_new_tokens", "prompt_set_sha256", "status", "error", "output_tok_s", "request_per_s",
+    "max_new_tokens", "prompt_set_sha256", "settings", "status", "error", "output_tok_s", "request_per_s",
     "ttft_ms", "itl_ms", "accept_len_mean", "accept_hist", "cycle", "speedup_vs_baseline",
     "server_log", "started_at", "duration_s",
 )
 
 #: A configuration is done when an ``ok`` record with these values exists.
 KEY_FIELDS = ("model", "draft", "steps", "topk", "num_draft_tokens", "concurrency",
-              "max_new_tokens", "prompt_set_sha256")
+              "max_new_tokens", "prompt_set_sha256", "settings")
 
 Key = tuple
 
 
 def record_key(rec: dict) -> Key:
-    """The resume key of a record (see :data:`KEY_FIELDS`)."""
-    return tuple(rec.get(k) for k in KEY_FIELDS)
+    """The resume key of a record (see :data:`KEY_FIELDS`; ``settings``, an object, as canonical
+    JSON text, so that the key is hashable)."""
+    return tuple(json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
+                 for v in (rec.get(k) for k in KEY_FIELDS))
 
 
 def new_record(**values: Any) -> dict:

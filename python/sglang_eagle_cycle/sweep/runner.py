@@ -94,6 +94,17 @@ class Outcome:
         return 130 if self.interrupted else 1
 
 
+def run_settings(s: SweepSettings, steps: int) -> dict:
+    """A record's ``settings`` (:mod:`.records`): what else a configuration at ``steps`` ran with.
+    ``algorithm``: ``--algorithm`` for a speculative launch (None for the baseline and in URL mode,
+    where the server's own flags are not the sweep's); ``server_args``: the arguments after ``--``
+    (launch mode); ``ignore_eos`` and ``stream``: the requests'."""
+    launch = s.model is not None
+    return {"algorithm": s.algorithm if launch and steps > 0 else None,
+            "server_args": list(s.extra_args) if launch else [],
+            "ignore_eos": bool(s.generate.ignore_eos), "stream": bool(s.generate.stream)}
+
+
 def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -136,7 +147,7 @@ class Sweep:
             "model": server.model, "draft": server.draft, "steps": server.steps,
             "topk": server.topk, "num_draft_tokens": server.num_draft_tokens,
             "concurrency": concurrency, "max_new_tokens": self.s.generate.max_new_tokens,
-            "prompt_set_sha256": self.prompt_set.sha256,
+            "prompt_set_sha256": self.prompt_set.sha256, "settings": run_settings(self.s, server.steps),
         })
 
     def _pending(self, server: ServerConfig, concurrencies: list[int]) -> list[int]:
@@ -201,7 +212,7 @@ class Sweep:
             "model": server.model, "draft": server.draft, "steps": server.steps,
             "topk": server.topk, "num_draft_tokens": server.num_draft_tokens,
             "concurrency": concurrency, "max_new_tokens": self.s.generate.max_new_tokens,
-            "prompt_set_sha256": self.prompt_set.sha256,
+            "prompt_set_sha256": self.prompt_set.sha256, "settings": run_settings(self.s, server.steps),
             "server_log": None if log_path is None else str(log_path),
         }
 

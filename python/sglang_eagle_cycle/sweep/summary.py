@@ -19,14 +19,18 @@ BEST_SCHEMA = "eagle-cycle-bench-best/1"
 
 
 def select(records: list[dict], *, prompt_set_sha256: str, max_new_tokens: int,
-           model: Optional[str]) -> list[dict]:
+           model: Optional[str], settings=None) -> list[dict]:
     """Records of this workload (and model, when given), one per key: the last ``ok`` one,
-    else the last ``failed`` one; sorted by (concurrency, steps, topk, num_draft_tokens)."""
+    else the last ``failed`` one; sorted by (concurrency, steps, topk, num_draft_tokens).
+    ``settings``: a function of a record's ``steps`` giving the ``settings`` this run used
+    (:func:`.runner.run_settings`): records run with others are left out (None: kept)."""
     chosen: dict[tuple, dict] = {}
     for r in records:
         if r.get("prompt_set_sha256") != prompt_set_sha256 or r.get("max_new_tokens") != max_new_tokens:
             continue
         if model is not None and r.get("model") != model:
+            continue
+        if settings is not None and r.get("settings") != settings(r.get("steps") or 0):
             continue
         k = record_key(r)
         if r.get("status") == "ok" or chosen.get(k, {}).get("status") != "ok":
