@@ -660,6 +660,9 @@ def test_bad_url_and_inputs_given_as_outputs_exit_2_at_once(tmp_path):
     cases = [(["--url", u, "--output", str(out)], bad_url)
              for u in ("http://[::1", "http://127.0.0.1:abc", "http://127.0.0.1:99999", "http://", "http://:80",
                        "http://127.0.0.1:0", "", "ftp://h")]
+    # helper 40: a path (an OpenAI-style /v1) was taken, then /v1/health 404ed for a minute
+    cases += [(["--url", u, "--output", str(out)], "without a path")
+              for u in ("http://127.0.0.1:30000/v1", "http://127.0.0.1:30000/?x=1", "https://h/generate")]
     cases += [
         (["--url", "http://127.0.0.1:1", "--output", str(prompts), "--prompts", str(prompts), "--force"],
          "is the --prompts input; inputs are never written"),

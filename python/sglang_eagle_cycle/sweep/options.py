@@ -58,10 +58,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _check_url(url: str) -> None:
-    """A server base URL: ``http(s)://HOST[:PORT]``, port 1..65535.
+    """A server base URL: ``http(s)://HOST[:PORT]``, port 1..65535, no path (``/`` at most).
 
     Raises:
-        UsageError: anything else (no scheme, no host, a port that is not a number or out of range).
+        UsageError: anything else (no scheme, no host, a port that is not a number or out of range, a
+            path, query or fragment).
     """
     from urllib.parse import urlsplit
 
@@ -73,6 +74,10 @@ def _check_url(url: str) -> None:
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
         raise UsageError(f"--url {url!r}: expected http://HOST[:PORT] or https://HOST[:PORT] "
                          f"(e.g. http://127.0.0.1:30000)")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        # the sweep adds /health, /server_info and /generate itself: a path would 404 on each
+        raise UsageError(f"--url {url!r}: expected the server's base URL, http://HOST[:PORT] without a path "
+                         f"(the sweep adds /health and /generate itself)")
 
 
 _positive_int = int_in(1)
