@@ -406,3 +406,20 @@ def test_wiring_without_probe_loads_no_weights(tmp_path, capsys):
     (d / "draft" / "model.safetensors").unlink()
     code, out, err = wiring_cli([str(d / "target"), str(d / "draft"), "--json"], capsys)
     assert code == 0 and "probe" not in json.loads(out), err
+
+
+def test_an_undecided_not_trained_verdict_asks_for_more_tokens():
+    # helper 40: 64 scored tokens of a correctly trained pair gave "the draft was not trained on this
+    # target's states": a large margin that is not significant decides nothing
+    from sglang_eagle_cycle.wiring.probe import fix_text
+
+    def result(margin, p):
+        rows = [{"names": ["plugin"], "positions": [3, 5, 7], "margin_vs_ablated": margin, "p_vs_ablated": p}]
+        return {"verdict": "not_trained_on_target", "fix": None, "candidates": rows, "best": rows[0],
+                "scored_tokens": 64}
+
+    small = fix_text(result(0.09, 0.18))
+    assert small.startswith("fix: undecided:") and "9.0 points" in small and "64 scored tokens" in small
+    assert "--prompts" in small and "--tokens" in small and "not trained on this target's states" not in small
+    for margin, p in ((0.015, 1e-9), (0.001, 0.9)):   # under the bar: significant or not, no margin to settle
+        assert fix_text(result(margin, p)).startswith("fix: none: no candidate beats")

@@ -740,6 +740,16 @@ def fix_text(result: dict) -> str:
         return (f"fix: none needed: the plugin's positions {plugin['positions']} are not significantly worse "
                 f"than the best {result['best']['positions']} (McNemar p={plugin['p_vs_best']:.2g} > {ALPHA})")
     if v == "not_trained_on_target":
+        # a margin past the bar that is not significant is no finding either way: too few tokens
+        wide = [c for c in result["candidates"]
+                if c.get("margin_vs_ablated", 0.0) >= MIN_AUX_GAIN and c.get("p_vs_ablated", 1.0) > ALPHA]
+        if wide:
+            top = max(wide, key=lambda c: c["margin_vs_ablated"])
+            return (f"fix: undecided: {top['positions']} beat the draft with its aux states zeroed by "
+                    f"{100 * top['margin_vs_ablated']:.1f} points of agreement, but at p={top['p_vs_ablated']:.2g} "
+                    f"> {ALPHA} over {result['scored_tokens']} scored tokens: not significant; more prompts "
+                    "(--prompts) or longer continuations (--tokens) would decide whether the draft was trained "
+                    "on this target")
         return (f"fix: none: no candidate beats the draft with its aux states zeroed by {100 * MIN_AUX_GAIN:.0f} "
                 f"points of agreement at p <= {ALPHA}; the draft was not trained on this target's states "
                 "(or not at any of these positions)")
