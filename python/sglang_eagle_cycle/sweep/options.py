@@ -134,7 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--no-baseline", action="store_true",
                    help="skip the no-speculation baseline server")
     g.add_argument("--startup-timeout", type=_positive_float, default=900.0, metavar="S",
-                   help="seconds a server may take to answer /health with 200 (default 900)")
+                   help="seconds a server may take to answer /health with 200 (default 900; with --url, "
+                        "at most 60: that server is already up)")
     g.add_argument("--stop-timeout", type=_positive_float, default=30.0, metavar="S",
                    help="seconds between SIGTERM and SIGKILL of the server's process group (default 30)")
     g.add_argument("--server-cmd", default=None, metavar="CMD",
