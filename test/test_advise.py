@@ -992,3 +992,22 @@ def test_the_marginal_columns_say_what_they_compare(capsys, tmp_path):
     for s in (3, 5):
         assert cand(sparse, s)["marginal_accept_gain"] == pytest.approx(
             cand(dense, s)["predicted_accept_len"] - cand(dense, s - 1)["predicted_accept_len"], abs=0.002)
+
+
+def test_bench_records_of_two_server_settings_are_warned_about(capsys, tmp_path):
+    # helper 40: records now carry their settings; two TP sizes (or backends) in one input are two
+    # deployments, and advise says so rather than comparing them silently
+    def rec(steps, tok, args):
+        return {"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": steps, "topk": 1,
+                "num_draft_tokens": steps + 1 if steps else None, "concurrency": 1, "status": "ok",
+                "output_tok_s": tok, "accept_len_mean": 2.0 if steps else None,
+                "settings": {"algorithm": "EAGLE3" if steps else None, "server_args": args, "ignore_eos": False,
+                             "stream": True}}
+
+    one = [rec(0, 80.0, ["--tp", "8"]), rec(2, 100.0, ["--tp", "8"])]
+    path = tmp_path / "b.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in one) + "\n")
+    assert not [n for n in advise_json(capsys, path)["inputs"]["notes"] if "server settings" in n]
+    path.write_text("\n".join(json.dumps(r) for r in one + [rec(3, 120.0, ["--tp", "4"])]) + "\n")
+    notes = [n for n in advise_json(capsys, path)["inputs"]["notes"] if "server settings" in n]
+    assert len(notes) == 1 and "2 server settings" in notes[0] and "'--tp', '4'" in notes[0]

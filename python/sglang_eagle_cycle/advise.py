@@ -569,6 +569,7 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
     runs, notes = [], []
     base_runs: dict[int, list[float]] = {}
     workloads: dict[tuple, list[str]] = {}
+    setups: dict[str, list[str]] = {}
     seen: dict[tuple[str, str], tuple] = {}
     base_models: list[tuple[Optional[str], str]] = []
     failed: list[str] = []
@@ -602,6 +603,11 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
                     for v in (rec.get("prompt_set_sha256"), rec.get("max_new_tokens")))
         if key != (None, None):   # records that name neither (older sweeps) compare with any
             workloads.setdefault(key, []).append(what)
+        run_with = rec.get("settings")
+        if isinstance(run_with, Mapping):   # the server arguments and request settings (not the
+            # algorithm, which the baseline has none of); records without (older sweeps) compare with any
+            setups.setdefault(repr([run_with.get(k) for k in ("server_args", "ignore_eos", "stream")]),
+                              []).append(what)
         if steps == 0:
             base_runs.setdefault(bs, []).append(tok)
             base_models.append((rec.get("model"), what))
@@ -663,6 +669,11 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         notes.append(f"{source}: warning: the records ran {len(workloads)} workloads (prompt set x max_new_tokens: "
                      f"{named}): their client throughputs, and the depths and baselines they compare, are not "
                      "like for like")
+    if len(setups) > 1:   # another TP size, attention backend or request setting is another deployment
+        named = "; ".join(f"{k} ({len(w)} record{'s' if len(w) != 1 else ''})" for k, w in setups.items())
+        notes.append(f"{source}: warning: the records ran {len(setups)} server settings ([server arguments after "
+                     f"--, ignore_eos, stream]: {named}): the depths and baselines they compare are not like for "
+                     "like (choose one setting's records)")
     # the clients' throughput includes prefill and scheduling beside the decode cycles the model
     # predicts, and the no-spec baseline is a client's: say how much, not convert (the share differs
     # between prompt sets and output lengths, which records of one sweep need not share)
