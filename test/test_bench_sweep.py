@@ -462,6 +462,13 @@ def test_launch_sweep_then_resume_skips_finished_configurations(tmp_path):
     assert [(x["steps"], x["concurrency"], x["settings"]["server_args"]) for x in new] == [
         (0, 1, ["--tp", "2"]), (1, 1, ["--tp", "2"])]
     assert "(2 ok, 0 failed, 0 already measured)" in r4.stdout + r4.stderr
+    # and their speedup is against a baseline of those settings only (helper 41: a --no-baseline
+    # re-run's records had stored a speedup against a baseline run with other settings)
+    r5 = run_bench(launch_args(tmp_path, out, "--standin-cycle-log", warmup="0", steps=("2",), conc=("1",),
+                               extra=["--no-baseline", "--", "--tp", "3"]))
+    assert r5.returncode == 0, r5.stderr
+    last = read_jsonl(out)[-1]
+    assert (last["steps"], last["settings"]["server_args"], last["speedup_vs_baseline"]) == (2, ["--tp", "3"], None)
 
 
 def test_never_healthy_and_crash_are_recorded_and_the_sweep_continues(tmp_path):

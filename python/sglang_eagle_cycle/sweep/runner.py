@@ -16,6 +16,7 @@ measured (now or by an earlier run), 1 when none is, 130 when interrupted before
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -105,6 +106,14 @@ def run_settings(s: SweepSettings, steps: int) -> dict:
             "ignore_eos": bool(s.generate.ignore_eos), "stream": bool(s.generate.stream)}
 
 
+def _setup(settings) -> Optional[str]:
+    """A record's ``settings`` but the algorithm (a baseline runs none), as text: the baselines a
+    speculative record's speedup may use are those run with it (None: a record from before settings)."""
+    if not isinstance(settings, dict):
+        return None
+    return json.dumps({k: v for k, v in settings.items() if k != "algorithm"}, sort_keys=True)
+
+
 def _now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -140,7 +149,8 @@ class Sweep:
     def _note_baseline(self, rec: dict) -> None:
         if (rec.get("status") == "ok" and rec.get("steps") == 0 and self._same_workload(rec)
                 and isinstance(rec.get("output_tok_s"), (int, float))):
-            self.baseline_tok_s[(rec.get("model"), rec.get("concurrency"))] = float(rec["output_tok_s"])
+            self.baseline_tok_s[(rec.get("model"), rec.get("concurrency"), _setup(rec.get("settings")))] = \
+                float(rec["output_tok_s"])
 
     def key(self, server: ServerConfig, concurrency: int) -> tuple:
         return record_key({
@@ -391,7 +401,7 @@ class Sweep:
     def _speedup(self, server: ServerConfig, concurrency: int, tok_s: float) -> Optional[float]:
         if server.steps == 0:
             return 1.0
-        base = self.baseline_tok_s.get((server.model, concurrency))
+        base = self.baseline_tok_s.get((server.model, concurrency, _setup(run_settings(self.s, 0))))
         return round(tok_s / base, 4) if base else None
 
     # -- progress -----------------------------------------------------------------------------
