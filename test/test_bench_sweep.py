@@ -669,7 +669,8 @@ def test_bad_url_and_inputs_given_as_outputs_exit_2_at_once(tmp_path):
                        "http://127.0.0.1:0", "", "ftp://h")]
     # helper 40: a path (an OpenAI-style /v1) was taken, then /v1/health 404ed for a minute
     cases += [(["--url", u, "--output", str(out)], "without a path")
-              for u in ("http://127.0.0.1:30000/v1", "http://127.0.0.1:30000/?x=1", "https://h/generate")]
+              for u in ("http://127.0.0.1:30000/v1", "http://127.0.0.1:30000/?x=1", "https://h/generate",
+                        "http://127.0.0.1:30000?", "http://127.0.0.1:30000#")]
     cases += [
         (["--url", "http://127.0.0.1:1", "--output", str(prompts), "--prompts", str(prompts), "--force"],
          "is the --prompts input; inputs are never written"),
@@ -684,3 +685,19 @@ def test_bad_url_and_inputs_given_as_outputs_exit_2_at_once(tmp_path):
         assert r.returncode == 2, (args, r.stderr)
         assert needle in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, args
     assert prompts.read_text() == '{"prompt": "hi"}\n' and log.read_text() == "x\n" and not out.exists()
+
+
+def test_a_reader_that_stops_early_keeps_the_sweeps_exit_code(tmp_path):
+    # helper 41: `sweep ... | head -1` exited 1 with a BrokenPipeError traceback after measuring;
+    # the records are written, so the exit code is the sweep's (0: something was measured)
+    out = tmp_path / "p.jsonl"
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        r = subprocess.run([sys.executable, str(BENCH), *launch_args(tmp_path, out, warmup="0", steps=("1",),
+                                                                       conc=("1",), extra=["--no-plot"])],
+                           stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60, cwd=REPO)
+    finally:
+        os.close(write_end)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert [x["steps"] for x in read_jsonl(out)] == [0, 1]

@@ -74,7 +74,7 @@ def _check_url(url: str) -> None:
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or port == 0:
         raise UsageError(f"--url {url!r}: expected http://HOST[:PORT] or https://HOST[:PORT] "
                          f"(e.g. http://127.0.0.1:30000)")
-    if parts.path not in ("", "/") or parts.query or parts.fragment:
+    if parts.path not in ("", "/") or "?" in url or "#" in url:
         # the sweep adds /health, /server_info and /generate itself: a path would 404 on each
         raise UsageError(f"--url {url!r}: expected the server's base URL, http://HOST[:PORT] without a path "
                          f"(the sweep adds /health and /generate itself)")
@@ -352,6 +352,21 @@ def _run(args: argparse.Namespace) -> int:
         rows = [r for r in rows if r.get("model") == model]
     title = (f"EAGLE speculation sweep: {model or '?'}, max_new_tokens {args.max_new_tokens}, "
              f"prompts {prompt_set.source} ({prompt_set.sha256[:12]})")
+    try:
+        _print_summary(rows, title, plot_path, out, outcome)
+    except BrokenPipeError:   # the reader stopped early (| head): the records are written, the exit code stands
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+    return outcome.exit_code
+
+
+def _print_summary(rows: list, title: str, plot_path, out, outcome) -> None:
+    """The table, the plot, the records line and the best-depth JSON line."""
+    from . import summary
+    from .launcher import unique_path
     if rows:
         summary.render_table(rows, sys.stdout, title)
         if plot_path is not None:
@@ -365,4 +380,3 @@ def _run(args: argparse.Namespace) -> int:
     print(f"records: {out} ({outcome.ok} ok, {outcome.failed} failed, {outcome.skipped} already measured)",
           file=sys.stderr)
     print(summary.best_json(rows), flush=True)
-    return outcome.exit_code

@@ -57,8 +57,8 @@ def _f(x, fmt: str) -> str:
 
 def render_table(rows: list[dict], file: TextIO, title: str) -> None:
     """The summary table (rich) on ``file``."""
-    from rich.console import Console
     from ..tables import figure_table
+    from ..termout import PipeConsole as Console   # a closed pipe raises BrokenPipeError, not exit 1
 
     sp = speedups(rows)
     cols = [("steps", "right"), ("topk", "right"), ("draft\ntok", "right"), ("conc", "right"),
