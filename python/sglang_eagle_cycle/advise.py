@@ -1771,6 +1771,9 @@ def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble, one_baselin
         if c.steps > 0 and prev is not None:
             out[k] = dataclasses.replace(c, gain_tokens=c.accept_len - prev.accept_len,
                                          cost_ms=c.cycle.total_ms - prev.cycle.total_ms)
+        elif c.steps > 0:   # one step fewer is not a candidate: no figure (the point fit's was not
+            # the ensemble's, so a depth's step read differently as its neighbour was listed or not)
+            out[k] = dataclasses.replace(c, gain_tokens=None, cost_ms=None)
     return out
 
 

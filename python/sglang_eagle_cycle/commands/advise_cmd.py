@@ -987,8 +987,8 @@ def _render(advice, plan, plan_path, desc, shape_note, console, full: bool = Tru
         tab = figure_table(
             f"bs {b.bs}: predicted per depth (tok/s: mean over {unc.N_SAMPLES} hypotheses that fit the "
             "measurements; 95%: their 2.5th-97.5th percentiles, each width no run measured running kernels of "
-            "its own; +accept, +cycle ms: what the depth adds over one step fewer, listed or not; notes: what "
-            "dominates each)",
+            "its own; +accept, +cycle ms: what the depth adds over one step fewer, '-' where that depth is not "
+            "listed; notes: what dominates each)",
             [(h, "right") for h in ("steps", "verify\ntok", "accept\nlen", "cycle\nms", "tok/s", "tok/s\n95%",
                                     "speed\nup", "+accept", "+cycle\nms", "meas-\nured")] + [("notes", "left")],
             rows)
