@@ -663,16 +663,18 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         if len(toks) > 1:   # a sweep re-run appends another baseline; the last one used to win silently
             notes.append(f"{source}: {len(toks)} baselines at concurrency {bs} "
                          f"({', '.join(f'{t:.1f}' for t in toks)} tok/s): their mean {base[bs]:.1f} is used")
+    def named(groups: Mapping[str, list[str]]) -> str:
+        return "; ".join(f"{k} ({len(w)} record{'s' if len(w) != 1 else ''})" for k, w in groups.items())
+
     if len(workloads) > 1:   # a client's throughput holds its prompts' prefill and its output length
-        named = "; ".join(f"{sha[:12] if isinstance(sha, str) else sha} x {mnt} max_new_tokens "
-                          f"({len(w)} record{'s' if len(w) != 1 else ''})" for (sha, mnt), w in workloads.items())
+        kinds = named({f"{sha[:12] if isinstance(sha, str) else sha} x {mnt} max_new_tokens": w
+                       for (sha, mnt), w in workloads.items()})
         notes.append(f"{source}: warning: the records ran {len(workloads)} workloads (prompt set x max_new_tokens: "
-                     f"{named}): their client throughputs, and the depths and baselines they compare, are not "
+                     f"{kinds}): their client throughputs, and the depths and baselines they compare, are not "
                      "like for like")
     if len(setups) > 1:   # another TP size, attention backend or request setting is another deployment
-        named = "; ".join(f"{k} ({len(w)} record{'s' if len(w) != 1 else ''})" for k, w in setups.items())
         notes.append(f"{source}: warning: the records ran {len(setups)} server settings ([server arguments after "
-                     f"--, ignore_eos, stream]: {named}): the depths and baselines they compare are not like for "
+                     f"--, ignore_eos, stream]: {named(setups)}): the depths and baselines they compare are not like for "
                      "like (choose one setting's records)")
     # the clients' throughput includes prefill and scheduling beside the decode cycles the model
     # predicts, and the no-spec baseline is a client's: say how much, not convert (the share differs
@@ -1136,13 +1138,15 @@ def build_acceptance(runs: Sequence[Run]) -> tuple[cm.AcceptanceModel, list[str]
         depth = max((j + 1 for j, (_a, n) in enumerate(total) if n > 0), default=0)
         # a run without counts deeper than every counted position says how acceptance goes on past
         # them (its mean accept length); one at a counted depth adds nothing the counts lack
-        deeper = [r for r in runs if not r.counts and r.accept_len is not None and r.steps > depth]
-        for r, low, high in unreachable_means(runs):
-            deeper = [x for x in deeper if x is not r]
+        odd = unreachable_means(runs)
+        for r, low, high in odd:
             notes.append(f"{r.source}: mean accept length {r.accept_len:.2f} at {cm.steps_text(r.steps)} is "
                          f"beyond what the counted positions allow there ({low:.2f}-{high:.2f}: none to every "
                          f"draft past position {depth} accepted): another workload or draft? Not used for "
                          "acceptance, nor to overrule the model")
+        left_out = {id(r) for r, _low, _high in odd}
+        deeper = [r for r in runs if not r.counts and r.accept_len is not None and r.steps > depth
+                  and id(r) not in left_out]
         beyond = [cm.MeanPoint(r.steps, r.accept_len, _effective_samples(r)) for r in deeper]
         if any(b.samples is None for b in beyond):
             beyond = [cm.MeanPoint(b.steps, b.accept_len, None) for b in beyond]
@@ -1891,11 +1895,10 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
             head += f", {tok / base_tok:.2f}x the no-spec {base_tok:.1f}"
         return cm.Recommendation(dec.pick, pick, f"{head}; the measurement wins over the model ({over}); {state}",
                                  base_tok)
-    else:
-        head = (f"{cm.steps_text(dec.pick)} gives {pick.tok_s:.1f} tok/s (95%: {pick.tok_s_low:.1f}-"
-                f"{pick.tok_s_high:.1f}{', mostly ' + pick.interval_source if pick.interval_source else ''})")
-        if base_tok:
-            head += f", {pick.speedup():.2f}x the no-spec {base_tok:.1f}"
+    head = (f"{cm.steps_text(dec.pick)} gives {pick.tok_s:.1f} tok/s (95%: {pick.tok_s_low:.1f}-"
+            f"{pick.tok_s_high:.1f}{', mostly ' + pick.interval_source if pick.interval_source else ''})")
+    if base_tok:
+        head += f", {pick.speedup():.2f}x the no-spec {base_tok:.1f}"
     nxt = by.get(dec.pick + 1)
     clause = ""
     if nxt is not None and nxt.gain_tokens is not None:
