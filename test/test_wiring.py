@@ -97,6 +97,8 @@ CODE_CASES = {
                      dict(draft_over={"eagle_aux_hidden_state_layer_ids": [1, 15, 28]})),
     "unsorted_ids": (dict(draft_over=ids_cfg([15, 1, 28])), dict(draft_over=ids_cfg([1, 15, 28]))),
     "algorithm_not_eagle3": (dict(algorithm="EAGLE"), dict(algorithm="EAGLE3")),
+    "eagle_config_not_object": (dict(draft_over={"eagle_config": "[1, 15, 28]"}),
+                                dict(draft_over={"eagle_config": ""})),
     "aux_capture_off_fc_mismatch": (
         dict(draft_over={"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28],
                                           "use_aux_hidden_state": False}}),
@@ -129,7 +131,7 @@ def test_code_table_covers_design():
                       "final_layer_capture_unsupported", "fc_width_mismatch", "draft_fc_built_mismatch",
                       "not_eagle3_architecture", "target_hidden_mismatch", "vocab_mismatch",
                       "lm_head_shape_mismatch", "d2t_missing", "algorithm_not_eagle3",
-                      "aux_capture_off_fc_mismatch"}
+                      "aux_capture_off_fc_mismatch", "eagle_config_not_object"}
     assert {c for c, level in CHECK_LEVELS.items() if level == "info"} == {"draft_context_shorter"}
 
 
@@ -174,8 +176,49 @@ def test_position_reading_when_max_equals_layers():
     llama = run(draft_over=ids_cfg([20, 26, 32]))
     assert llama.reading == "position" and llama.positions == [20, 26, 32]
     assert codes(llama)[0] == {"final_layer_capture_unsupported"}
-    # a negative id under the position reading is out of range [0, N]
+    # a negative id under the position reading is out of range [1, N]
     assert codes(run(draft_over=ids_cfg([-1, 26, 32])))[0] == {"id_out_of_range"}
+
+
+def test_position_zero_is_out_of_range_whatever_allows_the_embedding():
+    # DESIGN section 1: positions outside [1, N] are id_out_of_range. Position 0 (the embedding) was
+    # taken as embedding_capture, which SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING=1 turned off (helper 42)
+    for env in ({}, {"SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING": "1"}, {"SGLANG_EAGLE_CYCLE_AUX_CONVENTION": "input"}):
+        r = run(target=GPT_OSS, draft_over={**ids_cfg([0, 12, 36]), "hidden_size": 2880, "vocab_size": 201088},
+                header={"fc.weight": [2880, 8640]}, env=env)
+        assert (r.reading, r.positions, codes(r)[0]) == ("position", None, {"id_out_of_range"}), env
+        assert "positions [0] outside [1, 36] (position 0 is the embedding output: declare it as layer-output " \
+               "id -1)" in r.errors[0].message
+    # the layer-output id -1 stays the one way to the embedding, and the flag allows it
+    r = run(draft_over=ids_cfg([-1, 15, 28]), env={"SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING": "1"})
+    assert (r.positions, r.errors) == ([0, 16, 29], [])
+
+
+def test_fields_stock_builds_the_draft_from_must_be_well_formed():
+    # stock LlamaForCausalLMEagle3 takes target_hidden_size as it is (None * 3 fails building fc) and calls
+    # eagle_config.get (a string has none); both drafts were passed with exit 0 (helper 42)
+    for value in (None, "4096", 4096.0):
+        r = run(draft_over={"target_hidden_size": value})
+        assert codes(r)[0] == {"target_hidden_mismatch"}, value
+        assert "not an integer" in r.errors[0].message
+    assert "target_hidden_size is null," in run(draft_over={"target_hidden_size": None}).errors[0].message
+    # Eagle3DeepseekV2ForCausalLM reads a null one as hidden_size and eagle_config through getattr
+    mla = {"architectures": ["Eagle3DeepseekV2ForCausalLM"]}
+    assert codes(run(draft_over={**mla, "target_hidden_size": None}))[0] == set()
+    assert codes(run(draft_over={**mla, "eagle_config": "[1, 15, 28]"}))[0] == set()
+    for value in ("[1, 15, 28]", [1, 15, 28], 3):
+        r = run(draft_over={"eagle_config": value})
+        assert codes(r)[0] == {"eagle_config_not_object"}, value
+    # falsy values are read as no eagle_config (stock's `or {}`)
+    for value in ("", [], 0, None):
+        assert codes(run(draft_over={"eagle_config": value}))[0] == set(), value
+
+
+def test_an_fc_weight_that_is_no_matrix_is_an_error():
+    r = run(header={"fc.weight": [12288]})
+    assert codes(r)[0] == {"fc_width_mismatch"}
+    assert r.errors[0].message == "fc.weight [12288] is not a matrix [out_features, in_features]: the draft's fc " \
+                                  "cannot load it"
 
 
 def test_resolution_order_env_nested_top():

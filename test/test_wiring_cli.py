@@ -325,13 +325,38 @@ def test_allow_embedding_typo_names_the_accepted_values(tmp_path, capsys, monkey
 
 @pytest.mark.parametrize("arg, words", [("/dev/null", "not a regular file or directory"),
                                         ("-", "not read from stdin"), ("", "empty path"),
-                                        ("dangling", "broken symbolic link")])
+                                        ("dangling", "broken symbolic link"),
+                                        ("loop1", "loop1: symbolic link loop"),
+                                        ("x" * 300, "x: cannot read (File name too long)")])
 def test_path_messages_say_what_is_wrong(tmp_path, capsys, monkeypatch, arg, words):
+    # a loop was called a broken link whose target did not exist; a name too long was 'cannot write
+    # output', the label of a full disk (helper 42)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
     _, draft = _pair(tmp_path)
     err = _one_error_line(*run_cli(capsys, arg, str(draft)))
     assert words in err and "no such file" not in err and "not in the" not in err and "has no config.json" not in err
+    assert "cannot write output" not in err and ("does not exist" not in err or arg == "dangling")
+
+
+def test_a_fifo_in_the_draft_folder_is_refused_not_waited_on(tmp_path):
+    # a FIFO named model.safetensors blocked the header read for ever (helper 42)
+    target, draft = _pair(tmp_path)
+    (draft / "model.safetensors").unlink(missing_ok=True)
+    os.mkfifo(draft / "model.safetensors")
+    proc = run_subprocess(str(target), str(draft))
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"eagle-cycle wiring: error: {draft / 'model.safetensors'}: not a regular file\n"
+
+
+def test_swapped_target_and_draft_are_named(tmp_path, capsys):
+    # an EAGLE-3 head given as TARGET was checked as a 1-layer llama target ('declare the draft's ids')
+    target, draft = _pair(tmp_path)
+    err = _one_error_line(*run_cli(capsys, str(draft), str(target)))
+    assert err.strip() == (f"eagle-cycle wiring: error: TARGET {draft} is an EAGLE-3 draft head (LlamaForCausalLMEagle3), "
+                           f"and DRAFT {target} is not one: swap the two (usage: eagle-cycle wiring TARGET DRAFT)")
 
 
 def test_revision_with_a_local_path_is_warned_about(tmp_path, capsys):

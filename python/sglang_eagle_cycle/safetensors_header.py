@@ -59,6 +59,8 @@ def read_header(path: str | Path) -> dict[str, dict]:
     """
     path = Path(path)
     try:
+        if path.exists() and not path.is_file():   # a FIFO or a device would block the read, or never end
+            raise UsageError(f"{path}: not a regular file")
         with path.open("rb") as fh:
             prefix = fh.read(8)
             if len(prefix) < 8:

@@ -26,7 +26,7 @@ Environment (the server reads the same variables):
 * ``SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS=2,30,58`` overrides the draft's ids;
 * ``SGLANG_EAGLE_CYCLE_AUX_CONVENTION=input`` reads ids as positions,
   ``=stock`` keeps SGLang 0.5.23's per-family rule (default: layer outputs);
-* ``SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING=1`` accepts position 0 (id -1);
+* ``SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING=1`` accepts layer-output id -1 (position 0);
 * ``SGLANG_EAGLE_CYCLE_WIRING_STRICT=0`` (server only): wiring errors are logged instead of stopping
   the launch.
 

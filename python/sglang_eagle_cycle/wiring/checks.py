@@ -77,6 +77,19 @@ def _draft_checks(draft: Mapping, inp: _Inputs, n_aux: int | None, add) -> None:
         add("draft_fc_built_mismatch",
             f"{n_aux} aux hidden states resolved, but stock SGLang {STOCK_VERSION} builds the draft fc for "
             f"{built} ({how}); the fc weights will not load")
+    # fields stock's LlamaForCausalLMEagle3 uses as they are: a malformed one fails the draft's build
+    # (Eagle3DeepseekV2ForCausalLM reads both defensively, a null target_hidden_size as hidden_size)
+    deepseek_head = "Eagle3DeepseekV2ForCausalLM" in archs
+    ec = draft.get("eagle_config")
+    if ec and not isinstance(ec, Mapping) and not deepseek_head:
+        add("eagle_config_not_object",
+            f"eagle_config is {_short(ec)}, not an object: stock SGLang {STOCK_VERSION} LlamaForCausalLMEagle3 "
+            f"calls eagle_config.get() and fails to build the draft")
+    raw_th = draft.get("target_hidden_size", 0)
+    if "target_hidden_size" in draft and not _is_int(raw_th) and not (deepseek_head and raw_th is None):
+        add("target_hidden_mismatch",
+            f"draft target_hidden_size is {'null' if raw_th is None else _short(raw_th)}, not an integer: stock SGLang {STOCK_VERSION} builds "
+            f"the draft fc from it and fails")
     if inp.target_hidden_size is not None:
         th = _draft_target_hidden(draft)
         if th is not None and th != inp.target_hidden_size:

@@ -7,6 +7,7 @@ Pure standard library.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -208,6 +209,15 @@ def _cached_config(repo_id: str, revision: str | None, cache: Path) -> Path | No
 
 
 def locate_config(arg: str, revision: str | None = None, env: Mapping = os.environ) -> Path:
+    """Find a model's ``config.json`` (:func:`_locate_config`); a path that cannot be looked at (a
+    folder without permission, a name too long) is a :class:`UsageError` naming it."""
+    try:
+        return _locate_config(arg, revision, env)
+    except OSError as exc:
+        raise UsageError(f"{arg}: cannot read ({exc.strerror or exc})") from None
+
+
+def _locate_config(arg: str, revision: str | None, env: Mapping) -> Path:
     """Find a model's ``config.json``: a model directory, a ``config.json`` path, or a cached HF repo id.
 
     Repo ids are looked up in the local Hugging Face cache only (no network),
@@ -225,6 +235,11 @@ def locate_config(arg: str, revision: str | None = None, env: Mapping = os.envir
                          "or a cached Hugging Face repo id")
     path = Path(arg).expanduser()
     if path.is_symlink() and not path.exists():
+        try:
+            os.stat(path)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UsageError(f"{arg}: symbolic link loop (it resolves to itself)") from None
         raise UsageError(f"{arg}: broken symbolic link (its target {os.readlink(path)} does not exist)")
     if path.exists() and not (path.is_dir() or path.is_file()):
         raise UsageError(f"{arg}: not a regular file or directory")

@@ -36,6 +36,7 @@ CHECK_LEVELS: dict[str, str] = {
     "d2t_missing": ERROR,
     "algorithm_not_eagle3": ERROR,
     "aux_capture_off_fc_mismatch": ERROR,
+    "eagle_config_not_object": ERROR,
     "aux_capture_off": WARNING,
     "ids_key_misspelt": WARNING,
     "draft_flag_ignored": WARNING,

@@ -90,11 +90,10 @@ def _resolve(inp: _Inputs) -> WiringReport:
     stock = stock_layers_to_capture(rule, inp.stock_ids, n) if rule is not None and stock_ids_valid else None
     default_rule = rule or _A
 
-    def check_positions(pos: list[int], as_positions: bool) -> None:
+    def check_positions(pos: list[int]) -> None:
         """Embedding and final-layer checks of in-range, distinct capture positions."""
-        if 0 in pos and not allow_embedding:
-            what = "position 0" if as_positions else "id -1"
-            add("embedding_capture", f"{what} captures the embedding output (position 0), not a decoder "
+        if 0 in pos and not allow_embedding:   # only id -1 of the layer-output reading gets here
+            add("embedding_capture", f"id -1 captures the embedding output (position 0), not a decoder "
                                      f"layer; set {ENV_ALLOW_EMBEDDING}=1 if the draft was trained on it")
         if n in pos and not default_rule.final_capture:
             fam = rule.module if rule else "this target's family"
@@ -111,18 +110,18 @@ def _resolve(inp: _Inputs) -> WiringReport:
         add("ids_missing_default_used",
             f"the draft declares no aux layer ids (eagle_config.{IDS_KEY}): using the family default "
             f"positions {positions}, which cannot be checked against how the draft was trained")
-        bad = [p for p in positions if not 0 <= p <= n]
+        bad = [p for p in positions if not 1 <= p <= n]
         dupes = sorted({p for p in positions if positions.count(p) > 1})
         if bad:
             add("id_out_of_range", f"default positions {_fmt(bad)} of {_fmt(positions)} (from [2, N//2, N-3]) "
-                                   f"outside [0, {n}] for a {n}-layer target; declare the draft's ids")
+                                   f"outside [1, {n}] for a {n}-layer target; declare the draft's ids")
         if dupes:
             add("duplicate_ids", f"default positions {_fmt(positions)} (from [2, N//2, N-3]) repeat {_fmt(dupes)} "
                                  f"for a {n}-layer target; declare the draft's ids")
         if bad or dupes:
             positions = None
         else:
-            check_positions(positions, True)
+            check_positions(positions)
     elif not _all_ints(ids):
         reading = "position" if convention == "input" else "layer_output"
         positions = None
@@ -139,8 +138,11 @@ def _resolve(inp: _Inputs) -> WiringReport:
         reading = "position" if as_positions else "layer_output"
         positions = list(ids) if as_positions else [i + 1 for i in ids]
         if as_positions:
-            bad = [p for p in ids if not 0 <= p <= n]
-            allowed = f"[0, {n}]"
+            # DESIGN section 1: positions lie in [1, N]; position 0 (the embedding output) is reachable only
+            # as layer-output id -1, the one form SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING accepts
+            bad = [p for p in ids if not 1 <= p <= n]
+            allowed = f"[1, {n}]" + (" (position 0 is the embedding output: declare it as layer-output id -1)"
+                                     if 0 in bad else "")
         else:
             bad = [i for i in ids if not -1 <= i <= n - 1]
             allowed = f"[-1, {n - 1}]"
@@ -154,7 +156,7 @@ def _resolve(inp: _Inputs) -> WiringReport:
         if bad or dupes:
             positions = None
         else:
-            check_positions(positions, as_positions)
+            check_positions(positions)
         if positions is not None and ids != sorted(ids):
             add("unsorted_ids", f"ids {_fmt(ids)} are not ascending; captures are concatenated in layer order "
                                 f"{sorted(positions)}, not list order")
@@ -181,6 +183,9 @@ def _resolve(inp: _Inputs) -> WiringReport:
     header = inp.header or {}
     fc_shape = header.get("fc.weight")
     fc_in = fc_shape[1] if isinstance(fc_shape, list) and len(fc_shape) == 2 else None
+    if isinstance(fc_shape, list) and len(fc_shape) != 2:
+        add("fc_width_mismatch", f"fc.weight {list(fc_shape)} is not a matrix [out_features, in_features]: "
+                                 f"the draft's fc cannot load it")
     width = inp.target_hidden_size or _draft_target_hidden(draft_cfg)
     if fc_in is not None and width and n_aux is not None and n_aux * width != fc_in:
         add("fc_width_mismatch", f"{n_aux} aux hidden states x {width} = {n_aux * width} != fc.weight "
