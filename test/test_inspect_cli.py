@@ -726,3 +726,30 @@ def test_the_spread_finding_judges_kept_intervals_by_their_step_rate(capsys, tmp
     zero.write_text("\n".join(_stock_line(i, 4, 0.0 if i < 3 else 400.0, 2.2) for i in range(12)) + "\n")
     rc, out, _ = run_cli(capsys, zero, "--json")
     assert json.loads(out)["decode_batch"]["intervals_idle"] == 3
+
+
+@pytest.mark.parametrize("wrap", [
+    lambda i, line: f"2026-11-30T10:00:{i % 60:02d}.123456789Z {line}",                 # docker/kubectl --timestamps
+    lambda i, line: f"[pod/sglang-7d9f8c6b5-x2kq9/sglang] {line}",                        # kubectl --prefix
+    lambda i, line: f"Nov 30 10:00:{i % 60:02d} gpu-node-3 python[4242]: {line}",         # journald / syslog
+    lambda i, line: f"2026-11-30T10:00:{i % 60:02d}.123Z stdout F {line}",                 # containerd (CRI)
+])
+def test_stock_lines_of_every_tp_rank_count_once_behind_a_collector_prefix(capsys, tmp_path, wrap):
+    """Each TP rank prints the same interval; the rank is read from SGLang's own ``[date TPn]`` prefix
+    wherever it sits in the line. Behind a collector's prefix the repeats had counted as intervals
+    (helper 43: a TP-8 log read 640 intervals for 80, and a kubectl log's accept length moved)."""
+    rng = random.Random(8)
+    lines = []
+    for i in range(30):
+        line = _stock_line(i, 1, 100.0 * rng.uniform(0.9, 1.1), rng.uniform(1.8, 2.6))
+        lines += [line.replace(" TP0]", f" TP{r}]") for r in range(4)]
+    plain, wrapped = tmp_path / "plain.log", tmp_path / "wrapped.log"
+    plain.write_text("\n".join(lines) + "\n")
+    wrapped.write_text("\n".join(wrap(i, line) for i, line in enumerate(lines)) + "\n")
+    docs = []
+    for log in (plain, wrapped):
+        rc, out, _ = run_cli(capsys, log, "--json")
+        assert rc == 0
+        docs.append(json.loads(out)["decode_batch"])
+    assert [r["intervals"] for r in docs[0]["by_bs"]] == [30]
+    assert docs[1]["by_bs"] == docs[0]["by_bs"]

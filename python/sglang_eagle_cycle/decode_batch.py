@@ -48,9 +48,9 @@ TP_REPEAT_WINDOW = 64
 
 _HEAD_RE = re.compile(r"Decode batch(?: \[(\d+)\])?[.,]")
 # "[2026-11-30 10:02:13 TP1] " -> "TP1"; "[2026-11-30 10:02:13 DP0 TP1 EP1] " -> "DP0 TP1 EP1"
-_BRACKET_PREFIX_RE = re.compile(r"\s*\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: ([^\]]+))?\]")
+_BRACKET_PREFIX_RE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: ([^\]]+))?\]")
 # "2026-11-12 09:16:53 INFO 151972 [file.py:287] " -> "pid 151972"
-_LOGGING_PREFIX_RE = re.compile(r"\s*\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? [A-Z]+ (\d+) ")
+_LOGGING_PREFIX_RE = re.compile(r"(?<![\d-])\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? [A-Z]+ (\d+) ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +85,15 @@ def is_decode_line(line: str) -> bool:
 
 
 def _rank_label(prefix: str) -> Optional[str]:
-    m = _BRACKET_PREFIX_RE.match(prefix)
+    """The printing process named by SGLang's own prefix, the last one in ``prefix``: what a collector
+    puts before it (``docker logs --timestamps``, ``kubectl logs --prefix``, journald) is not it."""
+    m = None
+    for m in _BRACKET_PREFIX_RE.finditer(prefix):
+        pass
     if m is not None:
         return m.group(1)
-    m = _LOGGING_PREFIX_RE.match(prefix)
+    for m in _LOGGING_PREFIX_RE.finditer(prefix):
+        pass
     return f"pid {m.group(1)}" if m is not None else None
 
 
