@@ -144,6 +144,80 @@ def test_colour_codes_give_the_same_report(capsys, tmp_path):
     assert docs[1]["unparsed_lines"] == 0 and sum(g["cycles"] for g in docs[1]["groups"]) == 500
 
 
+def _tput(line: str) -> str:
+    """``tput setaf 2`` / ``tput sgr0`` colours: sgr0 writes ``ESC ( B`` before ``ESC [ m``; a terminal
+    reset (``ESC c``), cursor save / restore (``ESC 7`` / ``ESC 8``) and keypad modes (``ESC =``)."""
+    return "\x1b7\x1b[32m" + line.replace(" verify_ms=", "\x1b(B\x1b[m verify_ms=", 1) + "\x1b(B\x1b[m\x1b8\x1b=\x1bc"
+
+
+def test_designations_and_one_character_escapes_are_colour_codes_too(capsys, tmp_path):
+    # tput sgr0's ESC ( B was left in: every line of such a log was damaged (helper 43)
+    run = generate(random.Random(1404), bs=1, steps=3, cycles=200, p=P, spans=True)
+    lines = log_lines(run.records)
+    plain, coloured = tmp_path / "plain.log", tmp_path / "tput.log"
+    plain.write_text("\n".join(lines) + "\n")
+    coloured.write_text("\n".join(map(_tput, lines)) + "\n")
+    docs = []
+    for path in (plain, coloured):
+        rc, out, err = run_cli(capsys, path, "--json")
+        assert rc == 0 and err == ""
+        docs.append(_without_files(json.loads(out)))
+    assert docs[0] == docs[1] and docs[1]["groups"][0]["cycles"] == 200
+
+
+@pytest.mark.parametrize("cut", ["gap_ms=0.2", "graph=1", "rank=t"])
+def test_an_unterminated_last_line_is_damaged_wherever_it_was_cut(capsys, tmp_path, cut):
+    """A server still writing its last line, or one that crashed mid-line, can leave it cut at a field
+    boundary where it still parses (helper 43: ``gap_ms=0.2`` for 0.24 was taken, a cut after ``graph=1``
+    made a one-cycle group of older lines and advise refused the log, ``rank=t`` added a rank ``t``)."""
+    rng = random.Random(1405)
+    run = generate(rng, bs=1, steps=3, cycles=100, p=P, spans=True, rank="tp0")
+    lines = [re.sub(r" gap_ms=\S+", " gap_ms=0.24", ln) for ln in log_lines(run.records)]
+    key = cut.split("=")[0]
+    last = lines[-1]
+    lines[-1] = last[: last.index(f" {key}=") + 1 + len(cut)]
+    assert lines[-1].endswith(cut)
+    log = tmp_path / "writing.log"
+    log.write_text("\n".join(lines))                      # no line end after the last line
+    rc, out, err = run_cli(capsys, log, "--json", "--show-rejected", "5")
+    doc = json.loads(out)
+    assert rc == 0 and doc["unparsed_lines"] == 1 and [g["cycles"] for g in doc["groups"]] == [99]
+    assert err.splitlines() == [f"eagle-cycle inspect: rejected: {log}:100: the input's last line, with no line "
+                                f"end: cut while the server was writing it: {lines[-1]}"]
+    # the same line with its line end is whole: it counts
+    log.write_text("\n".join(lines[:-1] + [last]) + "\n")
+    rc, out, _ = run_cli(capsys, log, "--json")
+    assert json.loads(out)["unparsed_lines"] == 0
+    # a JSONL record is no JSON when cut, so a whole one without its line end still counts
+    jsonl = tmp_path / "cycles.jsonl"
+    jsonl.write_text("\n".join(to_json(r) for r in run.records))
+    rc, out, _ = run_cli(capsys, jsonl, "--json")
+    assert json.loads(out)["groups"][0]["cycles"] == 100
+
+
+def test_stock_lines_run_together_cr_only_line_ends_and_a_bom(capsys, tmp_path):
+    """Two stock records on one line (interleaved writes) were one valid interval, later fields over
+    the earlier; a log with CR-only line ends was one interval; a BOM before a JSONL file's first
+    record dropped it (helper 43)."""
+    stock = [f"[2026-11-30 10:00:{i:02d} TP0] Decode batch, #running-req: 1, #token: {90 + i}, token usage: 0.00, "
+             f"accept len: {2.0 + i / 100:.2f}, accept rate: 0.33, cuda graph: True, gen throughput (token/s): "
+             f"{100 + i:.2f}, #queue-req: 0" for i in range(20)]
+    glued = stock[:5] + [stock[5] + stock[6]] + stock[7:]
+    for name, text, intervals, damaged in (("glued.log", "\n".join(glued) + "\n", 18, 1),
+                                           ("cr.log", "\r".join(stock) + "\r", 20, 0)):
+        log = tmp_path / name
+        log.write_text(text, newline="")
+        rc, out, _ = run_cli(capsys, log, "--json")
+        doc = json.loads(out)
+        assert (rc, doc["decode_batch"]["intervals"], doc["unparsed_lines"]) == (0, intervals, damaged), name
+    run = generate(random.Random(1406), bs=1, steps=3, cycles=50, p=P)
+    jsonl = tmp_path / "bom.jsonl"
+    jsonl.write_text("\ufeff" + "\n".join(to_json(r) for r in run.records) + "\n", encoding="utf-8")
+    rc, out, _ = run_cli(capsys, jsonl, "--json")
+    doc = json.loads(out)
+    assert (doc["groups"][0]["cycles"], doc["unparsed_lines"], doc["other_lines"]) == (50, 0, 0)
+
+
 def test_show_rejected_names_file_line_and_reason(capsys, tmp_path):
     run = generate(random.Random(1403), bs=2, steps=3, cycles=40, p=P)
     lines = log_lines(run.records)

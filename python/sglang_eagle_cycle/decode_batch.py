@@ -111,7 +111,7 @@ def parse_decode_batch(line: str) -> Optional[DecodeBatch]:
         or rate, nan or inf). Never raises.
     """
     m = _HEAD_RE.search(line)
-    if m is None:
+    if m is None or line.count(MARKER) > 1:   # two lines run together: later fields would overwrite
         return None
     body = line[m.start() + len(MARKER):].rstrip()
     fields: dict[str, str] = {}

@@ -40,7 +40,16 @@ MIN_TEXT_SHARE = 0.5
 #: carriage return and escape (colour codes), DEL, C1 controls, and U+FFFD (an undecodable byte).
 _NOT_TEXT_RE = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f-\x9f\ufffd]+")
 #: ANSI escape sequences: CSI (colours, ``ESC [ 0 m``), OSC (``ESC ] ... BEL``), two-byte escapes.
-ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+#: ``ESC ( B`` and the other designations (``tput sgr0`` writes one), and one-character escapes such
+#: as ``ESC 7``, ``ESC =`` or ``ESC c``.
+ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[ -/]+[0-~]|[0-Z\\-~])")
+#: appended to a file's last line when it has no line end and is one of ours (an ``[eagle-cycle]``
+#: or ``Decode batch`` line): a server still writing it, or one that crashed mid-line, may have cut
+#: it at a field boundary where it still parses (``gap_ms=0.2`` for ``gap_ms=0.24``); the text
+#: makes the line damaged, and :func:`cut_last_line` names why
+CUT_MARK = " \u2026[no line end: cut while being written]"
+#: the reason ``--show-rejected`` gives for such a line
+CUT_REASON = "the input's last line, with no line end: cut while the server was writing it"
 #: Characters per chunk handed to the parser (whole lines are completed after it).
 CHUNK_CHARS = 1 << 22
 #: A "line" longer than this (no newline in sight) is cut, so memory stays bounded.
@@ -199,10 +208,28 @@ def _skip_nul_run(stream: BinaryIO, label: str) -> bytes:
 
 
 def _crlf(text: str) -> str:
-    """``\r\n`` line ends as ``\n``, ANSI escape sequences removed."""
+    """``\r\n`` line ends as ``\n``, a lone ``\r`` too (a progress bar's redraws, or a file of
+    CR-only line ends: each record its own line), ANSI escape sequences removed."""
     if "\r" in text:
-        text = text.replace("\r\n", "\n")
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
     return ANSI_RE.sub("", text) if "\x1b" in text else text
+
+
+def _last(text: str) -> str:
+    """The end of a file's text: its last line marked with :data:`CUT_MARK` when it has no line end
+    and is an ``[eagle-cycle]`` or ``Decode batch`` line (JSONL records are left: a cut one is no JSON)."""
+    text = _crlf(text)
+    if text.endswith("\n"):
+        return text
+    line = text[text.rfind("\n") + 1:]
+    if ("[eagle-cycle]" in line or "Decode batch" in line) and not line.lstrip().startswith("{"):
+        return text + CUT_MARK
+    return text
+
+
+def cut_last_line(line: str) -> bool:
+    """True for a line :func:`iter_chunks` marked as its file's unterminated last line."""
+    return line.rstrip("\n").endswith(CUT_MARK)
 
 
 def _read_block(stream: BinaryIO, size: int) -> bytes:
@@ -233,6 +260,7 @@ def iter_chunks(path: PathLike, chunk_chars: int = CHUNK_CHARS) -> Iterator[str]
         stream, head, error = _sniffed(raw, label)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         pending = ""
+        first = True
         while True:
             try:
                 if head:
@@ -243,17 +271,22 @@ def iter_chunks(path: PathLike, chunk_chars: int = CHUNK_CHARS) -> Iterator[str]
                     data = _read_block(stream, READ_BYTES)
             except (OSError, EOFError, zlib.error) as exc:
                 if pending:
-                    yield _crlf(pending)
+                    yield _last(pending)
                 raise LogReadStopped(label, _read_error(exc)) from None
             if not data:
                 pending += decoder.decode(b"", final=True)
                 if pending:
-                    yield _crlf(pending)
+                    yield _last(pending)
                 return
             pending += decoder.decode(data)
+            if first:   # a byte-order mark (an editor's, a Windows tool's) is no part of the first line
+                first = False
+                pending = pending.removeprefix("\ufeff")
             if len(pending) < chunk_chars:
                 continue
             cut = pending.rfind("\n")
+            if cut < 0:   # a file of CR-only line ends
+                cut = pending.rfind("\r")
             if cut < 0 and len(pending) < MAX_LINE_CHARS:
                 continue
             if cut < 0:   # no line end for MAX_LINE_CHARS: hand it over as a line of its own
