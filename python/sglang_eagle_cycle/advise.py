@@ -1448,6 +1448,16 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
                                      _noise_words([x for x in here if x.steps == r.steps]))
                     dec = unc.decide(unc.with_measurements(ens, {r.steps: (r.tok_s, se_r)}),
                                      measured=[r.steps for r in fitted if r.bs == bs], pick=r.steps)
+            base_tok = next((c.baseline_tok_s for c in cands if c.baseline_tok_s), None)
+            below = _measured_below_baseline(dec.pick, here, a, base_tok) if measured_pick is None else None
+            if below is not None:
+                r, z, se_r = below
+                notes.append(f"bs {bs}: {cm.steps_text(r.steps)}, the model's first, measured {r.tok_s:.1f} tok/s, "
+                             f"{z:.1f} of its standard errors below the no-spec {base_tok:.1f}: the measurement wins "
+                             f"(the model predicted {next(c.tok_s for c in cands if c.steps == r.steps):.1f} there)")
+                measured_pick = (r.tok_s, se_r, f"{cm.steps_text(r.steps)}, the model's first", "")
+                dec = unc.decide(unc.with_measurements(ens, {r.steps: (r.tok_s, se_r)}),
+                                 measured=[x.steps for x in fitted if x.bs == bs], pick=0)
             if bs not in run_bs:
                 dec = unc.unmeasured_batch(dec, cm.best_speculative(cands).steps)
             rec = _recommend(cands, dec, ens, run_bs, measured_pick)
@@ -1690,6 +1700,21 @@ def _measured_winner(pick: int, runs: Sequence[Run], steps: Sequence[int], acc: 
     return best
 
 
+def _measured_below_baseline(pick: int, runs: Sequence[Run], acc: cm.AcceptanceModel,
+                             base_tok: Optional[float]) -> Optional[tuple[Run, float, float]]:
+    """``(pick's run, z, its se in tok/s)`` when the pick (``pick > 0``) was measured (``runs``: this
+    batch size's, pooled at one depth with :func:`pooled_runs`) more than :data:`MEASURED_WINS_Z` of
+    its standard errors below the no-spec ``base_tok`` (tok/s, taken as exact), else None: a
+    measured depth slower than speculation off is never recommended on the model's word (helper 44:
+    a 1-step run measured 86.0 tok/s against a no-spec 88.1 was advised at a predicted 93.1)."""
+    rs = [r for r in runs if r.steps == pick and r.tok_s and r.topk == 1]
+    if pick <= 0 or not rs or not base_tok:
+        return None
+    mine, se = pooled_runs(rs, acc)
+    z = (base_tok - mine.tok_s) / se if se > 0 else math.inf
+    return (mine, z, se) if z > MEASURED_WINS_Z else None
+
+
 def _measured_over_prediction(pick: int, cands: Sequence[cm.Candidate], runs: Sequence[Run],
                               acc: cm.AcceptanceModel, unshaped: Sequence[Run]
                               ) -> Optional[tuple[Run, float, float, float]]:
@@ -1874,12 +1899,19 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
         state = (f"not settled: no run at bs {pick.bs}, every figure here is carried over from bs "
                  f"{cm.span_text(run_bs)} (how the costs scale with the batch is not among the hypotheses; "
                  f"the {100 * dec.regret_95:.1f}% regret is within them only)")
-    if dec.pick == 0:
+    if dec.pick == 0 and measured_pick is not None:   # the model's first measured below the baseline
+        tok, se, first, _ = measured_pick
+        reason = (f"turn speculation off (restart without --speculative-algorithm; adaptive steps 0 still runs "
+                  f"draft-extend): {first}, measured {tok:.1f} tok/s (95%: {tok - cm.Z95 * se:.1f}-"
+                  f"{tok + cm.Z95 * se:.1f}), below the no-spec {base_tok:.1f}; the measurement wins over the "
+                  f"model; {state}")
+    elif dec.pick == 0:
         best = cm.best_speculative(cands)
         reason = (f"turn speculation off (restart without --speculative-algorithm; adaptive steps 0 still runs "
                   f"draft-extend): no depth is expected to beat the no-spec {base_tok:.1f} tok/s, the best being "
                   f"{cm.steps_text(best.steps)} at {best.tok_s:.1f} tok/s (95%: {best.tok_s_low:.1f}-"
                   f"{best.tok_s_high:.1f}); {state}")
+    if dec.pick == 0:
         if dec.settled:
             reason += "; no run at another depth is expected to change that"
         elif dec.no_run_at_bs:

@@ -841,9 +841,16 @@ class CycleCostModel:
         phased = [ob for ob in observations if ob.has_phases]
         notes = []
         if phased:
-            if len(phased) < len(observations):
-                notes.append(f"{len(observations) - len(phased)} run(s) without a phase breakdown not used for cycle time")
             run_verify = [(ob.verified_tokens, ob.verify_ms, ob.weight) for ob in phased]
+            derived, left = cls._derived_verify(observations, base, shape)
+            if derived:
+                notes.append(f"{len(derived)} run(s) without a phase breakdown (whole-cycle times) set the verify time at "
+                             "their width: their cycle less the draft, draft-extend and other time the phase-timed runs "
+                             "give there")
+            if left:
+                notes.append(f"{left} run(s) without a phase breakdown not used for cycle time (a phase-timed run "
+                             "measured their depth, or the other phases alone outlast their cycle)")
+            run_verify += derived
             verify = MeasuredCurve.from_points(run_verify + [(bs, ms, 1.0) for bs, ms in base.items()], shape)
             extend = MeasuredCurve.from_points(
                 [(ob.verified_tokens, ob.extend_ms or 0.0, ob.weight) for ob in phased])
@@ -863,7 +870,7 @@ class CycleCostModel:
                 notes.append("verify measured at one width and no baseline: its growth with the width is assumed, flat "
                              "to proportional (give --baseline-tok-s)")
             fall, _ = verify.biggest_fall()
-            run_widths = {float(ob.verified_tokens) for ob in phased}
+            run_widths = {float(x) for x, _, _ in run_verify}
             from_base = fall is not None and float(fall[0][0]) not in run_widths
             notes += verify.fall_notes("verify time", "tokens",
                                        " (a baseline from another setup, or a client's throughput with its prefill?)"
@@ -891,6 +898,31 @@ class CycleCostModel:
             notes.append("MoE shape needs the verify phase; not applied to whole-cycle times")
         return cls("totals", shape, total=total, baseline_ms=base, notes=tuple(notes),
                    step_ceiling=_least_period(observations))
+
+    @classmethod
+    def _derived_verify(cls, observations: Sequence[CycleObservation], base: Mapping[int, float],
+                        shape: WidthShape) -> tuple[list[tuple[int, float, float]], int]:
+        """``([(width, verify ms, weight)], left)``: a verify point for each whole-cycle observation
+        (no phase breakdown) beside phase-timed ones, its cycle time less the draft, draft-extend and
+        other time the phase-timed observations predict at its batch size and depth, so that every
+        measured width shapes the verify curve (issue 13: the curves pass through all measured
+        points); ``left``: whole-cycle observations not turned into one (a phase-timed run measured
+        that depth, or the other phases alone reach its cycle time)."""
+        phased = [ob for ob in observations if ob.has_phases]
+        whole = [ob for ob in observations if not ob.has_phases]
+        if not whole:
+            return [], 0
+        model = cls.fit(phased, {b: 1000.0 * b / ms for b, ms in base.items()}, shape)
+        timed = {(ob.bs, ob.steps) for ob in phased}
+        out = []
+        for ob in whole:
+            if (ob.bs, ob.steps) in timed or ob.steps < 1:
+                continue
+            pred = model.predict(ob.bs, ob.steps)
+            verify = ob.total_ms - (pred.total_ms - pred.verify_ms)
+            if verify > 0:
+                out.append((ob.verified_tokens, verify, ob.weight))
+        return out, len(whole) - len(out)
 
     def predict(self, bs: int, steps: int) -> CyclePrediction:
         """Predicted cycle for ``steps >= 1`` draft steps at batch size ``bs``."""

@@ -1024,7 +1024,9 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
     cols = [steps.index(s) for s in spec]
     if cost.mode == "phases" and phased:
         shapes = (cm.LINEAR, cost.shape) if cost.shape.num_experts else (cm.LINEAR,)
-        vpts = _points(phased, "verify_ms")
+        # the phase-timed runs' verify points, and those whole-cycle runs beside them set
+        # (:meth:`costmodel.CycleCostModel.fit`)
+        vpts = list(cost.verify_runs.points) if cost.verify_runs is not None else _points(phased, "verify_ms")
         v = _sample_from_decode_step(cost, vpts, widths, n, rng, anchor, shapes)
         measured_w = {x for x, _ in vpts}
         xpts = _points(phased, "extend_ms")

@@ -1009,7 +1009,7 @@ def _render(advice, plan, plan_path, desc, shape_note, console, full: bool = Tru
                       + "): --adaptive-config FILE writes an SGLang adaptive config that switches by batch size")
     if plan is None:
         if p.speculation_off:
-            console.print("launch: without --speculative-algorithm (speculation does not pay here)")
+            console.print(f"launch: without --speculative-algorithm (speculation does not pay here; bs {advice.primary.bs})")
         else:
             console.print(f"launch: --speculative-num-steps {p.steps} --speculative-eagle-topk 1 "
                           f"--speculative-num-draft-tokens {p.steps + 1} (bs {advice.primary.bs})", soft_wrap=True)
