@@ -246,6 +246,14 @@ def test_verify_cost_never_falls_past_the_measured_widths():
         assert p.verify_ms == 10.0 and "verify" in p.extrapolated
     assert cost.predict(2, 3).verify_ms == 10.0
     assert any(n.startswith("verify time falls from 20.00 ms at 2 tokens to 10.00 ms at 8") for n in cost.notes)
+    assert any("(a baseline from another setup, or a client's throughput with its prefill?)" in n
+               for n in cost.notes)
+    # a fall from a run's width to a wider no-spec step is the baseline's too (helper 44: a run at 6
+    # tokens and a bs-8 decode step at 8.00 ms were called "runs from different setups or loads")
+    obs = [cm.CycleObservation(bs=2, steps=2, total_ms=11.0, draft_ms=0.5, verify_ms=8.79, extend_ms=1.0, other_ms=0.71)]
+    notes = [n for n in cm.CycleCostModel.fit(obs, {8: 1000.0}).notes if n.startswith("verify time falls")]
+    assert len(notes) == 1 and notes[0].startswith("verify time falls from 8.79 ms at 6 tokens to 8.00 ms at 8")
+    assert "a baseline from another setup" in notes[0] and "runs from different setups" not in notes[0]
     # a rising curve still extrapolates along its end slope
     curve = cm.MeasuredCurve.from_points([(2, 5.0, 1), (8, 11.0, 1)])
     assert curve(14) == (17.0, True) and curve(1) == (4.0, True) and curve.falls() is None

@@ -871,7 +871,8 @@ class CycleCostModel:
                              "to proportional (give --baseline-tok-s)")
             fall, _ = verify.biggest_fall()
             run_widths = {float(x) for x, _, _ in run_verify}
-            from_base = fall is not None and float(fall[0][0]) not in run_widths
+            # a fall to or from a point no run measured: the no-spec decode step there
+            from_base = fall is not None and not {float(fall[0][0]), float(fall[1][0])} <= run_widths
             notes += verify.fall_notes("verify time", "tokens",
                                        " (a baseline from another setup, or a client's throughput with its prefill?)"
                                        if from_base else " (runs from different setups or loads?)")

@@ -936,10 +936,13 @@ def _render(advice, plan, plan_path, desc, shape_note, console, full: bool = Tru
 
     acc = advice.acceptance
     own = [(b.bs, b.acceptance) for b in advice.per_bs if b.acceptance is not None]
-    console.print(f"[bold]acceptance[/]: {escape(acc.source)}; measured to depth {acc.observed_depth}"
+    # the deepest draft position a request reached, not the deepest run: a sweep to 5 steps whose
+    # requests never accepted past 2 drafts counts positions 1-3 (helper 44 read "measured to depth 2")
+    console.print(f"[bold]acceptance[/]: {escape(acc.source)}; counted to draft position {acc.observed_depth} (the "
+                  f"deepest any request reached)"
                   + (f", {acc.samples} request-cycles" if acc.samples else "")
                   + ("; per batch size (a note says why): " + ", ".join(
-                      f"bs {bs} to depth {a.observed_depth}" for bs, a in own) if own else ""))
+                      f"bs {bs} to position {a.observed_depth}" for bs, a in own) if own else ""))
     console.print(f"[bold]cycle time[/]: {advice.cost.mode} mode; verify shape: {advice.cost.shape.label}; {shape_note}")
     for note in list(advice.cost.notes) + advice.notes:
         console.print(f"  note: {escape(note)}")
