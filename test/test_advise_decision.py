@@ -2611,30 +2611,53 @@ def test_a_whole_cycle_run_beside_a_phase_timed_one_sets_the_verify_at_its_width
     assert any("set the verify time at their width" in n for n in doc["inputs"]["cycle_model"]["notes"])
 
 
-def test_a_measured_pick_below_the_no_spec_baseline_is_not_recommended(tmp_path):
-    """A stand-in sweep (accept rate 0.32, 4 ms a draft forward) where speculation off is best: the
-    1-step run measured 86.0 tok/s against the no-spec 88.1, but the chain model, pooling the deeper
-    runs' acceptance, predicted 93.1 there and recommended 1 step, "settled" (helper 44)."""
+def _standin_sweep_file(path: Path, baseline: float, step_ms: float, sweep: dict) -> Path:
+    """Bench records of a stand-in sweep (``test/standin_server.py``: verify 11.3 ms, a draft forward
+    and the draft-extend ``step_ms`` each): ``sweep`` maps steps to (client tok/s, accept histogram,
+    batch-means accept-length se)."""
     def ph(mean):
         return {"mean": mean, "sd": 0.0}
     recs = [{"schema": "eagle-cycle-bench/1", "model": "m", "draft": None, "steps": 0, "topk": None,
-             "num_draft_tokens": None, "concurrency": 1, "status": "ok", "output_tok_s": 88.056}]
-    sweep = {1: (85.981, {"1": 1040, "2": 496}, 0.0), 2: (73.475, {"1": 816, "2": 608}, 0.000754),
-             3: (62.259, {"1": 752, "2": 640}, 0.000942), 4: (53.152, {"1": 752, "2": 640}, 0.000951),
-             5: (46.387, {"1": 752, "2": 640}, 0.000959)}
+             "num_draft_tokens": None, "concurrency": 1, "status": "ok", "output_tok_s": baseline}]
     for s, (tok, hist, acc_se) in sweep.items():
         n = sum(hist.values())
         mean = sum(int(k) * v for k, v in hist.items()) / n
         grp = {"bs": 1, "steps": s, "topk": 1, "draft_tokens": s + 1, "device_spans": False, "cycles": n,
-               "phases": {"draft_ms": ph(4.0 * (s - 1)) if s > 1 else ph(None), "verify_ms": ph(11.3),
-                          "extend_ms": ph(4.0), "other_ms": ph(0.0), "total_ms": ph(11.3 + 4.0 * s)},
+               "phases": {"draft_ms": ph(step_ms * (s - 1)) if s > 1 else ph(None), "verify_ms": ph(11.3),
+                          "extend_ms": ph(step_ms), "other_ms": ph(0.0), "total_ms": ph(11.3 + step_ms * s)},
                "accept_len_mean": mean, "accept_hist": hist,
                "batch_se": {"accept_len": acc_se, "period_ms": 0.0, "batch_cycles": n // 8, "cycles": n}}
         recs.append({"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": s, "topk": 1,
                      "num_draft_tokens": s + 1, "concurrency": 1, "status": "ok", "output_tok_s": tok,
                      "accept_len_mean": round(mean, 4), "accept_hist": hist, "cycle": grp})
-    path = tmp_path / "sweep.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+def test_a_measured_depth_the_model_misses_weighs_in_the_decision_as_measured(tmp_path):
+    """A stand-in sweep (accept rate 0.62, 1.4 ms a draft forward) where 3 steps is best: the pick is
+    right, but the 1-step run, measured 15% below its prediction (the stand-in's acceptance is no
+    chain, so pooled over the runs it misses there), kept its predicted 147 tok/s in the decision and
+    left 3 steps "not settled" at a 9.3% regret (helper 44)."""
+    path = _standin_sweep_file(tmp_path / "sweep.jsonl", 88.007, 1.4, {
+        1: (125.361, {"1": 496, "2": 768}, 0.001293), 2: (138.817, {"1": 16, "2": 1008}, 0.0),
+        3: (141.03, {"1": 16, "2": 672, "3": 224}, 0.001743), 4: (139.432, {"2": 512, "3": 336}, 0.001444),
+        5: (133.728, {"2": 416, "3": 400}, 0.000867)})
+    doc = advise_json(path, "--steps-candidates", 0, 1, 2, 3, 4, 5)
+    one = cand(doc, 1)
+    assert one["predicted_tok_s"] > 1.1 * one["measured_tok_s"]       # the miss the notes name
+    assert any("fits poorly at 1 step" in n for n in doc["inputs"]["notes"])
+    assert doc["recommended"]["steps"] == 3 and doc["regret_95"] < 0.03
+
+
+def test_a_measured_pick_below_the_no_spec_baseline_is_not_recommended(tmp_path):
+    """A stand-in sweep (accept rate 0.32, 4 ms a draft forward) where speculation off is best: the
+    1-step run measured 86.0 tok/s against the no-spec 88.1, but the chain model, pooling the deeper
+    runs' acceptance, predicted 93.1 there and recommended 1 step, "settled" (helper 44)."""
+    path = _standin_sweep_file(tmp_path / "sweep.jsonl", 88.056, 4.0, {
+        1: (85.981, {"1": 1040, "2": 496}, 0.0), 2: (73.475, {"1": 816, "2": 608}, 0.000754),
+        3: (62.259, {"1": 752, "2": 640}, 0.000942), 4: (53.152, {"1": 752, "2": 640}, 0.000951),
+        5: (46.387, {"1": 752, "2": 640}, 0.000959)})
     doc = advise_json(path)
     assert cand(doc, 1)["predicted_tok_s"] > 88.056      # the model still ranks 1 step above the baseline
     assert doc["recommended"]["steps"] == 0 and doc["recommended"]["speculation"] == "off"

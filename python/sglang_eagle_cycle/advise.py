@@ -1420,6 +1420,10 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
             odd = {id(r) for r, _lo, _hi in unreachable_means([r for r in fitted if acc_at.get(r.bs, acc) is a])}
             here = [r for r in fitted if r.bs == bs and id(r) not in odd]
             won = _measured_winner(dec.pick, here, [c.steps for c in cands], a)
+            # measured depths the model misses beyond their noise (the poor fits the notes name) weigh
+            # in the decision as measured, whoever picks: a 1-step run measured 15% below its
+            # prediction had left 3 steps "not settled" at a 9.3% regret (helper 44)
+            missed = _missed_measurements(cands, here, a, z_fit)
             # where a measurement wins, the decision (regret, settled, next run) weighs the measured
             # figures at those depths, not the curves that missed them
             measured_pick = None
@@ -1430,7 +1434,7 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
                              f"{cm.steps_text(loser.steps)}, which the model ranked first: the measurement wins")
                 measured_pick = (winner.tok_s, se_w, f"{cm.steps_text(loser.steps)}, its first, measured "
                                  f"{loser.tok_s:.1f}", _noise_words([r for r in here if r.steps == winner.steps]))
-                dec = unc.decide(unc.with_measurements(ens, {winner.steps: (winner.tok_s, se_w),
+                dec = unc.decide(unc.with_measurements(ens, {**missed, winner.steps: (winner.tok_s, se_w),
                                                              loser.steps: (loser.tok_s, se_l)}),
                                  measured=[r.steps for r in fitted if r.bs == bs], pick=winner.steps)
             else:
@@ -1446,7 +1450,7 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
                                  "the measurement wins")
                     measured_pick = (r.tok_s, se_r, f"it predicted {pred:.1f} for {cm.steps_text(dec.pick)}, its first",
                                      _noise_words([x for x in here if x.steps == r.steps]))
-                    dec = unc.decide(unc.with_measurements(ens, {r.steps: (r.tok_s, se_r)}),
+                    dec = unc.decide(unc.with_measurements(ens, {**missed, r.steps: (r.tok_s, se_r)}),
                                      measured=[r.steps for r in fitted if r.bs == bs], pick=r.steps)
             base_tok = next((c.baseline_tok_s for c in cands if c.baseline_tok_s), None)
             below = _measured_below_baseline(dec.pick, here, a, base_tok) if measured_pick is None else None
@@ -1456,8 +1460,12 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
                              f"{z:.1f} of its standard errors below the no-spec {base_tok:.1f}: the measurement wins "
                              f"(the model predicted {next(c.tok_s for c in cands if c.steps == r.steps):.1f} there)")
                 measured_pick = (r.tok_s, se_r, f"{cm.steps_text(r.steps)}, the model's first", "")
-                dec = unc.decide(unc.with_measurements(ens, {r.steps: (r.tok_s, se_r)}),
+                dec = unc.decide(unc.with_measurements(ens, {**missed, r.steps: (r.tok_s, se_r)}),
                                  measured=[x.steps for x in fitted if x.bs == bs], pick=0)
+            missed.pop(dec.pick, None)
+            if measured_pick is None and missed:   # the model's pick kept
+                dec = unc.decide(unc.with_measurements(ens, missed),
+                                 measured=[x.steps for x in fitted if x.bs == bs], pick=dec.pick)
             if bs not in run_bs:
                 dec = unc.unmeasured_batch(dec, cm.best_speculative(cands).steps)
             rec = _recommend(cands, dec, ens, run_bs, measured_pick)
@@ -1836,6 +1844,30 @@ def fit_z(checked: int) -> float:
     1.96 for one, Bonferroni-corrected for several (``Phi^-1(1 - 0.025 / checked)``: 2.24 for two,
     3.59 for 150), so a serving log's hundred runs do not raise the few notes chance gives."""
     return statistics.NormalDist().inv_cdf(1.0 - 0.025 / max(1, checked))
+
+
+def _missed_measurements(cands: Sequence[cm.Candidate], runs: Sequence[Run], acc: cm.AcceptanceModel,
+                         z: float) -> dict[int, tuple[float, float]]:
+    """``{steps: (tok/s, standard error)}`` of the measured depths whose runs
+    (pooled, :func:`pooled_runs`; a bench record by its decode throughput) lie outside their
+    prediction's 95% interval by more than ``z`` of their standard errors: what :func:`_fit_notes`
+    calls a poor fit, for the decision to weigh as measured (:func:`uncertainty.with_measurements`).
+    Runs without a noise estimate are left to the model."""
+    by = {c.steps: c for c in cands}
+    out = {}
+    for steps in sorted({r.steps for r in runs if r.tok_s and r.topk == 1}):
+        c = by.get(steps)
+        if c is None or c.tok_s_low is None:
+            continue
+        rs = [dataclasses.replace(r, tok_s=decode_tok_s(r)) for r in runs
+              if r.steps == steps and r.tok_s and r.topk == 1]
+        if any(_rel_se_under(r, acc) is None for r in rs):
+            continue
+        r, se = pooled_runs(rs, acc)
+        outside = max(r.tok_s - c.tok_s_high, c.tok_s_low - r.tok_s)
+        if outside > z * se:
+            out[steps] = (r.tok_s, se)
+    return out
 
 
 def _fit_notes(cands: Sequence[cm.Candidate], runs: Sequence[Run], acc: Optional[cm.AcceptanceModel] = None,
