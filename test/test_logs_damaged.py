@@ -218,6 +218,33 @@ def test_stock_lines_run_together_cr_only_line_ends_and_a_bom(capsys, tmp_path):
     assert (doc["groups"][0]["cycles"], doc["unparsed_lines"], doc["other_lines"]) == (50, 0, 0)
 
 
+def test_json_records_of_a_log_collector_are_read_as_their_lines(capsys, tmp_path):
+    """Docker's json-file driver and ``journalctl -o json`` wrap each line in a JSON record: inspect
+    counted every line damaged and advise called the file invalid JSON (helper 43). Docker splits a
+    line over 16 KiB into records without a line end: here one line is split in three."""
+    run = generate(random.Random(1407), bs=1, steps=3, cycles=120, p=P, spans=True)
+    lines = log_lines(run.records) + ["[2026-11-30 10:00:09 TP0] Prefill batch, #new-seq: 1"]
+    plain = tmp_path / "plain.log"
+    plain.write_text("\n".join(lines) + "\n")
+    docker, journal = [], []
+    for i, ln in enumerate(lines):
+        parts = [ln[:40], ln[40:90], ln[90:] + "\n"] if i == 7 else [ln + "\n"]
+        docker += [json.dumps({"log": part, "stream": "stderr", "time": f"2026-11-30T10:00:{i % 60:02d}.1Z"})
+                   for part in parts]
+        journal.append(json.dumps({"__REALTIME_TIMESTAMP": str(1796000000000000 + i), "_PID": "42", "MESSAGE": ln}))
+    wrapped = {"docker.log": "\n".join(docker) + "\n", "journal.json": "\n".join(journal) + "\n"}
+    rc, out, _ = run_cli(capsys, plain, "--json")
+    want = _without_files(json.loads(out))
+    assert want["groups"][0]["cycles"] == 120 and want["unparsed_lines"] == 0
+    for name, text in wrapped.items():
+        path = tmp_path / name
+        path.write_text(text)
+        rc, out, err = run_cli(capsys, path, "--json")
+        assert rc == 0 and err == "" and _without_files(json.loads(out)) == want, name
+        assert cli.main(["advise", str(path), "--baseline-tok-s", "40", "--json"]) == 0, name
+        assert json.loads(capsys.readouterr().out)["recommended"]["steps"] >= 0
+
+
 def test_show_rejected_names_file_line_and_reason(capsys, tmp_path):
     run = generate(random.Random(1403), bs=2, steps=3, cycles=40, p=P)
     lines = log_lines(run.records)

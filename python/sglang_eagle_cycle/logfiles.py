@@ -20,6 +20,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import io
+import json
 import os
 import re
 import stat
@@ -237,11 +238,58 @@ def _read_block(stream: BinaryIO, size: int) -> bytes:
     return read1(size) if read1 is not None else stream.read(size)
 
 
+#: the text field of a log collector's JSON record per line: Docker's json-file driver
+#: (``{"log": "...\\n", "stream": "stderr", "time": "..."}``), ``journalctl -o json`` (``MESSAGE``)
+JSON_WRAPPERS = (("log", ("stream", "time")), ("MESSAGE", ("__REALTIME_TIMESTAMP", "_PID", "PRIORITY")))
+
+
+def json_wrapper(head: bytes) -> Optional[str]:
+    """The text field when ``head``'s first line is a log collector's JSON record (:data:`JSON_WRAPPERS`),
+    else None (plain text, or JSONL of our own or of a benchmark)."""
+    first = head.lstrip(b"\xef\xbb\xbf\x00 \t\r\n").split(b"\n", 1)[0]
+    if not first.startswith(b"{"):
+        return None
+    try:
+        rec = json.loads(first)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(rec, dict):
+        return None
+    for key, beside in JSON_WRAPPERS:
+        if isinstance(rec.get(key), str) and any(k in rec for k in beside):
+            return key
+    return None
+
+
+def _unwrapped(text: str, key: str, carry: list[str]) -> str:
+    """``text`` (whole JSON lines) as the log lines their ``key`` fields hold. Docker splits a line
+    over 16 KiB into records whose text has no line end: those join the next (``carry`` holds an
+    unfinished one between chunks). A line that is not such a record is kept as it is."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        try:
+            rec = json.loads(line)
+            value = rec.get(key) if isinstance(rec, dict) else None
+        except (ValueError, RecursionError):
+            value = None
+        if not isinstance(value, str):
+            out.append("".join(carry) + line)
+            carry.clear()
+            continue
+        if key == "log" and not value.endswith("\n"):
+            carry.append(value)
+            continue
+        out.append("".join(carry) + value.rstrip("\n") + "\n")
+        carry.clear()
+    return "".join(out)
+
+
 def iter_chunks(path: PathLike, chunk_chars: int = CHUNK_CHARS) -> Iterator[str]:
     """Yield the log as text chunks of whole lines (the last may lack its newline).
 
     ``\r\n`` line ends become ``\n``; undecodable bytes become U+FFFD; ANSI escape sequences
-    (terminal colours, anywhere in a line) are removed.
+    (terminal colours, anywhere in a line) are removed. A log a collector wrapped in JSON, a record
+    per line (Docker's json-file driver, ``journalctl -o json``), yields the lines its records hold.
 
     Args:
         path: a file path (plain or gzip), or ``-`` for stdin (plain or gzip).
@@ -261,6 +309,10 @@ def iter_chunks(path: PathLike, chunk_chars: int = CHUNK_CHARS) -> Iterator[str]
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         pending = ""
         first = True
+        wrapper, carry = json_wrapper(head), []
+
+        def text_of(t: str) -> str:
+            return _unwrapped(t, wrapper, carry) if wrapper is not None else t
         while True:
             try:
                 if head:
@@ -271,12 +323,12 @@ def iter_chunks(path: PathLike, chunk_chars: int = CHUNK_CHARS) -> Iterator[str]
                     data = _read_block(stream, READ_BYTES)
             except (OSError, EOFError, zlib.error) as exc:
                 if pending:
-                    yield _last(pending)
+                    yield _last(text_of(pending) + "".join(carry))
                 raise LogReadStopped(label, _read_error(exc)) from None
             if not data:
                 pending += decoder.decode(b"", final=True)
-                if pending:
-                    yield _last(pending)
+                if pending or carry:
+                    yield _last(text_of(pending) + "".join(carry))
                 return
             pending += decoder.decode(data)
             if first:   # a byte-order mark (an editor's, a Windows tool's) is no part of the first line
@@ -292,7 +344,7 @@ def iter_chunks(path: PathLike, chunk_chars: int = CHUNK_CHARS) -> Iterator[str]
             if cut < 0:   # no line end for MAX_LINE_CHARS: hand it over as a line of its own
                 cut = len(pending) - 1
             text, pending = pending[: cut + 1], pending[cut + 1:]
-            yield _crlf(text)
+            yield _crlf(text_of(text))
     finally:
         if close_it:
             raw.close()

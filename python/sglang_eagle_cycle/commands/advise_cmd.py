@@ -120,6 +120,8 @@ def _sniff(path: Path) -> str:
     inspect reads, our cycle JSONL included). Unreadable files are ``"log"``: inspect says why."""
     import gzip
 
+    from ..logfiles import json_wrapper
+
     try:
         with _open_text(path) as fh:
             head = fh.read(1 << 16)
@@ -153,6 +155,8 @@ def _sniff(path: Path) -> str:
         return "bench"
     if isinstance(obj, dict) and "cycle" in obj and "bs" in obj and "groups" not in obj:
         return "log"           # one JSON object per line: our cycle JSONL, read by inspect
+    if json_wrapper(first.encode("utf-8", "replace")) is not None:
+        return "log"           # a log collector's JSON records (docker json-file, journalctl -o json)
     return "json"
 
 
