@@ -753,3 +753,27 @@ def test_stock_lines_of_every_tp_rank_count_once_behind_a_collector_prefix(capsy
         docs.append(json.loads(out)["decode_batch"])
     assert [r["intervals"] for r in docs[0]["by_bs"]] == [30]
     assert docs[1]["by_bs"] == docs[0]["by_bs"]
+
+
+def test_stock_intervals_with_no_running_request_are_idle_and_in_no_mean(capsys, tmp_path):
+    """An idle data-parallel rank (or a server between requests) prints intervals with
+    ``#running-req: 0``: they had pulled the headline accept length from 2.38 to 1.69 and the
+    throughput from 109.7 to 54.9 tok/s, and a log of them alone was called a broken draft (helper 43)."""
+    rng = random.Random(12)
+    busy = [_stock_line(i, 1, 110.0 * rng.uniform(0.95, 1.05), rng.uniform(2.2, 2.6)) for i in range(30)]
+    idle = [f"[2026-11-30 10:00:{i:02d} DP1 TP1] Decode batch, #running-req: 0, #token: 0, token usage: 0.00, "
+            "accept len: 1.00, accept rate: 0.00, cuda graph: True, gen throughput (token/s): 0.00, #queue-req: 0"
+            for i in range(30)]
+    docs = []
+    for name, lines in (("busy.log", busy), ("both.log", [x for pair in zip(busy, idle) for x in pair])):
+        log = tmp_path / name
+        log.write_text("\n".join(lines) + "\n")
+        rc, out, _ = run_cli(capsys, log, "--json")
+        docs.append(json.loads(out)["decode_batch"])
+    keys = ("accept_len_mean", "gen_tok_s_mean", "by_bs")
+    assert [docs[1][k] for k in keys] == [docs[0][k] for k in keys]
+    assert (docs[1]["intervals"], docs[1]["intervals_idle"] - docs[0]["intervals_idle"]) == (60, 30)
+    only = tmp_path / "idle.log"
+    only.write_text("\n".join(idle[:4]) + "\n")
+    rc, out, _ = run_cli(capsys, only, "--json")
+    assert rc == 0 and not [f for f in json.loads(out)["findings"] if f["code"] == "accept_len_stuck_at_1"]

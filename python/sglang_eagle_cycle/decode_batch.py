@@ -231,6 +231,9 @@ class DecodeBatchStats:
         self.labels_spec = array("i")
         self.labels_plain = array("i")
         self._recent: deque[tuple[str, set]] = deque(maxlen=TP_REPEAT_WINDOW)
+        #: intervals with ``#running-req: 0`` (an idle data-parallel rank, a server between
+        #: requests): counted, and idle, but in no mean
+        self.empty = 0
 
     def _is_repeat(self, d: DecodeBatch) -> bool:
         if d.rank is None:
@@ -248,6 +251,9 @@ class DecodeBatchStats:
         if self._is_repeat(d):
             return False
         self.intervals += 1
+        if d.running_req <= 0:   # no request decoded: its accept length and throughput say nothing
+            self.empty += 1
+            return True
         self.gen_tok_s.add(d.gen_tok_s)
         if d.accept_len is not None:
             self.accept_len.add(d.accept_len)
@@ -266,6 +272,7 @@ class DecodeBatchStats:
         """Add another log's counts (the repeat window is per log and is not merged)."""
         self.lines_seen += other.lines_seen
         self.intervals += other.intervals
+        self.empty += other.empty
         self.accept_len.merge(other.accept_len)
         self.accept_rate.merge(other.accept_rate)
         self.gen_tok_s.merge(other.gen_tok_s)
@@ -322,7 +329,7 @@ class DecodeBatchStats:
         for bs, (tok, n) in plain.items():
             rows.append({"bs": bs, "speculative": False, "intervals": n, "accept_len_mean": None,
                          "gen_tok_s": tok})
-        idle = dropped.get(IDLE_REASON, 0) + self._plain_count() - sum(n for _tok, n in plain.values())
+        idle = dropped.get(IDLE_REASON, 0) + self._plain_count() - sum(n for _tok, n in plain.values()) + self.empty
         return sorted(rows, key=lambda r: (r["bs"], r["speculative"])), idle
 
     def _plain_count(self) -> int:
