@@ -777,3 +777,15 @@ def test_stock_intervals_with_no_running_request_are_idle_and_in_no_mean(capsys,
     only.write_text("\n".join(idle[:4]) + "\n")
     rc, out, _ = run_cli(capsys, only, "--json")
     assert rc == 0 and not [f for f in json.loads(out)["findings"] if f["code"] == "accept_len_stuck_at_1"]
+
+
+def test_of_two_stock_intervals_the_idle_one_is_told_by_the_other(capsys, tmp_path):
+    """A log's first two lines, 0.39 tok/s (the pause before the first request) and 178.86: the
+    median of two is their mean, so 5 times it held both, and advise read a 0.74 tok/s run (helper
+    43); against the low median the idle one is left out."""
+    log = tmp_path / "short.log"
+    log.write_text("\n".join([_stock_line(0, 1, 0.39, 2.2), _stock_line(1, 1, 178.86, 2.3)]) + "\n")
+    rc, out, _ = run_cli(capsys, log, "--json")
+    db = json.loads(out)["decode_batch"]
+    assert db["by_bs"] == [{"bs": 1, "speculative": True, "intervals": 1, "accept_len_mean": 2.3,
+                            "gen_tok_s": 178.86}] and db["intervals_idle"] == 1

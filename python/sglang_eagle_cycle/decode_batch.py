@@ -190,20 +190,25 @@ SPREAD_MIN_INTERVALS = 8
 #: second (a public EAGLE-3 report's 0.39 tok/s before 166-189; taken in proportion to its time, it
 #: had put a 90 tok/s run at 2.6). A longer interval from prefills between the decode batches stays
 IDLE_FACTOR = 5.0
+EMPTY_REASON = "#running-req 0"
 IDLE_REASON = "idle time in the interval (a gen throughput of 0.00, or its time over 5x the median at its batch size)"
 
 
 def _busy(a: np.ndarray, r: np.ndarray) -> np.ndarray:
     """Mask of the intervals of accept lengths ``a`` (ones without speculation) and gen throughputs
     ``r`` (tok/s) that held no idle time: time ``a / r`` at most :data:`IDLE_FACTOR` times the
-    median (a throughput of 0 or less is all idle)."""
+    low median (a throughput of 0 or less is all idle). The low median, the smaller middle value of an
+    even count, so that of two intervals the idle one is told by the other: their mean had been the
+    median, and a log's first two lines at 0.39 and 178.9 tok/s were both kept (helper 43)."""
     if not len(r):
         return np.ones(0, dtype=bool)
     t = np.where(r > 0, a / np.where(r > 0, r, 1.0), np.inf)
     fin = np.isfinite(t)
     if not fin.any():
         return fin
-    return fin & (t <= IDLE_FACTOR * float(np.median(t[fin])))
+    tf = t[fin]
+    k = (len(tf) - 1) // 2
+    return fin & (t <= IDLE_FACTOR * float(np.partition(tf, k)[k]))
 
 
 class DecodeBatchStats:
@@ -231,9 +236,6 @@ class DecodeBatchStats:
         self.labels_spec = array("i")
         self.labels_plain = array("i")
         self._recent: deque[tuple[str, set]] = deque(maxlen=TP_REPEAT_WINDOW)
-        #: intervals with ``#running-req: 0`` (an idle data-parallel rank, a server between
-        #: requests): counted, and idle, but in no mean
-        self.empty = 0
 
     def _is_repeat(self, d: DecodeBatch) -> bool:
         if d.rank is None:
@@ -251,19 +253,22 @@ class DecodeBatchStats:
         if self._is_repeat(d):
             return False
         self.intervals += 1
-        if d.running_req <= 0:   # no request decoded: its accept length and throughput say nothing
-            self.empty += 1
-            return True
-        self.gen_tok_s.add(d.gen_tok_s)
+        # ``#running-req: 0`` (an idle data-parallel rank, a server between requests): no request
+        # decoded, its accept length and throughput say nothing; in no headline mean, and the
+        # per-batch-size readers leave batch size 0 out as idle
+        empty = d.running_req <= 0
+        if not empty:
+            self.gen_tok_s.add(d.gen_tok_s)
         if d.accept_len is not None:
-            self.accept_len.add(d.accept_len)
+            if not empty:
+                self.accept_len.add(d.accept_len)
             self.gen_tok_s_by_bs_spec.setdefault(d.running_req, _SeriesMean()).add(d.gen_tok_s)
             self.accept_len_by_bs_spec.setdefault(d.running_req, _SeriesMean()).add(d.accept_len)
             self.labels_spec.append(_label(d.running_req))
         else:
             self.gen_tok_s_by_bs_plain.setdefault(d.running_req, _SeriesMean()).add(d.gen_tok_s)
             self.labels_plain.append(_label(d.running_req))
-        if d.accept_rate is not None:
+        if d.accept_rate is not None and not empty:
             self.accept_rate.add(d.accept_rate)
             self.all_accepted = self.all_accepted and d.accept_rate >= 0.995
         return True
@@ -272,7 +277,6 @@ class DecodeBatchStats:
         """Add another log's counts (the repeat window is per log and is not merged)."""
         self.lines_seen += other.lines_seen
         self.intervals += other.intervals
-        self.empty += other.empty
         self.accept_len.merge(other.accept_len)
         self.accept_rate.merge(other.accept_rate)
         self.gen_tok_s.merge(other.gen_tok_s)
@@ -329,7 +333,8 @@ class DecodeBatchStats:
         for bs, (tok, n) in plain.items():
             rows.append({"bs": bs, "speculative": False, "intervals": n, "accept_len_mean": None,
                          "gen_tok_s": tok})
-        idle = dropped.get(IDLE_REASON, 0) + self._plain_count() - sum(n for _tok, n in plain.values()) + self.empty
+        idle = (dropped.get(IDLE_REASON, 0) + dropped.get(EMPTY_REASON, 0) + self._plain_count()
+                - sum(n for _tok, n in plain.values()))
         return sorted(rows, key=lambda r: (r["bs"], r["speculative"])), idle
 
     def _plain_count(self) -> int:
@@ -340,6 +345,8 @@ class DecodeBatchStats:
         those that held idle time left out (:data:`IDLE_FACTOR`)."""
         out = {}
         for bs in sorted(self.gen_tok_s_by_bs_plain):
+            if bs < 1:   # #running-req 0: idle
+                continue
             r, a = self.series(bs, spec=False)
             r = r[_busy(a, r)]
             out[bs] = (round(float(r.mean()), 6) if len(r) else None, int(len(r)))
@@ -437,7 +444,7 @@ def spec_run_by_bs(stats: DecodeBatchStats, max_accept: Optional[float] = None
     for bs in sorted(stats.gen_tok_s_by_bs_spec):
         r, a = stats.series(bs, spec=True)
         if not 1 <= bs <= MAX_BS:
-            drop("#running-req 0" if bs < 1 else f"#running-req above {MAX_BS}", len(r))
+            drop(EMPTY_REASON if bs < 1 else f"#running-req above {MAX_BS}", len(r))
             continue
         # a throughput under MIN_TOK_S (0.00 in the log) is an interval that was all idle
         slow = np.isfinite(r) & (r < MIN_TOK_S)
