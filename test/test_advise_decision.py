@@ -2668,3 +2668,23 @@ def test_a_measured_pick_below_the_no_spec_baseline_is_not_recommended(tmp_path)
     flat = " ".join(out.split())
     assert "1 step, the model's first, measured" in flat and "below the no-spec 88.1; the measurement wins" in flat
     assert "launch: without --speculative-algorithm (speculation does not pay here; bs 1)" in flat
+
+
+def test_a_whole_cycle_run_sets_no_verify_where_it_cannot_be_told_apart(tmp_path):
+    """Two whole-cycle runs that set no verify point (helper 45). Beside 1-step runs alone, a deeper
+    stock run's cycle holds draft forwards no run timed: taken as verify it read every deeper depth
+    6-10% low. And a stock run whose cycle leaves less verify time than the no-spec decode step (a
+    forward over more tokens) is from another setup: it had reshaped the curve without a word."""
+    one = _group(1, {"verify_ms": 20.0, "verify_fwd_ms": 19.5, "extend_ms": 0.5, "other_ms": 0.5,
+                     "total_ms": 21.0}, 1.7, 1000.0 * 1.7 / 21.0)
+    stock3 = _stock_log(tmp_path / "s3.log", 3, 2.4, 1000.0 * 2.4 / 24.0)
+    doc = advise_json(_write(tmp_path / "one.json", _doc(one)), stock3, "--baseline-tok-s", 60.0)
+    notes = doc["inputs"]["cycle_model"]["notes"]
+    assert any(n.startswith("1 run(s) without a phase breakdown not used for cycle time") for n in notes)
+    assert not any("set the verify time at their width" in n for n in notes)
+    # the seed's 5-step run and a 1-step stock run 30% faster than its decode step allows
+    fast = _stock_log(tmp_path / "fast1.log", 1, 1.7, 1000.0 * 1.7 / 8.5)
+    doc = advise_json(_write(tmp_path / "seed5.json", _doc(SEED_5)), fast, "--baseline-tok-s", SEED_BASELINE)
+    assert any(n.startswith("1 run(s) without a phase breakdown not used") and "another setup" in n
+               for n in doc["inputs"]["cycle_model"]["notes"])
+    assert any("the model fits poorly at 1 step" in n for n in doc["inputs"]["notes"])

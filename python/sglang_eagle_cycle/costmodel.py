@@ -849,7 +849,9 @@ class CycleCostModel:
                              "give there")
             if left:
                 notes.append(f"{left} run(s) without a phase breakdown not used for cycle time (a phase-timed run "
-                             "measured their depth, or the other phases alone outlast their cycle)")
+                             "measured their depth; the draft step is unknown, only 1-step runs being timed; or "
+                             "their cycle leaves the verify less than the no-spec decode step: another setup or "
+                             "load?)")
             run_verify += derived
             verify = MeasuredCurve.from_points(run_verify + [(bs, ms, 1.0) for bs, ms in base.items()], shape)
             extend = MeasuredCurve.from_points(
@@ -917,11 +919,17 @@ class CycleCostModel:
         timed = {(ob.bs, ob.steps) for ob in phased}
         out = []
         for ob in whole:
-            if (ob.bs, ob.steps) in timed or ob.steps < 1:
+            # the draft forwards of a deeper run are unknown where only 1-step runs were timed: its
+            # cycle would put them in the verify (helper 45: every deeper depth read 6-10% low)
+            if (ob.bs, ob.steps) in timed or ob.steps < 1 or (ob.steps > 1 and model.draft_step is None):
                 continue
             pred = model.predict(ob.bs, ob.steps)
             verify = ob.total_ms - (pred.total_ms - pred.verify_ms)
-            if verify > 0:
+            # a verify no longer than the no-spec decode step at its batch size (a lower bound: the
+            # same forward over fewer tokens) says the run is from another setup or load; it is left
+            # out, so its poor fit is named (helper 45: a run 30% fast had reshaped the curve silently)
+            step = model.baseline_step_ms(ob.bs)
+            if verify > 0 and (step is None or verify >= step[0]):
                 out.append((ob.verified_tokens, verify, ob.weight))
         return out, len(whole) - len(out)
 
