@@ -245,6 +245,36 @@ def test_json_records_of_a_log_collector_are_read_as_their_lines(capsys, tmp_pat
         assert json.loads(capsys.readouterr().out)["recommended"]["steps"] >= 0
 
 
+def test_collector_records_cut_short_or_holding_bytes(capsys, tmp_path):
+    """What helper 45 found: a ``tail -c`` cut or a plain first line hid the JSON records after it
+    (every line damaged); journald writes a message with control characters as an array of byte
+    values (those lines were dropped without a word, and as the first record made advise call the
+    file invalid JSON); a record cut short at the end was read in part (``gap_ms=0.2`` of 0.24)."""
+    run = generate(random.Random(1408), bs=1, steps=3, cycles=60, p=P, spans=True)
+    lines = [re.sub(r" gap_ms=\S+", " gap_ms=0.24", ln) for ln in log_lines(run.records)]
+
+    def record(i, ln):
+        msg = list(("\x1b[32m" + ln + "\x1b[0m").encode()) if i % 4 == 0 else ln
+        return json.dumps({"__REALTIME_TIMESTAMP": str(1796000000000000 + i), "_PID": "42", "MESSAGE": msg})
+
+    records = [record(i, ln) for i, ln in enumerate(lines)]
+    cases = {"bytes.json": "\n".join(records) + "\n",
+             "tail_c.json": records[0][25:] + "\n" + "\n".join(records[1:]) + "\n",
+             "plain_first.json": "Starting the server\n" + "\n".join(records) + "\n",
+             "cut_last.json": "\n".join(records) + "\n" + record(61, lines[-1]).rsplit("gap_ms=", 1)[0]
+             + "gap_ms=0.2"}
+    want = {"bytes.json": (60, 0), "tail_c.json": (59, 0), "plain_first.json": (60, 0), "cut_last.json": (60, 1)}
+    for name, text in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        rc, out, err = run_cli(capsys, path, "--json", "--show-rejected", "3")
+        doc = json.loads(out)
+        assert rc == 0 and (sum(g["cycles"] for g in doc["groups"]), doc["unparsed_lines"]) == want[name], name
+        if name == "cut_last.json":
+            assert "a log collector's JSON record cut short" in err
+    assert cli.main(["advise", str(tmp_path / "bytes.json"), "--baseline-tok-s", "40", "--json"]) == 0
+
+
 def test_show_rejected_names_file_line_and_reason(capsys, tmp_path):
     run = generate(random.Random(1403), bs=2, steps=3, cycles=40, p=P)
     lines = log_lines(run.records)

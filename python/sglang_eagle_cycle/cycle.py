@@ -57,7 +57,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Optional
 
 from .argtypes import MAX_BS
-from .logfiles import CUT_REASON, cut_last_line
+from .logfiles import cut_reason
 
 PREFIX = "[eagle-cycle]"
 
@@ -449,8 +449,9 @@ def line_rejection(line: str) -> Optional[str]:
     i = line.find(PREFIX)
     if i < 0:
         return f"no {PREFIX} prefix"
-    if cut_last_line(line):
-        return CUT_REASON
+    cut = cut_reason(line)
+    if cut is not None:
+        return cut
     m = _LINE_RE.match(line, i)
     if m is None:
         return "not the [eagle-cycle] layout: a field missing, cut, malformed or out of order, or text after it"

@@ -228,9 +228,20 @@ def _last(text: str) -> str:
     return text
 
 
-def cut_last_line(line: str) -> bool:
-    """True for a line :func:`iter_chunks` marked as its file's unterminated last line."""
-    return line.rstrip("\n").endswith(CUT_MARK)
+def cut_reason(line: str) -> Optional[str]:
+    """Why :func:`iter_chunks` marked ``line`` damaged (its file's unterminated last line, or a
+    collector's JSON record cut short), None when it did not."""
+    line = line.rstrip("\n")
+    if line.endswith(CUT_MARK):
+        return CUT_REASON
+    if line.endswith(CUT_RECORD_MARK):
+        return "a log collector's JSON record cut short (not a whole record)"
+    return None
+
+
+def unmarked(line: str) -> str:
+    """``line`` as the input holds it, without the mark :func:`iter_chunks` put on a cut one."""
+    return line.rstrip("\n").removesuffix(CUT_MARK).removesuffix(CUT_RECORD_MARK)
 
 
 def _read_block(stream: BinaryIO, size: int) -> bytes:
@@ -243,36 +254,57 @@ def _read_block(stream: BinaryIO, size: int) -> bytes:
 JSON_WRAPPERS = (("log", ("stream", "time")), ("MESSAGE", ("__REALTIME_TIMESTAMP", "_PID", "PRIORITY")))
 
 
+#: appended to a line of a collector-wrapped log that is no whole JSON record but holds one of ours
+#: (a record cut short: ``tail -c``, a crash mid-write), so that it is damaged, not read in part
+CUT_RECORD_MARK = " \u2026[not a whole JSON record of the log collector]"
+#: lines looked at to tell a collector-wrapped log (:func:`json_wrapper`)
+WRAPPER_SNIFF_LINES = 64
+
+
+def _wrapped_text(rec, key: str) -> Optional[str]:
+    """The text a collector's record holds in ``key``: a string, or journald's array of byte values
+    (a message with control characters or invalid UTF-8); None otherwise."""
+    value = rec.get(key) if isinstance(rec, dict) else None
+    if isinstance(value, list) and value and all(isinstance(b, int) and 0 <= b < 256 for b in value):
+        return bytes(value).decode("utf-8", errors="replace")
+    return value if isinstance(value, str) else None
+
+
 def json_wrapper(head: bytes) -> Optional[str]:
-    """The text field when ``head``'s first line is a log collector's JSON record (:data:`JSON_WRAPPERS`),
-    else None (plain text, or JSONL of our own or of a benchmark)."""
-    first = head.lstrip(b"\xef\xbb\xbf\x00 \t\r\n").split(b"\n", 1)[0]
-    if not first.startswith(b"{"):
+    """The text field when the first JSON object among ``head``'s first lines is a log collector's
+    record (:data:`JSON_WRAPPERS`), else None (plain text, or JSONL of our own or of a benchmark).
+    Lines that are no JSON object (a record cut by ``tail -c``, a plain line) are passed over."""
+    for raw in head.lstrip(b"\xef\xbb\xbf\x00").split(b"\n")[:WRAPPER_SNIFF_LINES]:
+        line = raw.strip()
+        if not line.startswith(b"{"):
+            continue
+        try:
+            rec = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(rec, dict):
+            return None
+        for key, beside in JSON_WRAPPERS:
+            if _wrapped_text(rec, key) is not None and any(k in rec for k in beside):
+                return key
         return None
-    try:
-        rec = json.loads(first)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(rec, dict):
-        return None
-    for key, beside in JSON_WRAPPERS:
-        if isinstance(rec.get(key), str) and any(k in rec for k in beside):
-            return key
     return None
 
 
 def _unwrapped(text: str, key: str, carry: list[str]) -> str:
     """``text`` (whole JSON lines) as the log lines their ``key`` fields hold. Docker splits a line
     over 16 KiB into records whose text has no line end: those join the next (``carry`` holds an
-    unfinished one between chunks). A line that is not such a record is kept as it is."""
+    unfinished one between chunks). A line that is not such a record is kept as it is, marked
+    damaged (:data:`CUT_RECORD_MARK`) where it opens like one and holds a line of ours."""
     out = []
     for line in text.splitlines(keepends=True):
         try:
-            rec = json.loads(line)
-            value = rec.get(key) if isinstance(rec, dict) else None
+            value = _wrapped_text(json.loads(line), key)
         except (ValueError, RecursionError):
             value = None
-        if not isinstance(value, str):
+        if value is None:
+            if line.lstrip().startswith("{") and ("[eagle-cycle]" in line or "Decode batch" in line):
+                line = line.rstrip("\r\n") + CUT_RECORD_MARK + "\n"
             out.append("".join(carry) + line)
             carry.clear()
             continue

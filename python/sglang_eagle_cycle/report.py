@@ -53,7 +53,7 @@ from .argtypes import MAX_TOK_S, MIN_TOK_S
 from .errors import UsageError
 from .bulkscan import scan_chunk, scan_chunk_dropping
 from .series import CycleSeries
-from .logfiles import CHUNK_CHARS, CUT_MARK, CUT_REASON, LogReadStopped, LogUnreadable, cut_last_line, iter_chunks, label_of
+from .logfiles import CHUNK_CHARS, LogReadStopped, LogUnreadable, cut_reason, iter_chunks, label_of, unmarked
 
 SCHEMA = "eagle-cycle-inspect/1"
 PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
@@ -492,7 +492,7 @@ class LogReader:
         if lineno is not None and self._tracking():
             self.rejected += 1
             self.on_rejected({"file": res.label, "line": lineno, "reason": why() or "damaged",
-                              "text": line.removesuffix(CUT_MARK)[:REJECTED_TEXT_CHARS]})
+                              "text": unmarked(line)[:REJECTED_TEXT_CHARS]})
 
     def _our_line(self, line: str, res: FileResult, lineno: Optional[int] = None) -> None:
         rec = cycle.parse_line(line)
@@ -536,7 +536,7 @@ class LogReader:
         if DECODE_MARKER in line:
             d = parse_decode_batch(line)
             if d is None:
-                self._reject(res, lineno, line, lambda: CUT_REASON if cut_last_line(line) else
+                self._reject(res, lineno, line, lambda: cut_reason(line) or
                              "a Decode batch line with a damaged or impossible value, or two lines run together")
             else:
                 res.decode.add(d)
