@@ -2688,3 +2688,11 @@ def test_a_whole_cycle_run_sets_no_verify_where_it_cannot_be_told_apart(tmp_path
     assert any(n.startswith("1 run(s) without a phase breakdown not used") and "another setup" in n
                for n in doc["inputs"]["cycle_model"]["notes"])
     assert any("the model fits poorly at 1 step" in n for n in doc["inputs"]["notes"])
+
+
+def test_a_stock_log_of_idle_intervals_is_named_as_such(tmp_path):
+    """Intervals with #running-req 0 are in no mean, yet they say the server speculates: a log of
+    them alone was called one 'without accept lengths' (helper 45)."""
+    log = _stock_rows_log(tmp_path / "idle.log", 3, [(0, 1.0, 0.0)] * 3)
+    rc, out, err = advise(log, "--baseline-tok-s", 90)
+    assert rc == 2 and "every interval left out (3 with #running-req 0)" in err

@@ -351,6 +351,21 @@ def test_a_fifo_in_the_draft_folder_is_refused_not_waited_on(tmp_path):
     assert proc.stderr == f"eagle-cycle wiring: error: {draft / 'model.safetensors'}: not a regular file\n"
 
 
+def test_a_fifo_index_or_shard_is_named(tmp_path):
+    # a FIFO shard was called missing, a FIFO index passed over without a word (helper 45)
+    target, draft = _pair(tmp_path)
+    (draft / "model.safetensors").unlink(missing_ok=True)
+    (draft / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"fc.weight": "s1.safetensors"}}))
+    os.mkfifo(draft / "s1.safetensors")
+    proc = run_subprocess(str(target), str(draft))
+    assert proc.returncode == 2 and proc.stderr.strip().endswith("shard s1.safetensors (holding fc.weight) is not a "
+                                                                 "regular file")
+    (draft / "model.safetensors.index.json").unlink()
+    os.mkfifo(draft / "model.safetensors.index.json")
+    proc = run_subprocess(str(target), str(draft))
+    assert proc.returncode == 2 and proc.stderr.strip().endswith("model.safetensors.index.json: not a regular file")
+
+
 def test_swapped_target_and_draft_are_named(tmp_path, capsys):
     # an EAGLE-3 head given as TARGET was checked as a 1-layer llama target ('declare the draft's ids')
     target, draft = _pair(tmp_path)

@@ -273,6 +273,12 @@ class DecodeBatchStats:
             self.all_accepted = self.all_accepted and d.accept_rate >= 0.995
         return True
 
+    @property
+    def speculative_intervals(self) -> int:
+        """Intervals whose lines give an accept length, ``#running-req: 0`` ones included (in no mean,
+        yet they say the server speculates)."""
+        return sum(m.count for m in self.gen_tok_s_by_bs_spec.values())
+
     def merge(self, other: "DecodeBatchStats") -> None:
         """Add another log's counts (the repeat window is per log and is not merged)."""
         self.lines_seen += other.lines_seen

@@ -104,7 +104,7 @@ def render_table(doc: dict[str, Any], console=None) -> None:
             idle = db.get("intervals_idle") or 0
             caption = ("gen tok/s: speculative intervals over their time together, no-spec ones their mean"
                        + (f"; {idle} interval{'s' if idle != 1 else ''} that held idle time (the first line after "
-                          "a pause) left out" if idle else ""))
+                          "a pause, or #running-req 0) left out" if idle else ""))
             table = Table(title="Stock Decode batch lines by batch size (#running-req)", title_justify="left",
                           caption=caption, caption_justify="left", pad_edge=False)
             for head in ("bs", "server", "inter-\nvals", "accept\nlen", "gen\ntok/s"):

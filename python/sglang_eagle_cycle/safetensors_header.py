@@ -124,7 +124,8 @@ def _from_index(index_path: Path) -> dict[str, list[int]]:
     for shard, names in shards.items():
         shard_path = index_path.parent / shard
         if not shard_path.is_file():
-            raise UsageError(f"{index_path}: shard {shard} (holding {', '.join(names)}) is missing")
+            what = "is not a regular file" if shard_path.exists() else "is missing"
+            raise UsageError(f"{index_path}: shard {shard} (holding {', '.join(names)}) {what}")
         header = read_header(shard_path)
         for name in names:
             if name not in header:
@@ -159,6 +160,8 @@ def read_draft_shapes(location: str | Path) -> dict[str, list[int]]:
     if single.is_file():
         return _pick({k: v["shape"] for k, v in read_header(single).items()})
     index = folder / INDEX_FILE
+    if index.exists() and not index.is_file():   # a FIFO would block the read
+        raise UsageError(f"{index}: not a regular file")
     if index.is_file():
         return _from_index(index)
     shapes: dict[str, list[int]] = {}

@@ -631,10 +631,10 @@ def _stock_runs(name: str, path: str):
         st = res.decode
         where = name if len(segs) == 1 else f"{name} (part {k} of {len(segs)})"
         if res.cycles:
-            if st.accept_len.count and len(segs) > 1:
+            if st.speculative_intervals and len(segs) > 1:
                 notes.append(f"{where}: its [eagle-cycle] lines are the run; its stock Decode batch lines not used")
             continue
-        if not st.accept_len.count:
+        if not st.speculative_intervals:
             if spec is not None and spec.get("algorithm"):
                 # a speculative server whose lines print no accept length: its throughput is no
                 # baseline (it had been taken as one) and, without accept lengths, no run either
@@ -646,7 +646,7 @@ def _stock_runs(name: str, path: str):
             continue
         problem = _depth_problem(spec)
         if problem is not None:
-            notes.append(f"{where}: {st.accept_len.count} stock Decode batch intervals with accept lengths: {problem}: "
+            notes.append(f"{where}: {st.speculative_intervals} stock Decode batch intervals with accept lengths: {problem}: "
                          "not used")
             continue
         steps, topk = spec["num_steps"], spec.get("eagle_topk") or 1
@@ -942,8 +942,8 @@ def _render(advice, plan, plan_path, desc, shape_note, console, full: bool = Tru
     own = [(b.bs, b.acceptance) for b in advice.per_bs if b.acceptance is not None]
     # the deepest draft position a request reached, not the deepest run: a sweep to 5 steps whose
     # requests never accepted past 2 drafts counts positions 1-3 (helper 44 read "measured to depth 2")
-    console.print(f"[bold]acceptance[/]: {escape(acc.source)}; counted to draft position {acc.observed_depth} (the "
-                  f"deepest any request reached)"
+    reached = " (the deepest any request reached)" if acc.samples else ""
+    console.print(f"[bold]acceptance[/]: {escape(acc.source)}; to draft position {acc.observed_depth}{reached}"
                   + (f", {acc.samples} request-cycles" if acc.samples else "")
                   + ("; per batch size (a note says why): " + ", ".join(
                       f"bs {bs} to position {a.observed_depth}" for bs, a in own) if own else ""))
