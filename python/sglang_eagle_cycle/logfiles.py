@@ -47,7 +47,7 @@ ANSI_RE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\
 #: appended to a file's last line when it has no line end and is one of ours (an ``[eagle-cycle]``
 #: or ``Decode batch`` line): a server still writing it, or one that crashed mid-line, may have cut
 #: it at a field boundary where it still parses (``gap_ms=0.2`` for ``gap_ms=0.24``); the text
-#: makes the line damaged, and :func:`cut_last_line` names why
+#: makes the line damaged, and :func:`cut_reason` names why
 CUT_MARK = " \u2026[no line end: cut while being written]"
 #: the reason ``--show-rejected`` gives for such a line
 CUT_REASON = "the input's last line, with no line end: cut while the server was writing it"
@@ -297,7 +297,10 @@ def _unwrapped(text: str, key: str, carry: list[str]) -> str:
     unfinished one between chunks). A line that is not such a record is kept as it is, marked
     damaged (:data:`CUT_RECORD_MARK`) where it opens like one and holds a line of ours."""
     out = []
-    for line in text.splitlines(keepends=True):
+    # split at line feeds only: a record may hold U+2028 and other separators unescaped
+    for line in (ln + "\n" for ln in text.split("\n")):
+        if line == "\n":
+            continue
         try:
             value = _wrapped_text(json.loads(line), key)
         except (ValueError, RecursionError):
