@@ -910,7 +910,8 @@ class CycleCostModel:
         other time the phase-timed observations predict at its batch size and depth, so that every
         measured width shapes the verify curve (issue 13: the curves pass through all measured
         points); ``left``: whole-cycle observations not turned into one (a phase-timed run measured
-        that depth, or the other phases alone reach its cycle time)."""
+        that depth; a depth past 1 where only 1-step runs were timed, whose draft forwards are
+        unknown; or a verify left below the no-spec decode step at its batch size)."""
         phased = [ob for ob in observations if ob.has_phases]
         whole = [ob for ob in observations if not ob.has_phases]
         if not whole:
