@@ -57,7 +57,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Optional
 
 from .argtypes import MAX_BS
-from .logfiles import cut_reason
 
 PREFIX = "[eagle-cycle]"
 
@@ -449,6 +448,8 @@ def line_rejection(line: str) -> Optional[str]:
     i = line.find(PREFIX)
     if i < 0:
         return f"no {PREFIX} prefix"
+    from .logfiles import cut_reason   # here: the server's processes import this module, not that one
+
     cut = cut_reason(line)
     if cut is not None:
         return cut
