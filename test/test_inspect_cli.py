@@ -789,3 +789,16 @@ def test_of_two_stock_intervals_the_idle_one_is_told_by_the_other(capsys, tmp_pa
     db = json.loads(out)["decode_batch"]
     assert db["by_bs"] == [{"bs": 1, "speculative": True, "intervals": 1, "accept_len_mean": 2.3,
                             "gen_tok_s": 178.86}] and db["intervals_idle"] == 1
+
+
+def test_several_baselines_after_one_flag_get_a_hint(capsys, tmp_path):
+    """advise takes `--baseline-tok-s 1:125 8:1000`; inspect's --baseline (which also takes a log)
+    is given once per value, and the same form had failed with a bare "unrecognized arguments"
+    (helper 44)."""
+    log = tmp_path / "x.log"
+    log.write_text(_stock_line(0, 1, 100.0, 2.2) + "\n")
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["inspect", str(log), "--baseline", "1:125", "8:1000"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == ("eagle-cycle: error: unrecognized arguments: 8:1000 (inspect takes --baseline "
+                                       "once per value: --baseline 8:1000 --baseline ...)\n")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import signal
 import sys
 
@@ -70,7 +71,14 @@ def main(argv: list[str] | None = None) -> int:
             print("eagle-cycle sweep: interrupted", file=sys.stderr)
             return 130
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        hint = ""
+        if args.command == "inspect" and any(re.fullmatch(r"\d+:[\d.]+", a) for a in extra):
+            # advise's --baseline-tok-s takes several values after one flag; inspect's --baseline, which
+            # also takes a log path, is given once per value (helper 44)
+            hint = f" (inspect takes --baseline once per value: --baseline {extra[0]} --baseline ...)"
+        parser.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     previous = _exit_on_sigterm()
     try:
         return int(args._main(args) or 0)
