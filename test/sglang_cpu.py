@@ -3,11 +3,12 @@
 Why: the wiring hooks decide which residual-stream positions SGLang captures for EAGLE-3. A stub
 ``self`` can show what the setter writes into ``layers_to_capture``; only the real model's forward
 shows which tensors come out. This module builds SGLang's ``LlamaForCausalLM``,
-``DeepseekV3ForCausalLM`` and ``LlamaForCausalLMEagle3`` from a Hugging Face checkpoint folder,
+``DeepseekV3ForCausalLM``, ``Qwen3ForCausalLM``, ``Qwen3MoeForCausalLM`` and
+``LlamaForCausalLMEagle3`` from a Hugging Face checkpoint folder,
 loads the weights through SGLang's own loader sequence and runs ``model.model(...)`` for one
 sequence in EXTEND mode. The only stand-ins are the attention backend (:class:`CausalSDPABackend`)
 and the few ``ForwardBatch`` fields the forward reads; everything else (linear layers, RoPE,
-RMSNorm, MLA projections, MoE routing and experts, the aux capture) is SGLang's code.
+RMSNorm, q/k norms, MLA projections, MoE routing and experts, the aux capture) is SGLang's code.
 
 Importing this module does nothing heavy; :func:`setup` must run before anything imports SGLang
 (it sets ``SGLANG_USE_CPU_ENGINE=1``, which SGLang reads at import time). SGLang's ``HookRegistry``
@@ -44,6 +45,13 @@ What runs where on the CPU (SGLang 0.5.23, checked):
   ``TopK.forward_native`` -> ``select_experts`` -> ``biased_grouped_topk_impl`` (noaux_tc, sigmoid).
   Shared-expert fusion is off (``resolve_shared_experts_config``: SGLang allows it only for 256/384
   routed experts and on CUDA/HIP/MUSA), so the shared expert runs as its own MLP.
+* Qwen3 / Qwen3-MoE attention: ``forward_prepare_native`` (per-head ``q_norm`` / ``k_norm`` through
+  ``models.utils.apply_qk_norm``, then RoPE); the fused q/k-norm + RoPE kernels are aiter (HIP) or
+  bf16/fp16-only, so fp32 on the CPU takes the unfused path. Qwen3-MoE experts: the same
+  ``FusedMoE`` -> ``moe_forward_native`` path as DeepSeek, routing ``TopK.forward_cpu`` ->
+  ``select_experts`` (softmax top-k, renormalised when ``norm_topk_prob``). Its capture is per layer: the inner setter
+  (``Qwen2MoeModel.set_eagle3_layers_to_capture``) sets ``_is_layer_to_capture`` on the flagged
+  layers and never clears one (``target_forward`` reports them as ``flagged_layers``).
 * ``load_weights``: DeepSeek's loader calls ``post_load_weights`` itself at the end, which derives the
   absorbed ``w_kc`` / ``w_vc`` (plain attributes of each attention module, not parameters) from
   ``kv_b_proj``. The loader sequence used here is SGLang's
@@ -66,6 +74,8 @@ _READY = False
 TARGETS = {
     "LlamaForCausalLM": ("sglang.srt.models.llama", "LlamaForCausalLM"),
     "DeepseekV3ForCausalLM": ("sglang.srt.models.deepseek_v2", "DeepseekV3ForCausalLM"),
+    "Qwen3ForCausalLM": ("sglang.srt.models.qwen3", "Qwen3ForCausalLM"),
+    "Qwen3MoeForCausalLM": ("sglang.srt.models.qwen3_moe", "Qwen3MoeForCausalLM"),
 }
 DRAFTS = {
     "LlamaForCausalLMEagle3": ("sglang.srt.models.llama_eagle3", "LlamaForCausalLMEagle3"),
@@ -241,7 +251,7 @@ def _report(model, n_params: int, skip=()) -> dict:
 
 
 def load_target(target_dir: str):
-    """Build SGLang's class for ``target_dir`` (Llama or DeepSeek-V3), NaN-fill, load; ``(model, report)``.
+    """Build SGLang's class for ``target_dir`` (one of :data:`TARGETS`), NaN-fill, load; ``(model, report)``.
 
     report: ``params`` (number of parameters), ``nan_left`` (parameters still holding NaN after
     loading: the checkpoint missed them), ``derived`` / ``derived_nan`` (MLA ``w_kc``/``w_vc``,
@@ -407,6 +417,14 @@ def _cat_aux(aux):
     return torch.cat(aux, dim=-1) if aux else None
 
 
+def _flagged(inner) -> Optional[list[int]]:
+    """Layers flagged ``_is_layer_to_capture`` (Qwen2/Qwen3-MoE inner setters); None if none ever was."""
+    layers = list(getattr(inner, "layers", []) or [])
+    if not any(hasattr(layer, "_is_layer_to_capture") for layer in layers):
+        return None
+    return [i for i, layer in enumerate(layers) if getattr(layer, "_is_layer_to_capture", False)]
+
+
 def target_forward(model, input_ids, capture_ids, *, capture: bool = True) -> dict:
     """One EXTEND forward of SGLang's target over ``input_ids`` (one sequence, positions 0..T-1).
 
@@ -414,7 +432,7 @@ def target_forward(model, input_ids, capture_ids, *, capture: bool = True) -> di
        real method, wrapped by the plugin's hook when plugins were loaded; ``None`` means what it
        means to SGLang (the family default, or the plugin's resolution).
     2. ``model.model(input_ids, positions, forward_batch)`` under :class:`CausalSDPABackend`.
-       For Llama and DeepSeek-V2/V3 the inner model applies the final RMSNorm itself
+       For every family in :data:`TARGETS` the inner model applies the final RMSNorm itself
        (``residual_batch.final_norm`` / ``self.norm``), so ``hidden`` is the NORMED last hidden
        state, and it returns ``(hidden, aux)`` once anything was captured.
     3. ``logits = hidden @ model.lm_head.weight.T`` for every position: what SGLang's
@@ -422,7 +440,9 @@ def target_forward(model, input_ids, capture_ids, *, capture: bool = True) -> di
        an extend and applies no scaling or soft-capping for these configs).
 
     Returns ``hidden`` [T, H], ``aux`` [T, k*H] (captures concatenated in layer order) or None,
-    ``logits`` [T, vocab], ``layers_to_capture`` (as SGLang set it), ``backend`` (the stand-in, for
+    ``logits`` [T, vocab], ``layers_to_capture`` (as SGLang set it), ``flagged_layers`` (indices of
+    the layers carrying ``_is_layer_to_capture``, what Qwen2/Qwen3-MoE's forward reads instead of
+    the list; None for families that keep only the list), ``backend`` (the stand-in, for
     ``calls`` / ``token_to_kv_pool.writes``).
     """
     if capture:
@@ -435,6 +455,7 @@ def target_forward(model, input_ids, capture_ids, *, capture: bool = True) -> di
         "aux": _cat_aux(aux),
         "logits": hidden @ model.lm_head.weight.T,
         "layers_to_capture": list(getattr(model.model, "layers_to_capture", []) or []),
+        "flagged_layers": _flagged(model.model),
         "backend": backend,
     }
 
