@@ -41,6 +41,7 @@ for extra in (ROOT / "python", ROOT / "benchmarks"):
         sys.path.insert(0, str(extra))
 
 from bench_hook_overhead import median_ci  # noqa: E402
+from sglang_eagle_cycle.argtypes import int_in  # noqa: E402
 
 
 def _accepts(rng: random.Random, bs: int, steps: int, p: float = 0.7) -> list[int]:
@@ -109,17 +110,21 @@ def run(batch_sizes, candidates, reps: int, cycles: int, seed: int = 0) -> list[
     return rows
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2
+        print(f"bench_adaptive_policy.py: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 32, 64], metavar="BS")
-    ap.add_argument("--candidates", type=int, nargs="+", default=list(range(8)), metavar="STEPS",
+    ap = _Parser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batch-sizes", type=int_in(1), nargs="+", default=[1, 8, 32, 64], metavar="BS")
+    ap.add_argument("--candidates", type=int_in(0), nargs="+", default=list(range(8)), metavar="STEPS",
                     help="candidate depths (default 0-7, all measured)")
-    ap.add_argument("--reps", type=int, default=15, help="paired repetitions per batch size (default 15, >= 6)")
-    ap.add_argument("--cycles", type=int, default=5000, help="cycles per repetition (default 5000)")
+    ap.add_argument("--reps", type=int_in(6), default=15, help="paired repetitions per batch size (default 15, >= 6)")
+    ap.add_argument("--cycles", type=int_in(100), default=5000, help="cycles per repetition (default 5000, >= 100)")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     args = ap.parse_args(argv)
-    if args.reps < 6 or args.cycles < 100 or min(args.batch_sizes) < 1 or min(args.candidates) < 0:
-        ap.error("--reps must be >= 6, --cycles >= 100, batch sizes >= 1 and candidates >= 0")
     rows = run(args.batch_sizes, sorted(set(args.candidates)), args.reps, args.cycles)
     if args.json:
         print(json.dumps({"rows": rows}))

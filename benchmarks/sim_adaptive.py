@@ -63,6 +63,7 @@ for extra in (ROOT / "python", ROOT / "benchmarks"):
         sys.path.insert(0, str(extra))
 
 from advise_worlds import KINDS, World, draw_acceptance, draw_world  # noqa: E402
+from sglang_eagle_cycle.argtypes import int_in, strict_float  # noqa: E402
 
 POSITIONS = 7
 CANDIDATES = tuple(range(0, 8))
@@ -176,15 +177,17 @@ def world_from_json(doc) -> ShiftWorld:
             kw[key] = _int(value, f"costs.{key}", 0, 1 << 20)
         elif key == "outlier_rate":
             kw[key] = _num(value, "costs.outlier_rate", 0.0, 1.0)
-        else:
-            kw[key] = _num(value, f"costs.{key}", 0.0, low_open=key in ("decode_ms", "fixed_ms"))
+        elif key == "noise":   # a per-cycle log-normal sigma; 1e6 overflowed every period
+            kw[key] = _num(value, "costs.noise", 0.0, 2.0)
+        else:   # ms, or ms per token or expert: past 1e6 ms the sums overflow to no meaning
+            kw[key] = _num(value, f"costs.{key}", 0.0, 1e6, low_open=key in ("decode_ms", "fixed_ms"))
     if "decode_ms" not in kw:
         raise WorldError("costs.decode_ms: missing (the no-spec decode step, ms)")
     if kw.get("moe_experts") and not 0 < kw.get("moe_topk", 0) <= kw["moe_experts"]:
         raise WorldError("costs.moe_topk: expected 1..moe_experts")
     w = World(bs=bs, p=parsed[0][1], **kw)
     return ShiftWorld(str(doc.get("name", "world")), w, parsed, cands,
-                      _num(doc.get("switch_ms", 0.0), "switch_ms", 0.0))
+                      _num(doc.get("switch_ms", 0.0), "switch_ms", 0.0, 1e6))
 
 
 def make_worlds(n: int, seed: int, cycles: int) -> list[ShiftWorld]:
@@ -324,11 +327,18 @@ def _config(world: ShiftWorld, tmp: Path) -> str:
     return str(path)
 
 
-def evaluate(world: ShiftWorld, seed: int = 0, initial: int = 3, log: Optional[logging.Logger] = None) -> dict:
-    """Every policy on ``world`` with the same draws; ratios to the per-phase oracle."""
+def evaluate(world: ShiftWorld, seed: int = 0, initial: Optional[int] = None,
+             log: Optional[logging.Logger] = None) -> dict:
+    """Every policy on ``world`` with the same draws; ratios to the per-phase oracle. ``initial``: the
+    launch depth (``--speculative-num-steps``), one of the candidates as SGLang requires: 3 where it
+    is one, else the middle candidate (a world of candidates ``[5]`` or ``[2, 4]`` had failed)."""
     from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
 
     from sglang_eagle_cycle.adaptive import CostAwarePolicy
+
+    if initial is None:
+        cands = sorted(world.candidates)
+        initial = 3 if 3 in cands else cands[len(cands) // 2]
 
     draws = Draws(world, seed)
     statics = {s: run_static(world, draws, s) for s in world.candidates}
@@ -383,18 +393,29 @@ def summary(rows: list) -> dict:
             "ema_at_least_0_98": sum(r["ema_ratio"] >= 0.98 for r in rows)}
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2
+        print(f"sim_adaptive.py: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _switch_ms(text: str) -> float:
+    value = strict_float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite time >= 0 ms, got {text!r}")
+    return value
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--worlds", type=int, default=12, help="simulated worlds (default 12)")
-    ap.add_argument("--cycles", type=int, default=10000, help="cycles per phase (default 10000)")
-    ap.add_argument("--seed", type=int, default=0, help="world and draw seed (default 0)")
+    ap = _Parser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--worlds", type=int_in(1), default=12, help="simulated worlds (default 12)")
+    ap.add_argument("--cycles", type=int_in(100), default=10000, help="cycles per phase (default 10000, >= 100)")
+    ap.add_argument("--seed", type=int_in(0), default=0, help="world and draw seed (default 0)")
     ap.add_argument("--world", metavar="FILE", help="a JSON world (module docstring) instead of drawn ones")
-    ap.add_argument("--switch-ms", type=float, nargs="*", default=None,
-                    help="also sweep these switch costs (ms) for both adaptive policies")
+    ap.add_argument("--switch-ms", type=_switch_ms, nargs="*", default=None,
+                    help="also sweep these switch costs (ms, finite, >= 0) for both adaptive policies")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     args = ap.parse_args(argv)
-    if args.worlds < 1 or args.cycles < 100:
-        ap.error("--worlds must be >= 1 and --cycles >= 100")
     logging.getLogger("sglang").setLevel(logging.WARNING)
     if args.world:
         try:
@@ -405,7 +426,10 @@ def main(argv=None) -> int:
         except json.JSONDecodeError as exc:
             print(f"sim_adaptive: {args.world}: not JSON ({exc.msg}, line {exc.lineno})", file=sys.stderr)
             return 2
-        except (WorldError, UnicodeDecodeError) as exc:
+        except UnicodeDecodeError:
+            print(f"sim_adaptive: {args.world}: not UTF-8 text", file=sys.stderr)
+            return 2
+        except WorldError as exc:
             print(f"sim_adaptive: {args.world}: {exc}", file=sys.stderr)
             return 2
     else:

@@ -274,4 +274,33 @@ def test_policy_cost_benchmark_prints_paired_figures():
         assert lo <= r["added_us"] <= hi
     bad = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_adaptive_policy.py"), "--reps", "2"],
                          capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "--reps must be >= 6" in bad.stderr and "Traceback" not in bad.stderr
+    # one line naming the argument (it had been the usage block and a message naming every bound)
+    assert (bad.returncode, bad.stderr) == (2, "bench_adaptive_policy.py: error: argument --reps: expected an "
+                                               "integer >= 6, got 2\n")
+
+
+def test_a_world_without_depth_3_among_its_candidates_starts_on_one_of_them(sim, tmp_path):
+    """The launch depth was fixed at 3: candidates [5] or [2, 4] failed inside SGLang's policy
+    ('Missing adaptive runtime state for steps=3', helper 48); it is now a candidate."""
+    doc = {"name": "w", "bs": 4, "candidates": [2, 4],
+           "phases": [{"cycles": 300, "p": [0.8] * 7}, {"cycles": 300, "p": [0.4] * 7}],
+           "costs": {"kind": "dense", "decode_ms": 10, "fixed_ms": 10, "slope_ms": 0.01, "extend_fixed_ms": 0.5,
+                     "extend_slope_ms": 0.001, "draft_step_ms": 0.5, "other_ms": 0.3, "gap_ms": 0.05,
+                     "noise": 0.03}}
+    for cands in ([5], [2, 4]):
+        r = sim.evaluate(sim.world_from_json({**doc, "candidates": cands}), seed=1)
+        assert r["cost_final_steps"] in cands and 0.5 < r["cost_ratio"] <= 1.0 + 1e-9
+    with pytest.raises(sim.WorldError, match="costs.noise: expected a number >= 0 and <= 2"):
+        sim.world_from_json({**doc, "costs": {**doc["costs"], "noise": 1e6}})
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--switch-ms", "-5"], "argument --switch-ms: expected a finite time >= 0 ms, got '-5'"),
+    (["--switch-ms", "inf"], "argument --switch-ms: expected a finite time >= 0 ms, got 'inf'"),
+    (["--seed", "-1"], "argument --seed: expected an integer >= 0, got -1"),
+    (["--cycles", "99"], "argument --cycles: expected an integer >= 100, got 99"),
+])
+def test_bad_simulator_arguments_are_one_line_exit_2(sim, capsys, argv, words):
+    with pytest.raises(SystemExit) as exc:
+        sim.main(argv)
+    assert exc.value.code == 2 and capsys.readouterr().err == f"sim_adaptive.py: error: {words}\n"

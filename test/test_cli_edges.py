@@ -333,6 +333,27 @@ def test_an_output_that_is_the_file_on_standard_output_is_refused(tmp_path, repo
                               stderr=subprocess.PIPE, text=True, cwd=repo_root)
     assert proc.returncode == 2 and "--adaptive-config /dev/stdout: is the file on standard output" in proc.stderr
     assert kept.read_text() == "mine\n"
+    # on a pipe the JSON was mixed into the advice, exit 0 (helper 48)
+    proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "advise", str(seed), "--baseline-tok-s",
+                           "88.8", "--adaptive-config", "/dev/stdout", "--force"], capture_output=True, text=True,
+                          cwd=repo_root)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == ("eagle-cycle advise: error: --adaptive-config /dev/stdout: is standard output, which "
+                           "carries the command's own output; give a file\n")
+
+
+def test_a_model_name_that_is_no_utf8_is_refused(tmp_path, repo_root):
+    """A shell's ``$'bad\\xff'`` reached the exposition raw: invalid UTF-8 on stdout, exit 0, or a
+    UnicodeEncodeError writing the file (helper 48)."""
+    log = tmp_path / "x.log"
+    log.write_text("[2026-11-30 10:00:00 TP0] Decode batch, #running-req: 1, #token: 9, token usage: 0.00, "
+                   "gen throughput (token/s): 80.00, #queue-req: 0\n")
+    proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "inspect", str(log), "--prometheus",
+                           str(tmp_path / "m.prom"), "--model-name", b"bad\xff".decode("utf-8", "surrogateescape")],
+                          capture_output=True, text=True, cwd=repo_root)
+    assert proc.returncode == 2 and proc.stderr == ("eagle-cycle inspect: error: argument --model-name: not UTF-8 "
+                                                    "text\n")
+    assert not (tmp_path / "m.prom").exists()
 
 
 def test_a_sigterm_right_after_the_spool_appears_leaves_no_spool_behind(tmp_path, monkeypatch):

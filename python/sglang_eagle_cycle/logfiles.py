@@ -407,6 +407,8 @@ def check_output(path_text: str, flag: str, force: bool, inputs: Iterable[tuple[
     for fd, what in ((1, "standard output"), (2, "standard error")):
         if _is_fd_file(path, fd):   # reopened with truncation, it would empty what was written there
             raise UsageError(f"{flag} {path}: is the file on {what}; give a file of its own")
+        if _is_fd(path, fd):        # /dev/stdout on a pipe or terminal: mixed into what is printed there
+            raise UsageError(f"{flag} {path}: is {what}, which carries the command's own output; give a file")
     for name, label in inputs:
         if _is_fd_file(path, 0) if name == "-" else same_file(name, path):
             where = "the file on standard input, one of the inputs" if name == "-" else "one of the inputs"
@@ -442,6 +444,17 @@ def is_bench_jsonl(path: PathLike) -> bool:
     except Exception:  # noqa: BLE001 - a hint only: anything unreadable is not bench JSONL
         return False
     return False
+
+
+def _is_fd(path: PathLike, fd: int) -> bool:
+    """Whether ``path`` opens what this process has as ``fd``, whatever it is (``/dev/stdout`` on a
+    pipe or a terminal). Never raises."""
+    try:
+        st_fd = os.fstat(fd)
+        st = os.stat(path)
+        return (st.st_dev, st.st_ino) == (st_fd.st_dev, st_fd.st_ino)
+    except (OSError, ValueError):
+        return False
 
 
 def _is_fd_file(path: PathLike, fd: int = 0) -> bool:

@@ -49,7 +49,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                         help="cycles per track written to --trace (default 100000; 0: no limit)")
     parser.add_argument("--prometheus", metavar="FILE", help="write the cycle series in the Prometheus text "
                         "exposition format (- for stdout)")
-    parser.add_argument("--model-name", default="", metavar="NAME",
+    parser.add_argument("--model-name", default="", metavar="NAME", type=_label_text,
                         help="model_name label of the --prometheus series (a log does not carry it; default empty)")
     parser.add_argument("--baseline", metavar="TOK_S|BS:TOK_S|LOG", action="append",
                         help="no-speculation throughput in tok/s (one batch size in the logs), BS:TOK_S "
@@ -323,3 +323,13 @@ def main(args: argparse.Namespace) -> int:
     elif args.csv != "-" and args.prometheus != "-":
         render_table(doc)
     return rc
+
+
+def _label_text(value: str) -> str:
+    """A label value as text: bytes that are no UTF-8 (a shell's ``$'\\xff'``) are refused (the
+    exposition is UTF-8; one had been written raw to stdout and crashed a file's write)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError("not UTF-8 text") from None
+    return value
