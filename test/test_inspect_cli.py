@@ -802,3 +802,17 @@ def test_several_baselines_after_one_flag_get_a_hint(capsys, tmp_path):
     assert exc.value.code == 2
     assert capsys.readouterr().err == ("eagle-cycle: error: unrecognized arguments: 8:1000 (inspect takes --baseline "
                                        "once per value: --baseline 8:1000 --baseline ...)\n")
+
+
+def test_prometheus_of_every_ranks_lines_warns_that_its_phase_sums_count_each_rank(capsys, log, tmp_path):
+    """tp0 and tp1 print the same 40 cycles: the phase histograms hold 80 lines' times and the cycle
+    counter 40, so a dashboard's rate over the phase sums reads half (helper 48: 8x low at TP 8)."""
+    out = tmp_path / "m.prom"
+    rc, _, err = run_cli(capsys, log, "--prometheus", str(out))
+    assert rc == 0 and out.exists()
+    assert ("1 group(s) hold every rank's line of each cycle (80 lines for 40 cycles): their phase histograms count "
+            "each rank's times") in " ".join(err.split())
+    one = tmp_path / "one.log"     # one rank's lines: no warning
+    one.write_text("\n".join(ln for ln in log.read_text().splitlines() if "TP1]" not in ln) + "\n")
+    rc, _, err = run_cli(capsys, one, "--prometheus", str(tmp_path / "one.prom"))
+    assert rc == 0 and "every rank's line" not in err

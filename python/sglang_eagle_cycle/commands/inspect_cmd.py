@@ -312,6 +312,15 @@ def main(args: argparse.Namespace) -> int:
                   "lines give no cycle series)")
             rc = 1
         else:
+            many = [g for g in groups if g.lines > g.cycles]
+            if many:
+                # every rank's line of a cycle is in the phase histograms, each cycle once in the
+                # counters: a rate over the phase sums reads the ranks-per-cycle factor low (helper 48)
+                _warn(f"{args.prometheus}: {len(many)} group(s) hold every rank's line of each cycle "
+                      f"({sum(g.lines for g in many)} lines for {sum(g.cycles for g in many)} cycles): their phase "
+                      "histograms count each rank's times, their cycle and acceptance counters each cycle once, so "
+                      "a rate over the phase sums reads low by the ranks per cycle; export one rank's lines "
+                      "(the default, without SGLANG_EAGLE_CYCLE_ALL_RANKS)")
             text = exposition(groups, model_name=args.model_name, wiring=doc["wiring"])
             if args.prometheus == "-":
                 sys.stdout.write(text)
