@@ -844,9 +844,9 @@ class CycleCostModel:
             run_verify = [(ob.verified_tokens, ob.verify_ms, ob.weight) for ob in phased]
             derived, left = cls._derived_verify(observations, base, shape)
             if derived:
-                notes.append(f"{len(derived)} run(s) without a phase breakdown (whole-cycle times) set the verify time at "
-                             "their width: their cycle less the draft, draft-extend and other time the phase-timed runs "
-                             "give there")
+                notes.append(f"{len(derived)} run(s) without a phase breakdown (whole-cycle times) set the verify "
+                             "time at their width: their cycle less the draft, draft-extend and other time the "
+                             "phase-timed runs give there")
             if left:
                 notes.append(f"{left} run(s) without a phase breakdown not used for cycle time (a phase-timed run "
                              "measured their depth; the draft step is unknown, only 1-step runs being timed; or "

@@ -646,8 +646,8 @@ def _stock_runs(name: str, path: str):
             continue
         problem = _depth_problem(spec)
         if problem is not None:
-            notes.append(f"{where}: {st.speculative_intervals} stock Decode batch intervals with accept lengths: {problem}: "
-                         "not used")
+            notes.append(f"{where}: {st.speculative_intervals} stock Decode batch intervals with accept lengths: "
+                         f"{problem}: not used")
             continue
         steps, topk = spec["num_steps"], spec.get("eagle_topk") or 1
         ndt = spec.get("num_draft_tokens")
@@ -1016,7 +1016,8 @@ def _render(advice, plan, plan_path, desc, shape_note, console, full: bool = Tru
                       + "): --adaptive-config FILE writes an SGLang adaptive config that switches by batch size")
     if plan is None:
         if p.speculation_off:
-            console.print(f"launch: without --speculative-algorithm (speculation does not pay here; bs {advice.primary.bs})")
+            console.print("launch: without --speculative-algorithm (speculation does not pay here; "
+                          f"bs {advice.primary.bs})")
         else:
             console.print(f"launch: --speculative-num-steps {p.steps} --speculative-eagle-topk 1 "
                           f"--speculative-num-draft-tokens {p.steps + 1} (bs {advice.primary.bs})", soft_wrap=True)

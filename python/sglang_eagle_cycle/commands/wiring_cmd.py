@@ -63,9 +63,9 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from ..errors import UsageError
     from ..runtime import unknown_env
     from ..safetensors_header import read_draft_shapes
-    from ..errors import UsageError
     from ..wiring import check_pair, load_config, locate_config, render_report
     from ..wiring.checks import is_eagle3_head
 

@@ -87,9 +87,9 @@ def _draft_checks(draft: Mapping, inp: _Inputs, n_aux: int | None, add) -> None:
             f"calls eagle_config.get() and fails to build the draft")
     raw_th = draft.get("target_hidden_size", 0)
     if "target_hidden_size" in draft and not _is_int(raw_th) and not (deepseek_head and raw_th is None):
-        add("target_hidden_mismatch",
-            f"draft target_hidden_size is {'null' if raw_th is None else _short(raw_th)}, not an integer: stock SGLang {STOCK_VERSION} builds "
-            f"the draft fc from it and fails")
+        shown = "null" if raw_th is None else _short(raw_th)
+        add("target_hidden_mismatch", f"draft target_hidden_size is {shown}, not an integer: stock SGLang "
+                                      f"{STOCK_VERSION} builds the draft fc from it and fails")
     if inp.target_hidden_size is not None:
         th = _draft_target_hidden(draft)
         if th is not None and th != inp.target_hidden_size:
