@@ -184,14 +184,14 @@ MIN_SE_INTERVALS = 16
 SPREAD_RATIO = 2.0
 SPREAD_MIN_INTERVALS = 8
 #: an interval whose time (its accept length over its gen throughput; one over it without
-#: speculation) is above this multiple of the median at its batch size held idle time, and is left
+#: speculation) is above this multiple of the low median at its batch size held idle time, and is left
 #: out of the per-batch-size throughputs: SGLang divides an interval's tokens by the time since its
 #: previous line, idle included, so the first line after a pause reads a fraction of a token per
 #: second (a public EAGLE-3 report's 0.39 tok/s before 166-189; taken in proportion to its time, it
 #: had put a 90 tok/s run at 2.6). A longer interval from prefills between the decode batches stays
 IDLE_FACTOR = 5.0
 EMPTY_REASON = "#running-req 0"
-IDLE_REASON = "idle time in the interval (a gen throughput of 0.00, or its time over 5x the median at its batch size)"
+IDLE_REASON = "idle time in the interval (a gen throughput of 0.00, or its time over 5x the low median at its batch size)"
 
 
 def _busy(a: np.ndarray, r: np.ndarray) -> np.ndarray:

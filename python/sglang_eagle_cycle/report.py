@@ -722,7 +722,7 @@ def decode_findings(label: str, d: DecodeBatchStats, baseline: Optional[Baseline
             "stock_throughput_spread",
             f"{label}: Decode batch " + ("gen throughput over accept length" if spec else "gen throughput")
             + f" at {bs} running requests ({'speculative' if spec else 'no-spec'} lines) spans {p10:.1f}-{p90:.1f} "
-            f"(10th-90th percentile of {n} intervals, those over 5x the median time left out"
+            f"(10th-90th percentile of {n} intervals, those over 5x the low median time left out"
             + (f"; {p90 / p10:.1f}x): " if p10 > 0 else "): ") +
             "intervals that hold idle time between requests (a client that pauses) or other work; means over "
             "them understate the server: measure under a steady load",
