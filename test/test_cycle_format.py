@@ -214,6 +214,25 @@ def test_truncated_and_damaged_lines_are_none():
     assert parse_line(line + " some_future_field=1").total_ms == 10.0  # appended fields are ignored
 
 
+def test_a_line_with_a_huge_tail_costs_no_more_memory_than_its_text():
+    """A damaged line of 100,000 appended ``k=v`` tokens (0.4 MB) once took 106 MB inside the regex
+    (backtracking state per token; a 20 MB line took 5 GB): now about the size of its tokens."""
+    import tracemalloc
+
+    from sglang_eagle_cycle.cycle import line_rejection
+
+    line = format_line(_rec(3)) + " y=1" * 100_000
+    tracemalloc.start()
+    try:
+        assert parse_line(line) is None
+        assert line_rejection(line) == "y given twice"
+        assert parse_line(format_line(_rec(3)) + "".join(f" k{i}=1" for i in range(100_000))).total_ms == 10.0
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 30e6, f"{peak / 1e6:.0f} MB for a {len(line) / 1e6:.1f} MB line"
+
+
 @settings(max_examples=500, deadline=None)
 @given(st.binary(max_size=400))
 def test_parsers_survive_random_bytes(data):

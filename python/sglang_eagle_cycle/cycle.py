@@ -294,13 +294,15 @@ def format_line(rec: CycleRecord) -> str:
 
 # Values are matched loosely (``[-.\d]+``: no backtracking, the hot path of ``inspect``) and
 # validated by int()/float(): a damaged value makes the whole line None.
+# The tail's repeat is possessive (``*+``): a plain ``(?: ...)*`` keeps backtracking state for every
+# token it took, about 1 KB each, so one damaged line of millions of ``k=v`` tokens took gigabytes.
 _V = r"([-.\d]+)"
 #: keys of the line's fixed part (before ``graph=``): one repeated after it makes the line damaged
 _FIXED_KEYS = frozenset(("cycle", *CONFIG_FIELDS, *PHASES, "accept_len", "accepts", "accept_hist", "tok_s", "graph"))
 _LINE_RE = re.compile(
     r"\[eagle-cycle\] cycle=(\d+) bs=(\d+) steps=(\d+) topk=(\d+) draft_tokens=(\d+)"
     rf" draft_ms={_V} verify_ms={_V} verify_fwd_ms={_V} extend_ms={_V} other_ms={_V} total_ms={_V}"
-    rf" accept_len={_V} (accepts|accept_hist)=([-,:\d]+) tok_s={_V} graph=([01])((?: \S+=\S*)*)\s*$"
+    rf" accept_len={_V} (accepts|accept_hist)=([-,:\d]+) tok_s={_V} graph=([01])((?: \S+=\S*)*+)\s*$"
 )
 
 
