@@ -404,6 +404,20 @@ def test_dangling_symlink_output_is_refused_and_kept(capsys, log, tmp_path):
         assert link.is_symlink() and not (tmp_path / "elsewhere.csv").exists()
 
 
+def test_force_never_replaces_a_device_or_fifo_nor_drops_a_trailing_slash(capsys, log, tmp_path):
+    # --force wrote a temporary file and renamed it over the path: `--csv /dev/null --force` as root
+    # turned /dev/null into a regular file; a FIFO became one too; "x.csv/" wrote (or replaced) x.csv
+    fifo = tmp_path / "fifo.csv"
+    os.mkfifo(fifo)
+    _one_error_line(*run_cli(capsys, log, "--csv", fifo, "--force"), "not a regular file", str(fifo))
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    mine = tmp_path / "mine.csv"
+    mine.write_text("mine")
+    for given in (mine, tmp_path / "new.csv"):
+        _one_error_line(*run_cli(capsys, log, "--trace", f"{given}/", "--force"), "ends with a slash")
+    assert mine.read_text() == "mine" and not (tmp_path / "new.csv").exists()
+
+
 def test_force_through_a_symlink_writes_its_target_and_keeps_the_link(capsys, log, tmp_path):
     target = tmp_path / "real.csv"
     target.write_text("mine")
