@@ -17,8 +17,9 @@ Definitions (README, "Terms"):
 * per-position acceptance p_j = P(draft token j accepted | drafts 1..j-1 accepted), from the
   accept-length histogram: a request with accept length L accepted positions 1..L-1 and, when
   L - 1 < steps, reached and rejected position L; so reached_j = #{L >= j}, accepted_j = #{L >= j + 1};
-* effective tok/s = committed tokens (sum of accept lengths) / summed cycle time (``total_ms``).
-  It counts GPU cycle time only: scheduling gaps between cycles are not in it;
+* effective tok/s = committed tokens (sum of accept lengths) / summed cycle periods: ``total_ms``
+  plus, on device-span lines, ``gap_ms`` (the group's mean gap for a cycle logged without one,
+  after a prefill or a pause); device time only, so host time outside the decode loop is not in it;
 * aggregated lines (``n=``) count as ``n`` cycles at their mean; percentiles of a group that
   holds aggregated lines are null (per-cycle values were not logged);
 * lines from several ranks (``rank=``, e.g. ``SGLANG_EAGLE_CYCLE_ALL_RANKS=1``) that carry the
