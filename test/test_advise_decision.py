@@ -2510,6 +2510,21 @@ def test_a_baseline_from_stock_lines_that_swing_twofold_is_flagged(tmp_path):
                for n in bursty["inputs"]["notes"])
 
 
+def test_a_no_spec_baseline_is_its_tokens_over_its_seconds(tmp_path):
+    """A no-spec stock log's baseline is the throughput over its intervals together, as a run's is
+    (each interval the same decode forwards, so the same tokens, in one over its rate): one line at
+    2,000 tok/s among thirty at 297 had put the baseline at their plain mean, 351.9 tok/s, 15% high,
+    and every speedup beside it low (helper 49); tokens over seconds it is 305.4."""
+    spec = _stock_log(tmp_path / "s3.log", 3, 1.95, 90.0)
+    base = _nospec_log(tmp_path / "nospec.log", 297.0, lines_n=31, spread=0.0)
+    lines = base.read_text().splitlines()
+    lines[16] = re.sub(r"gen throughput \(token/s\): [\d.]+", "gen throughput (token/s): 2000.00", lines[16])
+    base.write_text("\n".join(lines) + "\n")
+    doc = advise_json(spec, base)
+    assert doc["inputs"]["baseline_tok_s"]["1"] == pytest.approx(31 / (30 / 297.0 + 1 / 2000.0), rel=1e-4)
+    assert any("baseline tok/s by batch size 1: 305.4" in n for n in doc["inputs"]["notes"])
+
+
 def test_a_baseline_slower_than_a_measured_cycle_is_named():
     """A no-spec step cannot outlast a speculative cycle at the same batch size (that cycle holds a
     verify forward over more tokens): a 140 tok/s baseline beside a 3-step run cycling in 6.7 ms at
