@@ -60,6 +60,13 @@ def advise(*args):
     return rc, out.getvalue(), err.getvalue()
 
 
+def _inspect(*args):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["inspect", *map(str, args), "--json"])
+    return rc, out.getvalue(), err.getvalue()
+
+
 def advise_json(*args):
     rc, out, err = advise(*args, "--json")
     assert rc == 0, err
@@ -2523,6 +2530,39 @@ def test_a_no_spec_baseline_is_its_tokens_over_its_seconds(tmp_path):
     doc = advise_json(spec, base)
     assert doc["inputs"]["baseline_tok_s"]["1"] == pytest.approx(31 / (30 / 297.0 + 1 / 2000.0), rel=1e-4)
     assert any("baseline tok/s by batch size 1: 305.4" in n for n in doc["inputs"]["notes"])
+
+
+def test_an_inspect_document_of_a_no_spec_log_gives_the_logs_baseline_at_its_batch_size(tmp_path):
+    """``eagle-cycle inspect nospec.log --json`` given to advise had given its pooled
+    ``gen_tok_s_mean`` as the baseline, at the runs' batch size: the ramp's batch sizes and the
+    idle first line went into it (203.1 tok/s where the log itself gives 221.9 at bs 4), and a
+    no-spec server measured at bs 1 was put at the runs' bs 4 (helper 49). Now the document's no-spec
+    by_bs rows are read as the log is: per batch size, a ramp's left out."""
+    rng = random.Random(3)
+    rows = [(1, 0.52), (1, 55.0), (2, 110.0), (3, 165.0)] + [(4, 221.7 * rng.uniform(0.98, 1.02)) for _ in range(40)] \
+        + [(3, 170.0), (2, 112.0), (1, 56.0)]
+    base = _nospec_log(tmp_path / "ramp.log", lines_n=0)
+    base.write_text(base.read_text() + "".join(
+        f"[2026-12-01 09:{1 + i // 60:02d}:{i % 60:02d} TP0] Decode batch, #running-req: {bs}, #token: {100 + 40 * i}, "
+        f"token usage: 0.00, cuda graph: True, gen throughput (token/s): {tok:.2f}, #queue-req: 0\n"
+        for i, (bs, tok) in enumerate(rows)))
+    rc, out, err = _inspect(base)
+    assert rc == 0, err
+    doc_path = tmp_path / "ramp.json"
+    doc_path.write_text(out)
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(_doc(_ramp_group(4, 600))))
+    from_log = advise_json(run, base)["inputs"]["baseline_tok_s"]
+    from_doc = advise_json(run, doc_path)["inputs"]["baseline_tok_s"]
+    assert list(from_log) == list(from_doc) == ["4"] and from_doc["4"] == pytest.approx(from_log["4"], rel=1e-6)
+    # a no-spec server at bs 1 is a baseline at bs 1, not at the runs' bs 4
+    one = _nospec_log(tmp_path / "bs1.log", 88.0)
+    rc, out, err = _inspect(one)
+    assert rc == 0, err
+    (tmp_path / "bs1.json").write_text(out)
+    doc = advise_json(run, tmp_path / "bs1.json")
+    assert sorted(doc["inputs"]["baseline_tok_s"]) == ["1"]
+    assert doc["inputs"]["baseline_tok_s"]["1"] == pytest.approx(88.0, rel=0.01)
 
 
 def test_a_baseline_slower_than_a_measured_cycle_is_named():

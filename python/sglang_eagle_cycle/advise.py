@@ -489,14 +489,55 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, 
                      "inspect LOG --show-rejected 20 names them and why): each run is what its other lines measured")
     base: dict[int, float] = {}
     db = doc.get("decode_batch")
-    if not runs and not from_log and isinstance(db, Mapping) and db.get("accept_len_mean") is None \
+    rows = _plain_rows(db, source) if not runs and not from_log and isinstance(db, Mapping) \
+        and db.get("accept_len_mean") is None else None
+    if rows:
+        # per batch size, as the log itself gives it (idle intervals and a ramp's left out): the
+        # pooled gen_tok_s_mean mixes the ramp's batch sizes and the idle intervals in, and was put
+        # at the runs' batch size whatever the lines' own (helper 49: 203.1 tok/s against 221.9)
+        base.update(rows)
+        notes.append(f"{source}: no speculation in its Decode batch lines: baseline tok/s by batch size "
+                     + ", ".join(f"{k}: {v:.1f}" for k, v in sorted(rows.items())))
+    elif rows is None and not runs and not from_log and isinstance(db, Mapping) and db.get("accept_len_mean") is None \
             and _finite(db.get("gen_tok_s_mean")) and db["gen_tok_s_mean"] > 0:
-        base[0] = float(db["gen_tok_s_mean"])
+        base[0] = float(db["gen_tok_s_mean"])   # a document without by_bs: no batch size known
         notes.append(f"{source}: no speculation in its Decode batch lines: baseline {base[0]:.1f} tok/s")
     elif not runs and not from_log and isinstance(db, Mapping) and db.get("accept_len_mean") is not None:
         notes.append(f"{source}: stock Decode batch lines with accept lengths, but an inspect document does not "
                      "carry the depth they ran at (the log's server_args= line): give the log itself: not used")
     return runs, base, notes
+
+
+def _plain_rows(db: Mapping, source: str) -> Optional[dict[int, float]]:
+    """``{batch size: gen tok/s}`` of an inspect document's no-spec ``decode_batch.by_bs`` rows
+    (None where it has none: an older document), batch sizes of fewer than
+    ``MIN_STOCK_INTERVALS`` intervals left out where another has that many (a ramp or a drain, as
+    advise leaves them out of a log).
+
+    Raises:
+        UsageError: a row with an invalid batch size, throughput or interval count.
+    """
+    from .commands.advise_cmd import MIN_STOCK_INTERVALS
+
+    rows = db.get("by_bs")
+    if not isinstance(rows, list):
+        return None
+    out: dict[int, tuple[float, int]] = {}
+    for i, row in enumerate(rows):
+        what = f"{source}: decode_batch.by_bs[{i}]"
+        if not isinstance(row, Mapping):
+            raise UsageError(f"{what}: expected an object")
+        if row.get("speculative") is not False:
+            continue
+        tok = _tok(row.get("gen_tok_s"), f"{what}.gen_tok_s", positive=True)
+        if tok is None:   # every interval at that batch size held idle time
+            continue
+        bs = _int(row.get("bs"), f"{what}.bs", maximum=MAX_BS)
+        n = _int(row.get("intervals"), f"{what}.intervals", maximum=MAX_COUNT)
+        out[bs] = (tok, n)
+    if any(n >= MIN_STOCK_INTERVALS for _tok, n in out.values()):
+        out = {bs: v for bs, v in out.items() if v[1] >= MIN_STOCK_INTERVALS}
+    return {bs: tok for bs, (tok, _n) in out.items()}
 
 
 def _batch_se(doc: Any, what: str, steps: int, total_ms: Optional[float]) -> tuple[Optional[float], Optional[float]]:
