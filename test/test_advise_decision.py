@@ -2565,6 +2565,26 @@ def test_an_inspect_document_of_a_no_spec_log_gives_the_logs_baseline_at_its_bat
     assert doc["inputs"]["baseline_tok_s"]["1"] == pytest.approx(88.0, rel=0.01)
 
 
+def test_no_spec_lines_beside_an_inspect_documents_cycle_groups_are_named(tmp_path):
+    """An inspect document of a log appended to across a speculative and a no-spec start holds cycle
+    groups and no-spec Decode batch rows; the log itself gives the no-spec start's baseline, the
+    document cannot say which start the rows are. They had been dropped without a word, and advise
+    said only "no baseline" (helper 49)."""
+    doc = _doc(SEED_5)
+    doc["decode_batch"] = {"intervals": 40, "accept_len_mean": None, "gen_tok_s_mean": 88.0,
+                           "by_bs": [{"bs": 1, "speculative": False, "intervals": 40, "accept_len_mean": None,
+                                      "gen_tok_s": 88.0}]}
+    path = tmp_path / "appended.json"
+    path.write_text(json.dumps(doc))
+    notes = advise_json(path)["inputs"]["notes"]
+    assert any("Decode batch lines without speculation beside its cycle groups: not taken as a baseline" in n
+               for n in notes)
+    # a document of the speculative start alone says nothing of it
+    del doc["decode_batch"]
+    path.write_text(json.dumps(doc))
+    assert not any("without speculation beside" in n for n in advise_json(path)["inputs"]["notes"])
+
+
 def test_a_baseline_slower_than_a_measured_cycle_is_named():
     """A no-spec step cannot outlast a speculative cycle at the same batch size (that cycle holds a
     verify forward over more tokens): a 140 tok/s baseline beside a 3-step run cycling in 6.7 ms at

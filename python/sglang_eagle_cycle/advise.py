@@ -502,6 +502,13 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, 
             and _finite(db.get("gen_tok_s_mean")) and db["gen_tok_s_mean"] > 0:
         base[0] = float(db["gen_tok_s_mean"])   # a document without by_bs: no batch size known
         notes.append(f"{source}: no speculation in its Decode batch lines: baseline {base[0]:.1f} tok/s")
+    elif runs and not from_log and isinstance(db, Mapping) and isinstance(db.get("by_bs"), list) \
+            and any(isinstance(x, Mapping) and x.get("speculative") is False for x in db["by_bs"]):
+        # no-spec lines beside cycle groups (an appended log, several files): the log would give a
+        # baseline from its no-spec start; the document does not say which start they are (helper 49)
+        notes.append(f"{source}: Decode batch lines without speculation beside its cycle groups: not taken as a "
+                     "baseline, since an inspect document does not say which server start they came from (give "
+                     "the log itself, or --baseline-tok-s)")
     elif not runs and not from_log and isinstance(db, Mapping) and db.get("accept_len_mean") is not None:
         notes.append(f"{source}: stock Decode batch lines with accept lengths, but an inspect document does not "
                      "carry the depth they ran at (the log's server_args= line): give the log itself: not used")
