@@ -2771,3 +2771,26 @@ def test_a_stock_log_of_idle_intervals_is_named_as_such(tmp_path):
     log = _stock_rows_log(tmp_path / "idle.log", 3, [(0, 1.0, 0.0)] * 3)
     rc, out, err = advise(log, "--baseline-tok-s", 90)
     assert rc == 2 and "every interval left out (3 with #running-req 0)" in err
+
+
+def test_stock_logs_of_two_target_models_are_named_in_a_warning(tmp_path):
+    """Bench records of two models are refused; stock logs name their model only in the start-up
+    line, and a no-spec log of another target had given every speedup without a word (helper 49).
+    Logs of one model_path, in either server_args shape, raise no warning; the draft's own
+    ``speculative_draft_model_path`` is not taken for the target's."""
+    run = _stock_log(tmp_path / "s3.log", 3, 1.95, 90.0)
+    same = _nospec_log(tmp_path / "nospec.log", 88.0)
+    old_shape = tmp_path / "nospec-old.log"   # ServerArgs(...) of older versions, the draft path before it
+    old_shape.write_text(same.read_text().replace(
+        "server_args={'model_path': 'm', 'speculative_algorithm': None, 'speculative_num_steps': None, 'tp_size': 8}",
+        "server_args=ServerArgs(speculative_draft_model_path='d', model_path='m', speculative_algorithm=None, "
+        "speculative_num_steps=None, tp_size=8)"))
+    for base in (same, old_shape):
+        rc, _, err = advise(run, base)
+        assert rc == 0 and "target models" not in err
+    other = tmp_path / "nospec-other.log"
+    other.write_text(same.read_text().replace("'model_path': 'm'", "'model_path': 'org/Other-70B'"))
+    rc, _, err = advise(run, other)
+    warned = [ln for ln in err.splitlines() if "target models" in ln]
+    assert rc == 0 and len(warned) == 1
+    assert f"model_path m in {run}" in warned[0] and f"model_path org/Other-70B in {other}" in warned[0]

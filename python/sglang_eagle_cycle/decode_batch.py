@@ -489,6 +489,17 @@ _SPEC_ARG = re.compile(r"""['"]?speculative_(algorithm|num_steps|eagle_topk|num_
                        r"""[=:]\s*(?:'(\w+)'|"(\w+)"|(-?\d+)|(True|False)|None)""")
 
 
+#: the target's ``model_path`` in a start-up ``server_args=`` line, in both shapes (``model_path='x'``,
+#: ``'model_path': 'x'``); not ``speculative_draft_model_path`` nor ``tokenizer_path``
+_MODEL_ARG = re.compile(r"""(?<![\w])['"]?model_path['"]?\s*[=:]\s*(?:'([^']*)'|"([^"]*)")""")
+
+
+def target_model_path(line: str) -> Optional[str]:
+    """The target ``model_path`` a start-up ``server_args=`` line names, else None."""
+    m = _MODEL_ARG.search(line)
+    return None if m is None else (m.group(1) if m.group(1) is not None else m.group(2))
+
+
 def _label(bs: int) -> int:
     """``bs`` as a C int for the label arrays (out-of-range values, which every reader refuses, clipped)."""
     return max(-(2 ** 31), min(2 ** 31 - 1, int(bs)))

@@ -781,7 +781,8 @@ def server_starts(path) -> list[tuple[Optional[dict[str, Any]], "FileResult"]]:
     log appended to across restarts (``>> server.log``) holds several runs. Each part is parsed as
     ``inspect`` parses a log (:class:`LogReader`'s chunk parser, one ``FileResult`` per part, so the
     TP-rank repeat window does not cross a restart; ``cycles`` counts its ``[eagle-cycle]`` lines).
-    Settings: :func:`decode_batch.speculative_server_args`.
+    Settings: :func:`decode_batch.speculative_server_args`, with ``"model_path"``
+    (:func:`decode_batch.target_model_path`).
 
     A read that stops early (:class:`logfiles.LogReadStopped`) keeps the parts before it, the last
     one's ``stopped`` saying why.
@@ -789,7 +790,7 @@ def server_starts(path) -> list[tuple[Optional[dict[str, Any]], "FileResult"]]:
     Raises:
         LogUnreadable: the input cannot be read as a text log (:func:`logfiles.iter_chunks`).
     """
-    from .decode_batch import is_startup_line, speculative_server_args
+    from .decode_batch import is_startup_line, speculative_server_args, target_model_path
 
     reader = LogReader()
     segs: list[tuple[Optional[dict[str, Any]], FileResult]] = [(None, FileResult(label_of(path)))]
@@ -804,7 +805,10 @@ def server_starts(path) -> list[tuple[Optional[dict[str, Any]], "FileResult"]]:
                     if buf:
                         reader.feed("\n".join(buf) + "\n", segs[-1][1])
                         buf = []
-                    segs.append((speculative_server_args(ln), FileResult(label_of(path))))
+                    spec = speculative_server_args(ln)
+                    if spec is not None:
+                        spec["model_path"] = target_model_path(ln)
+                    segs.append((spec, FileResult(label_of(path))))
                 buf.append(ln)
             if buf:
                 reader.feed("\n".join(buf), segs[-1][1])

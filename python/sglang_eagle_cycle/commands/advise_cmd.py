@@ -357,6 +357,7 @@ def _collect_inputs(args, names: list[str], spool: Path):
 
     runs, base, notes, logs, unfiltered = [], {}, [], [], []
     given: dict[int, list[tuple[float, str]]] = {}   # batch size -> (no-spec tok/s, input), every input's
+    stock_models: dict[str, list[str]] = {}   # target model_path -> the inputs whose stock lines name it
     baseline_models: list = []
     excluded_logs: list = []   # (log, record, model, flag) of records --model/--draft left out
     for name in names:
@@ -436,7 +437,7 @@ def _collect_inputs(args, names: list[str], spool: Path):
         grouped = [x for x in named if x.cycles]     # their cycle group is a window of this log
         bare = [x for x in named if not x.cycles]    # no group: the log is their only cycle data
         try:
-            r, b, n = _from_log(name, str(path))
+            r, b, n, m = _from_log(name, str(path))
         except UsageError as exc:
             # among several inputs, a log with nothing in it (a sweep's no-spec stand-in log) is
             # skipped with a warning, as inspect does; alone it is the error
@@ -509,6 +510,16 @@ def _collect_inputs(args, names: list[str], spool: Path):
         notes += n
         for k, v in b.items():
             given.setdefault(k, []).append((v, name))
+        for model in m:
+            stock_models.setdefault(model, []).append(name)
+    if len(stock_models) > 1:
+        # bench records of two models are refused (check_one_pair); stock logs name theirs only in
+        # their start-up line, and a no-spec log of another model had given every speedup without a word
+        said = ("stock Decode batch lines from servers of " + str(len(stock_models)) + " target models ("
+                + "; ".join(f"model_path {mp} in {', '.join(dict.fromkeys(srcs))}" for mp, srcs in stock_models.items())
+                + "): their runs and baselines compare only if these are one model")
+        _warn(said)
+        notes.append(said)
     # several inputs' baselines at one batch size: their mean, whatever the order (the first used to win)
     for k, vals in given.items():
         base[k] = sum(v for v, _ in vals) / len(vals)
@@ -580,12 +591,13 @@ def _from_log(name: str, path: str):
     runs, _, notes = adv.runs_from_inspect(doc, name, from_log=True)
     notes = stopped + notes
     base: dict[int, float] = {}
+    models: set = set()
     if (doc.get("decode_batch") or {}).get("intervals"):
-        more, base, said = _stock_runs(name, path)
+        more, base, said, models = _stock_runs(name, path)
         runs, notes = runs + more, notes + said
     elif not runs:
         notes.append(f"{name}: no [eagle-cycle] cycle lines and no Decode batch lines: not used")
-    return runs, base, notes
+    return runs, base, notes, models
 
 
 #: ``--speculative-algorithm`` values whose stock lines are taken as chain drafting runs (NGRAM
@@ -617,15 +629,18 @@ def _stock_runs(name: str, path: str):
     (:func:`report.server_starts`): a start with ``[eagle-cycle]`` lines is left to them (its stock lines
     are the same cycles); a start with accept lengths is one run per batch size at the depth its
     ``server_args=`` line names (:func:`decode_batch.spec_run_by_bs`, no phase split); a start
-    without them is a no-spec server, whose mean gen throughput per batch size is a baseline (the
-    starts' intervals pooled), unless its ``server_args=`` line names a speculative algorithm (then
-    it is neither, with a note)."""
+    without them is a no-spec server, whose gen throughput per batch size (tokens over seconds) is a
+    baseline (the starts' intervals pooled), unless its ``server_args=`` line names a speculative
+    algorithm (then it is neither, with a note). The fourth item is the set of target ``model_path``
+    values the used starts' ``server_args=`` lines name."""
     from .. import advise as adv
     from ..decode_batch import IDLE_REASON, DecodeBatchStats, plateaus, spec_run_by_bs
     from ..report import server_starts
 
     segs = [(spec, res) for spec, res in server_starts(path) if res.decode.intervals or res.cycles]
     runs, notes = [], []
+    models: set = set()      # target model_path of each start whose stock lines are used
+    plain_models: set = set()
     plain = DecodeBatchStats()
     for k, (spec, res) in enumerate(segs, start=1):
         st = res.decode
@@ -643,6 +658,8 @@ def _stock_runs(name: str, path: str):
                              "baseline nor a run: not used")
                 continue
             plain.merge(st)
+            if spec is not None and spec.get("model_path"):
+                plain_models.add(spec["model_path"])
             continue
         problem = _depth_problem(spec)
         if problem is not None:
@@ -671,6 +688,8 @@ def _stock_runs(name: str, path: str):
                                 intervals=n))
         used = sum(v[3] for v in by_bs.values())
         left = "; ".join(f"{n} with {why}" for why, n in dropped.items())
+        if used and spec.get("model_path"):
+            models.add(spec["model_path"])
         if not used:
             notes.append(f"{where}: stock Decode batch lines at {adv.cm.steps_text(steps)}, every interval left out "
                          f"({left}): not used")
@@ -699,7 +718,8 @@ def _stock_runs(name: str, path: str):
                      + (f" (intervals left out: {'; '.join(left)})" if left else "")
                      + (f"; {plateau_note}" if plateau_note else ""))
         notes += _spread_notes(name, plain)
-    return runs, base, notes
+        models |= plain_models
+    return runs, base, notes, models
 
 
 def _spread_notes(where: str, stats) -> list[str]:
