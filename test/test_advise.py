@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -945,6 +946,26 @@ def test_stdin_takes_an_inspect_document_and_bench_records_as_well_as_a_log(caps
                               input=data, capture_output=True, timeout=120)
         assert proc.returncode == 0, proc.stderr.decode()
         assert check(json.loads(proc.stdout))
+
+
+def test_help_says_a_log_on_stdin_is_copied_as_advise_does(capsys, tmp_path, monkeypatch):
+    """``advise --help`` said a log on stdin "is streamed"; advise copies it to a temporary file
+    first (its stock lines are read more than once), as it does a document or JSONL."""
+    from sglang_eagle_cycle.commands import advise_cmd
+
+    with pytest.raises(SystemExit):
+        cli.main(["advise", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "streamed" not in text and "``-`` reads one of them from stdin (copied to a temporary file" in text
+    log = tmp_path / "server.log"
+    _write_log(log, {2: 200})
+    copies = []
+    real = advise_cmd._stdin_copy
+    monkeypatch.setattr(advise_cmd, "_stdin_copy", lambda spool, name: copies.append(name) or real(spool, name))
+    with log.open("rb") as fh:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BufferedReader(fh)))
+        advise_json(capsys, "-", "--baseline-tok-s", "100")
+    assert copies == ["stdin.log"]
 
 
 @pytest.mark.parametrize("command", ["advise", "inspect"])

@@ -12,7 +12,8 @@ INPUT is any of:
   * server logs or our JSONL (anything ``eagle-cycle inspect`` reads);
     a log of a server without speculation supplies the baseline;
   * ``bench_eagle_cycle.py`` output (``eagle-cycle-bench/1`` JSONL; steps 0 records are baselines).
-``-`` reads one of them from stdin (a log is streamed; a document or JSONL is copied first).
+``-`` reads one of them from stdin (copied to a temporary file first, a log too: advise reads it
+more than once; removed at exit).
 Or a published table: ``--table FILE --model NAME --benchmark NAME [--draft NAME] [--fit S,K,T ...]``
 in the SpecBundle format (draft names match case- and punctuation-insensitively).
 
