@@ -78,8 +78,9 @@ FREE_PROBES = 3
 EXPLORE_MARGIN = 0.02
 #: A measured depth replaces the current one when its estimate is better by this fraction.
 HYSTERESIS = 0.01
-#: Half-life of the acceptance counts in requests verified (within 100 to 400 cycles of the bucket):
-#: about 4,000 requests of evidence after a shift, whatever the batch size.
+#: Half-life of the acceptance counts in requests verified, held within 100 to 400 cycles of the
+#: bucket (:func:`accept_half_life`): 4,000 requests from bs 10 to 40, 400 at bs 1 (400 cycles) and
+#: 100 cycles from bs 40 up.
 ACCEPT_HALF_LIFE_REQUESTS = 4000.0
 
 
