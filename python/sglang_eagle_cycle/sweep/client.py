@@ -99,9 +99,20 @@ def generate_body(text: str, settings: GenerateSettings) -> dict:
     }
 
 
-def _fill_from_meta(result: RequestResult, meta: dict) -> None:
+def _fill_from_meta(result: RequestResult, obj: dict) -> bool:
+    """Read ``obj["meta_info"]`` into ``result``; True when it carried ``completion_tokens``.
+
+    Raises:
+        ValueError: ``meta_info`` is there but not a JSON object.
+    """
+    meta = obj.get("meta_info")
+    if meta is None:
+        return False
+    if not isinstance(meta, dict):
+        raise ValueError("meta_info is not a JSON object")
     ct = meta.get("completion_tokens")
-    if isinstance(ct, int) and not isinstance(ct, bool):
+    seen = isinstance(ct, int) and not isinstance(ct, bool)
+    if seen:
         result.completion_tokens = ct
     vc = meta.get("spec_verify_ct")
     if isinstance(vc, int) and not isinstance(vc, bool):
@@ -109,6 +120,7 @@ def _fill_from_meta(result: RequestResult, meta: dict) -> None:
     hist = meta.get("spec_correct_drafts_histogram")
     if isinstance(hist, list) and all(isinstance(x, int) for x in hist):
         result.correct_drafts_hist = list(hist)
+    return seen
 
 
 def _error_text(obj: dict) -> str:
@@ -118,14 +130,21 @@ def _error_text(obj: dict) -> str:
     return str(err)
 
 
+#: A response that never says how many tokens it generated cannot be measured (it would count 0).
+_NO_COUNT = "response without meta_info.completion_tokens (not an SGLang /generate answer?)"
+
+
 async def _read_stream(resp: httpx.Response, result: RequestResult) -> None:
     prev_tokens = 0
     prev_t = result.sent_at
+    counted = False
     async for line in resp.aiter_lines():
         if not line.startswith("data:"):
             continue
         payload = line[5:].strip()
         if payload == "[DONE]":
+            if result.error is None and not counted:
+                result.error = _NO_COUNT
             result.ok = result.error is None
             return
         now = time.perf_counter()
@@ -135,7 +154,7 @@ async def _read_stream(resp: httpx.Response, result: RequestResult) -> None:
         if "error" in obj:
             result.error = "server error: " + _error_text(obj)
             continue
-        _fill_from_meta(result, obj.get("meta_info") or {})
+        counted = _fill_from_meta(result, obj) or counted
         new = result.completion_tokens - prev_tokens
         if new <= 0:
             continue
@@ -170,8 +189,9 @@ async def generate(
                 obj = resp.json()
                 if not isinstance(obj, dict) or "error" in obj:
                     result.error = "server error: " + (_error_text(obj) if isinstance(obj, dict) else "not an object")
+                elif not _fill_from_meta(result, obj):
+                    result.error = _NO_COUNT
                 else:
-                    _fill_from_meta(result, obj.get("meta_info") or {})
                     result.ok = True
     except (httpx.HTTPError, ValueError) as exc:  # network/protocol failure, malformed JSON
         result.ok = False

@@ -1,0 +1,63 @@
+"""The sweep against servers and places that misbehave: answers without usable ``meta_info``,
+an ``--output`` that cannot be written, a ``--host`` that cannot be served, a ``--port`` that
+another server holds. Each must end in a ``failed`` record or one line and exit 2, never a
+traceback, a 0 tok/s "ok" record or a measurement of the wrong server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sglang_eagle_cycle.sweep.client import GenerateSettings, generate
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "benchmarks" / "bench_eagle_cycle.py"
+STANDIN = REPO / "test" / "standin_server.py"
+
+
+def _generate_with(body: bytes, stream: bool):
+    """One request against a transport that answers ``body`` (200)."""
+    def handler(request: httpx.Request) -> httpx.Response:
+        ctype = "text/event-stream" if stream else "application/json"
+        return httpx.Response(200, content=body, headers={"content-type": ctype})
+
+    async def go():
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            return await generate(client, "http://fake", "hi",
+                                  GenerateSettings(max_new_tokens=8, stream=stream))
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_meta_info_that_is_not_an_object_fails_the_request(stream):
+    ev = {"text": "x", "meta_info": "oops"}
+    body = (f"data: {json.dumps(ev)}\n\ndata: [DONE]\n\n" if stream else json.dumps(ev)).encode()
+    res = _generate_with(body, stream)           # raised AttributeError out of the sweep before
+    assert not res.ok and "meta_info" in res.error
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_answer_without_completion_tokens_is_not_a_zero_token_success(stream):
+    ev = {"text": "x"}
+    body = (f"data: {json.dumps(ev)}\n\ndata: [DONE]\n\n" if stream else json.dumps(ev)).encode()
+    res = _generate_with(body, stream)           # was ok with 0 tokens: an "ok" 0 tok/s record
+    assert not res.ok and "completion_tokens" in res.error
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_answer_with_completion_tokens_is_ok(stream):
+    meta = {"completion_tokens": 5, "spec_verify_ct": 2, "spec_correct_drafts_histogram": [0, 1, 1]}
+    ev = {"text": "x", "meta_info": meta}
+    body = (f"data: {json.dumps(ev)}\n\ndata: [DONE]\n\n" if stream else json.dumps(ev)).encode()
+    res = _generate_with(body, stream)
+    assert res.ok and res.error is None
+    assert (res.completion_tokens, res.spec_verify_ct, res.correct_drafts_hist) == (5, 2, [0, 1, 1])
