@@ -61,3 +61,44 @@ def test_answer_with_completion_tokens_is_ok(stream):
     res = _generate_with(body, stream)
     assert res.ok and res.error is None
     assert (res.completion_tokens, res.spec_verify_ct, res.correct_drafts_hist) == (5, 2, [0, 1, 1])
+
+
+def run_bench(args: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO)
+
+
+def standin_cmd(*flags: str) -> str:
+    return " ".join([sys.executable, str(STANDIN), *flags])
+
+
+def one_line_exit_2(r: subprocess.CompletedProcess, needle: str) -> None:
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
+def _launch(out: Path, tmp_path: Path, *extra: str) -> list[str]:
+    return ["--launch", "--model-path", "m", "--draft-model-path", "d", "--steps", "1",
+            "--concurrency", "1", "--num-prompts", "2", "--max-new-tokens", "8", "--warmup-requests", "0",
+            "--no-plot", "--no-progress", "--server-cmd", standin_cmd("--standin-base-ms", "2"),
+            "--log-dir", str(tmp_path / "logs"), "--output", str(out), *extra]
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc")
+def test_output_that_cannot_be_written_is_refused_before_any_server_starts(tmp_path):
+    # /proc takes no new files, whoever runs the test (root ignores a read-only directory's mode)
+    r = run_bench(_launch(Path("/proc/eagle-cycle-sweep-test.jsonl"), tmp_path))
+    one_line_exit_2(r, "cannot write --output")      # was: a traceback after the baseline's measurement
+    assert not list((tmp_path / "logs").glob("*.log")), "a server was started for records that cannot be kept"
+
+
+def test_output_probe_leaves_the_file_and_the_directory_as_they_were(tmp_path):
+    from sglang_eagle_cycle.sweep.records import RecordLog
+    missing = tmp_path / "new.jsonl"
+    RecordLog(missing).check_writable()
+    assert not missing.exists()
+    kept = tmp_path / "kept.jsonl"
+    kept.write_bytes(b'{"schema": "eagle-cycle-bench/1"}\n{"cut')
+    RecordLog(kept).check_writable()
+    assert kept.read_bytes() == b'{"schema": "eagle-cycle-bench/1"}\n{"cut'

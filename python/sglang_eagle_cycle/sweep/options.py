@@ -294,6 +294,7 @@ def _run(args: argparse.Namespace) -> int:
     if foreign and not args.force:
         raise UsageError(f"--output {args.output} {foreign}; not appending to it (pick another file, "
                          "or --force)")
+    log.check_writable()
     plot_path = None if args.no_plot else (args.plot or args.output.with_suffix(".png"))
     if plot_path is not None:
         check_plot_path(plot_path)

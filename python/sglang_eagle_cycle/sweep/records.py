@@ -102,6 +102,22 @@ class RecordLog:
             return "holds no eagle-cycle-bench/1 records"
         return None
 
+    def check_writable(self) -> None:
+        """Make sure records can be appended before anything is measured, leaving the file as it was
+        (an existing one is opened for appending, a missing one created and removed again).
+
+        Raises:
+            UsageError: it cannot be opened for writing (permissions, a read-only file system...).
+        """
+        try:
+            if self.path.exists():
+                os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND))
+            elif not os.path.lexists(self.path):     # a dangling link is left to append's O_CREAT
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+                os.unlink(self.path)
+        except OSError as exc:
+            raise UsageError(f"cannot write --output {self.path}: {exc.strerror or exc}") from None
+
     def read(self) -> list[dict]:
         """Our records in file order; other or damaged lines are counted in ``skipped_lines``."""
         return list(self._iter())
@@ -135,18 +151,21 @@ class RecordLog:
         """Append one record as one line, durably (fsync), never touching earlier bytes."""
         line = (json.dumps(rec, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
         with deferred_signals():
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
-                size = os.fstat(fd).st_size
-                if size > 0 and not _ends_with_newline(self.path, size):
-                    line = b"\n" + line
-                view = memoryview(line)
-                while view:
-                    n = os.write(fd, view)
-                    view = view[n:]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    size = os.fstat(fd).st_size
+                    if size > 0 and not _ends_with_newline(self.path, size):
+                        line = b"\n" + line
+                    view = memoryview(line)
+                    while view:
+                        n = os.write(fd, view)
+                        view = view[n:]
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError as exc:   # a full disk, a file made read-only meanwhile: one line, exit 2
+                raise UsageError(f"cannot write --output {self.path}: {exc.strerror or exc}") from None
 
 
 def _ends_with_newline(path: Path, size: int) -> bool:
