@@ -102,3 +102,53 @@ def test_output_probe_leaves_the_file_and_the_directory_as_they_were(tmp_path):
     kept.write_bytes(b'{"schema": "eagle-cycle-bench/1"}\n{"cut')
     RecordLog(kept).check_writable()
     assert kept.read_bytes() == b'{"schema": "eagle-cycle-bench/1"}\n{"cut'
+
+
+@pytest.mark.parametrize("host", ["192.0.2.1", "::1"])
+def test_host_this_machine_cannot_listen_on_is_one_line_exit_2(tmp_path, host):
+    # 192.0.2.1 is TEST-NET-1 (no interface has it); ::1 is IPv6 (the sweep's URLs and ports are IPv4)
+    r = run_bench(_launch(tmp_path / "out.jsonl", tmp_path, "--host", host))
+    one_line_exit_2(r, f"--host {host}")        # was: a socket error's traceback
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+class _Foreign(BaseHTTPRequestHandler):
+    """A healthy server of something else that happens to hold the port."""
+
+    generate_calls = 0
+
+    def log_message(self, *args):
+        pass
+
+    def _json(self, obj) -> None:
+        body = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):  # noqa: N802
+        self._json({"model_path": "someone-else"} if self.path == "/server_info" else {})
+
+    def do_POST(self):  # noqa: N802
+        type(self).generate_calls += 1
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self._json({"text": "x", "meta_info": {"completion_tokens": 4}})
+
+
+def test_port_held_by_another_server_fails_the_configurations_and_measures_nothing_there(tmp_path):
+    foreign = ThreadingHTTPServer(("127.0.0.1", 0), _Foreign)
+    port = foreign.server_address[1]
+    threading.Thread(target=foreign.serve_forever, daemon=True).start()
+    try:
+        out = tmp_path / "out.jsonl"
+        r = run_bench(_launch(out, tmp_path, "--port", str(port), "--warmup-requests", "2"))
+    finally:
+        foreign.shutdown()
+        foreign.server_close()
+    assert _Foreign.generate_calls == 0, "the sweep measured the server that held --port"
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(x["steps"], x["status"], x["model"]) for x in recs] == [(0, "failed", "m"), (1, "failed", "m")]
+    assert all(f"--port {port}" in x["error"]["reason"] for x in recs)
+    assert r.returncode == 1 and "Traceback" not in r.stderr

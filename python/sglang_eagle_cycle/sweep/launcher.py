@@ -47,6 +47,21 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def port_taken(host: str, port: int) -> Optional[str]:
+    """Why ``port`` on ``host`` cannot be served now (a listener holds it), or ``None`` when it is free.
+
+    Binds with ``SO_REUSEADDR`` as servers do, so the TIME_WAIT connections a stopped server left
+    on its port do not count; a listening socket does.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
+
+
 def build_launch_argv(
     server_cmd: list[str] | tuple[str, ...],
     *,

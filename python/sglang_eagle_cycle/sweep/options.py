@@ -277,7 +277,7 @@ def _run(args: argparse.Namespace) -> int:
     from .client import GenerateSettings
     from .grid import build_grid
     from ..logfiles import same_file
-    from .launcher import DEFAULT_SERVER_CMD, unique_path
+    from .launcher import DEFAULT_SERVER_CMD, free_port, unique_path
     from .records import RecordLog
     from .runner import Sweep, SweepError, SweepSettings
     from . import summary
@@ -317,6 +317,11 @@ def _run(args: argparse.Namespace) -> int:
         progress=not args.no_progress and sys.stderr.isatty(),  # a bar in a log file is noise
     )
     if args.launch:
+        try:
+            free_port(args.host)    # every launch listens there: a name or address this machine has
+        except OSError as exc:
+            raise UsageError(f"--host {args.host}: cannot listen there on this machine "
+                             f"({exc.strerror or exc}); give one of its IPv4 addresses or names") from None
         try:
             settings.log_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

@@ -28,7 +28,7 @@ from .breakdown import cycle_breakdown
 from .client import GenerateSettings, RequestResult, ServerError, get_server_info, health_ok, run_load
 from .grid import ServerConfig, SpecConfig, server_config
 from .launcher import (DEFAULT_SERVER_CMD, ServerProcess, ServerStartError, build_launch_argv,
-                       free_port, log_size, log_tail, unique_path)
+                       free_port, log_size, log_tail, port_taken, unique_path)
 from .metrics import summarize
 from .records import RecordLog, new_record, record_key
 from .signals import deferred_signals
@@ -302,6 +302,12 @@ class Sweep:
         else:
             planned = ServerConfig(s.model, draft, cfg.steps, cfg.topk, cfg.draft_tokens)
             todo = list(s.concurrencies)
+        if s.port is not None:
+            taken = port_taken(s.host, s.port)
+            if taken is not None:   # /health would answer from whatever holds it: never measure that
+                self._fail_all(planned, todo, f"--port {s.port} on {s.host} is not free ({taken}): "
+                               "another server listens there; stop it or pick another --port", None)
+                return
         port = s.port or free_port(s.host)
         argv = build_launch_argv(s.server_cmd, model=s.model, draft=draft, algorithm=s.algorithm,
                                  steps=cfg.steps, topk=cfg.topk, draft_tokens=cfg.draft_tokens,
