@@ -152,3 +152,14 @@ def test_port_held_by_another_server_fails_the_configurations_and_measures_nothi
     assert [(x["steps"], x["status"], x["model"]) for x in recs] == [(0, "failed", "m"), (1, "failed", "m")]
     assert all(f"--port {port}" in x["error"]["reason"] for x in recs)
     assert r.returncode == 1 and "Traceback" not in r.stderr
+
+
+def test_speculative_server_without_num_steps_is_not_recorded_as_the_baseline():
+    from sglang_eagle_cycle.sweep.client import ServerError
+    from sglang_eagle_cycle.sweep.grid import server_config
+    info = {"model_path": "m", "speculative_algorithm": "EAGLE3", "speculative_draft_model_path": "d",
+            "speculative_num_steps": None, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
+    with pytest.raises(ServerError, match="speculative_num_steps"):
+        server_config(info)                      # was steps 0: a speculative server as the baseline
+    assert server_config({**info, "speculative_num_steps": 3}).steps == 3
+    assert server_config({"model_path": "m", "speculative_algorithm": None}).steps == 0

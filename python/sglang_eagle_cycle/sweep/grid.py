@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from .client import ServerError
+
 
 @dataclass(frozen=True)
 class SpecConfig:
@@ -91,14 +93,23 @@ def server_config(info: dict) -> ServerConfig:
     """Read ``/server_info`` (flat resolved server args in 0.5.23).
 
     No ``speculative_algorithm`` means the baseline: ``steps 0`` and no topk / draft tokens / draft.
+
+    Raises:
+        ServerError: a speculative server without a ``speculative_num_steps`` >= 1 (steps 0 would
+            record it as the no-speculation baseline, which every speedup is divided by).
     """
     model = info.get("model_path")
     if not info.get("speculative_algorithm"):
         return ServerConfig(model=model, draft=None, steps=0, topk=None, num_draft_tokens=None)
+    steps = _int_or_none(info.get("speculative_num_steps"))
+    if steps is None or steps < 1:
+        raise ServerError(f"/server_info: speculative_algorithm {info.get('speculative_algorithm')!r} "
+                          f"with speculative_num_steps {info.get('speculative_num_steps')!r}: no draft "
+                          "depth to record (the sweep measures EAGLE-style num_steps)")
     return ServerConfig(
         model=model,
         draft=info.get("speculative_draft_model_path"),
-        steps=_int_or_none(info.get("speculative_num_steps")) or 0,
+        steps=steps,
         topk=_int_or_none(info.get("speculative_eagle_topk")),
         num_draft_tokens=_int_or_none(info.get("speculative_num_draft_tokens")),
     )
