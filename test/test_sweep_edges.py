@@ -163,3 +163,43 @@ def test_speculative_server_without_num_steps_is_not_recorded_as_the_baseline():
         server_config(info)                      # was steps 0: a speculative server as the baseline
     assert server_config({**info, "speculative_num_steps": 3}).steps == 3
     assert server_config({"model_path": "m", "speculative_algorithm": None}).steps == 0
+
+
+class _NoSpecInfo(_Foreign):
+    """Healthy, but its /server_info never mentions speculation (a wrapper that drops the arguments)."""
+
+    def do_GET(self):  # noqa: N802
+        self._json({"model_path": "m"} if self.path == "/server_info" else {})
+
+
+def test_speculative_launch_whose_server_reports_no_speculation_fails_instead_of_passing_as_baseline(tmp_path):
+    # the "server command" only sleeps; the server at --port stands for what it started
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _NoSpecInfo)
+    port = srv.server_address[1]
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    from sglang_eagle_cycle.sweep.client import GenerateSettings
+    from sglang_eagle_cycle.sweep.grid import build_grid
+    from sglang_eagle_cycle.sweep.records import RecordLog
+    from sglang_eagle_cycle.sweep.runner import Sweep, SweepSettings
+    from sglang_eagle_cycle.sweep.workload import load_prompt_set
+    out = tmp_path / "out.jsonl"
+    settings = SweepSettings(concurrencies=[1], generate=GenerateSettings(max_new_tokens=4, stream=False),
+                             num_prompts=2, warmup_requests=0, model="m", draft="d",
+                             server_cmd=(sys.executable, "-c", "import time; time.sleep(30)"),
+                             port=None, log_dir=tmp_path / "logs", progress=False, stop_timeout_s=2)
+    sweep = Sweep(settings, load_prompt_set(None), RecordLog(out), say=lambda msg: None)
+    import sglang_eagle_cycle.sweep.runner as runner
+    orig = runner.free_port
+    runner.free_port = lambda host: port
+    try:
+        outcome = sweep.run_launch(build_grid([2], [1], [None], baseline=True))
+    finally:
+        runner.free_port = orig
+        srv.shutdown()
+        srv.server_close()
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    # was: the steps-2 server's numbers skipped as the "already measured" baseline, best line
+    # "speculation_pays": false for a configuration never measured
+    assert [(x["steps"], x["status"]) for x in recs] == [(0, "ok"), (2, "failed")]
+    assert "reports no speculative_algorithm" in recs[1]["error"]["reason"]
+    assert (outcome.ok, outcome.failed, outcome.skipped) == (1, 1, 0)

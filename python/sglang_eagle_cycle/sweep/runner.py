@@ -328,6 +328,12 @@ class Sweep:
                 return
             if server.model is None:
                 server = replace(server, model=s.model)
+            if not cfg.is_baseline and server.steps == 0:
+                # recorded as steps 0 it would pass for the baseline (or be skipped as measured)
+                self._fail_all(planned, todo, f"launched with --speculative-algorithm {s.algorithm} but "
+                               "/server_info reports no speculative_algorithm (does --server-cmd pass "
+                               "the arguments on?)", log_path)
+                return
             if pred is not None and (server.steps, server.topk, server.num_draft_tokens) != pred:
                 self.warn(f"{cfg.label}: server reports steps={server.steps} topk={server.topk} "
                           f"num_draft_tokens={server.num_draft_tokens}; records use these")
