@@ -608,7 +608,7 @@ def test_stamps_survive_an_adaptive_switch_and_a_recapture(install, tmp_path, lo
 
 def test_another_batch_between_cycles_unlinks_the_gap(install, tmp_path, log):
     """A prefill (or any untimed batch) between two decode cycles: no gap_ms across it, and the kept
-    total1 stamp goes back."""
+    total1 stamp is let go (not pooled: the cycle before may not be read yet)."""
     clock = FakeClock()
     prof = install(profiler(clock, tmp_path, log, timer=CpuTimer(clock)))
     with Harness(steps=3, clock=clock, costs=Costs(between=0.2)) as h:
@@ -897,3 +897,37 @@ def test_cycle_lines_carry_the_cost_aware_policys_state(install, tmp_path, log, 
     lines = info_lines(caplog)
     assert [ln.rsplit(" ", 1)[-1] for ln in lines][1:4] == ["adaptive=exploit"] * 2 + ["adaptive=explore"]
     assert "adaptive=" not in lines[0] and "adaptive=" not in lines[4]
+
+
+@pytest.mark.parametrize("between", ["prefill", "upstream_error"])
+def test_a_kept_total1_is_not_pooled_before_its_own_cycle_is_read(between, install, tmp_path, log):
+    """Cycle N hands its ``total1`` event to the next cycle for ``gap_ms``; in overlap mode N is read
+    only after the next batch launched. When that batch is a prefill (the link is cut) or a decode
+    cycle upstream fails, the event must not go back to the pool: the next decode cycle would record
+    it again before N is read, and N's total_ms would run to that later launch."""
+    clock = FakeClock()
+    gpu = FakeGpu(clock)
+    timer = CudaTimer(event_factory=lambda: CountingEvent(gpu), current_stream=lambda: FakeStream("fwd"),
+                      is_capturing=lambda: False)
+    prof = install(profiler(clock, tmp_path, log, timer=timer))
+    with Harness(steps=3, clock=clock) as h:
+        b1 = h.new_batch(2)
+        r1 = h.launch(b1)
+        if between == "prefill":   # the worker's prefill branch, as the hook sees it
+            prof.around_forward(lambda w, b, *a, **k: clock.advance(50.0), h.worker, h.new_batch(2, mode="extend"))
+        else:
+            h.verify_error = RuntimeError("upstream")
+            with pytest.raises(RuntimeError):
+                h.launch(h.new_batch(2))
+            clock.advance(50.0)
+        h.resolve(b1, r1)   # N is handed to the sink; its events have not completed yet
+        b2 = h.new_batch(2)
+        r2 = h.launch(b2)
+        for ev in gpu.recorded:
+            ev.done = True
+        h.resolve(b2, r2)
+    prof.sink.close()
+    exp = Costs().expected(3, False)
+    recs = records(tmp_path)
+    assert len(recs) == 2
+    assert all(r.total_ms == pytest.approx(exp["total_ms"]) for r in recs), [r.total_ms for r in recs]

@@ -505,12 +505,10 @@ class CycleProfiler:
         return result
 
     def _unlink(self) -> None:
-        """Another batch ran (or nothing is recorded): the kept ``total1`` goes back, no gap across."""
-        prev, self._prev_end = self._prev_end, None
-        try:
-            self._timer.release((prev[0],))
-        except Exception as exc:
-            self._fault("cycle start", exc)
+        """Another batch ran (or nothing is recorded): no gap across. The kept ``total1`` is let go,
+        not pooled: the cycle it ends may not be read yet (in overlap mode it resolves after the next
+        launch), and a pooled event would be recorded again by the next cycle before that read."""
+        self._prev_end = None
 
     def _close_nvtx(self, cyc: _Cycle) -> None:
         for _ in range(cyc.nvtx_open):
@@ -522,6 +520,7 @@ class CycleProfiler:
         try:
             if cyc.nvtx_open:
                 self._close_nvtx(cyc)
+            cyc.prev_end = None  # the previous cycle's total1: that cycle may not be read yet (_unlink)
             cyc.release()
         except Exception as exc:
             self._fault("cycle end", exc, cyc)
