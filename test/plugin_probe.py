@@ -240,8 +240,49 @@ def scenario_version(_args):
     print(json.dumps(out))
 
 
+def scenario_other_plugin(_args):
+    """Another general plugin, loaded before ours, hooks two methods of the lazily imported EAGLE worker:
+    ``verify`` (which we do not hook) and ``forward_batch_generation`` (which we hook too). Then SGLang's
+    load_plugins() applies the hooks, importing the worker module (our post-import hook runs inside)."""
+    import io
+
+    log = io.StringIO()
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s", stream=log)
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    ew = "sglang.srt.speculative.eagle_worker_v2"
+    calls = {"verify": 0, "forward_batch_generation": 0}
+
+    def counting(name):
+        def hook(original, *args, **kwargs):
+            calls[name] += 1
+            return original(*args, **kwargs)
+        return hook
+
+    assert ew not in sys.modules
+    for name in calls:
+        HookRegistry.register(f"{ew}.EAGLEWorkerV2.{name}", counting(name), HookType.AROUND)
+    from sglang_eagle_cycle import hooks, plugin
+
+    plugin.register()
+    HookRegistry.apply_hooks()   # the end of load_plugins()
+    import importlib
+
+    cls = importlib.import_module(ew).EAGLEWorkerV2
+    worker = object.__new__(cls)
+    prefill = SimpleNamespace(forward_mode=SimpleNamespace(is_decode=lambda: False, is_extend=lambda: True),
+                              is_extend_in_batch=False)
+    for name, args in (("verify", (None,)), ("forward_batch_generation", (prefill,))):
+        try:
+            getattr(cls, name)(worker, *args)
+        except Exception:
+            pass  # upstream's own method, on a bare worker: only the hooks' calls are counted
+    print(json.dumps({"calls": calls, "failed_to_apply": log.getvalue().count("Failed to apply hooks"),
+                      "status": hooks.status()[f"{ew}.EAGLEWorkerV2.forward_batch_generation"]}))
+
+
 SCENARIOS = {"targets": scenario_targets, "setters": scenario_setters, "all": scenario_all,
-             "version": scenario_version}
+             "version": scenario_version, "other_plugin": scenario_other_plugin}
 
 
 if __name__ == "__main__":

@@ -174,3 +174,13 @@ def test_failed_target_is_a_warning_and_the_rest_still_applies(loaded):
 def test_internal_fault_in_wiring_hook_is_logged_once_and_stock_path_runs(loaded):
     assert [r["layers_to_capture"] for r in loaded["fault"]] == [[2, 30, 58], [2, 30, 58]]  # stock, twice
     assert loaded["fault_log"].count("internal error in wiring (deepseek_v2) (KeyError") == 1
+
+
+def test_another_plugins_hooks_on_the_worker_are_applied_once():
+    """Our post-import hook runs inside SGLang's apply_hooks() (which imports the EAGLE worker to resolve
+    another plugin's target): it applies only our targets, so the other plugin's hooks are not applied
+    a second time (twice per call) nor tried on the half-imported module (SGLang's tracebacks)."""
+    out, _ = probe("other_plugin")
+    assert out["calls"] == {"verify": 1, "forward_batch_generation": 1}
+    assert out["failed_to_apply"] == 0
+    assert out["status"] == "applied"

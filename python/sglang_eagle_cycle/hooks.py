@@ -32,9 +32,17 @@ _finder: "_PostImportFinder | None" = None
 
 
 def status() -> dict[str, str]:
-    """Target -> ``applied`` / ``failed`` / ``waiting`` (module not imported in this process)."""
+    """Target -> ``applied`` / ``failed`` / ``waiting`` (module not imported in this process, or a
+    target shared with another plugin whose ``apply_hooks()`` has not run yet)."""
     with _lock:
-        return dict(_status)
+        out = dict(_status)
+    if "shared" in out.values():
+        from sglang.srt.plugins.hook_registry import HookRegistry
+
+        for target, state in out.items():
+            if state == "shared":
+                out[target] = "applied" if target in HookRegistry._patched else "waiting"
+    return out
 
 
 def install(specs: Iterable[HookSpec]) -> None:
@@ -64,13 +72,27 @@ def _on_imported(module_name: str) -> None:
         if not specs:
             return
         for spec in specs:
+            # Another plugin's hooks on this target, not applied yet: the apply_hooks() that applies them
+            # (the one whose import of this module brought us here, or SGLang's next) takes ours along in
+            # the same wrapper; applying the target here as well would wrap it twice.
+            shared = bool(HookRegistry._hooks.get(spec.target)) and spec.target not in HookRegistry._patched
             HookRegistry.register(spec.target, spec.hook, HookType.AROUND)
-        HookRegistry.apply_hooks()
-        for spec in specs:
-            ok = spec.target in HookRegistry._patched
-            _status[spec.target] = "applied" if ok else "failed"
-            if not ok:
-                logger.warning("sglang-eagle-cycle: could not hook %s; SGLang runs on without it", spec.target)
+            if shared:
+                _status[spec.target] = "shared"
+                continue
+            # Only our own targets: HookRegistry.apply_hooks() would also apply (or retry) every other
+            # plugin's pending target, in the middle of this import (a module half executed, a target an
+            # apply_hooks() further up the stack is resolving right now and then wraps a second time).
+            try:
+                if spec.target in HookRegistry._patched:
+                    raise RuntimeError("already patched before this plugin registered")
+                HookRegistry._apply_target(spec.target, HookRegistry._hooks[spec.target])
+                HookRegistry._patched.add(spec.target)
+                _status[spec.target] = "applied"
+            except Exception as exc:
+                _status[spec.target] = "failed"
+                logger.warning("sglang-eagle-cycle: could not hook %s (%s: %s); SGLang runs on without it",
+                               spec.target, type(exc).__name__, exc)
 
 
 class _PostImportFinder(importlib.abc.MetaPathFinder):
