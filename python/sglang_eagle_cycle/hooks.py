@@ -8,7 +8,13 @@ capture setter would import every model file. Instead a ``sys.meta_path`` finder
 module; right after the module has executed, its specs are registered with ``HookRegistry`` and
 applied, so SGLang's own wrapping (``functools.wraps``, ``__wrapped__``, re-binding of
 ``from X import f`` copies) is what runs. Modules already imported when the plugin loads are
-hooked at once.
+hooked at once. Only this plugin's targets are applied there, one by one through the registry's
+own per-target step (a private SGLang API, as ``_patched`` is): the global ``apply_hooks()``, called
+inside an ``apply_hooks()`` of SGLang's that was importing the module for another plugin's target,
+had wrapped that target twice. A target another plugin also hooks and whose hooks are not applied
+yet is left to SGLang's pending ``apply_hooks()``, which wraps both in one. Not handled: another
+plugin's class-level REPLACE of a class whose methods we hook, still pending when its module is
+imported (our method hook then wraps the original class's method).
 
 Every hook is wrapped so that a fault inside our code never reaches SGLang (see :func:`guard`).
 """
