@@ -418,6 +418,20 @@ def test_force_never_replaces_a_device_or_fifo_nor_drops_a_trailing_slash(capsys
     assert mine.read_text() == "mine" and not (tmp_path / "new.csv").exists()
 
 
+def test_a_name_ending_with_slash_dot_is_refused_as_a_slash_is(capsys, log, tmp_path):
+    # Path("x.csv/.") is Path("x.csv"): "--csv x.csv/." wrote x.csv, and with --force replaced it
+    mine = tmp_path / "mine.csv"
+    mine.write_text("mine")
+    for given in (f"{mine}/.", f"{tmp_path / 'new.csv'}/.", f"{mine}/.."):
+        _one_error_line(*run_cli(capsys, log, "--csv", given, "--force"), "a directory's name", given)
+    assert mine.read_text() == "mine" and not (tmp_path / "new.csv").exists()
+    from sglang_eagle_cycle.errors import UsageError
+    from sglang_eagle_cycle.logfiles import check_output
+
+    with pytest.raises(UsageError, match="ends with /."):   # advise's --adaptive-config goes through it too
+        check_output(f"{mine}/.", "--adaptive-config", True)
+
+
 def test_force_through_a_symlink_writes_its_target_and_keeps_the_link(capsys, log, tmp_path):
     target = tmp_path / "real.csv"
     target.write_text("mine")

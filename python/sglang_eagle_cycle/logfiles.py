@@ -397,9 +397,9 @@ def check_output(path_text: str, flag: str, force: bool, inputs: Iterable[tuple[
         UsageError: one line, ``"FLAG PATH: why"``: the name is empty; the path is the regular file
             on standard output or error (``--force`` would truncate it); the path is one of the
             inputs, a dangling symlink (writing through it would create its target), a directory, a
-            name ending with a slash, or an existing file that is not a regular one (a device, FIFO or
-            socket: ``force`` would replace it with a regular file) (even with ``force``); it exists
-            without ``force``; its directory does not exist.
+            name ending with a slash, ``/.`` or ``/..``, or an existing file that is not a regular one
+            (a device, FIFO or socket: ``force`` would replace it with a regular file) (even with
+            ``force``); it exists without ``force``; its directory does not exist.
     """
     from .errors import UsageError
 
@@ -421,6 +421,9 @@ def check_output(path_text: str, flag: str, force: bool, inputs: Iterable[tuple[
         raise UsageError(f"{flag} {path}: is a directory")
     if path_text.endswith(("/", os.sep)):   # Path drops the slash: "out/" would write the file "out"
         raise UsageError(f"{flag} {path_text}: ends with a slash, a directory's name; give a file name")
+    if os.path.basename(path_text) in (".", ".."):   # Path drops "/." too: "out/." would write "out"
+        raise UsageError(f"{flag} {path_text}: ends with /{os.path.basename(path_text)}, a directory's name; "
+                         "give a file name")
     if path.exists() and not path.is_file():   # --force replaces the file: a device or FIFO would become one
         raise UsageError(f"{flag} {path}: not a regular file (a device, FIFO or socket); not replaced by one")
     if os.path.lexists(path) and not force:
