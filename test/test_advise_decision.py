@@ -2794,3 +2794,26 @@ def test_stock_logs_of_two_target_models_are_named_in_a_warning(tmp_path):
     warned = [ln for ln in err.splitlines() if "target models" in ln]
     assert rc == 0 and len(warned) == 1
     assert f"model_path m in {run}" in warned[0] and f"model_path org/Other-70B in {other}" in warned[0]
+
+
+def test_a_plugin_log_and_a_no_spec_log_of_another_target_are_named_in_a_warning(tmp_path):
+    """The two-models warning took only stock speculative starts: a start whose runs are its
+    [eagle-cycle] lines (the plugin's own log, Decode batch lines beside them) named no model, so a
+    no-spec log of another target gave every speedup without a word."""
+    cyc = _seed_2_step_log(tmp_path / "cyc.log")
+    lines = cyc.read_text().splitlines()
+    stock = [f"[2026-12-06 10:00:00 TP0] Decode batch, #running-req: 1, #token: {100 + i}, token usage: 0.00, "
+             "accept len: 2.10, accept rate: 0.55, cuda graph: True, gen throughput (token/s): 94.00, #queue-req: 0"
+             for i in range(5)]
+    cyc.write_text("\n".join(["[2026-12-06 09:59:00] server_args={'model_path': 'm', 'speculative_algorithm': "
+                              "'EAGLE3', 'speculative_num_steps': 2, 'speculative_eagle_topk': 1, "
+                              "'speculative_num_draft_tokens': 3, 'tp_size': 8}", *lines, *stock]) + "\n")
+    same = _nospec_log(tmp_path / "nospec.log", 88.0)
+    rc, _, err = advise(cyc, same)
+    assert rc == 0 and "target models" not in err
+    other = tmp_path / "nospec-other.log"
+    other.write_text(same.read_text().replace("'model_path': 'm'", "'model_path': 'org/Other-70B'"))
+    rc, _, err = advise(cyc, other)
+    warned = [ln for ln in err.splitlines() if "target models" in ln]
+    assert rc == 0 and len(warned) == 1, err
+    assert f"model_path m in {cyc}" in warned[0] and f"model_path org/Other-70B in {other}" in warned[0]

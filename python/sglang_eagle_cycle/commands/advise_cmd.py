@@ -633,7 +633,8 @@ def _stock_runs(name: str, path: str):
     without them is a no-spec server, whose gen throughput per batch size (tokens over seconds) is a
     baseline (the starts' intervals pooled), unless its ``server_args=`` line names a speculative
     algorithm (then it is neither, with a note). The fourth item is the set of target ``model_path``
-    values the used starts' ``server_args=`` lines name."""
+    values the used starts' ``server_args=`` lines name (a start with ``[eagle-cycle]`` lines included:
+    they are its runs)."""
     from .. import advise as adv
     from ..decode_batch import IDLE_REASON, DecodeBatchStats, plateaus, spec_run_by_bs
     from ..report import server_starts
@@ -649,6 +650,8 @@ def _stock_runs(name: str, path: str):
         if res.cycles:
             if st.speculative_intervals and len(segs) > 1:
                 notes.append(f"{where}: its [eagle-cycle] lines are the run; its stock Decode batch lines not used")
+            if spec is not None and spec.get("model_path"):   # its cycle lines are runs of that target
+                models.add(spec["model_path"])
             continue
         if not st.speculative_intervals:
             if spec is not None and spec.get("algorithm"):
