@@ -281,8 +281,58 @@ def scenario_other_plugin(_args):
                       "status": hooks.status()[f"{ew}.EAGLEWorkerV2.forward_batch_generation"]}))
 
 
+def scenario_later_plugin(_args):
+    """SGLang's load_plugins() runs our entry point, then another plugin's, in a process that has already
+    imported the module of one of our targets (the scheduler's process has imported scheduler.py, model
+    runner, device_timer...): the other plugin hooks that target too (AROUND, BEFORE, AFTER), then
+    load_plugins() ends with HookRegistry.apply_hooks(). Reports which hooks run when it is called."""
+    import importlib
+    import sglang.srt.plugins as plugins
+    from sglang.srt.plugins.hook_registry import HookType
+
+    dt = "sglang.srt.utils.device_timer"
+    importlib.import_module(dt)
+    target = f"{dt}.device_timer_ctx"
+    calls = {"around": 0, "before": 0, "after": 0}
+
+    def around(original, *args, **kwargs):
+        calls["around"] += 1
+        return original(*args, **kwargs)
+
+    def before(*args, **kwargs):
+        calls["before"] += 1
+
+    def after(result, *args, **kwargs):
+        calls["after"] += 1
+
+    def other():
+        from sglang.srt.plugins.hook_registry import HookRegistry
+
+        for hook, kind in ((around, HookType.AROUND), (before, HookType.BEFORE), (after, HookType.AFTER)):
+            HookRegistry.register(target, hook, kind)
+
+    from sglang_eagle_cycle import hooks, plugin
+
+    plugins.load_plugins_by_group = lambda *a, **k: {"eagle_cycle": (plugin.register, "sglang-eagle-cycle"),
+                                                     "other": (other, "other-dist")}
+    plugins.load_plugins()
+    fn = getattr(importlib.import_module(dt), "device_timer_ctx")
+    ours = 0
+    f = fn
+    while f is not None:   # our hook in the chain: its closure holds the profiler's bound method
+        ours += any("around_device_timer_ctx" in getattr(c.cell_contents, "__qualname__", "")
+                    for c in (f.__closure__ or ()))
+        f = getattr(f, "__wrapped__", None)
+    try:
+        fn(None, None)   # upstream's own function on nonsense: only the other plugin's hooks are counted
+    except Exception:
+        pass
+    print(json.dumps({"calls": calls, "ours_in_chain": ours, "status": hooks.status()[target]}))
+
+
 SCENARIOS = {"targets": scenario_targets, "setters": scenario_setters, "all": scenario_all,
-             "version": scenario_version, "other_plugin": scenario_other_plugin}
+             "version": scenario_version, "other_plugin": scenario_other_plugin,
+             "later_plugin": scenario_later_plugin}
 
 
 if __name__ == "__main__":

@@ -184,3 +184,13 @@ def test_another_plugins_hooks_on_the_worker_are_applied_once():
     assert out["calls"] == {"verify": 1, "forward_batch_generation": 1}
     assert out["failed_to_apply"] == 0
     assert out["status"] == "applied"
+
+
+def test_a_plugin_loaded_after_ours_keeps_its_hooks_on_a_target_already_imported():
+    """In load_plugins(), a target whose module was already imported was applied at once and put in
+    HookRegistry._patched: the apply_hooks() at load_plugins()' end then skipped it, so another plugin
+    loaded after ours never had its hooks on that target applied (the scheduler's process has imported
+    scheduler.py, the model runner and device_timer by then)."""
+    out, _ = probe("later_plugin")
+    assert out["calls"] == {"around": 1, "before": 1, "after": 1}
+    assert out["ours_in_chain"] == 1 and out["status"] == "applied"

@@ -8,11 +8,14 @@ capture setter would import every model file. Instead a ``sys.meta_path`` finder
 module; right after the module has executed, its specs are registered with ``HookRegistry`` and
 applied, so SGLang's own wrapping (``functools.wraps``, ``__wrapped__``, re-binding of
 ``from X import f`` copies) is what runs. Modules already imported when the plugin loads are
-hooked at once. Only this plugin's targets are applied there, one by one through the registry's
-own per-target step (a private SGLang API, as ``_patched`` is): the global ``apply_hooks()``, called
-inside an ``apply_hooks()`` of SGLang's that was importing the module for another plugin's target,
-had wrapped that target twice. A target another plugin also hooks and whose hooks are not applied
-yet is left to SGLang's pending ``apply_hooks()``, which wraps both in one. Not handled: another
+hooked at once or, while SGLang's ``load_plugins()`` runs our entry point, left to the
+``apply_hooks()`` at its end, so that a plugin loaded after ours gets its hooks on those targets
+too (applied here, a target is in ``_patched`` and that call skipped theirs). Only this plugin's
+targets are applied at an import, one by one through the registry's own per-target step (a
+private SGLang API, as ``_patched`` is): the global ``apply_hooks()``, called inside an
+``apply_hooks()`` of SGLang's that was importing the module for another plugin's target, had
+wrapped that target twice. A target another plugin also hooks and whose hooks are not applied yet
+is left to SGLang's pending ``apply_hooks()``, which wraps both in one. Not handled: another
 plugin's class-level REPLACE of a class whose methods we hook, still pending when its module is
 imported (our method hook then wraps the original class's method).
 
@@ -33,21 +36,26 @@ logger = logging.getLogger("sglang_eagle_cycle")
 
 _lock = threading.RLock()
 _pending: dict[str, list[HookSpec]] = {}  # module name -> specs waiting for its import
-_status: dict[str, str] = {}  # target -> "applied" | "failed" | "waiting"
+_status: dict[str, str] = {}  # target -> "applied" | "failed" | "waiting" | "shared" (left to apply_hooks())
+_shared: dict[str, str] = {}  # "shared" target -> its module
 _finder: "_PostImportFinder | None" = None
 
 
 def status() -> dict[str, str]:
     """Target -> ``applied`` / ``failed`` / ``waiting`` (module not imported in this process, or a
-    target shared with another plugin whose ``apply_hooks()`` has not run yet)."""
+    target shared with another plugin whose ``apply_hooks()`` has not run yet). A target left to
+    SGLang's ``apply_hooks()`` whose module is imported and that it has not patched is ``failed``
+    (read between our registration and that call, which nothing of ours does, it would be too)."""
     with _lock:
         out = dict(_status)
+        modules = dict(_shared)
     if "shared" in out.values():
         from sglang.srt.plugins.hook_registry import HookRegistry
 
         for target, state in out.items():
             if state == "shared":
-                out[target] = "applied" if target in HookRegistry._patched else "waiting"
+                out[target] = "applied" if target in HookRegistry._patched else \
+                    "failed" if modules.get(target) in sys.modules else "waiting"
     return out
 
 
@@ -66,11 +74,24 @@ def install(specs: Iterable[HookSpec]) -> None:
         if _finder is None and _pending:
             _finder = _PostImportFinder()
             sys.meta_path.insert(0, _finder)
+    later = _in_load_plugins()
     for name in ready:
-        _on_imported(name)
+        _on_imported(name, later)
 
 
-def _on_imported(module_name: str) -> None:
+def _in_load_plugins() -> bool:
+    """Whether SGLang's ``load_plugins()`` is running a plugin's entry point now: its
+    ``HookRegistry.apply_hooks()`` then follows, after every other plugin has registered."""
+    try:
+        from sglang.srt.plugins.hook_registry import _current_plugin_source
+    except ImportError:
+        return False
+    return _current_plugin_source.get() is not None
+
+
+def _on_imported(module_name: str, later: bool = False) -> None:
+    """Register the specs of ``module_name`` (just imported) and apply them; ``later``: leave them all
+    to the ``apply_hooks()`` at the end of the running ``load_plugins()``."""
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
     with _lock:
@@ -81,10 +102,15 @@ def _on_imported(module_name: str) -> None:
             # Another plugin's hooks on this target, not applied yet: the apply_hooks() that applies them
             # (the one whose import of this module brought us here, or SGLang's next) takes ours along in
             # the same wrapper; applying the target here as well would wrap it twice.
-            shared = bool(HookRegistry._hooks.get(spec.target)) and spec.target not in HookRegistry._patched
+            # In load_plugins(), a module already imported (the scheduler's own, in its process): a
+            # target applied here is in _patched, so the apply_hooks() at its end skipped the hooks that
+            # a plugin loaded after ours registered on it (never applied), and wrapped the class before a
+            # class REPLACE of theirs; that apply_hooks() applies ours with theirs, in its order.
+            shared = (later or bool(HookRegistry._hooks.get(spec.target))) and spec.target not in HookRegistry._patched
             HookRegistry.register(spec.target, spec.hook, HookType.AROUND)
             if shared:
                 _status[spec.target] = "shared"
+                _shared[spec.target] = spec.module
                 continue
             # Only our own targets: HookRegistry.apply_hooks() would also apply (or retry) every other
             # plugin's pending target, in the middle of this import (a module half executed, a target an
