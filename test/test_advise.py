@@ -1034,3 +1034,24 @@ def test_bench_records_of_two_server_settings_are_warned_about(capsys, tmp_path)
     path.write_text("\n".join(json.dumps(r) for r in one + [rec(3, 120.0, ["--tp", "4"])]) + "\n")
     notes = [n for n in advise_json(capsys, path)["inputs"]["notes"] if "server settings" in n]
     assert len(notes) == 1 and "2 server settings" in notes[0] and "'--tp', '4'" in notes[0]
+
+
+def test_adaptive_config_into_a_fifo_is_written_with_force_and_left_a_fifo(capsys, seed_inspect, tmp_path):
+    """advise writes its outputs in place (no rename over the path), so with --force a FIFO (a
+    ``>(cat)``) is written to and stays a FIFO; without --force it exists and is refused. The
+    refusal of devices and FIFOs belongs to the writers that rename a new file over the path
+    (inspect): it had refused this too (helper 54)."""
+    import stat
+    import threading
+
+    fifo = tmp_path / "plan.fifo"
+    os.mkfifo(fifo)
+    assert_refused(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--adaptive-config", fifo,
+                   match="file exists, not overwritten (use --force)")
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()), daemon=True)
+    reader.start()
+    rc, _, err = run_advise(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--adaptive-config", fifo, "--force")
+    reader.join(10)
+    assert rc == 0, err
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and "candidate_steps" in got[0]

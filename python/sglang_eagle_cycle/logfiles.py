@@ -385,21 +385,26 @@ def iter_chunks(path: PathLike, chunk_chars: int = CHUNK_CHARS) -> Iterator[str]
             raw.close()
 
 
-def check_output(path_text: str, flag: str, force: bool, inputs: Iterable[tuple[str, str]] = ()) -> Path:
+def check_output(path_text: str, flag: str, force: bool, inputs: Iterable[tuple[str, str]] = (),
+                 in_place: bool = False) -> Path:
     """The output path ``path_text`` given as ``flag``, once it is known that it may be written.
 
     Commands check every output before they write any, so a refused one leaves no other behind.
     ``inputs``: ``(path, label)`` for every file the command reads (``label`` is appended to the
     message, e.g. ``" (--baseline)"``); ``"-"`` stands for standard input, which is compared by the
     file behind it when that is a regular file (``< FILE``; ``/dev/stdin`` as the output too).
+    ``in_place``: the command opens the path and writes into it (advise) instead of renaming a new
+    file over it (inspect): then, with ``force``, an existing FIFO or device is written to, not
+    replaced, and is allowed (``--adaptive-config >(cat)``).
 
     Raises:
         UsageError: one line, ``"FLAG PATH: why"``: the name is empty; the path is the regular file
             on standard output or error (``--force`` would truncate it); the path is one of the
             inputs, a dangling symlink (writing through it would create its target), a directory, a
             name ending with a slash, ``/.`` or ``/..``, or an existing file that is not a regular one
-            (a device, FIFO or socket: ``force`` would replace it with a regular file) (even with
-            ``force``); it exists without ``force``; its directory does not exist.
+            (a device, FIFO or socket: ``force`` would replace it with a regular file; unless
+            ``in_place``) (even with ``force``); it exists without ``force``; its directory does not
+            exist.
     """
     from .errors import UsageError
 
@@ -424,7 +429,8 @@ def check_output(path_text: str, flag: str, force: bool, inputs: Iterable[tuple[
     if os.path.basename(path_text) in (".", ".."):   # Path drops "/." too: "out/." would write "out"
         raise UsageError(f"{flag} {path_text}: ends with /{os.path.basename(path_text)}, a directory's name; "
                          "give a file name")
-    if path.exists() and not path.is_file():   # --force replaces the file: a device or FIFO would become one
+    if path.exists() and not path.is_file() and not in_place:
+        # a rename over it (the atomic writers) would make a device or FIFO a regular file
         raise UsageError(f"{flag} {path}: not a regular file (a device, FIFO or socket); not replaced by one")
     if os.path.lexists(path) and not force:
         raise UsageError(f"{flag} {path}: file exists, not overwritten (use --force)")

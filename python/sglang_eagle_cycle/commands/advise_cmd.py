@@ -1114,7 +1114,7 @@ def main(args: argparse.Namespace) -> int:
     notes += more
     notes += adv.broken_draft_notes(runs)
     shape, shape_note, target_config = _shape(args)
-    outputs = {flag: check_output(value, flag, args.force, _input_files(args, target_config))
+    outputs = {flag: check_output(value, flag, args.force, _input_files(args, target_config), in_place=True)
                for flag, value in (("--adaptive-config", args.adaptive_config),
                                    ("--adaptive-candidates", args.adaptive_candidates)) if value}
     if args.steps_candidates:
