@@ -2817,3 +2817,30 @@ def test_a_plugin_log_and_a_no_spec_log_of_another_target_are_named_in_a_warning
     warned = [ln for ln in err.splitlines() if "target models" in ln]
     assert rc == 0 and len(warned) == 1, err
     assert f"model_path m in {cyc}" in warned[0] and f"model_path org/Other-70B in {other}" in warned[0]
+
+
+def test_an_inspect_documents_close_no_spec_batch_sizes_and_unusable_rows_are_named(tmp_path):
+    """A no-spec load that wandered over bs 6-8 is pooled into one plateau from the log, which needs
+    the lines' order; its inspect document has none, so its batch sizes stay apart and a note says
+    so (helper 54: 401.8 / 461.5 / 518.5 against the log's 486.3). A document whose no-spec rows
+    hold no usable throughput says why it gives no baseline."""
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(_doc(_ramp_group(8, 600))))
+    rng = random.Random(4)
+    jitter = _nospec_log(tmp_path / "jitter.log", 480.0, lines_n=60, bs=lambda r: rng.choice([6, 7, 8]))
+    rc, out, err = _inspect(jitter)
+    assert rc == 0, err
+    (tmp_path / "jitter.json").write_text(out)
+    notes = advise_json(run, tmp_path / "jitter.json")["inputs"]["notes"]
+    assert any("no-spec batch sizes 6, 7, 8 lie close together" in n for n in notes)
+    far = _nospec_log(tmp_path / "far.log", 480.0, lines_n=60, bs=lambda r: r.choice([1, 8]))
+    rc, out, err = _inspect(far)
+    (tmp_path / "far.json").write_text(out)
+    assert not any("lie close together" in n for n in advise_json(run, tmp_path / "far.json")["inputs"]["notes"])
+    doc = json.loads(out)
+    for row in doc["decode_batch"]["by_bs"]:
+        row["gen_tok_s"] = None
+    (tmp_path / "idle.json").write_text(json.dumps(doc))
+    got = advise_json(run, tmp_path / "idle.json")["inputs"]
+    assert got["baseline_tok_s"] == {}
+    assert any("no batch size with a usable throughput" in n for n in got["notes"])

@@ -498,6 +498,19 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, 
         base.update(rows)
         notes.append(f"{source}: no speculation in its Decode batch lines: baseline tok/s by batch size "
                      + ", ".join(f"{k}: {v:.1f}" for k, v in sorted(rows.items())))
+        from .decode_batch import PLATEAU_SPAN
+
+        near = sorted(rows)
+        if any(b <= max(PLATEAU_SPAN * a, a + 2) for a, b in zip(near, near[1:])):
+            # a load that wandered over 6-8 is pooled as one plateau from the log (decode_batch.plateaus),
+            # which needs the lines' order; the document has none (helper 54: 401.8 / 461.5 / 518.5
+            # per batch size against the log's 486.3 at bs 8)
+            notes.append(f"{source}: its no-spec batch sizes {', '.join(map(str, near))} lie close together: "
+                         "an inspect document keeps no line order, so a load that wandered between them is not "
+                         "pooled into one plateau as the log would be (give the log itself if it did)")
+    elif rows == {} and isinstance(db.get("intervals"), int) and db["intervals"] > 0:
+        notes.append(f"{source}: no speculation in its Decode batch lines, but no batch size with a usable "
+                     "throughput (every interval idle, or none kept): no baseline from it")
     elif rows is None and not runs and not from_log and isinstance(db, Mapping) and db.get("accept_len_mean") is None \
             and _finite(db.get("gen_tok_s_mean")) and db["gen_tok_s_mean"] > 0:
         base[0] = float(db["gen_tok_s_mean"])   # a document without by_bs: no batch size known
