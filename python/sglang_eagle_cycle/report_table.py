@@ -102,7 +102,8 @@ def render_table(doc: dict[str, Any], console=None) -> None:
         if len({r["bs"] for r in by_bs}) > 1 or (by_bs and db.get("intervals_idle")):
             # the pooled means above mix the batch sizes a ramp or a drain passed through
             idle = db.get("intervals_idle") or 0
-            caption = ("gen tok/s: speculative intervals over their time together, no-spec ones their mean"
+            caption = ("gen tok/s: speculative intervals over their time together, no-spec ones likewise "
+                       "(tokens over seconds)"
                        + (f"; {idle} interval{'s' if idle != 1 else ''} that held idle time (the first line after "
                           "a pause, or #running-req 0) left out" if idle else ""))
             table = Table(title="Stock Decode batch lines by batch size (#running-req)", title_justify="left",
