@@ -844,3 +844,25 @@ def test_prometheus_of_every_ranks_lines_warns_that_its_phase_sums_count_each_ra
     one.write_text("\n".join(ln for ln in log.read_text().splitlines() if "TP1]" not in ln) + "\n")
     rc, _, err = run_cli(capsys, one, "--prometheus", str(tmp_path / "one.prom"))
     assert rc == 0 and "every rank's line" not in err
+
+
+def _nospec_line(bs: int, tok_s: float, second: int) -> str:
+    return (f"[2026-11-30 10:00:{second:02d} TP0] Decode batch, #running-req: {bs}, #token: 999, token usage: 0.01, "
+            f"cuda graph: True, gen throughput (token/s): {tok_s:.2f}, #queue-req: 0")
+
+
+def test_stock_by_bs_caption_says_no_spec_rates_pool_as_tokens_over_seconds(tmp_path, capsys):
+    """The caption of the stock by-batch-size table: no-spec intervals are pooled as tokens over
+    seconds (the harmonic mean of the rates), as speculative ones; it had said "their mean" (helper 55)."""
+    # no-spec intervals at two batch sizes (the by-bs table shows with several); bs 1 at 100 and 300
+    rates = [100.0, 300.0, 100.0, 300.0]
+    lines = [_nospec_line(1, r, i) for i, r in enumerate(rates)] + [_nospec_line(2, 200.0, 10), _nospec_line(2, 200.0, 11)]
+    log = tmp_path / "nospec.log"
+    log.write_text("\n".join(lines) + "\n")
+    rc = cli.main(["inspect", str(log)])
+    out = " ".join(capsys.readouterr().out.split())
+    assert rc == 0
+    harmonic = len(rates) / sum(1 / r for r in rates)   # 150.0, not the plain mean 200.0
+    assert f"{harmonic:.1f}" in out
+    assert "no-spec ones their mean" not in out
+    assert "no-spec ones likewise" in out
