@@ -2464,6 +2464,13 @@ def test_a_zero_wide_interval_at_a_run_without_noise_says_so():
         assert c["tok_s_95"][0] <= rows[s]["tok_s"] <= c["tok_s_95"][1]
     assert cand(doc, 4)["tok_s_95"][1] - cand(doc, 4)["tok_s_95"][0] > 0.01 * cand(doc, 4)["predicted_tok_s"]
     assert not cand(doc, 4)["interval_source"].startswith("none:")
+    # the why-line of a pick measured without noise says so, not "mostly none: ..." (helper 55)
+    doc = advise_json("--table", REPO / "data" / "benchmarks" / "specbundle_subset.json", "--model",
+                      "Llama-3.3-70B-Instruct", "--benchmark", "gsm8k", "--draft", "Specforge", "--fit", "3,1,4",
+                      "5,1,6", "--steps-candidates", "3", "5")
+    why = doc["recommended"]["reason"]
+    assert doc["recommended"]["steps"] in (3, 5) and "mostly none" not in why
+    assert "its run has no noise estimate (taken as 1% wide)" in why
 
 
 def test_a_bucket_note_names_the_size_its_batch_sizes_pad_to():

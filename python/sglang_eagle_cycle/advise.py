@@ -1970,6 +1970,16 @@ def _fit_notes(cands: Sequence[cm.Candidate], runs: Sequence[Run], acc: Optional
     return out, within
 
 
+def _source_clause(source: Optional[str]) -> str:
+    """``", mostly verify shape"``: what dominates the pick's interval, for its why-line; a run with no
+    noise estimate has no such source, and is said as it is (not "mostly none: ...")."""
+    if not source:
+        return ""
+    if source == unc.NO_NOISE_SOURCE:
+        return "; its run has no noise estimate (taken as 1% wide)"
+    return ", mostly " + source
+
+
 def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemble,
                run_bs: Sequence[int] = (), measured_pick: Optional[tuple[float, float, str, str]] = None
                ) -> cm.Recommendation:
@@ -2021,7 +2031,7 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
         return cm.Recommendation(dec.pick, pick, f"{head}; the measurement wins over the model ({over}); {state}",
                                  base_tok)
     head = (f"{cm.steps_text(dec.pick)} gives {pick.tok_s:.1f} tok/s (95%: {pick.tok_s_low:.1f}-"
-            f"{pick.tok_s_high:.1f}{', mostly ' + pick.interval_source if pick.interval_source else ''})")
+            f"{pick.tok_s_high:.1f}{_source_clause(pick.interval_source)})")
     if base_tok:
         head += f", {pick.speedup():.2f}x the no-spec {base_tok:.1f}"
     nxt = by.get(dec.pick + 1)
