@@ -270,6 +270,15 @@ UNUSABLE = {
                            "not a plain EAGLE-3 head"),
     "not_eagle3": (lambda d: _edit_cfg(d, architectures=["LlamaForCausalLM"]), "not an EAGLE-3 head"),
     "bad_eval_prompts": (lambda d: (d / "eval_prompts.json").write_text("{"), "prompt file"),
+    # values json reads but the head cannot be built from: a traceback (exit 1) before helper 56;
+    # a NaN rms_norm_eps ran the probe on NaN logits (0% agreement everywhere)
+    "target_hidden_size_text": (lambda d: _edit_cfg(d, target_hidden_size="256x"), "target_hidden_size"),
+    "target_hidden_size_list": (lambda d: _edit_cfg(d, target_hidden_size=[256]), "target_hidden_size"),
+    "rope_theta_text": (lambda d: _edit_cfg(d, rope_theta="abc"), "rope_theta"),
+    "rope_theta_null": (lambda d: _edit_cfg(d, rope_theta=None), "rope_theta"),
+    "max_positions_nan": (lambda d: _edit_cfg(d, max_position_embeddings=float("nan")), "max_position_embeddings"),
+    "hidden_size_inf": (lambda d: _edit_cfg(d, hidden_size=float("inf")), "hidden_size"),
+    "rms_norm_eps_nan": (lambda d: _edit_cfg(d, rms_norm_eps=float("nan")), "rms_norm_eps"),
 }
 
 

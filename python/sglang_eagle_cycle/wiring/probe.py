@@ -20,6 +20,7 @@ The head variants SGLang 0.5.23 reads (``norm_before_fc``, ``fc_norm``/``use_aux
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -433,7 +434,8 @@ def load_draft(draft_dir: Path, draft_cfg: dict, target_hidden: int, target_voca
 
     def num(key, default=None):
         v = draft_cfg.get(key, default)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+        # NaN and infinity are numbers to json (and pass ``v <= 0``): NaN eps makes every logit NaN
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
             raise UsageError(f"{draft_dir}/config.json: {key} must be a positive number, got {v!r}")
         return v
 
@@ -445,8 +447,7 @@ def load_draft(draft_dir: Path, draft_cfg: dict, target_hidden: int, target_voca
         raise UsageError(f"{draft_dir}/config.json: hidden_size {hidden} is not a multiple of "
                          f"num_attention_heads {heads} and head_dim is not given")
     kv_heads = int(num("num_key_value_heads", heads))
-    declared_th = draft_cfg.get("target_hidden_size")
-    th = int(declared_th) if declared_th is not None else target_hidden
+    th = int(num("target_hidden_size")) if draft_cfg.get("target_hidden_size") is not None else target_hidden
     if th != target_hidden:
         raise UsageError(f"{draft_dir}: target_hidden_size {th} differs from the target's hidden size "
                          f"{target_hidden}: its states cannot be fed to this draft")
@@ -473,7 +474,7 @@ def load_draft(draft_dir: Path, draft_cfg: dict, target_hidden: int, target_voca
     tensors.pop("t2d", None)
     embed_w = tensors.pop("embed_tokens.weight", None)
     rope = draft_cfg.get("rope_parameters") if isinstance(draft_cfg.get("rope_parameters"), dict) else {}
-    theta = draft_cfg.get("rope_theta", rope.get("rope_theta", 10000.0))
+    theta = num("rope_theta", rope.get("rope_theta", 10000.0))
     notes = []
     norms = _variant_norms(draft_dir, variant, tensors, num_aux, th, float(num("rms_norm_eps", 1e-6)), notes)
     scaling = draft_cfg.get("rope_scaling")
