@@ -432,3 +432,16 @@ def test_an_undecided_not_trained_verdict_asks_for_more_tokens():
     assert "--prompts" in small and "--tokens" in small and "not trained on this target's states" not in small
     for margin, p in ((0.015, 1e-9), (0.001, 0.9)):   # under the bar: significant or not, no margin to settle
         assert fix_text(result(margin, p)).startswith("fix: none: no candidate beats")
+
+
+def test_bundled_prompts_are_found_for_a_pair_without_eval_prompts(tmp_path):
+    """A real pair has no eval_prompts.json beside its target: the probe falls back on the bundled
+    prompts, which the move of probe.py into wiring/ left pointing at a missing wiring/data/ (every
+    probe without --prompts then stopped with "no such prompts file"; helper 56)."""
+    from sglang_eagle_cycle.wiring.probe import BUNDLED_PROMPTS, load_prompts
+
+    d = copy_pair(cached("llama"), tmp_path / "p")
+    (d / "eval_prompts.json").unlink()
+    prompts = load_prompts(d / "target", None, None)
+    assert Path(prompts.source) == BUNDLED_PROMPTS and BUNDLED_PROMPTS.is_file()
+    assert len(prompts.ids) == 80 and all(prompts.ids) and prompts.tokens == 32

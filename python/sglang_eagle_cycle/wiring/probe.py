@@ -45,7 +45,7 @@ BATCH = 256
 #: ... and at most this many bytes of float32 hidden states per batch (all N + 1 positions, which
 #: ``output_hidden_states`` returns): 12 prompts of 48 tokens for a 61-layer, 7168-wide target
 BATCH_STATE_BYTES = 1 << 30
-BUNDLED_PROMPTS = Path(__file__).resolve().parent / "data" / "prompts.jsonl"
+BUNDLED_PROMPTS = Path(__file__).resolve().parent.parent / "data" / "prompts.jsonl"   # the package's data/
 ENV_CONVENTION = "SGLANG_EAGLE_CYCLE_AUX_CONVENTION"
 ENV_ALLOW_EMBEDDING = "SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING"
 
