@@ -445,3 +445,39 @@ def test_bundled_prompts_are_found_for_a_pair_without_eval_prompts(tmp_path):
     prompts = load_prompts(d / "target", None, None)
     assert Path(prompts.source) == BUNDLED_PROMPTS and BUNDLED_PROMPTS.is_file()
     assert len(prompts.ids) == 80 and all(prompts.ids) and prompts.tokens == 32
+
+
+def _hf_snapshot(hub: Path, repo: str, src: Path) -> None:
+    """``src``'s files as a Hugging Face cache snapshot of ``repo``: blobs, symlinks, refs/main."""
+    root = hub / ("models--" + repo.replace("/", "--"))
+    (root / "blobs").mkdir(parents=True)
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text("c0ffee")
+    snap = root / "snapshots" / "c0ffee"
+    snap.mkdir(parents=True)
+    for i, f in enumerate(sorted(src.iterdir())):
+        shutil.copy(f, root / "blobs" / f"blob{i}")
+        (snap / f.name).symlink_to(Path("..") / ".." / "blobs" / f"blob{i}")
+
+
+def test_cached_repo_ids_and_config_paths_as_wiring_takes_them(tmp_path, monkeypatch, capsys):
+    """stock_differs tells a user of `eagle-cycle wiring org/target ./draft` to run `eagle-cycle probe
+    TARGET DRAFT`: the probe takes the same arguments (before helper 56: 'no such target folder')."""
+    src = cached("llama")
+    hub = tmp_path / "hub"
+    _hf_snapshot(hub, "org/tiny-target", src / "target")
+    _hf_snapshot(hub, "org/tiny-draft", src / "draft")
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "def wrap(text, width):"}\n')
+    opts = ["--prompts", str(prompts), "--tokens", "2", "--json"]
+    code, out, err = run(["org/tiny-target", "org/tiny-draft", *opts], capsys)
+    assert code in (0, 1) and err == "", err
+    result = json.loads(out)
+    assert result["target"].endswith("snapshots/c0ffee") and result["plugin_positions"] == [2, 4, 6]
+    code, out, err = run([str(src / "target" / "config.json"), str(src / "draft" / "config.json"), *opts], capsys)
+    assert code in (0, 1) and json.loads(out)["target"] == str(src / "target")
+    code, out, err = run(["org/not-cached", "org/tiny-draft", *opts], capsys)
+    assert code == 2 and err.count("\n") == 1 and "org/not-cached" in err and "cache" in err
+    code, out, err = run(["", "org/tiny-draft", *opts], capsys)
+    assert code == 2 and err.count("\n") == 1 and "empty path" in err

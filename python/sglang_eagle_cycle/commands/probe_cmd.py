@@ -9,6 +9,9 @@ Agreement is the draft's top-1 (through d2t) against the target's greedy token
 on the generated positions; candidates are compared on the same tokens with an
 exact McNemar test, and against the draft with its aux states zeroed.
 
+TARGET and DRAFT are taken as `eagle-cycle wiring` takes them: a model directory, its
+config.json, or a Hugging Face repo id already in the local cache (its snapshot; no network).
+
 Prompts: --prompts FILE (one {"prompt": ...} per line, tokenized with the
 target's tokenizer); default the tiny pair's eval_prompts.json beside TARGET,
 else the bundled prompts.  --max-memory SIZE (e.g. 20GiB) loads the target with
@@ -38,8 +41,10 @@ from ..argtypes import int_in
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", metavar="TARGET", help="target model directory (Hugging Face layout)")
-    parser.add_argument("draft", metavar="DRAFT", help="EAGLE-3 draft directory (config.json + safetensors)")
+    parser.add_argument("target", metavar="TARGET", help="target model directory (Hugging Face layout), its "
+                                                         "config.json, or a cached HF repo id")
+    parser.add_argument("draft", metavar="DRAFT", help="EAGLE-3 draft directory (config.json + safetensors), its "
+                                                       "config.json, or a cached HF repo id")
     add_probe_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
 

@@ -583,16 +583,12 @@ def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None
 
     from ..costmodel import wilson_interval
     from ..safetensors_header import read_draft_shapes
-    from . import check_pair, find_hidden_size, find_num_layers, find_vocab_size, load_config, locate_config
+    from . import check_pair, find_hidden_size, find_num_layers, find_vocab_size, load_config
 
     t0 = time.perf_counter()
     env = dict(os.environ if env is None else env)
-    target_dir, draft_dir = Path(target), Path(draft)
-    for what, d in (("target", target_dir), ("draft", draft_dir)):
-        if not d.is_dir():
-            raise UsageError(f"{d}: no such {what} folder")
-    target_cfg = load_config(locate_config(str(target_dir)))
-    draft_cfg = load_config(locate_config(str(draft_dir)))
+    (target_dir, target_json), (draft_dir, draft_json) = _model_folder(target, "target"), _model_folder(draft, "draft")
+    target_cfg, draft_cfg = load_config(target_json), load_config(draft_json)
     if device not in ("cpu", "cuda"):
         raise UsageError(f"--device {device!r}: expected cpu or cuda")
     if device == "cuda" and not torch.cuda.is_available():
@@ -703,6 +699,18 @@ def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None
         "prompts": len(prompts.ids), "tokens": prompts.tokens, "prompts_source": prompts.source,
         "notes": dr.notes, "seconds": round(time.perf_counter() - t0, 2),
     }
+
+
+def _model_folder(arg, what: str) -> tuple[Path, Path]:
+    """``(folder, config.json)`` of TARGET or DRAFT as ``eagle-cycle wiring`` takes them: a model
+    folder, its ``config.json``, or a repo id in the local Hugging Face cache (its snapshot folder)."""
+    from .config import _REPO_ID, locate_config
+
+    path = Path(arg).expanduser()
+    if str(arg) and not path.exists() and not path.is_symlink() and not _REPO_ID.match(str(arg)):
+        raise UsageError(f"{arg}: no such {what} folder")
+    config = locate_config(str(arg))   # an empty argument, a broken link, a FIFO: one line naming it
+    return (path if path.is_dir() else config.parent), config
 
 
 def decide(rows: list[dict], best: dict, plugin_row: dict | None) -> str:
