@@ -487,3 +487,24 @@ def test_convention_set_is_not_asked_for_again(tmp_path, capsys, monkeypatch):
     code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
     (msg,) = [p["message"] for p in json.loads(out)["problems"] if p["code"] == "stock_differs"]
     assert "SGLANG_EAGLE_CYCLE_AUX_CONVENTION=input is set" in msg and "set SGLANG_EAGLE_CYCLE_AUX_CONVENTION" not in msg
+
+
+def test_a_checkpoint_without_fc_weight_is_an_error(tmp_path, capsys):
+    """SGLang loads the draft's fc from fc.weight / model.fc.weight only; a checkpoint without it
+    leaves fc uninitialised and the draft serves noise. Before helper 56 the check passed (exit 0)."""
+    target, draft = _pair(tmp_path)
+    _header_only(draft / "model.safetensors", {"lm_head.weight": [128256, 4096], "d2t": [128256]})
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    errors = [p for p in json.loads(out)["problems"] if p["level"] == "error"]
+    assert code == 1 and [p["code"] for p in errors] == ["fc_width_mismatch"]
+    assert "no fc.weight" in errors[0]["message"]
+    # with the model. prefix SGLang loads it: no problem
+    _header_only(draft / "model.safetensors", {"model.fc.weight": [4096, 3 * 4096], "lm_head.weight": [128256, 4096]})
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 0 and json.loads(out)["problems"] == []
+    # aux capture off: SGLang skips fc when the state is as wide as the draft (nothing to load)
+    off = dict(LLAMA_DRAFT, eagle_config={"use_aux_hidden_state": False})
+    target, draft = _pair(tmp_path, draft=off)
+    _header_only(draft / "model.safetensors", {"lm_head.weight": [128256, 4096]})
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert "no fc.weight" not in out
