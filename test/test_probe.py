@@ -481,3 +481,13 @@ def test_cached_repo_ids_and_config_paths_as_wiring_takes_them(tmp_path, monkeyp
     assert code == 2 and err.count("\n") == 1 and "org/not-cached" in err and "cache" in err
     code, out, err = run(["", "org/tiny-draft", *opts], capsys)
     assert code == 2 and err.count("\n") == 1 and "empty path" in err
+
+
+def test_target_and_draft_the_other_way_round(capsys):
+    """As eagle-cycle wiring says it; before helper 56 the probe blamed the target for not being a
+    head ('not an EAGLE-3 head'), or, given the draft twice, found 'no candidate position set'."""
+    d = cached("llama")
+    code, out, err = run([str(d / "draft"), str(d / "target")], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "swap the two" in err
+    code, out, err = run([str(d / "draft"), str(d / "draft")], capsys)
+    assert code == 2 and err.count("\n") == 1 and "is an EAGLE-3 draft head" in err
