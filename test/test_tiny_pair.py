@@ -258,3 +258,13 @@ def test_processes_asking_at_once_train_the_pair_once(tmp_path):
     assert len(marks.read_text().splitlines()) == 1
     (pair_dir,) = [d for d in (tmp_path / "cache").iterdir() if d.is_dir()]
     assert json.loads((pair_dir / "pair.json").read_text())["target"] == str(pair_dir / "target")
+
+
+def test_an_out_that_cannot_be_made_is_refused_before_training(tmp_path):
+    """OUT below a file: before helper 56 the pair was trained (a minute at the default steps) and
+    only the final mkdir failed."""
+    (tmp_path / "notes.txt").write_text("mine")
+    proc = _run_cli(str(tmp_path / "notes.txt" / "pair"), "--target-steps", "1", "--draft-steps", "1", timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "notes.txt is not a directory" in proc.stderr, proc.stderr
+    assert (tmp_path / "notes.txt").read_text() == "mine"

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -66,6 +67,7 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if str(args.out).strip() == "":
         raise UsageError("OUT is empty")
+    _check_writable(out)
     log = (lambda msg: print(f"make-tiny-pair: {msg}", file=sys.stderr, flush=True))
     summary = make_pair(out, spec, force=args.force, log=log)
     if args.json:
@@ -73,6 +75,21 @@ def main(args: argparse.Namespace) -> int:
     else:
         _print(summary)
     return 0
+
+
+def _check_writable(out: Path) -> None:
+    """Refuse, before the minute of training and not after it, an OUT whose nearest existing folder
+    is a file (or a link to nothing) or cannot be written. (Here, not in tiny/pair.py: that file's
+    hash keys the cached pairs.)"""
+    if out.exists() and not out.is_dir():
+        return   # make_pair says "exists and is not a directory"
+    base = out.absolute()
+    while not base.exists() and not base.is_symlink() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():
+        raise UsageError(f"cannot write {out}: {base} is not a directory")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write {out}: {base} is not writable")
 
 
 def _pct(x) -> str:
