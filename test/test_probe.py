@@ -270,6 +270,11 @@ UNUSABLE = {
                            "not a plain EAGLE-3 head"),
     "not_eagle3": (lambda d: _edit_cfg(d, architectures=["LlamaForCausalLM"]), "not an EAGLE-3 head"),
     "bad_eval_prompts": (lambda d: (d / "eval_prompts.json").write_text("{"), "prompt file"),
+    # token ids the target cannot embed: an IndexError traceback mid-run before helper 56
+    "eval_prompt_id_past_vocab": (lambda d: (d / "eval_prompts.json").write_text(
+        '{"probe_prompts": [[1, 2, 5000]], "gen_tokens": 2}'), "token id 5000 outside"),
+    "eval_prompt_id_negative": (lambda d: (d / "eval_prompts.json").write_text(
+        '{"probe_prompts": [[1, -2, 3]], "gen_tokens": 2}'), "token id -2 outside"),
     # values json reads but the head cannot be built from: a traceback (exit 1) before helper 56;
     # a NaN rms_norm_eps ran the probe on NaN logits (0% agreement everywhere)
     "target_hidden_size_text": (lambda d: _edit_cfg(d, target_hidden_size="256x"), "target_hidden_size"),

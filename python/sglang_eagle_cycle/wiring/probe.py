@@ -623,6 +623,9 @@ def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None
     prompts = load_prompts(target_dir, Path(prompts_file) if prompts_file else None, tokens)
     if prompts.tokens < 1:
         raise UsageError(f"--tokens {prompts.tokens}: expected at least 1")
+    bad = next((t for p in prompts.ids for t in p if not 0 <= t < vocab), None)
+    if bad is not None:   # the target's embedding would raise IndexError mid-run
+        raise UsageError(f"{prompts.source}: prompt token id {bad} outside the target's vocabulary of {vocab}")
 
     model = load_target(target_dir, device, dtype, max_memory)
     if len(decoder_layers(model)) != n:
