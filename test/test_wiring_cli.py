@@ -508,3 +508,7 @@ def test_a_checkpoint_without_fc_weight_is_an_error(tmp_path, capsys):
     _header_only(draft / "model.safetensors", {"lm_head.weight": [128256, 4096]})
     code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
     assert "no fc.weight" not in out
+    # a draft that is no EAGLE-3 head (the target given twice) has not_eagle3_architecture, nothing more
+    target, draft = _pair(tmp_path, draft=LLAMA_TARGET)
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 1 and "no fc.weight" not in out and "not_eagle3_architecture" in out

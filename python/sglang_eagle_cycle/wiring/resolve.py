@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 
 from ..errors import UsageError
-from .checks import _CAPTURE_OFF_CODES, _Inputs, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, misspelt_key_problems, normalize_algorithm, variant_problems
+from .checks import _CAPTURE_OFF_CODES, _Inputs, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, is_eagle3_head, misspelt_key_problems, normalize_algorithm, variant_problems
 from .config import ENV_ALLOW_EMBEDDING, ENV_CONVENTION, ENV_IDS, IDS_KEY, MAX_NUM_LAYERS, _all_ints, _checked_target_field, _declared, _is_int, _nested_ids, _short, find_field, find_num_layers
 from .report import CHECK_LEVELS, Problem, WiringReport, _LEVEL_ORDER, _SOURCE_WORDS, _fmt, _same_capture, stock_capture_words
 from .stock import FamilyRule, STOCK_VERSION, _A, _stock_captures, family_rule, stock_layers_to_capture, target_rule
@@ -196,7 +196,7 @@ def _resolve(inp: _Inputs) -> WiringReport:
         add("fc_width_mismatch", f"fc.weight {list(fc_shape)} is not a matrix [out_features, in_features]: "
                                  f"the draft's fc cannot load it")
     width = inp.target_hidden_size or _draft_target_hidden(draft_cfg)
-    if inp.header and fc_shape is None and n_aux is not None:
+    if inp.header and fc_shape is None and n_aux is not None and is_eagle3_head(draft_cfg):
         # the checkpoint was read (it has other draft tensors), but SGLang's draft loads its fc from
         # fc.weight / model.fc.weight only: without one, fc stays as built (uninitialised), silently
         add("fc_width_mismatch", "the draft checkpoint has no fc.weight (nor model.fc.weight): SGLang builds the "
