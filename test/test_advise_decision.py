@@ -2780,6 +2780,16 @@ def test_a_stock_log_of_idle_intervals_is_named_as_such(tmp_path):
     assert rc == 2 and "every interval left out (3 with #running-req 0)" in err
 
 
+def _warned_of_another_target(run: Path, nospec: Path, tmp_path: Path) -> None:
+    """``run`` (model_path m) beside ``nospec`` rewritten to another target: one warning naming both."""
+    other = tmp_path / "nospec-other.log"
+    other.write_text(nospec.read_text().replace("'model_path': 'm'", "'model_path': 'org/Other-70B'"))
+    rc, _, err = advise(run, other)
+    warned = [ln for ln in err.splitlines() if "target models" in ln]
+    assert rc == 0 and len(warned) == 1, err
+    assert f"model_path m in {run}" in warned[0] and f"model_path org/Other-70B in {other}" in warned[0]
+
+
 def test_stock_logs_of_two_target_models_are_named_in_a_warning(tmp_path):
     """Bench records of two models are refused; stock logs name their model only in the start-up
     line, and a no-spec log of another target had given every speedup without a word (helper 49).
@@ -2795,12 +2805,7 @@ def test_stock_logs_of_two_target_models_are_named_in_a_warning(tmp_path):
     for base in (same, old_shape):
         rc, _, err = advise(run, base)
         assert rc == 0 and "target models" not in err
-    other = tmp_path / "nospec-other.log"
-    other.write_text(same.read_text().replace("'model_path': 'm'", "'model_path': 'org/Other-70B'"))
-    rc, _, err = advise(run, other)
-    warned = [ln for ln in err.splitlines() if "target models" in ln]
-    assert rc == 0 and len(warned) == 1
-    assert f"model_path m in {run}" in warned[0] and f"model_path org/Other-70B in {other}" in warned[0]
+    _warned_of_another_target(run, same, tmp_path)
 
 
 def test_a_plugin_log_and_a_no_spec_log_of_another_target_are_named_in_a_warning(tmp_path):
@@ -2818,12 +2823,7 @@ def test_a_plugin_log_and_a_no_spec_log_of_another_target_are_named_in_a_warning
     same = _nospec_log(tmp_path / "nospec.log", 88.0)
     rc, _, err = advise(cyc, same)
     assert rc == 0 and "target models" not in err
-    other = tmp_path / "nospec-other.log"
-    other.write_text(same.read_text().replace("'model_path': 'm'", "'model_path': 'org/Other-70B'"))
-    rc, _, err = advise(cyc, other)
-    warned = [ln for ln in err.splitlines() if "target models" in ln]
-    assert rc == 0 and len(warned) == 1, err
-    assert f"model_path m in {cyc}" in warned[0] and f"model_path org/Other-70B in {other}" in warned[0]
+    _warned_of_another_target(cyc, same, tmp_path)
 
 
 def test_an_inspect_documents_close_no_spec_batch_sizes_and_unusable_rows_are_named(tmp_path):
