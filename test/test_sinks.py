@@ -608,3 +608,33 @@ def test_sink_thread_runs_at_the_configured_priority(nice, tmp_path, log):
     assert _wait_until(lambda: os.getpriority(os.PRIO_PROCESS, sink._thread.native_id) in want)
     assert sink.flush(5.0)
     sink.close()
+
+
+def test_log_every_keeps_running_sums_not_the_cycles():
+    """SGLANG_EAGLE_CYCLE_LOG_EVERY=10**9 prints no line for ages: the window must not hold every cycle
+    in the scheduler's memory meanwhile, and its line is still the mean of all of them."""
+    import tracemalloc
+
+    from sglang_eagle_cycle.cycle import Aggregator
+
+    agg = Aggregator(10 ** 9)
+    for i in range(1, 51):
+        assert agg.add(rec(i, total=18.0 + i % 7)) == []
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(51, 5051):
+            agg.add(rec(i, total=18.0 + i % 7))
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 100_000, f"{grown} bytes kept for 5,000 cycles"   # about 3.5 MB when each is kept
+    (a,) = agg.flush()
+    ids = range(1, 5051)
+    assert (a.n, a.cycle) == (5050, 5050)
+    assert a.total_ms == pytest.approx(sum(18.0 + i % 7 for i in ids) / 5050)
+    assert a.total_max_ms == 24.0
+    assert a.accept_hist == {k: 2 * sum(1 + i % 4 == k for i in ids) for k in (1, 2, 3, 4)}
+    assert a.accept_len == pytest.approx(sum(1 + i % 4 for i in ids) / 5050)
+    assert agg.flush() == []
+

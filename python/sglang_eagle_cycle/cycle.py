@@ -709,9 +709,50 @@ def _json_record(obj: Any) -> "CycleRecord | str":
 # ---------------------------------------------------------------------------------------------
 
 
-def _mean(values: list[Optional[float]]) -> Optional[float]:
-    vals = [v for v in values if v is not None]
-    return sum(vals) / len(vals) if vals else None
+#: fields an aggregate holds as means over the cycles where they were measured
+_MEAN_FIELDS = ALL_PHASES + ("accept_len", "tok_s")
+
+
+class _Fold:
+    """Running state of one aggregate: sums, counts, the summed histogram and the last record.
+
+    Holds no list of records, so a window of any size (``SGLANG_EAGLE_CYCLE_LOG_EVERY=10**9``)
+    takes the same memory as one of two cycles.
+    """
+
+    __slots__ = ("key", "last", "n", "hist", "sums", "counts", "total_max")
+
+    def __init__(self, rec: CycleRecord):
+        self.key = (rec.config, rec.device_spans, rec.adaptive)
+        self.last = rec
+        self.n = 0
+        self.hist: Counter = Counter()
+        self.sums = [0.0] * len(_MEAN_FIELDS)
+        self.counts = [0] * len(_MEAN_FIELDS)
+        self.total_max: Optional[float] = None
+
+    def add(self, rec: CycleRecord) -> None:
+        if (rec.config, rec.device_spans, rec.adaptive) != self.key:
+            raise ValueError("aggregate() got records of different configurations (or timing kinds, or adaptive "
+                             "states)")
+        self.hist.update(rec.histogram())
+        sums, counts = self.sums, self.counts
+        for i, k in enumerate(_MEAN_FIELDS):
+            v = getattr(rec, k)
+            if v is not None:
+                sums[i] += v
+                counts[i] += 1
+        if rec.total_ms is not None and (self.total_max is None or rec.total_ms > self.total_max):
+            self.total_max = rec.total_ms
+        self.last = rec
+        self.n += 1
+
+    def record(self) -> CycleRecord:
+        out = replace(self.last, accepts=None, accept_hist=dict(sorted(self.hist.items())), draft_step_ms=None,
+                      n=self.n, total_max_ms=self.total_max)
+        for k, s, c in zip(_MEAN_FIELDS, self.sums, self.counts):
+            setattr(out, k, s / c if c else None)
+        return out
 
 
 def aggregate(records: Iterable[CycleRecord]) -> CycleRecord:
@@ -725,29 +766,14 @@ def aggregate(records: Iterable[CycleRecord]) -> CycleRecord:
     Raises:
         ValueError: no records, or records of different ``(bs, steps, topk, draft_tokens)``.
     """
-    recs = list(records)
-    if not recs:
+    fold = None
+    for r in records:
+        if fold is None:
+            fold = _Fold(r)
+        fold.add(r)
+    if fold is None:
         raise ValueError("aggregate() needs at least one record")
-    if len({(r.config, r.device_spans, r.adaptive) for r in recs}) != 1:
-        raise ValueError("aggregate() got records of different configurations (or timing kinds, or adaptive states)")
-    last = recs[-1]
-    hist: Counter = Counter()
-    for r in recs:
-        hist.update(r.histogram())
-    totals = [r.total_ms for r in recs if r.total_ms is not None]
-    out = replace(
-        last,
-        accepts=None,
-        accept_hist=dict(sorted(hist.items())),
-        accept_len=_mean([r.accept_len for r in recs]),
-        tok_s=_mean([r.tok_s for r in recs]),
-        draft_step_ms=None,
-        n=len(recs),
-        total_max_ms=max(totals) if totals else None,
-    )
-    for k in ALL_PHASES:
-        setattr(out, k, _mean([getattr(r, k) for r in recs]))
-    return out
+    return fold.record()
 
 
 class Aggregator:
@@ -755,32 +781,40 @@ class Aggregator:
 
     A change of ``(bs, steps, topk, draft_tokens)`` (or of the timing kind, or of the adaptive
     state) flushes early, so an aggregate never mixes configurations. With ``every == 1`` records pass through unchanged.
+    Only running sums are kept (:class:`_Fold`), never the records, whatever ``every`` is.
     """
 
     def __init__(self, every: int):
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
         self.every = every
-        self._pending: list[CycleRecord] = []
+        self._fold: Optional[_Fold] = None
+
+    @property
+    def pending(self) -> int:
+        """Cycles added and not emitted yet."""
+        return self._fold.n if self._fold is not None else 0
 
     def add(self, rec: CycleRecord) -> list[CycleRecord]:
         """Add one record; returns the records ready to print (zero, one or two)."""
         if self.every == 1:
             return [rec]
         out = []
-        last = self._pending[-1] if self._pending else None
-        if last is not None and (last.config, last.device_spans, last.adaptive) != (rec.config, rec.device_spans,
-                                                                                    rec.adaptive):
+        fold = self._fold
+        if fold is not None and fold.key != (rec.config, rec.device_spans, rec.adaptive):
             out.extend(self.flush())
-        self._pending.append(rec)
-        if len(self._pending) >= self.every:
+            fold = None
+        if fold is None:
+            fold = self._fold = _Fold(rec)
+        fold.add(rec)
+        if fold.n >= self.every:
             out.extend(self.flush())
         return out
 
     def flush(self) -> list[CycleRecord]:
         """Emit what is pending (at a configuration change or shutdown)."""
-        if not self._pending:
+        if self._fold is None:
             return []
-        rec = aggregate(self._pending)
-        self._pending = []
+        rec = self._fold.record()
+        self._fold = None
         return [rec]
