@@ -638,3 +638,26 @@ def test_log_every_keeps_running_sums_not_the_cycles():
     assert a.accept_len == pytest.approx(sum(1 + i % 4 for i in ids) / 5050)
     assert agg.flush() == []
 
+
+def test_partial_log_every_window_printed_once_traffic_stops(caplog, log, monkeypatch):
+    """SGLang ends its schedulers with SIGKILL (close() never runs): a partial window of LOG_EVERY
+    cycles is printed once no cycle has come for AGG_IDLE_S, not held until a shutdown that never
+    prints it."""
+    from sglang_eagle_cycle import sinks
+
+    monkeypatch.setattr(sinks, "AGG_IDLE_S", 0.2, raising=False)
+    sink = CycleSink(SinkConfig(log_every=100), log=log)
+    with caplog.at_level(logging.INFO):
+        for i in range(1, 6):
+            sink.submit(Pending(rec(i, total=18.0 + i)))
+        assert sink.flush(30.0)
+        deadline = time.monotonic() + 3.0
+        while not lines(caplog) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first = [parse_line(x) for x in lines(caplog)]
+        assert [(a.n, a.cycle) for a in first] == [(5, 5)]
+        assert first[0].total_ms == pytest.approx(21.0) and first[0].total_max_ms == pytest.approx(23.0)
+        for i in range(6, 9):          # traffic resumes: a new window
+            sink.submit(Pending(rec(i)))
+        sink.close()
+    assert [(a.n, a.cycle) for a in map(parse_line, lines(caplog))] == [(5, 5), (3, 8)]

@@ -3,7 +3,8 @@
 Environment (read once, in the scheduler process, at the first profiled decode cycle):
 
 * ``SGLANG_EAGLE_CYCLE_LOG_EVERY=N`` (default 1): one log line per cycle, or one aggregated line
-  per ``N`` cycles (:class:`~sglang_eagle_cycle.cycle.Aggregator`). The line goes to the logger
+  per ``N`` cycles (:class:`~sglang_eagle_cycle.cycle.Aggregator`), a partial one once no cycle
+  has come for :data:`AGG_IDLE_S`. The line goes to the logger
   ``sglang_eagle_cycle`` at INFO, so SGLang's ``--log-level`` decides whether it is printed.
 * ``SGLANG_EAGLE_CYCLE_JSONL=path``: one JSON object per cycle whatever ``LOG_EVERY`` is, appended
   (an existing file is never truncated) in whole lines, flushed as soon as written (the sink
@@ -232,6 +233,10 @@ OVERDUE_S = 0.5
 PHASE_SAMPLES = 8
 #: Longer phases are not samples of a decode loop (an idle scheduler) and are left out (seconds).
 MAX_PHASE_S = 1.0
+#: With ``SGLANG_EAGLE_CYCLE_LOG_EVERY`` > 1, a partial window is printed once no cycle has come
+#: for this long (seconds): traffic stopped, and SGLang ends its schedulers with SIGKILL, so a
+#: window held until shutdown would never be printed.
+AGG_IDLE_S = 1.0
 
 #: Nice value of the sink thread (0: the scheduler's own priority). Measured, not assumed
 #: (``bench_hook_overhead.py --load N``: the scheduler's per-cycle wall-clock with busy processes
@@ -428,6 +433,7 @@ class CycleSink:
         #: Reads put off because a capture was open.
         self.deferred = 0
         self._start_lock = threading.Lock()
+        self._last_taken = 0.0  # time.monotonic() when the sink thread last took a cycle
         self._stopping = False
         self._closed = False
         self.written = 0
@@ -596,6 +602,7 @@ class CycleSink:
                 markers.append(item)
             else:
                 self._waiting.append((item, now))
+                self._last_taken = now
         return markers
 
     def _wake_now(self) -> None:
@@ -642,6 +649,8 @@ class CycleSink:
                     # when due and the scheduler is idle or waits for the device; regardless when overdue
                     if m is not None and (m.overdue or (m.due and (sleep is None or self.current_wait() is not None))):
                         self._push_metrics(force=True)
+                    if self._agg.pending and not self._waiting and time.monotonic() - self._last_taken >= AGG_IDLE_S:
+                        self._log_aggregate()  # traffic stopped: the partial window now, not never
                 if stopping:
                     self._finish()
             except Exception as exc:  # never let the thread die: the scheduler would queue forever
@@ -823,14 +832,18 @@ class CycleSink:
             self._fault("metrics", exc, "cycle metrics export off")
             self.metrics = None
 
+    def _log_aggregate(self) -> None:
+        """Print the pending partial window of ``LOG_EVERY`` cycles (nothing when there is none)."""
+        try:
+            for out in self._agg.flush():
+                if self.config.log_line and self._log.isEnabledFor(logging.INFO):
+                    self._info(format_line(out))
+        except Exception as exc:
+            self._fault("log-line", exc, "line skipped")
+
     def _finish(self) -> None:
         self._push_metrics(force=True)
-        if self.config.log_line and self._log.isEnabledFor(logging.INFO):
-            try:
-                for out in self._agg.flush():
-                    self._info(format_line(out))
-            except Exception as exc:
-                self._fault("log-line", exc, "line skipped")
+        self._log_aggregate()
         if self._jsonl is not None:
             self._jsonl.close()
             self._jsonl = None
