@@ -661,3 +661,19 @@ def test_partial_log_every_window_printed_once_traffic_stops(caplog, log, monkey
             sink.submit(Pending(rec(i)))
         sink.close()
     assert [(a.n, a.cycle) for a in map(parse_line, lines(caplog))] == [(5, 5), (3, 8)]
+
+
+def test_jsonl_switch_words_are_no_file_names(caplog, tmp_path, monkeypatch):
+    """SGLANG_EAGLE_CYCLE_JSONL=0 (meaning off) or =1 (meaning on) wrote a file named 0 or 1 (with TP,
+    1.tp0.pp0.dp0 ...) in the server's working directory, silently."""
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="sglang_eagle_cycle"):
+        for off in ("0", " OFF ", "false", "No"):
+            assert SinkConfig.from_env({"SGLANG_EAGLE_CYCLE_JSONL": off}, Ranks()).jsonl_path is None
+        assert not [r for r in caplog.records if "JSONL" in r.getMessage()]
+        for on in ("1", "TRUE"):
+            assert SinkConfig.from_env({"SGLANG_EAGLE_CYCLE_JSONL": on}, Ranks(tp_size=2)).jsonl_path is None
+    warned = [r.getMessage() for r in caplog.records if "SGLANG_EAGLE_CYCLE_JSONL" in r.getMessage()]
+    assert len(warned) == 2 and "'TRUE'" in warned[1] and "path" in warned[1]
+    assert SinkConfig.from_env({"SGLANG_EAGLE_CYCLE_JSONL": "./1"}, Ranks()).jsonl_path == "./1"   # a path
+    assert list(tmp_path.iterdir()) == []

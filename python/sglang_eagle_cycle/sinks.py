@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Protocol
 
 from .cycle import Aggregator, CycleRecord, format_line, to_json
-from .runtime import env_flag
+from .runtime import _FLAG_OFF, _FLAG_ON, env_flag
 
 LOGGER_NAME = "sglang_eagle_cycle"
 logger = logging.getLogger(LOGGER_NAME)
@@ -99,6 +99,21 @@ def _env_int(env: Mapping[str, str], name: str, default: int, minimum: int) -> i
         logger.warning("sglang-eagle-cycle: %s=%r is not an integer >= %d; using %d", name, raw, minimum, default)
         return default
     return value
+
+
+def _jsonl_env(env: Mapping[str, str]) -> Optional[str]:
+    """``SGLANG_EAGLE_CYCLE_JSONL`` as a path, or None. A switch word is no file name an operator
+    means: ``0/false/no/off`` (any case) is off, ``1/true/yes/on`` too, with one WARNING asking for
+    a path (rather than a file named ``1`` in the server's working directory)."""
+    raw = (env.get("SGLANG_EAGLE_CYCLE_JSONL") or "").strip()
+    word = raw.lower()
+    if word in _FLAG_OFF:
+        return None
+    if word in _FLAG_ON:
+        logger.warning("sglang-eagle-cycle: SGLANG_EAGLE_CYCLE_JSONL=%r is a switch, not a file; no JSONL is "
+                       "written (give a path, e.g. /tmp/eagle-cycle.jsonl)", raw)
+        return None
+    return os.path.expanduser(raw) or None
 
 
 def jsonl_path_for(path: str, ranks: Any) -> str:
@@ -168,7 +183,7 @@ class SinkConfig:
             labels = export_wanted(env)
             if labels is not None:
                 metrics_labels, max_steps = tuple(labels.items()), configured_max_steps()
-        path = os.path.expanduser((env.get("SGLANG_EAGLE_CYCLE_JSONL") or "").strip()) or None
+        path = _jsonl_env(env)
         # with DP, DP attention (or PP) one stats-logging rank per replica prints: their lines are told apart
         several_print = all_ranks or ranks.dp_size > 1 or ranks.pp_size > 1 or getattr(ranks, "attn_dp_size", 1) > 1
         return cls(
