@@ -408,6 +408,42 @@ def test_adaptive_config_loaded_by_sglang(capsys, tmp_path, seed_inspect, shared
     assert hit == set(keys)  # every bucket written is one some batch size lands in
 
 
+def test_adaptive_config_json_says_what_sglang_runs_where_batch_sizes_share_a_bucket(capsys, tmp_path):
+    """bs 3 and 4 pad to the graph size 4, one bucket pinning bs 4's depth: the JSON's
+    ``adaptive_steps`` for bs 3 is that depth (it said bs 3's own, which SGLang never runs there),
+    and the merge note the text output prints is in the JSON too."""
+    asp = pytest.importorskip("sglang.srt.speculative.adaptive_spec_params")
+    import random
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import advise_worlds as aw
+
+    rng = random.Random(1)
+    p = (0.85, 0.8, 0.78, 0.75, 0.72, 0.7, 0.68, 0.66, 0.64, 0.62, 0.6, 0.58)
+    inputs, base = [], []
+    for bs in (1, 4, 16):
+        w = aw.World(kind="dense", bs=bs, p=p, decode_ms=1.0, fixed_ms=8.0, slope_ms=0.15, draft_step_ms=0.6,
+                     noise=0.02)
+        w.decode_ms = w.shape(bs)
+        for steps in (1, 2, 4, 6):
+            path = tmp_path / f"bs{bs}_s{steps}.log"
+            path.write_text("\n".join(w.log_lines(steps, 300, rng)) + "\n")
+            inputs.append(path)
+        base.append(f"{bs}:{w.true_tok_s(0):.2f}")
+    graphs = [1, 2, 4, 8, 16, 32]
+    out = tmp_path / "adaptive.json"
+    doc = advise_json(capsys, *inputs, "--baseline-tok-s", *base, "--batch-sizes", 1, 3, 4, 16,
+                      "--cuda-graph-bs", *graphs, "--adaptive-config", out)
+    per_bs = {b["bs"]: b for b in doc["per_batch_size"]}
+    assert per_bs[3]["recommended"]["steps"] != per_bs[4]["recommended"]["steps"]   # the case at hand
+    params = asp.AdaptiveSpeculativeParams(doc["adaptive_config"]["speculative_num_steps"], str(out))
+    params.set_cuda_graph_bs(graphs)
+    for bs, entry in per_bs.items():
+        assert params.get_steps_for_batch(bs) == entry["adaptive_steps"], bs
+    assert per_bs[3]["adaptive_steps"] == per_bs[4]["recommended"]["steps"]
+    assert any(n.startswith("bs 3, 4 pad to 4") for n in doc["adaptive_config"]["notes"])
+
+
 def test_adaptive_config_never_overwrites(capsys, tmp_path, seed_inspect):
     out = tmp_path / "mine.json"
     out.write_text('{"1": {"candidate_steps": [3]}}')

@@ -950,9 +950,10 @@ def shape_from_config(cfg: Mapping) -> tuple[cm.WidthShape, str]:
 class BatchAdvice:
     """Candidates and the recommendation at one batch size.
 
-    ``adaptive_steps`` is what an adaptive-config bucket pins: the recommended depth, or the
-    fastest depth ``> 0`` when the recommendation is to turn speculation off (SGLang's steps 0 still
-    runs draft-extend).
+    ``adaptive_steps`` is what an adaptive-config bucket of this batch size alone pins: the
+    recommended depth, or the fastest depth ``> 0`` when the recommendation is to turn speculation
+    off (SGLang's steps 0 still runs draft-extend). Batch sizes that pad to one bucket share the
+    depth of the largest of them (:func:`adaptive_config`; the JSON output reports that one).
     """
 
     bs: int
@@ -2082,6 +2083,9 @@ class AdaptivePlan:
     buckets: dict  # bucket key -> pinned steps (adaptive_config) or candidate list (adaptive_candidates)
     off_buckets: list[int]
     merged: list[str]
+    #: adaptive_config: each advised batch size -> the depth its bucket pins (that of the bucket's
+    #: largest batch size where several share one)
+    steps_by_bs: dict = field(default_factory=dict)
 
 
 def _bucket_keys(advice: Advice, graph_bs: Optional[Sequence[int]]) -> tuple[list[int], list, int]:
@@ -2187,4 +2191,5 @@ def adaptive_config(advice: Advice, graph_bs: Optional[Sequence[int]] = None) ->
         "speculation_off_buckets": sorted(off),
         "cuda_graph_bs_assumed": graph,
     }
-    return AdaptivePlan(cfg, buckets[primary_key], dict(sorted(buckets.items())), sorted(off), merged)
+    return AdaptivePlan(cfg, buckets[primary_key], dict(sorted(buckets.items())), sorted(off), merged,
+                        {b.bs: buckets[key] for key, b in keyed})

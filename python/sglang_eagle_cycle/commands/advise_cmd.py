@@ -1149,11 +1149,15 @@ def main(args: argparse.Namespace) -> int:
         if plan is not None:
             out["adaptive_config"] = {"path": str(plan_path), "speculative_num_steps": plan.launch_steps,
                                       "buckets": {str(k): v for k, v in plan.buckets.items()},
-                                      "speculation_off_buckets": plan.off_buckets}
+                                      "speculation_off_buckets": plan.off_buckets, "notes": plan.merged}
+            # where batch sizes share a bucket, the depth it pins (the text output's note) is what runs
+            for entry in out["per_batch_size"]:
+                entry["adaptive_steps"] = plan.steps_by_bs.get(entry["bs"], entry["adaptive_steps"])
         if cand_plan is not None:
             out["adaptive_candidates"] = {"path": str(cand_path), "speculative_num_steps": cand_plan.launch_steps,
                                           "buckets": {str(k): v for k, v in cand_plan.buckets.items()},
-                                          "speculation_off_buckets": cand_plan.off_buckets}
+                                          "speculation_off_buckets": cand_plan.off_buckets,
+                                          "notes": cand_plan.merged}
         print(json.dumps(out, indent=1))
     else:
         from ..termout import PipeConsole
