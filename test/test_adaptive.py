@@ -85,6 +85,9 @@ def test_protocol_methods_match_sglangs_policy(tmp_path):
     ({"1": {"candidate_steps": [1, -2]}}, "non-negative"),
     ({"1": {"candidate_steps": [1, True]}}, "non-negative"),
     ({"1": {"candidate_steps": [1, 2], "nospec_tok_s": -5}}, "nospec_tok_s"),
+    # Infinity (json.loads reads it) had passed, and every bucket then logged "speculation off" (helper 58)
+    ({"1": {"candidate_steps": [1, 2], "nospec_tok_s": float("inf")}}, "nospec_tok_s"),
+    ({"1": {"candidate_steps": [1, 2], "nospec_tok_s": True}}, "nospec_tok_s"),
 ])
 def test_bad_config_is_a_value_error(tmp_path, entries, words):
     with pytest.raises(ValueError, match=words):

@@ -724,7 +724,8 @@ def _load_config(cfg_path: Optional[str]) -> dict[int, dict]:
             raise ValueError(f"adaptive config: bs {key}: candidate_steps must be a list of non-negative "
                              f"integers, got {steps!r}")
         nospec = entry.get("nospec_tok_s")
-        if nospec is not None and not (isinstance(nospec, (int, float)) and nospec > 0):
+        if nospec is not None and not (isinstance(nospec, (int, float)) and not isinstance(nospec, bool)
+                                       and math.isfinite(nospec) and nospec > 0):
             raise ValueError(f"adaptive config: bs {key}: nospec_tok_s must be a positive number, got {nospec!r}")
         out[int(key)] = entry
     if not out:

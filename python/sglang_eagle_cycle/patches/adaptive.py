@@ -101,8 +101,12 @@ def install_policy(worker: Any) -> Optional[Any]:
 
         tp = get_tp_group()
         sync = BroadcastSync(tp.cpu_group, tp.ranks[0], tp.rank)
-    policy = CostAwarePolicy(int(worker.speculative_num_steps), getattr(get_spec(), "speculative_adaptive_config", None),
-                             sync=sync)
+    try:
+        policy = CostAwarePolicy(int(worker.speculative_num_steps),
+                                 getattr(get_spec(), "speculative_adaptive_config", None), sync=sync)
+    except ValueError as exc:   # the user's config file, not a fault of ours: said as such
+        _warn_once("config", "sglang-eagle-cycle: %s=cost keeps SGLang's adaptive policy: %s", ENV, exc)
+        return None
     if policy.candidate_steps != list(ctl.params.candidate_steps):
         raise ValueError(f"candidate steps {policy.candidate_steps} differ from SGLang's "
                          f"{list(ctl.params.candidate_steps)}")
