@@ -582,6 +582,27 @@ def test_sharded_checkpoint_reads_only_the_needed_shards(tmp_path):
         read_draft_shapes(tmp_path)
 
 
+def test_header_read_from_the_files_sglang_loads(tmp_path):
+    """SGLang 0.5.23 loads every *.safetensors of a draft without an index, and every tensor of each
+    shard an index lists; reading model.safetensors alone, or only the weight_map's names, missed an fc
+    SGLang loads and the wiring check stopped the launch (no fc.weight)."""
+    beside = tmp_path / "beside"
+    beside.mkdir()
+    write_header_only(beside / "model.safetensors", {"lm_head.weight": [32000, 4096], "d2t": [32000]})
+    write_header_only(beside / "fc.safetensors", {"fc.weight": [4096, 12288]})
+    assert read_draft_shapes(beside) == {"fc.weight": [4096, 12288], "lm_head.weight": [32000, 4096], "d2t": [32000]}
+    (beside / "fc.safetensors").rename(beside / "consolidated.safetensors")  # Mistral's pair: SGLang skips it
+    assert "fc.weight" not in read_draft_shapes(beside)
+    indexed = tmp_path / "indexed"
+    indexed.mkdir()
+    write_header_only(indexed / "model.safetensors", {"lm_head.weight": [1, 1]})  # not listed: SGLang skips it
+    write_header_only(indexed / "a.safetensors", {"lm_head.weight": [32000, 4096]})
+    write_header_only(indexed / "b.safetensors", {"model.fc.weight": [4096, 12288], "norm.weight": [4096]})
+    (indexed / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "lm_head.weight": "a.safetensors", "norm.weight": "b.safetensors"}}))  # fc left out of the map
+    assert read_draft_shapes(indexed) == {"fc.weight": [4096, 12288], "lm_head.weight": [32000, 4096]}
+
+
 @pytest.mark.parametrize("raw", [
     b"\x01\x02",  # shorter than the length prefix
     struct.pack("<Q", 10_000) + b"{}",  # declares more than the file holds

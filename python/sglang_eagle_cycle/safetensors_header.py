@@ -131,6 +131,14 @@ def _from_index(index_path: Path) -> dict[str, list[int]]:
             if name not in header:
                 raise UsageError(f"{shard_path}: index says it holds {name}, its header does not list it")
             shapes[name] = header[name]["shape"]
+    if "fc.weight" not in _pick(shapes):
+        # SGLang loads every tensor of each shard the index lists, not only the names its weight_map
+        # spells out: an fc an incomplete weight_map leaves out still loads, so look for it there
+        for shard in sorted(set(map(str, weight_map.values())) - set(shards)):
+            shard_path = index_path.parent / shard
+            if shard_path.is_file():
+                header = read_header(shard_path)
+                shapes.update({n: header[n]["shape"] for n in DRAFT_TENSORS["fc.weight"] if n in header})
     return _pick(shapes)
 
 
@@ -139,9 +147,11 @@ def read_draft_shapes(location: str | Path) -> dict[str, list[int]]:
     ``fc_norm.0.weight``) in a draft checkpoint.
 
     ``location`` is the draft's model directory (a ``config.json`` path means its
-    folder, a ``.safetensors`` path means that file).  Looks for
-    ``model.safetensors``, then ``model.safetensors.index.json`` (reading only
-    the shards that hold the wanted tensors), then every ``*.safetensors`` file.
+    folder, a ``.safetensors`` path means that file).  Reads the files SGLang
+    loads: with ``model.safetensors.index.json``, the shards that hold the wanted
+    tensors (every listed shard when its weight_map names no fc); without one,
+    every ``*.safetensors`` file (``model.safetensors`` alone beside a Mistral
+    ``consolidated.safetensors``).
 
     Returns:
         canonical name -> shape (a list of ints); only the tensors found, ``{}``
@@ -156,16 +166,17 @@ def read_draft_shapes(location: str | Path) -> dict[str, list[int]]:
     folder = path if path.is_dir() else path.parent
     if not folder.is_dir():
         return {}
-    single = folder / SINGLE_FILE
-    if single.is_file():
-        return _pick({k: v["shape"] for k, v in read_header(single).items()})
     index = folder / INDEX_FILE
     if index.exists() and not index.is_file():   # a FIFO would block the read
         raise UsageError(f"{index}: not a regular file")
-    if index.is_file():
+    if index.is_file():   # SGLang loads the files its index lists (a model.safetensors beside them only if listed)
         return _from_index(index)
+    files = sorted(folder.glob("*.safetensors"))
+    if [f.name for f in files] == ["consolidated.safetensors", SINGLE_FILE]:
+        files = files[1:]   # SGLang skips a Mistral consolidated file beside model.safetensors
+    # without an index SGLang loads every *.safetensors, model.safetensors and whatever lies beside it
     shapes: dict[str, list[int]] = {}
-    for file in sorted(folder.glob("*.safetensors")):
+    for file in files:
         shapes.update({k: v["shape"] for k, v in read_header(file).items()})
     return _pick(shapes)
 
