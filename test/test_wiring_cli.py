@@ -512,3 +512,14 @@ def test_a_checkpoint_without_fc_weight_is_an_error(tmp_path, capsys):
     target, draft = _pair(tmp_path, draft=LLAMA_TARGET)
     code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
     assert code == 1 and "no fc.weight" not in out and "not_eagle3_architecture" in out
+
+
+def test_no_fc_weight_is_fine_where_sglang_skips_fc(tmp_path, capsys):
+    """SGLang 0.5.23 applies the draft's fc only when the captured states differ in width from its
+    embeddings: one aux state as wide as the draft's hidden size never goes through fc, so a checkpoint
+    without fc.weight serves as trained. The missing-fc.weight error stopped that launch."""
+    one = dict(LLAMA_DRAFT, eagle_config={"eagle_aux_hidden_state_layer_ids": [15]})
+    target, draft = _pair(tmp_path, draft=one)
+    _header_only(draft / "model.safetensors", {"lm_head.weight": [128256, 4096], "d2t": [128256]})
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 0 and "no fc.weight" not in out

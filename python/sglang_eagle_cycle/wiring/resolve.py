@@ -196,9 +196,12 @@ def _resolve(inp: _Inputs) -> WiringReport:
         add("fc_width_mismatch", f"fc.weight {list(fc_shape)} is not a matrix [out_features, in_features]: "
                                  f"the draft's fc cannot load it")
     width = inp.target_hidden_size or _draft_target_hidden(draft_cfg)
-    if inp.header and fc_shape is None and n_aux is not None and is_eagle3_head(draft_cfg):
+    fc_applied = not (width and n_aux is not None and draft_cfg is not None
+                      and n_aux * width == draft_cfg.get("hidden_size"))
+    if inp.header and fc_shape is None and n_aux is not None and is_eagle3_head(draft_cfg) and fc_applied:
         # the checkpoint was read (it has other draft tensors), but SGLang's draft loads its fc from
-        # fc.weight / model.fc.weight only: without one, fc stays as built (uninitialised), silently
+        # fc.weight / model.fc.weight only: without one, fc stays as built (uninitialised), silently.
+        # (SGLang skips fc when the captured states are already as wide as the draft's embeddings)
         add("fc_width_mismatch", "the draft checkpoint has no fc.weight (nor model.fc.weight): SGLang builds the "
                                  "draft's fc and leaves it unloaded (uninitialised), so the draft cannot use "
                                  "its aux states")
