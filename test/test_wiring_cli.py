@@ -523,3 +523,27 @@ def test_no_fc_weight_is_fine_where_sglang_skips_fc(tmp_path, capsys):
     _header_only(draft / "model.safetensors", {"lm_head.weight": [128256, 4096], "d2t": [128256]})
     code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
     assert code == 0 and "no fc.weight" not in out
+
+
+def test_an_fc_stored_quantised_is_not_called_missing(tmp_path, capsys):
+    """A draft whose fc is stored quantised (fc.qweight with its scales; SGLang's Kimi-K2.5 head has a
+    quantisable fc) may load: the missing-fc.weight error, which stops a launch, is not raised on it
+    (helper 59), in one file or named by an index; a checkpoint with no fc at all still is."""
+    target, draft = _pair(tmp_path)
+    quant = {"fc.qweight": [4096, 1536], "fc.scales": [96, 4096], "lm_head.weight": [128256, 4096],
+             "d2t": [128256]}
+    _header_only(draft / "model.safetensors", quant)
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 0 and "no fc.weight" not in out
+    (draft / "model.safetensors").unlink()
+    _header_only(draft / "a.safetensors", {"lm_head.weight": [128256, 4096], "d2t": [128256]})
+    _header_only(draft / "b.safetensors", {"model.fc.weight_packed": [4096, 1536]})
+    (draft / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "lm_head.weight": "a.safetensors", "d2t": "a.safetensors", "model.fc.weight_packed": "b.safetensors"}}))
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 0 and "no fc.weight" not in out
+    (draft / "b.safetensors").unlink()
+    (draft / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "lm_head.weight": "a.safetensors", "d2t": "a.safetensors"}}))
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 1 and "no fc.weight" in out

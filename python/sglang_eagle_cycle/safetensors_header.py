@@ -27,6 +27,7 @@ Usage::
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -92,6 +93,12 @@ def _is_shape(value) -> bool:
     return isinstance(value, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value)
 
 
+#: an fc stored quantised (no plain fc.weight): a quantisable fc (SGLang's Kimi-K2.5 EAGLE-3 head)
+#: loads from these, so the missing-fc.weight check cannot tell; :func:`_pick` reports it as
+#: ``"fc.quantized"`` (shape ``[]``)
+FC_QUANTIZED = re.compile(r"(?:model\.)?fc\.(?:qweight|qzeros|scales|g_idx|weight_packed|weight_scale(?:_inv)?)")
+
+
 def _pick(shapes_by_name: dict[str, list[int]]) -> dict[str, list[int]]:
     found = {}
     for canonical, spellings in DRAFT_TENSORS.items():
@@ -99,6 +106,8 @@ def _pick(shapes_by_name: dict[str, list[int]]) -> dict[str, list[int]]:
             if name in shapes_by_name:
                 found[canonical] = list(shapes_by_name[name])
                 break
+    if "fc.weight" not in found and any(FC_QUANTIZED.fullmatch(n) for n in shapes_by_name):
+        found["fc.quantized"] = []
     return found
 
 
@@ -131,6 +140,9 @@ def _from_index(index_path: Path) -> dict[str, list[int]]:
             if name not in header:
                 raise UsageError(f"{shard_path}: index says it holds {name}, its header does not list it")
             shapes[name] = header[name]["shape"]
+    for name in weight_map:   # an fc stored quantised, named by the index
+        if FC_QUANTIZED.fullmatch(str(name)):
+            shapes[str(name)] = []
     if "fc.weight" not in _pick(shapes):
         # SGLang loads every tensor of each shard the index lists, not only the names its weight_map
         # spells out: an fc an incomplete weight_map leaves out still loads, so look for it there
@@ -138,7 +150,8 @@ def _from_index(index_path: Path) -> dict[str, list[int]]:
             shard_path = index_path.parent / shard
             if shard_path.is_file():
                 header = read_header(shard_path)
-                shapes.update({n: header[n]["shape"] for n in DRAFT_TENSORS["fc.weight"] if n in header})
+                shapes.update({n: header[n]["shape"] for n in header
+                               if n in DRAFT_TENSORS["fc.weight"] or FC_QUANTIZED.fullmatch(n)})
     return _pick(shapes)
 
 

@@ -198,7 +198,10 @@ def _resolve(inp: _Inputs) -> WiringReport:
     width = inp.target_hidden_size or _draft_target_hidden(draft_cfg)
     fc_applied = not (width and n_aux is not None and draft_cfg is not None
                       and n_aux * width == draft_cfg.get("hidden_size"))
-    if inp.header and fc_shape is None and n_aux is not None and is_eagle3_head(draft_cfg) and fc_applied:
+    # an fc stored quantised ("fc.quantized": fc.qweight, fc.weight_scale, ...) may load in a head whose fc
+    # is quantisable (the Kimi-K2.5 one): not checked, so that it never stops a launch that would work
+    if inp.header and fc_shape is None and "fc.quantized" not in inp.header and n_aux is not None \
+            and is_eagle3_head(draft_cfg) and fc_applied:
         # the checkpoint was read (it has other draft tensors), but SGLang's draft loads its fc from
         # fc.weight / model.fc.weight only: without one, fc stays as built (uninitialised), silently.
         # (SGLang skips fc when the captured states are already as wide as the draft's embeddings)
