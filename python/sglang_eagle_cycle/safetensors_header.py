@@ -143,7 +143,7 @@ def _from_index(index_path: Path) -> dict[str, list[int]]:
     for name in weight_map:   # an fc stored quantised, named by the index
         if FC_QUANTIZED.fullmatch(str(name)):
             shapes[str(name)] = []
-    if "fc.weight" not in _pick(shapes):
+    if not {"fc.weight", "fc.quantized"} & _pick(shapes).keys():
         # SGLang loads every tensor of each shard the index lists, not only the names its weight_map
         # spells out: an fc an incomplete weight_map leaves out still loads, so look for it there
         for shard in sorted(set(map(str, weight_map.values())) - set(shards)):

@@ -63,11 +63,10 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..errors import UsageError
     from ..runtime import unknown_env
     from ..safetensors_header import read_draft_shapes
     from ..wiring import check_pair, load_config, locate_config, render_report
-    from ..wiring.checks import is_eagle3_head
+    from ..wiring.checks import refuse_swapped
 
     target_path = locate_config(args.target, args.target_revision)
     draft_path = locate_config(args.draft, args.draft_revision)
@@ -80,11 +79,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"eagle-cycle wiring: warning: {msg}", file=sys.stderr)
     target_cfg = load_config(target_path)
     draft_cfg = load_config(draft_path)
-    if is_eagle3_head(target_cfg):   # no target is an EAGLE-3 head: the two were given the other way round
-        swapped = "" if is_eagle3_head(draft_cfg) else f", and DRAFT {args.draft} is not one: swap the two"
-        arch = ", ".join(map(str, target_cfg["architectures"]))
-        raise UsageError(f"TARGET {args.target} is an EAGLE-3 draft head ({arch}){swapped} "
-                         f"(usage: eagle-cycle wiring TARGET DRAFT)")
+    refuse_swapped(args.target, args.draft, target_cfg, draft_cfg, "wiring")
     header = read_draft_shapes(draft_path.parent) or None
     # callers that build their own Namespace (examples/demo.py) may leave the newer options out
     report = check_pair(target_cfg, draft_cfg, header=header, env=os.environ,

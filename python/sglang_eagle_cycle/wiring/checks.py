@@ -135,6 +135,21 @@ def is_eagle3_head(draft_cfg: Mapping | None) -> bool:
     return isinstance(archs, list) and any(isinstance(a, str) and "eagle3" in a.lower() for a in archs)
 
 
+def refuse_swapped(target_arg: str, draft_arg: str, target_cfg: Mapping, draft_cfg: Mapping, command: str) -> None:
+    """No target is an EAGLE-3 head: TARGET and DRAFT given the other way round (or the draft twice).
+
+    Raises:
+        UsageError: one line naming the head given as TARGET, and saying "swap the two" when DRAFT
+            is no head (``command``: ``wiring`` or ``probe``, for the usage line).
+    """
+    if not is_eagle3_head(target_cfg):
+        return
+    swapped = "" if is_eagle3_head(draft_cfg) else f", and DRAFT {draft_arg} is not one: swap the two"
+    arch = ", ".join(map(str, target_cfg["architectures"]))
+    raise UsageError(f"TARGET {target_arg} is an EAGLE-3 draft head ({arch}){swapped} "
+                     f"(usage: eagle-cycle {command} TARGET DRAFT)")
+
+
 def _eagle3_arch(draft_cfg: Mapping) -> str:
     archs = draft_cfg.get("architectures") or []
     return next((a for a in archs if isinstance(a, str) and "eagle3" in a.lower()), "?")

@@ -583,17 +583,14 @@ def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None
 
     from ..costmodel import wilson_interval
     from ..safetensors_header import read_draft_shapes
-    from . import check_pair, find_hidden_size, find_num_layers, find_vocab_size, is_eagle3_head, load_config
+    from . import check_pair, find_hidden_size, find_num_layers, find_vocab_size, load_config
+    from .checks import refuse_swapped
 
     t0 = time.perf_counter()
     env = dict(os.environ if env is None else env)
     (target_dir, target_json), (draft_dir, draft_json) = _model_folder(target, "target"), _model_folder(draft, "draft")
     target_cfg, draft_cfg = load_config(target_json), load_config(draft_json)
-    if is_eagle3_head(target_cfg):   # as eagle-cycle wiring says it: no target is an EAGLE-3 head
-        swapped = "" if is_eagle3_head(draft_cfg) else f", and DRAFT {draft} is not one: swap the two"
-        arch = ", ".join(map(str, target_cfg["architectures"]))
-        raise UsageError(f"TARGET {target} is an EAGLE-3 draft head ({arch}){swapped} "
-                         f"(usage: eagle-cycle probe TARGET DRAFT)")
+    refuse_swapped(str(target), str(draft), target_cfg, draft_cfg, "probe")
     if device not in ("cpu", "cuda"):
         raise UsageError(f"--device {device!r}: expected cpu or cuda")
     if device == "cuda" and not torch.cuda.is_available():
