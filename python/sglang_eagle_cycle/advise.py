@@ -489,8 +489,9 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, 
                      "inspect LOG --show-rejected 20 names them and why): each run is what its other lines measured")
     base: dict[int, float] = {}
     db = doc.get("decode_batch")
-    rows = _plain_rows(db, source) if not runs and not from_log and isinstance(db, Mapping) \
-        and db.get("accept_len_mean") is None else None
+    stock_only = not runs and not from_log and isinstance(db, Mapping)   # a document of stock lines alone
+    no_spec = stock_only and db.get("accept_len_mean") is None
+    rows = _plain_rows(db, source) if no_spec else None
     if rows:
         # per batch size, as the log itself gives it (idle intervals and a ramp's left out): the
         # pooled gen_tok_s_mean mixes the ramp's batch sizes and the idle intervals in, and was put
@@ -511,8 +512,7 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, 
     elif rows == {} and isinstance(db.get("intervals"), int) and db["intervals"] > 0:
         notes.append(f"{source}: no speculation in its Decode batch lines, but no batch size with a usable "
                      "throughput (every interval idle, or none kept): no baseline from it")
-    elif rows is None and not runs and not from_log and isinstance(db, Mapping) and db.get("accept_len_mean") is None \
-            and _finite(db.get("gen_tok_s_mean")) and db["gen_tok_s_mean"] > 0:
+    elif no_spec and rows is None and _finite(db.get("gen_tok_s_mean")) and db["gen_tok_s_mean"] > 0:
         base[0] = float(db["gen_tok_s_mean"])   # a document without by_bs: no batch size known
         notes.append(f"{source}: no speculation in its Decode batch lines: baseline {base[0]:.1f} tok/s")
     elif runs and not from_log and isinstance(db, Mapping) and isinstance(db.get("by_bs"), list) \
@@ -522,7 +522,7 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, 
         notes.append(f"{source}: Decode batch lines without speculation beside its cycle groups: not taken as a "
                      "baseline, since an inspect document does not say which server start they came from (give "
                      "the log itself, or --baseline-tok-s)")
-    elif not runs and not from_log and isinstance(db, Mapping) and db.get("accept_len_mean") is not None:
+    elif stock_only and db.get("accept_len_mean") is not None:
         notes.append(f"{source}: stock Decode batch lines with accept lengths, but an inspect document does not "
                      "carry the depth they ran at (the log's server_args= line): give the log itself: not used")
     return runs, base, notes
