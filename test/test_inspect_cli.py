@@ -866,3 +866,43 @@ def test_stock_by_bs_caption_says_no_spec_rates_pool_as_tokens_over_seconds(tmp_
     assert f"{harmonic:.1f}" in out
     assert "no-spec ones their mean" not in out
     assert "no-spec ones likewise" in out
+
+
+# --- helper 61: outputs under hostile file names -------------------------------------------------
+
+
+def test_plot_draws_file_names_with_dollar_signs_as_written(capsys, tmp_path, runs):
+    # matplotlib reads the text between two "$" as math: "cost$x^$.log" ended --plot in a traceback
+    # (a mathtext parse error), and a name that did parse was drawn as a formula
+    from sglang_eagle_cycle.plots import render
+
+    text = "\n".join(log_lines(runs[2].records)) + "\n"
+    logs = [tmp_path / "cost$x^$.log", tmp_path / "b_$\\frac{$.log"]
+    for p in logs:
+        p.write_text(text)
+    png = tmp_path / "cmp.png"
+    rc, _, err = run_cli(capsys, *logs, "--plot", png)
+    assert rc == 0 and "Traceback" not in err, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    fig = render(inspect_paths(logs))
+    fig.canvas.draw()
+    shown = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert [s.splitlines()[0] for s in shown] == ["cost\\$x^\\$.log", "b_\\$\\frac{\\$.log"]
+
+
+def test_a_file_name_that_is_no_utf8_is_written_as_escapes(capsys, tmp_path, runs):
+    # such a name (bytes a shell or an old tool left) ended --csv FILE and --plot in a traceback
+    # (UnicodeEncodeError; the font renderer's TypeError)
+    text = "\n".join(log_lines(runs[2].records)) + "\n"
+    bad = tmp_path / os.fsdecode(b"bad\xffname.log")
+    bad.write_text(text)
+    other = tmp_path / "other.log"
+    other.write_text(text)
+    out_csv, png = tmp_path / "g.csv", tmp_path / "g.png"
+    rc, _, err = run_cli(capsys, bad, other, "--csv", out_csv, "--plot", png)
+    assert rc == 0 and "Traceback" not in err, err
+    rows = list(csv.DictReader(out_csv.open(encoding="utf-8")))
+    assert rows[0]["file"].endswith("bad\\xffname.log") and rows[1]["file"].endswith("other.log")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rc, out, err = run_cli(capsys, bad)   # the table, on a terminal whose encoding is strict UTF-8
+    assert rc == 0 and "bad\\xffname.log" in out, err

@@ -84,6 +84,22 @@ def label_of(path: PathLike) -> str:
     return STDIN_LABEL if text == "-" else text
 
 
+def text_label(label: str) -> str:
+    """``label`` as text every writer takes: the bytes of a file name that are no UTF-8 (which Python
+    holds as lone surrogates, ``bad\\udcffname.log``) written as ``\\xff`` escapes, so that a UTF-8
+    file, a strict terminal or a font renderer does not fail on them."""
+    try:
+        label.encode("utf-8")
+        return label
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = label.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:   # a surrogate no file name decodes to
+        return label.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
+
+
 def is_device(path: PathLike) -> bool:
     """Whether ``path`` (links followed) is a character or block device (``/dev/zero``, a disk):
     a stream that may never end, or not a log at all. Pipes and FIFOs are not devices."""

@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
+from .logfiles import text_label
+
 #: Groups drawn at most (those with the most cycles); the title says when some are left out.
 MAX_GROUPS = 12
 
@@ -41,10 +43,15 @@ def _minus(a: Optional[float], b: Optional[float]) -> Optional[float]:
 
 
 def group_label(group: dict[str, Any], with_file: bool) -> str:
-    """Short x-axis label of a group: its config, and the file name when several files are shown."""
+    """Short x-axis label of a group: its config, and the file name when several files are shown.
+
+    The file name is drawn as written: a ``$`` is escaped (matplotlib reads text between two as
+    math, and one such name, ``cost$x^$.log``, ended the plot in a parse error), and bytes that
+    are no UTF-8 are shown as ``\\xff`` escapes (the font renderer refused them)."""
     text = f"bs={group['bs']} steps={group['steps']}\ntopk={group['topk']}\ndraft_tokens={group['draft_tokens']}"
     if with_file:
-        text = os.path.basename(str(group.get("file") or "")) + "\n" + text
+        name = text_label(os.path.basename(str(group.get("file") or "")))
+        text = name.replace("$", r"\$") + "\n" + text
     return text
 
 

@@ -13,6 +13,7 @@ import os
 from typing import Any, Optional, TextIO
 
 from .cycle import ALL_PHASES, PHASES
+from .logfiles import text_label
 from .report import PERCENTILES
 
 _PHASE_NAMES = {"draft_prep_ms": "draft prep", "draft_ms": "draft", "verify_ms": "verify",
@@ -43,7 +44,7 @@ def render_table(doc: dict[str, Any], console=None) -> None:
     con = console or PipeConsole(highlight=False)
     for g in doc["groups"]:
         # the configuration first: a long file name then wraps after it, never through it
-        title = (f"{_config(g)}  {escape(str(g.get('file', '')))}\n{g['cycles']} cycles, accept length "
+        title = (f"{_config(g)}  {escape(text_label(str(g.get('file', ''))))}\n{g['cycles']} cycles, accept length "
                  f"{_f(g.get('accept_len_mean'))}, {_f(g.get('tok_s'), '.1f')} tok/s")
         if g.get("ranks"):
             title += f", ranks {escape(', '.join(g['ranks']))}"
@@ -93,7 +94,7 @@ def render_table(doc: dict[str, Any], console=None) -> None:
         if len(rows) > 1:
             rows.append(("all", db))
         for name, s in rows:
-            table.add_row(escape(name), str(s["decode_lines_seen"]), str(s["intervals"]), str(s["intervals_with_accept"]),
+            table.add_row(escape(text_label(name)), str(s["decode_lines_seen"]), str(s["intervals"]), str(s["intervals_with_accept"]),
                           _f(s["accept_len_mean"]), _f(s["accept_rate_mean"]), _f(s["gen_tok_s_mean"], ".1f"))
         con.print(table)
         by_bs = db.get("by_bs") or []
@@ -119,7 +120,7 @@ def render_table(doc: dict[str, Any], console=None) -> None:
     if findings:
         con.print("findings:")
         for f in findings:
-            con.print(f"  [bold]{f['code']}[/bold]: {escape(f['message'])}")
+            con.print(f"  [bold]{f['code']}[/bold]: {escape(text_label(f['message']))}")
     else:
         con.print("findings: none")
 
@@ -132,7 +133,8 @@ def csv_rows(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     header += ["accept_len_mean", "tok_s", "accept_hist", "per_position_p", "device_spans"]
     rows = []
     for g in doc["groups"]:
-        row = [g.get("file"), g["bs"], g["steps"], g["topk"], g["draft_tokens"], g["cycles"]]
+        # a file name's bytes that are no UTF-8 as escapes: the UTF-8 file could not hold them
+        row = [text_label(str(g.get("file") or "")), g["bs"], g["steps"], g["topk"], g["draft_tokens"], g["cycles"]]
         for p in ALL_PHASES:
             ph = (g.get("phases") or {}).get(p) or {}
             row += [ph.get(s) for s in stats]
