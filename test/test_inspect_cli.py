@@ -906,3 +906,18 @@ def test_a_file_name_that_is_no_utf8_is_written_as_escapes(capsys, tmp_path, run
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rc, out, err = run_cli(capsys, bad)   # the table, on a terminal whose encoding is strict UTF-8
     assert rc == 0 and "bad\\xffname.log" in out, err
+
+
+@pytest.mark.parametrize("backend", ["nonsense", "TkAgg"])
+def test_plot_needs_no_display_and_no_valid_mplbackend(tmp_path, runs, backend):
+    # the plot draws on the Agg canvas: an MPLBACKEND matplotlib refuses had ended --plot in a
+    # traceback (ValueError at matplotlib's import), in a fresh process as a user runs it
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(log_lines(runs[2].records)) + "\n")
+    png = tmp_path / "out.png"
+    env = {k: v for k, v in os.environ.items() if k != "DISPLAY"}
+    env.update(MPLBACKEND=backend, PYTHONPATH=str(Path(cli.__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "inspect", str(log), "--plot", str(png)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -92,6 +92,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
     if args.trace_max_cycles < 0:
         raise UsageError("--trace-max-cycles must be >= 0")
     if args.plot:
+        _load_matplotlib()
         from matplotlib.backend_bases import FigureCanvasBase
 
         fmt = _plot_format(args.plot)
@@ -115,6 +116,24 @@ def _check_outputs(args: argparse.Namespace) -> None:
                (":" not in value or os.path.exists(value))]
     for flag, value in named:
         check_output(value, flag, args.force, inputs)
+
+
+def _load_matplotlib() -> None:
+    """Import matplotlib for ``--plot``. The plot draws on matplotlib's Agg canvas and uses no
+    backend, so ``MPLBACKEND`` is left out of the import: one that matplotlib refuses
+    (``MPLBACKEND=nonsense``) made the import raise and had ended the command in a traceback.
+
+    Raises:
+        UsageError: matplotlib cannot be imported.
+    """
+    from ..errors import UsageError
+
+    if "matplotlib" not in sys.modules:
+        os.environ.pop("MPLBACKEND", None)
+    try:
+        import matplotlib  # noqa: F401
+    except (ImportError, ValueError) as exc:
+        raise UsageError(f"--plot: matplotlib cannot be loaded: {str(exc).strip()}") from None
 
 
 def _plot_format(path: str) -> str:
