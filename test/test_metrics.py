@@ -395,3 +395,39 @@ def test_a_failing_export_leaves_the_line_and_jsonl(tmp_path, caplog):
     assert len(warnings) == 1 and "mmap gone" in warnings[0] and "export off" in warnings[0]
     assert sink.metrics is None and len((tmp_path / "c.jsonl").read_text().splitlines()) == 4
     assert sum("[eagle-cycle]" in r.getMessage() for r in caplog.records) == 4
+
+
+def test_a_tree_shallower_than_its_steps_has_no_deeper_position(tmp_path, capsys):
+    # steps 3, topk 4, draft_tokens 3: at most 2 drafts accepted. Both writers had counted a
+    # position 3 (reached by every request of accept length 3, accepted by none: acceptance 0 on
+    # the dashboard) that inspect --json does not have
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from sglang_eagle_cycle.cycle import make_record
+
+    rng = random.Random(5)
+    recs = [make_record(cycle=i, config=(4, 3, 4, 3), accepts=[rng.randint(1, 3) for _ in range(4)], graph=True,
+                        phases_ms={"draft_ms": 0.8, "verify_ms": 20.0, "verify_fwd_ms": 19.5, "extend_ms": 0.4,
+                                   "total_ms": 21.5})
+            for i in range(40)]
+    log = tmp_path / "tree.log"
+    log.write_text("\n".join(log_lines(recs)) + "\n")
+    code, out, err = inspect([str(log), "--json"], capsys)
+    assert code == 0, err
+    pos = json.loads(out)["groups"][0]["per_position_acceptance"]
+    assert [p["j"] for p in pos] == [1, 2]
+    code, out, err = inspect([str(log), "--prometheus", "-"], capsys)
+    assert code == 0, err
+    offline = parse(out)
+    registry = CollectorRegistry()
+    live = LiveMetrics({"model_name": "", "engine_type": "unified", "tp_rank": "0", "pp_rank": "0", "dp_rank": "0"},
+                       max_steps=3, registry=registry)
+    for rec in recs:
+        live.observe(rec)
+    live.push()
+    live_s = parse(generate_latest(registry).decode())
+    for s in (offline, live_s):
+        assert sorted(int(lab["position"]) for lab, _ in s[POSITION_REACHED]) == [1, 2]
+        for p in pos:
+            assert one(s, POSITION_REACHED, position=str(p["j"])) == p["reached"]
+            assert one(s, POSITION_ACCEPTED, position=str(p["j"])) == p["accepted"]

@@ -57,7 +57,7 @@ import re
 from collections import Counter
 from typing import Any, Iterable, Mapping, Optional
 
-from .cycle import ALL_PHASES
+from .cycle import ALL_PHASES, max_accept_len
 from .report import per_position_acceptance
 
 PHASE_SECONDS = "sglang:eagle_cycle_phase_seconds"
@@ -268,7 +268,9 @@ def exposition(groups, model_name: str = "", engine_type: str = "unified", wirin
             h = accept.setdefault(bkey + (("steps", steps),), _Hist(range(1, max_len + 1)))
             for length, n in g.hist.items():
                 h.add(float(length), n)
-            for pos in per_position_acceptance(g.hist, g.steps):
+            # positions 1..min(steps, draft_tokens - 1), as inspect --json counts them: a tree verifying
+            # fewer tokens than steps + 1 has no deeper position (one had read acceptance 0 there)
+            for pos in per_position_acceptance(g.hist, max_accept_len(g.steps, g.draft_tokens) - 1):
                 pkey = bkey + (("position", str(pos["j"])),)
                 reached[pkey] = reached.get(pkey, 0) + pos["reached"]
                 accepted[pkey] = accepted.get(pkey, 0) + pos["accepted"]
@@ -478,10 +480,12 @@ class LiveMetrics:
                 pairs = ((lengths[0], 1),)
             else:
                 pairs = Counter(lengths).items()
-            # as report.per_position_acceptance: this cycle's positions are 1..depth; a request of
-            # accept length L reached 1..min(L, depth) and accepted 1..L-1
+            # as report.per_position_acceptance: this cycle's positions are 1..depth (min(steps,
+            # draft_tokens - 1): a tree of fewer tokens is shallower); a request of accept length L
+            # reached 1..min(L, depth) and accepted 1..L-1
             top = max(lengths)
-            depth = steps if top <= steps + 1 else top - 1
+            cap = max_accept_len(steps, rec.draft_tokens) - 1
+            depth = cap if top <= cap + 1 else top - 1
             pos = self._positions
             while len(pos) < depth:
                 pos.append([0, 0])
