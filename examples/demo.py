@@ -25,7 +25,8 @@ Usage::
     EAGLE_CYCLE_DEMO_OFFLINE=1 python examples/demo.py   # step 1 only: no training, no serving
 
 ``EAGLE_CYCLE_DEMO_OFFLINE``: ``1`` runs step 1 only (the test suite's demo test does), unset or
-``0`` everything.
+``0`` everything. ``SGLANG_EAGLE_CYCLE_*`` overrides in the environment are left out of steps 1 to 3
+(named in a note): the demo shows the plugin's default reading.
 """
 
 from __future__ import annotations
@@ -100,6 +101,13 @@ def wiring_demo() -> int:
 
     rel = lambda p: p.relative_to(HERE.parent)  # noqa: E731
     print("sglang-eagle-cycle demo: EAGLE-3 aux hidden-state wiring of a Kimi-K2.5 target/draft pair\n")
+    # the plugin's default reading, as steps 2 and 3 run: an override in this shell
+    # (SGLANG_EAGLE_CYCLE_AUX_CONVENTION=input) had the text below call [2, 30, 58] the plugin's capture
+    ours = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("SGLANG_EAGLE_CYCLE")}
+    if ours:
+        print("(left out here, so that the demo shows the plugin's default reading: "
+              + ", ".join(f"{k}={v}" for k, v in sorted(ours.items()))
+              + "; `eagle-cycle wiring` and a server read them)\n")
     print(f"$ eagle-cycle wiring {rel(TARGET)} {rel(DRAFT)}")
     try:
         code = wiring_cmd.main(argparse.Namespace(
@@ -109,6 +117,8 @@ def wiring_demo() -> int:
     except UsageError as exc:
         print(f"demo: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        os.environ.update(ours)
 
     print("\nThe correction (draft ids mean the outputs of decoder layers 2, 30, 58):")
     print(f"  draft eagle_config ids          {report.ids}")

@@ -547,3 +547,21 @@ def test_an_fc_stored_quantised_is_not_called_missing(tmp_path, capsys):
         "lm_head.weight": "a.safetensors", "d2t": "a.safetensors"}}))
     code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
     assert code == 1 and "no fc.weight" in out
+
+
+@pytest.mark.parametrize("override", ["SGLANG_EAGLE_CYCLE_AUX_CONVENTION=input", "SGLANG_EAGLE_CYCLE_AUX_CONVENTION=stock",
+                                      "SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS=1,2,3"])
+def test_demo_shows_the_default_reading_whatever_the_shell_overrides(override):
+    # with an override in the shell the demo's correction had read "stock SGLang captures [2, 30, 58]
+    # (every state one layer early) / with sglang-eagle-cycle [2, 30, 58]": itself contradicted
+    key, value = override.split("=")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_EAGLE_CYCLE_")}
+    env.update({"EAGLE_CYCLE_DEMO_OFFLINE": "1", key: value})
+    proc = subprocess.run([sys.executable, str(REPO / "examples" / "demo.py")], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "with sglang-eagle-cycle         [3, 31, 59]" in out
+    assert ("ids [2, 30, 58] (layer outputs, draft eagle_config) -> capture positions [3, 31, 59] of 61; "
+            "stock SGLang 0.5.23 would capture [2, 30, 58]") in out
+    assert f"left out here, so that the demo shows the plugin's default reading: {override}" in out
