@@ -921,3 +921,30 @@ def test_plot_needs_no_display_and_no_valid_mplbackend(tmp_path, runs, backend):
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_tells_apart_runs_of_one_file_name_and_the_two_timing_kinds(tmp_path):
+    # two runs' logs are often both server.log, in folders of their own; and one log may hold a
+    # configuration's older and device-span lines (two groups). Each pair of bars and legend
+    # entries had carried one label
+    from sglang_eagle_cycle.plots import render
+
+    rng = random.Random(12)
+    logs = []
+    for run in ("run1", "run2"):
+        (tmp_path / run).mkdir()
+        logs.append(tmp_path / run / "server.log")
+        logs[-1].write_text("\n".join(log_lines(generate(rng, bs=2, steps=2, cycles=20, p=[0.7, 0.5]).records)) + "\n")
+    mixed = tmp_path / "mixed.log"
+    mixed.write_text("\n".join(log_lines(generate(rng, bs=2, steps=2, cycles=20, p=[0.7, 0.5], spans=True).records)
+                               + log_lines(generate(rng, bs=2, steps=2, cycles=10, p=[0.7, 0.5]).records)) + "\n")
+    for inputs, heads in ((logs, {"run1/server.log", "run2/server.log"}), ([mixed], None)):
+        fig = render(inspect_paths(inputs))
+        shown = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+        assert len(set(shown)) == len(shown) == 2, shown
+        legend = [t.get_text() for t in fig.legends[0].get_texts()]
+        assert len(set(legend)) == 2, legend
+        if heads:
+            assert {s.splitlines()[0] for s in shown} == heads
+        else:
+            assert sorted(s.splitlines()[-1] for s in shown) == ["device spans", "older lines"]

@@ -17,6 +17,7 @@ Rendered with matplotlib's Agg canvas (no display, no pyplot state). Usage::
 from __future__ import annotations
 
 import os
+from collections import Counter
 from typing import Any, Optional
 
 from .logfiles import text_label
@@ -42,17 +43,39 @@ def _minus(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return max(a - (b or 0.0), 0.0)
 
 
-def group_label(group: dict[str, Any], with_file: bool) -> str:
+def group_label(group: dict[str, Any], with_file, older: bool = False) -> str:
     """Short x-axis label of a group: its config, and the file name when several files are shown.
 
+    ``with_file``: False, True (the file's base name), or the name to show (:func:`file_names`).
+    ``older``: say ``older lines`` for a group of lines without device spans (when a group of the
+    same file and config has them, the two bars would otherwise carry one label).
     The file name is drawn as written: a ``$`` is escaped (matplotlib reads text between two as
     math, and one such name, ``cost$x^$.log``, ended the plot in a parse error), and bytes that
     are no UTF-8 are shown as ``\\xff`` escapes (the font renderer refused them)."""
     text = f"bs={group['bs']} steps={group['steps']}\ntopk={group['topk']}\ndraft_tokens={group['draft_tokens']}"
+    if older:
+        text += "\nolder lines" if not group.get("device_spans") else "\ndevice spans"
     if with_file:
-        name = text_label(os.path.basename(str(group.get("file") or "")))
-        text = name.replace("$", r"\$") + "\n" + text
+        name = with_file if isinstance(with_file, str) else os.path.basename(str(group.get("file") or ""))
+        text = text_label(name).replace("$", r"\$") + "\n" + text
     return text
+
+
+def file_names(files: list[str]) -> dict[str, str]:
+    """The shortest ending of each path (its base name, else with as many parent folders as it
+    takes) that tells the files apart: ``run1/server.log`` and ``run2/server.log``, not two
+    ``server.log`` (their bars and legend entries had carried one label)."""
+    parts = {f: [p for p in str(f).replace(os.sep, "/").split("/") if p] or [str(f)] for f in files}
+    names = {}
+    for f, segs in parts.items():
+        for k in range(1, len(segs) + 1):
+            tail = segs[-k:]
+            if not any(o != f and parts[o][-k:] == tail for o in parts):
+                names[f] = "/".join(tail)
+                break
+        else:
+            names[f] = str(f)
+    return names
 
 
 def group_colours(n: int) -> list:
@@ -86,8 +109,12 @@ def render(doc: dict[str, Any], path=None, fmt: Optional[str] = None):
     if not groups:
         raise ValueError("no [eagle-cycle] cycles to plot")
     total_groups = len(doc.get("groups") or [])
-    with_file = len({g.get("file") for g in groups}) > 1
-    labels = [group_label(g, with_file) for g in groups]
+    files = list(dict.fromkeys(str(g.get("file") or "") for g in groups))
+    names = file_names(files) if len(files) > 1 else {}
+    kinds = Counter((g.get("file"), g["bs"], g["steps"], g["topk"], g["draft_tokens"]) for g in groups)
+    labels = [group_label(g, names.get(str(g.get("file") or ""), False),
+                          older=kinds[(g.get("file"), g["bs"], g["steps"], g["topk"], g["draft_tokens"])] > 1)
+              for g in groups]
     colours = group_colours(len(groups))
 
     fig = Figure(figsize=(max(15.0, 9.5 + 1.4 * len(groups)), 5.4), layout="constrained")
