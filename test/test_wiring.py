@@ -553,8 +553,9 @@ def test_header_read_by_the_format(tmp_path):
                                                       "model.fc.weight": entry([7168, 21504]),
                                                       "lm_head.weight": entry([32000, 7168]),
                                                       "d2t": entry([32000]), "t2d": entry([163840])})
-    assert read_draft_shapes(tmp_path) == {"fc.weight": [7168, 21504], "lm_head.weight": [32000, 7168],
-                                           "d2t": [32000]}
+    # found only as model.fc.weight: marked so as well (shape []), for the head that skips that name
+    assert read_draft_shapes(tmp_path) == {"fc.weight": [7168, 21504], "model.fc.weight": [],
+                                           "lm_head.weight": [32000, 7168], "d2t": [32000]}
     assert read_draft_shapes(tmp_path / "config.json") == read_draft_shapes(tmp_path)  # a file means its folder
 
 
@@ -600,7 +601,8 @@ def test_header_read_from_the_files_sglang_loads(tmp_path):
     write_header_only(indexed / "b.safetensors", {"model.fc.weight": [4096, 12288], "norm.weight": [4096]})
     (indexed / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
         "lm_head.weight": "a.safetensors", "norm.weight": "b.safetensors"}}))  # fc left out of the map
-    assert read_draft_shapes(indexed) == {"fc.weight": [4096, 12288], "lm_head.weight": [32000, 4096]}
+    assert read_draft_shapes(indexed) == {"fc.weight": [4096, 12288], "model.fc.weight": [],
+                                          "lm_head.weight": [32000, 4096]}
 
 
 @pytest.mark.parametrize("raw", [
@@ -805,7 +807,7 @@ def test_header_reader_finds_the_norm_tensors(tmp_path):
     write_header_only(tmp_path / "model.safetensors", {"fc.weight": [2880, 8640], "model.input_norm.weight": [8640],
                                                        "fc_norm.0.weight": [2880], "layers.0.x": [1]})
     assert read_draft_shapes(tmp_path) == {"fc.weight": [2880, 8640], "input_norm.weight": [8640],
-                                           "fc_norm.0.weight": [2880]}
+                                           "model.input_norm.weight": [], "fc_norm.0.weight": [2880]}
 
 
 def test_wiring_cases_come_from_the_repository_and_an_extra_data_directory(tmp_path, monkeypatch):

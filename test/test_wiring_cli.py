@@ -549,6 +549,31 @@ def test_an_fc_stored_quantised_is_not_called_missing(tmp_path, capsys):
     assert code == 1 and "no fc.weight" in out
 
 
+def test_a_prefixed_fc_is_an_error_for_the_mla_head_only(tmp_path, capsys):
+    """SGLang 0.5.23's Eagle3DeepseekV2ForCausalLM (the Kimi-K2.5 MLA head) loads a checkpoint name X as
+    model.X: a draft storing model.fc.weight has it skipped ("skipping unexpected weight") and serves
+    with fc uninitialised. LlamaForCausalLMEagle3 loads either spelling. Before, both passed (exit 0)."""
+    mla = dict(LLAMA_DRAFT, architectures=["Eagle3DeepseekV2ForCausalLM"])
+    target, draft = _pair(tmp_path, draft=mla)
+    tensors = {"lm_head.weight": [128256, 4096], "d2t": [128256]}
+    _header_only(draft / "model.safetensors", {"model.fc.weight": [4096, 3 * 4096], **tensors})
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    errors = [p for p in json.loads(out)["problems"] if p["level"] == "error"]
+    assert code == 1 and [p["code"] for p in errors] == ["fc_width_mismatch"]
+    assert "model.fc.weight" in errors[0]["message"] and "Eagle3DeepseekV2ForCausalLM" in errors[0]["message"]
+    code, text, _ = run_cli(capsys, str(target), str(draft))
+    assert "model.fc.weight [4096, 12288]" in text and "model.fc.weight []" not in text
+    # the same tensor unprefixed: loaded, no error
+    _header_only(draft / "model.safetensors", {"fc.weight": [4096, 3 * 4096], **tensors})
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 0 and "fc_width_mismatch" not in out
+    # the Llama head takes the prefixed name
+    target, draft = _pair(tmp_path, draft=LLAMA_DRAFT)
+    _header_only(draft / "model.safetensors", {"model.fc.weight": [4096, 3 * 4096], **tensors})
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 0 and "fc_width_mismatch" not in out
+
+
 @pytest.mark.parametrize("override", ["SGLANG_EAGLE_CYCLE_AUX_CONVENTION=input", "SGLANG_EAGLE_CYCLE_AUX_CONVENTION=stock",
                                       "SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS=1,2,3"])
 def test_demo_shows_the_default_reading_whatever_the_shell_overrides(override):

@@ -99,12 +99,26 @@ def _is_shape(value) -> bool:
 FC_QUANTIZED = re.compile(r"(?:model\.)?fc\.(?:qweight|qzeros|scales|g_idx|weight_packed|weight_scale(?:_inv)?)")
 
 
+#: a tensor found only under its ``model.``-prefixed spelling is also reported as ``PREFIXED + canonical``
+#: with shape ``[]`` (``"model.fc.weight": []``): SGLang 0.5.23's classes load some names only unprefixed
+#: (:func:`stored_name`)
+PREFIXED = "model."
+
+
+def stored_name(header, canonical: str) -> str:
+    """The name ``canonical`` (a :data:`DRAFT_TENSORS` key) is stored under in the checkpoint
+    :func:`read_draft_shapes` read: ``"model.fc.weight"`` where only the prefixed spelling is there."""
+    return PREFIXED + canonical if (PREFIXED + canonical) in (header or {}) else canonical
+
+
 def _pick(shapes_by_name: dict[str, list[int]]) -> dict[str, list[int]]:
     found = {}
     for canonical, spellings in DRAFT_TENSORS.items():
         for name in spellings:
             if name in shapes_by_name:
                 found[canonical] = list(shapes_by_name[name])
+                if name != canonical and name == PREFIXED + canonical:
+                    found[name] = []
                 break
     if "fc.weight" not in found and any(FC_QUANTIZED.fullmatch(n) for n in shapes_by_name):
         found["fc.quantized"] = []
@@ -168,7 +182,9 @@ def read_draft_shapes(location: str | Path) -> dict[str, list[int]]:
 
     Returns:
         canonical name -> shape (a list of ints); only the tensors found, ``{}``
-        when the directory holds no safetensors checkpoint.
+        when the directory holds no safetensors checkpoint. Two kinds of marker, shape ``[]``:
+        ``"fc.quantized"`` (an fc stored quantised, no plain ``fc.weight``) and ``"model." +
+        canonical`` (the tensor found only under its ``model.``-prefixed name; :func:`stored_name`).
 
     Raises:
         UsageError: a corrupt header or index, or a shard the index names is missing.

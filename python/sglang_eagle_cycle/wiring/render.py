@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..safetensors_header import PREFIXED, stored_name
 from .config import IDS_KEY, find_field
 from .report import WiringReport, _fmt, _same_capture
 from .resolve import contract_positions
@@ -71,7 +72,8 @@ def render_report(report: WiringReport, target_path: Path, target_cfg: Mapping, 
     else:
         lines.append("        stock SGLang: no known rule for this architecture")
     lines.append(f"draft   {draft_path}")
-    tensors = ", ".join(f"{k} {v}" for k, v in (header or {}).items()) or "no safetensors header found"
+    shown = {k: v for k, v in (header or {}).items() if not (v == [] and k.startswith(PREFIXED))}
+    tensors = ", ".join(f"{stored_name(header, k)} {v}" for k, v in shown.items()) or "no safetensors header found"
     lines.append(f"        {_arch(draft_cfg)}; {tensors}")
     if report.variant:
         lines.append(f"        variant: {report.variant}")

@@ -11,7 +11,8 @@ import re
 from collections.abc import Mapping
 
 from ..errors import UsageError
-from .checks import _CAPTURE_OFF_CODES, _Inputs, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, is_eagle3_head, misspelt_key_problems, normalize_algorithm, variant_problems
+from ..safetensors_header import stored_name
+from .checks import _CAPTURE_OFF_CODES, _MLA_HEAD, _Inputs, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, is_eagle3_head, misspelt_key_problems, normalize_algorithm, variant_problems
 from .config import ENV_ALLOW_EMBEDDING, ENV_CONVENTION, ENV_IDS, IDS_KEY, MAX_NUM_LAYERS, _all_ints, _checked_target_field, _declared, _is_int, _nested_ids, _short, find_field, find_num_layers
 from .report import CHECK_LEVELS, Problem, WiringReport, _LEVEL_ORDER, _SOURCE_WORDS, _fmt, _same_capture, stock_capture_words
 from .stock import FamilyRule, STOCK_VERSION, _A, _stock_captures, family_rule, stock_layers_to_capture, target_rule
@@ -208,6 +209,14 @@ def _resolve(inp: _Inputs) -> WiringReport:
         add("fc_width_mismatch", "the draft checkpoint has no fc.weight (nor model.fc.weight): SGLang builds the "
                                  "draft's fc and leaves it unloaded (uninitialised), so the draft cannot use "
                                  "its aux states")
+    if fc_shape is not None and stored_name(header, "fc.weight") != "fc.weight" and fc_applied \
+            and n_aux is not None and _is_mla_head(draft_cfg):
+        # Eagle3DeepseekV2ForCausalLM maps each checkpoint name X to model.X, so model.fc.weight becomes
+        # model.model.fc.weight, which it skips with a warning; LlamaForCausalLMEagle3 takes both spellings
+        add("fc_width_mismatch", f"the draft checkpoint stores its fc as model.fc.weight, which SGLang "
+                                 f"{STOCK_VERSION}'s {_MLA_HEAD} skips (it loads fc.weight, adding the model. "
+                                 f"prefix itself): its fc stays unloaded (uninitialised); save the draft's "
+                                 f"tensors without the model. prefix")
     if fc_in is not None and width and n_aux is not None and n_aux * width != fc_in:
         add("fc_width_mismatch", f"{n_aux} aux hidden states x {width} = {n_aux * width} != fc.weight "
                                  f"in_features {fc_in} (fc.weight {list(fc_shape)})")
@@ -274,6 +283,11 @@ def _stock_hint(rule: FamilyRule | None, positions: list[int], n: int, ids) -> l
 def contract_positions(ids: list[int], num_layers: int) -> list[int]:
     """Positions this plugin captures for integer ``ids`` under the default convention."""
     return list(ids) if ids and max(ids) == num_layers else [i + 1 for i in ids]
+
+
+def _is_mla_head(draft_cfg: Mapping | None) -> bool:
+    archs = draft_cfg.get("architectures") if isinstance(draft_cfg, Mapping) else None
+    return isinstance(archs, list) and _MLA_HEAD in archs
 
 
 def check_pair(target_cfg: Mapping, draft_cfg: Mapping, header: Mapping | None = None,
