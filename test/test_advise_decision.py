@@ -2851,3 +2851,28 @@ def test_an_inspect_documents_close_no_spec_batch_sizes_and_unusable_rows_are_na
     got = advise_json(run, tmp_path / "idle.json")["inputs"]
     assert got["baseline_tok_s"] == {}
     assert any("no batch size with a usable throughput" in n for n in got["notes"])
+
+
+def test_one_target_spelt_two_ways_is_not_two_models(tmp_path):
+    """model_path '/models/Kimi-K2.5/' in one start-up line and '/models/Kimi-K2.5' in another, or a
+    Hugging Face cache snapshot folder beside its repo id, are one target: the two-models warning had
+    named them as two."""
+    cyc = _seed_2_step_log(tmp_path / "cyc.log")
+    lines = cyc.read_text().splitlines()
+    stock = [f"[2026-12-06 10:00:00 TP0] Decode batch, #running-req: 1, #token: {100 + i}, token usage: 0.00, "
+             "accept len: 2.10, accept rate: 0.55, cuda graph: True, gen throughput (token/s): 94.00, #queue-req: 0"
+             for i in range(5)]
+    same = _nospec_log(tmp_path / "nospec.log", 88.0)
+    for run_path, base_path in (("/models/Kimi-K2.5/", "/models/./Kimi-K2.5"),
+                                ("moonshotai/Kimi-K2.5",
+                                 "/root/.cache/huggingface/hub/models--moonshotai--Kimi-K2.5/snapshots/0123abc"),
+                                ("/models/Kimi-K2.5", "/models/Other-70B")):
+        cyc.write_text("\n".join([f"[2026-12-06 09:59:00] server_args={{'model_path': '{run_path}', "
+                                  "'speculative_algorithm': 'EAGLE3', 'speculative_num_steps': 2, "
+                                  "'speculative_eagle_topk': 1, 'speculative_num_draft_tokens': 3, 'tp_size': 8}",
+                                  *lines, *stock]) + "\n")
+        other = tmp_path / "nospec-spelt.log"
+        other.write_text(same.read_text().replace("'model_path': 'm'", f"'model_path': '{base_path}'"))
+        rc, _, err = advise(cyc, other)
+        warned = [ln for ln in err.splitlines() if "target models" in ln]
+        assert rc == 0 and len(warned) == (1 if "Other" in base_path else 0), (run_path, base_path, err)

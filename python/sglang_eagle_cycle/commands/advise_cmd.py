@@ -351,6 +351,20 @@ def _stdin_copy(spool: Path, file_name: str) -> Path:
     return copy
 
 
+
+_HF_SNAPSHOT = re.compile(r"(?:^|/)models--([^/]+?)--([^/]+)/snapshots/[^/]+/*$")
+
+
+def model_key(model_path: str) -> str:
+    """One spelling per target model for comparing ``server_args`` ``model_path`` values: a Hugging Face
+    cache snapshot folder (``.../models--org--name/snapshots/<sha>``) as its repo id ``org/name``, a
+    local path normalised (``/m/Kimi/`` and ``/m/./Kimi`` as ``/m/Kimi``); a repo id as written."""
+    text = str(model_path).strip()
+    hf = _HF_SNAPSHOT.search(text)
+    if hf:
+        return f"{hf.group(1)}/{hf.group(2)}"
+    return os.path.normpath(text) if text else text
+
 def _collect_inputs(args, names: list[str], spool: Path):
     from .. import advise as adv
     from ..errors import UsageError
@@ -358,7 +372,8 @@ def _collect_inputs(args, names: list[str], spool: Path):
 
     runs, base, notes, logs, unfiltered = [], {}, [], [], []
     given: dict[int, list[tuple[float, str]]] = {}   # batch size -> (no-spec tok/s, input), every input's
-    stock_models: dict[str, list[str]] = {}   # target model_path -> the inputs whose stock lines name it
+    # target model (model_key) -> (model_path as spelt, the input whose stock lines name it)
+    stock_models: dict[str, list[tuple[str, str]]] = {}
     baseline_models: list = []
     excluded_logs: list = []   # (log, record, model, flag) of records --model/--draft left out
     for name in names:
@@ -512,12 +527,13 @@ def _collect_inputs(args, names: list[str], spool: Path):
         for k, v in b.items():
             given.setdefault(k, []).append((v, name))
         for model in m:
-            stock_models.setdefault(model, []).append(name)
+            stock_models.setdefault(model_key(model), []).append((model, name))
     if len(stock_models) > 1:
         # bench records of two models are refused (check_one_pair); stock logs name theirs only in
         # their start-up line, and a no-spec log of another model had given every speedup without a word
         said = ("stock Decode batch lines from servers of " + str(len(stock_models)) + " target models ("
-                + "; ".join(f"model_path {mp} in {', '.join(dict.fromkeys(srcs))}" for mp, srcs in stock_models.items())
+                + "; ".join("model_path " + " or ".join(dict.fromkeys(mp for mp, _ in seen)) + " in "
+                            + ", ".join(dict.fromkeys(src for _, src in seen)) for seen in stock_models.values())
                 + "): their runs and baselines compare only if these are one model")
         _warn(said)
         notes.append(said)
