@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "every cycle is an independent sample as the advisor assumes")
     p.add_argument("--lines", choices=aw.LINE_FORMS, default="spans",
                    help="cycle-line form of the logged runs: spans (today's plugin, default), design "
-                        "(DESIGN section 3's line, no device spans: preparation and gap in other_ms), "
+                        "(the design contract's line, as docs/advise.md calls it: no device spans, preparation and "
+                        "gap in other_ms), "
                         "legacy (the plugin's line before device spans: preparation in draft_ms)")
     p.add_argument("--moe-config", action="store_true",
                    help="give advise each MoE world's own target config (--target-config with its experts and "
