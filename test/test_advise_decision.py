@@ -1465,7 +1465,7 @@ def test_a_log_with_nothing_in_it_among_several_is_skipped_with_a_warning(tmp_pa
     assert rc == 0 and "recommended at bs 4" in out
     assert f"warning: {empty}: no [eagle-cycle], JSONL or Decode batch line" in err and "skipped" in err
     rc, out, err = advise(empty, "--baseline-tok-s", w.true_tok_s(0))
-    assert rc == 2 and "nothing to inspect" in err and out == ""
+    assert rc == 2 and "nothing to advise on" in err and out == ""
 
 
 def _write_lines(path: Path, lines) -> Path:

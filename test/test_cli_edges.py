@@ -429,3 +429,15 @@ def test_a_list_option_given_twice_keeps_both_lists(tmp_path):
                       "32", "32", "--adaptive-config", out)
     assert rc == 0, err
     assert json.loads(out.read_text())["_eagle_cycle"]["cuda_graph_bs_assumed"] == [8, 16, 32]
+
+
+@pytest.mark.parametrize("content", [b"", bytes(range(256)) * 400])
+def test_advise_on_an_unreadable_log_says_advise_not_inspect(tmp_path, content):
+    """``eagle-cycle advise empty.log`` said "error: nothing to inspect: empty.log: empty file": the
+    reader's message shows through, naming another command than the one the user ran."""
+    log = tmp_path / "server.log"
+    log.write_bytes(content)
+    rc, out, err = call("advise", log, "--baseline-tok-s", 88.8)
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith(f"eagle-cycle advise: error: nothing to advise on: {log}: ")
+    assert "inspect" not in err

@@ -463,8 +463,10 @@ def _collect_inputs(args, names: list[str], spool: Path):
                       f"{', '.join(x.source for x in named)}, whose own figures are used)")
                 notes.append(f"{why}: not used")
                 continue
-            if len(names) == 1 or not str(exc).startswith("nothing to inspect: "):
+            if not str(exc).startswith("nothing to inspect: "):
                 raise
+            if len(names) == 1:     # the reader's words, said for the command the user ran
+                raise UsageError("nothing to advise on: " + str(exc).removeprefix("nothing to inspect: ")) from None
             why = str(exc)[len("nothing to inspect: "):]
             _warn(f"{why}: skipped")
             notes.append(f"{why}: not used")
