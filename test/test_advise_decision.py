@@ -544,11 +544,12 @@ def test_stock_decode_batch_logs_at_two_depths_are_runs(tmp_path):
     # the human output keeps "[eagle-cycle]" (it was read as rich markup and dropped)
     rc, out, _ = advise(a, b, "--baseline-tok-s", SEED_BASELINE)
     assert rc == 0 and "per-cycle [eagle-cycle] logs" in " ".join(out.split())
-    # without the start-up line the depth is unknown: said, not guessed, and the error says why
+    # without the start-up line the depth is the one its lines' accept len and accept rate pin, said
+    # in a note (lines that pin none are refused: test_stock_lines_that_pin_no_one_depth_are_still_refused)
     c = _stock_log(tmp_path / "bare.log", 3, 1.95, 90.0, server_args=False)
-    rc, _, err = advise(c, "--baseline-tok-s", SEED_BASELINE)
-    assert rc == 2 and "no speculative run found" in err and "server_args= line" in err
-    assert len(err.strip().splitlines()) == 1 and "inspect document" not in err
+    doc = advise_json(c, "--baseline-tok-s", SEED_BASELINE)
+    assert [r["steps"] for r in doc["inputs"]["runs"]] == [3]
+    assert any("inferred, no server_args= line naming it" in n for n in doc["inputs"]["notes"])
 
 
 
@@ -2876,3 +2877,56 @@ def test_one_target_spelt_two_ways_is_not_two_models(tmp_path):
         rc, _, err = advise(cyc, other)
         warned = [ln for ln in err.splitlines() if "target models" in ln]
         assert rc == 0 and len(warned) == (1 if "Other" in base_path else 0), (run_path, base_path, err)
+
+
+def _stock_lines(path: Path, rates, steps: int, bs: int = 1, version: str = "0.5.23") -> Path:
+    """Stock Decode batch lines without a start-up line, one per per-interval acceptance rate in
+    ``rates``: accept len 1 + steps * rate, accept rate as SGLang 0.5.23 prints it ((L - 1) / (ndt - 1)
+    for chain drafting), or, with ``version="old"``, the older L / num_draft_tokens."""
+    lines = []
+    for i, r in enumerate(rates):
+        acc = 1 + steps * r
+        shown = r if version == "0.5.23" else acc / (steps + 1)
+        lines.append(f"[2026-12-06 10:00:{i % 60:02d} TP0] Decode batch, #running-req: {bs}, #token: {1000 + 50 * i}, "
+                     f"token usage: 0.01, accept len: {acc:.2f}, accept rate: {shown:.2f}, cuda graph: True, "
+                     f"gen throughput (token/s): {bs * (60 + 25 * acc):.2f}, #queue-req: 0")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_stock_log_without_its_start_up_line_gives_the_depth_its_lines_pin(tmp_path):
+    """SGLang 0.5.23 prints accept rate = (accept len - 1) / (num_draft_tokens - 1): where exactly one
+    depth fits every interval's two printed figures, a stock log without its server_args= line is a run
+    at that depth (chain drafting assumed, said in a note). Before, it was refused ('no server_args=
+    line before them names the depth')."""
+    rng = np.random.default_rng(3)
+    log = _stock_lines(tmp_path / "five.log", rng.uniform(0.15, 0.4, 30), steps=5)
+    doc = advise_json(log, "--baseline-tok-s", 70)
+    (run,) = doc["inputs"]["runs"]
+    assert (run["steps"], run["topk"], run["bs"]) == (5, 1, 1)
+    (note,) = [n for n in doc["inputs"]["notes"] if "inferred" in n]
+    assert "num_draft_tokens 6" in note and "every one of its 30 intervals" in note and "topk 1" in note
+    # the three real 0.5.23 lines of data/logs (5 steps, bs 1; one of them printed by two ranks)
+    real = tmp_path / "real.log"
+    real.write_text("\n".join(ln for ln in (REPO / "data" / "logs" / "decode_batch_variants.log").read_text().splitlines()
+                              if "2026-11-30 10:02" in ln) + "\n")
+    (run,) = advise_json(real, "--baseline-tok-s", 70)["inputs"]["runs"]
+    assert run["steps"] == 5
+
+
+@pytest.mark.parametrize("case", ["older_rate", "two_servers", "too_few", "nothing_accepted"])
+def test_stock_lines_that_pin_no_one_depth_are_still_refused(tmp_path, case):
+    rng = np.random.default_rng(4)
+    log = tmp_path / "x.log"
+    if case == "older_rate":      # accept rate = L / num_draft_tokens (an older SGLang): no one depth fits
+        _stock_lines(log, rng.uniform(0.15, 0.4, 30), steps=3, version="old")
+    elif case == "two_servers":   # 2-step and 5-step intervals in one log, no start-up lines between
+        a = _stock_lines(tmp_path / "a.log", rng.uniform(0.3, 0.6, 15), steps=2).read_text()
+        b = _stock_lines(tmp_path / "b.log", rng.uniform(0.15, 0.4, 15), steps=5).read_text()
+        log.write_text(a + b)
+    elif case == "too_few":
+        _stock_lines(log, [0.3, 0.25], steps=5)
+    else:                         # accept len 1.00, accept rate 0.00: any depth fits
+        _stock_lines(log, [0.0] * 20, steps=5)
+    rc, _, err = advise(log, "--baseline-tok-s", 70)
+    assert rc == 2 and "no server_args= line" in err and "nor do their accept len and accept rate pin one" in err

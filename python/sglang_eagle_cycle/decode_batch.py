@@ -211,6 +211,10 @@ def _busy(a: np.ndarray, r: np.ndarray) -> np.ndarray:
     return fin & (t <= IDLE_FACTOR * float(np.partition(tf, k)[k]))
 
 
+#: half the last printed digit of SGLang's ``accept len`` / ``accept rate`` (``{:.2f}``)
+PRINTED_HALF_STEP = 0.005
+
+
 class DecodeBatchStats:
     """Counts and unweighted means of decode intervals from one log (or several, via :meth:`merge`).
 
@@ -235,6 +239,9 @@ class DecodeBatchStats:
         #: (:func:`plateaus`: a wandering load switches between batch sizes, a steady one does not)
         self.labels_spec = array("i")
         self.labels_plain = array("i")
+        #: num_draft_tokens - 1 every interval's printed accept len and accept rate allow (their
+        #: intersection; :meth:`inferred_draft_tokens`), and how many intervals narrowed it
+        self.ndt_lo, self.ndt_hi, self.ndt_intervals = 0.0, math.inf, 0
         self._recent: deque[tuple[str, set]] = deque(maxlen=TP_REPEAT_WINDOW)
 
     def _is_repeat(self, d: DecodeBatch) -> bool:
@@ -271,7 +278,32 @@ class DecodeBatchStats:
         if d.accept_rate is not None and not empty:
             self.accept_rate.add(d.accept_rate)
             self.all_accepted = self.all_accepted and d.accept_rate >= 0.995
+            if d.accept_len is not None:
+                self._narrow_ndt(d.accept_len, d.accept_rate)
         return True
+
+    def _narrow_ndt(self, accept_len: float, accept_rate: float) -> None:
+        """SGLang 0.5.23 prints ``accept rate = (accept len - 1) / (num_draft_tokens - 1)`` (both per
+        request and interval, to 2 decimals): the range of ``num_draft_tokens - 1`` this line allows,
+        intersected with the others'. A line with nothing accepted (1.00, 0.00) allows any."""
+        half = PRINTED_HALF_STEP
+        drafts_hi, drafts_lo = accept_len + half - 1.0, max(0.0, accept_len - half - 1.0)
+        rate_hi, rate_lo = accept_rate + half, accept_rate - half
+        if drafts_lo <= 0.0 and rate_lo <= 0.0:
+            return
+        self.ndt_intervals += 1
+        self.ndt_lo = max(self.ndt_lo, drafts_lo / rate_hi)
+        self.ndt_hi = min(self.ndt_hi, drafts_hi / rate_lo if rate_lo > 0 else math.inf)
+
+    def inferred_draft_tokens(self, max_steps: int, min_intervals: int = 3) -> Optional[int]:
+        """``num_draft_tokens`` when one value alone fits every speculative interval's printed accept
+        len and accept rate (:meth:`_narrow_ndt`; at least ``min_intervals`` that say something),
+        with ``num_draft_tokens - 1`` in ``1..max_steps``; else None (too few lines, lines of another
+        SGLang's accept rate, several servers' lines mixed, or a range holding several values)."""
+        if self.ndt_intervals < min_intervals:
+            return None
+        fits = [n for n in range(1, max_steps + 1) if self.ndt_lo - 1e-9 <= n <= self.ndt_hi + 1e-9]
+        return fits[0] + 1 if len(fits) == 1 else None
 
     @property
     def speculative_intervals(self) -> int:
@@ -292,6 +324,8 @@ class DecodeBatchStats:
             for bs, mean in theirs.items():
                 mine.setdefault(bs, kind()).merge(mean)
         self.all_accepted = self.all_accepted and other.all_accepted
+        self.ndt_lo, self.ndt_hi = max(self.ndt_lo, other.ndt_lo), min(self.ndt_hi, other.ndt_hi)
+        self.ndt_intervals += other.ndt_intervals
         self.labels_spec.extend(other.labels_spec)
         self.labels_plain.extend(other.labels_plain)
 

@@ -683,8 +683,18 @@ def _stock_runs(name: str, path: str):
             if spec is not None and spec.get("model_path"):
                 plain_models.add(spec["model_path"])
             continue
+        inferred = None
+        if spec is None:
+            # no start-up line: the depth from the lines themselves, where one value alone fits them
+            inferred = st.inferred_draft_tokens(MAX_STEPS)
+            if inferred is not None:
+                spec = {"num_steps": inferred - 1, "eagle_topk": 1, "num_draft_tokens": inferred}
         problem = _depth_problem(spec)
         if problem is not None:
+            if spec is None:
+                problem += ("; nor do their accept len and accept rate pin one (SGLang 0.5.23 prints accept rate = "
+                            "(accept len - 1) / (num_draft_tokens - 1): fewer than 3 intervals that say something, "
+                            "another version's rate, several servers' lines, or a range that holds several depths)")
             notes.append(f"{where}: {st.speculative_intervals} stock Decode batch intervals with accept lengths: "
                          f"{problem}: not used")
             continue
@@ -716,7 +726,12 @@ def _stock_runs(name: str, path: str):
             notes.append(f"{where}: stock Decode batch lines at {adv.cm.steps_text(steps)}, every interval left out "
                          f"({left}): not used")
             continue
-        notes.append(f"{where}: stock Decode batch lines at {adv.cm.steps_text(steps)} (from its server_args line): "
+        origin = "from its server_args line" if inferred is None else (
+            f"inferred, no server_args= line naming it: of 1-{MAX_STEPS} steps, only num_draft_tokens {inferred} fits "
+            f"every one of its {st.ndt_intervals} intervals' accept len and accept rate (SGLang 0.5.23 prints accept "
+            "rate = (accept len - 1) / (num_draft_tokens - 1)); chain drafting (topk 1) assumed, a tree's depth is "
+            "not num_draft_tokens - 1: keep the start-up lines to know it")
+        notes.append(f"{where}: stock Decode batch lines at {adv.cm.steps_text(steps)} ({origin}): "
                      f"{used} intervals, throughput and mean accept length per batch size (intervals weighted by their "
                      "time; no phase split: whole-cycle times)" + (f"; left out: {left}" if left else ""))
         notes += _spread_notes(where, st)
