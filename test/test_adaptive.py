@@ -127,6 +127,7 @@ def test_a_shift_in_acceptance_is_detected_and_old_counts_dropped(tmp_path):
     import random
 
     pol = CostAwarePolicy(1, _cfg(tmp_path, {"1": {"candidate_steps": [1]}}))
+    pol.on_cycle_record(SimpleNamespace(steps=1, bs=1, total_ms=10.0))   # the timing reaches it (one record)
     slot = pol._slots[1]
     rng = random.Random(5)
     for _ in range(2000):
@@ -307,3 +308,54 @@ def test_bad_simulator_arguments_are_one_line_exit_2(sim, capsys, argv, words):
     with pytest.raises(SystemExit) as exc:
         sim.main(argv)
     assert exc.value.code == 2 and capsys.readouterr().err == f"sim_adaptive.py: error: {words}\n"
+
+
+class _StandInWorker:
+    """What SGLang's ``AdaptiveController`` needs of ``EAGLEWorkerV2``: states are just depths."""
+
+    def __init__(self, steps):
+        self.speculative_num_steps = steps
+
+    def build_adaptive_runtime_state(self, speculative_num_steps, speculative_num_draft_tokens, cuda_graph_bs=None):
+        from sglang.srt.speculative.adaptive_runtime_state import SpecRuntimeState
+
+        return SpecRuntimeState(speculative_num_steps, speculative_num_draft_tokens, None, None, None, None, None,
+                                None)
+
+    def apply_runtime_state(self, state):
+        self.speculative_num_steps = state.speculative_num_steps
+
+
+@pytest.mark.parametrize("records", [False, True])
+def test_without_cycle_records_sglangs_policy_takes_over(tmp_path, caplog, records):
+    """Every draft accepted at bs 1. With no cycle record ever (the timing not profiling this worker,
+    or turned off by a fault) no depth can be measured: the policy had stayed on depth 1 for good,
+    silently, where SGLang's own climbs to 7. Now that is a fault: SGLang's policy takes over, with
+    one WARNING. With the records arriving (2 cycles late) ours keeps deciding."""
+    from sglang.srt.speculative.adaptive_runtime_state import AdaptiveController
+    from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
+
+    from sglang_eagle_cycle.patches.adaptive import FallbackPolicy
+
+    cfg = _cfg(tmp_path, {"1": {"candidate_steps": [1, 3, 5, 7]}})
+    ours = CostAwarePolicy(1, cfg)
+    worker, policy = _StandInWorker(1), FallbackPolicy(ours, AdaptiveSpeculativeParams(1, cfg))
+    ctl = AdaptiveController(worker, policy)
+    ctl.init_states(None)
+    late: list = []
+    with caplog.at_level("WARNING", logger="sglang_eagle_cycle"):
+        for _ in range(3000):
+            ctl.activate_step_by_batch(1)
+            s = worker.speculative_num_steps
+            ctl.on_verify_complete([s], 1)
+            if records:
+                late.append(SimpleNamespace(steps=s, bs=1, total_ms=10.0 + 0.5 * s, gap_ms=0.1, draft_ms=0.5 * s,
+                                            draft_prep_ms=0.1, verify_ms=9.0, extend_ms=0.3))
+                if len(late) > 2:
+                    ours.on_cycle_record(late.pop(0))
+    warned = [r.getMessage() for r in caplog.records if "adaptive policy" in r.getMessage()]
+    if records:
+        assert policy.active is ours and warned == [] and worker.speculative_num_steps == 7
+    else:
+        assert policy.active is policy.theirs and worker.speculative_num_steps == 7
+        assert len(warned) == 1 and "no cycle record after 1024 verifies at bs 1" in warned[0]

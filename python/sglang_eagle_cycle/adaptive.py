@@ -126,6 +126,11 @@ FOLD_BEHIND = 2 * DECIDE_EVERY
 SHIFT_KEEP_BLOCKS = 2
 #: Recent reaches a position needs before its test counts.
 SHIFT_MIN_REACHED = 24.0
+#: Verifies of a bucket after which, with not one cycle record received, the policy gives up: the
+#: cycle timing does not reach it (not profiling this worker, or turned off by a fault), so no depth
+#: can ever be measured. The fault hands the decisions to SGLang's own policy (the leader of several
+#: ranks freezes the depth instead); records normally arrive one or two cycles late.
+NO_RECORDS_AFTER = 1024
 
 
 def accept_lens(p) -> list[float]:
@@ -372,6 +377,7 @@ class CostAwarePolicy:
         self._routes: dict = {}   # batch size -> slot (cleared when the CUDA-graph sizes change)
         self._per_decay = 0.5 ** (1.0 / PERIOD_HALF_LIFE)
         self.switches: list[tuple] = []   # (verify index, bucket, old, new, why)
+        self.records = 0   # cycle records handed over (sink thread); none at all: see NO_RECORDS_AFTER
         #: ``explore`` or ``exploit``: the state of the bucket of the last batch routed by
         #: :meth:`get_steps_for_batch` (SGLang calls it at every decode batch before the draft), i.e.
         #: whether the depth that batch runs is a probe; the cycle line's ``adaptive=`` field.
@@ -456,6 +462,7 @@ class CostAwarePolicy:
         steps = getattr(record, "steps", None)
         if total is None or steps is None:
             return
+        self.records += 1
         slot = self._route(int(getattr(record, "bs", 1) or 1))
         if len(slot.pending) >= FOLD_EVERY:
             self._fold(slot)   # the verify results' counting, here rather than on the scheduler thread
@@ -596,6 +603,10 @@ class CostAwarePolicy:
         known = {s: v for s, v in est.items() if v is not None}
         old = slot.current
         if not known:
+            if not self.records and slot.verifies >= NO_RECORDS_AFTER:
+                raise RuntimeError(f"no cycle record after {slot.verifies} verifies at bs {slot.bs_key}: the cycle "
+                                   "timing does not reach the policy (this worker is not profiled, or the timing "
+                                   "turned off), so no depth can be measured")
             return None
         best = max(known, key=lambda s: (known[s], -s))
         # after a probe the comparison is with the depth it left: the probe must beat it to stay
