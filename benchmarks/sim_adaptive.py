@@ -323,7 +323,7 @@ def run_adaptive(world: ShiftWorld, draws: Draws, policy, name: str, initial: in
 def _config(world: ShiftWorld, tmp: Path) -> str:
     path = tmp / f"{world.name}.json"
     path.write_text(json.dumps({"1": {"candidate_steps": list(world.candidates),
-                                      "nospec_tok_s": round(world.nospec_tok_s(), 3)}}))
+                                      "nospec_tok_s": round(world.nospec_tok_s(), 3), "nospec_bs": world.bs}}))
     return str(path)
 
 

@@ -359,3 +359,47 @@ def test_without_cycle_records_sglangs_policy_takes_over(tmp_path, caplog, recor
     else:
         assert policy.active is policy.theirs and worker.speculative_num_steps == 7
         assert len(warned) == 1 and "no cycle record after 1024 verifies at bs 1" in warned[0]
+
+
+@pytest.mark.parametrize("nospec_bs", [None, 1, 4])
+def test_speculation_off_is_said_only_against_a_baseline_of_the_running_batch_size(tmp_path, caplog, nospec_bs):
+    """A bucket's nospec_tok_s is compared with the measured depths only where the batches running
+    average the batch size it was measured at (nospec_bs; the bucket's key where the file names none):
+    advise had written bs 4's no-spec figure under key 1, and at bs 1 the policy said "speculation
+    should be off" against it (helper 63). Here every depth runs below a no-spec 400 tok/s at bs 1."""
+    from sglang.srt.speculative.adaptive_runtime_state import AdaptiveController
+    from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
+
+    from sglang_eagle_cycle.patches.adaptive import FallbackPolicy
+
+    entry = {"candidate_steps": [1, 3], "nospec_tok_s": 400.0}
+    if nospec_bs is not None:
+        entry["nospec_bs"] = nospec_bs
+    cfg = _cfg(tmp_path, {"1": entry})
+    ours = CostAwarePolicy(1, cfg)
+    worker, policy = _StandInWorker(1), FallbackPolicy(ours, AdaptiveSpeculativeParams(1, cfg))
+    ctl = AdaptiveController(worker, policy)
+    ctl.init_states(None)
+    late: list = []
+    with caplog.at_level("INFO", logger="sglang_eagle_cycle"):
+        for _ in range(3000):
+            ctl.activate_step_by_batch(1)
+            s = worker.speculative_num_steps
+            ctl.on_verify_complete([1], 1)
+            late.append(SimpleNamespace(steps=s, bs=1, total_ms=10.0 + 0.5 * s, gap_ms=0.1, draft_ms=0.5 * s,
+                                        draft_prep_ms=0.1, verify_ms=9.0, extend_ms=0.3))
+            if len(late) > 2:
+                ours.on_cycle_record(late.pop(0))
+    said = [r.getMessage() for r in caplog.records if "speculation should be off" in r.getMessage()]
+    assert policy.active is ours
+    if nospec_bs == 4:
+        assert said == []
+    else:
+        assert len(said) == 1 and "no-spec 400.0 tok/s measured at bs 1" in said[0], said
+
+
+def test_a_nospec_bs_that_is_no_positive_integer_is_refused(tmp_path):
+    for bad in (0, -2, 1.5, True, "4"):
+        cfg = _cfg(tmp_path, {"1": {"candidate_steps": [1, 3], "nospec_tok_s": 100.0, "nospec_bs": bad}})
+        with pytest.raises(ValueError, match="nospec_bs must be a positive integer"):
+            CostAwarePolicy(1, cfg)

@@ -926,7 +926,7 @@ def test_adaptive_candidates_for_the_cost_policy(capsys, tmp_path, seed_inspect)
     cfg = json.loads(out.read_text())
     (key,) = [k for k in cfg if k.isdigit()]
     entry = cfg[key]
-    assert entry["nospec_tok_s"] == 88.8
+    assert entry["nospec_tok_s"] == 88.8 and entry["nospec_bs"] == 1   # the seed's batch size
     primary = doc["per_batch_size"][0]
     rec = primary["recommended"]["steps"]
     steps = entry["candidate_steps"]

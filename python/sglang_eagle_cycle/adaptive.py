@@ -126,6 +126,10 @@ FOLD_BEHIND = 2 * DECIDE_EVERY
 SHIFT_KEEP_BLOCKS = 2
 #: Recent reaches a position needs before its test counts.
 SHIFT_MIN_REACHED = 24.0
+#: The live mean batch size over ``nospec_bs`` within which the bucket's ``nospec_tok_s`` is
+#: compared with the measured depths (the "speculation should be off" line): no-spec throughput
+#: grows about in proportion to the batch, so another batch size's figure would mislead.
+NOSPEC_BS_MATCH = (0.8, 1.25)
 #: Verifies of a bucket after which, with not one cycle record received, the policy gives up: the
 #: cycle timing does not reach it (not profiling this worker, or turned off by a fault), so no depth
 #: can ever be measured. The fault hands the decisions to SGLang's own policy (the leader of several
@@ -157,11 +161,14 @@ def probe_cycles(bs: float) -> int:
 class _Slot:
     """One batch-size bucket: its candidates, acceptance counts, period estimates and state."""
 
-    def __init__(self, bs_key: int, candidates: list[int], initial_steps: int, nospec_tok_s: Optional[float]):
+    def __init__(self, bs_key: int, candidates: list[int], initial_steps: int, nospec_tok_s: Optional[float],
+                 nospec_bs: Optional[int] = None):
         self.bs_key = bs_key
         self.candidates = sorted(set(candidates))
         self.current = initial_steps if initial_steps in self.candidates else self.candidates[len(self.candidates) // 2]
         self.nospec_tok_s = nospec_tok_s
+        #: the batch size ``nospec_tok_s`` was measured at (the bucket's own key where the file says none)
+        self.nospec_bs = nospec_bs or bs_key
         depth = max(self.candidates)
         #: (reached, accepted) per position, forgotten with the acceptance half-life: one tuple, replaced
         #: whole by the thread that counts, so a decision reads a consistent pair
@@ -349,8 +356,8 @@ class CostAwarePolicy:
             middle candidate).
         cfg_path: SGLang's adaptive config (``--speculative-adaptive-config``): integer-string
             batch-size keys, each with ``candidate_steps``; our optional ``nospec_tok_s`` per key
-            (written by ``eagle-cycle advise``) is the no-speculation throughput at that batch
-            size. None: SGLang's default config.
+            (written by ``eagle-cycle advise``) is the no-speculation throughput (tok/s) at the batch
+            size ``nospec_bs`` (requests; the key where absent). None: SGLang's default config.
         log: logger for switches and advice (default ``sglang_eagle_cycle``).
 
     Raises:
@@ -371,8 +378,8 @@ class CostAwarePolicy:
         self.frozen = False
         entries = _load_config(cfg_path)
         self._bs_list = sorted(entries)
-        self._slots = {bs: _Slot(bs, entry["candidate_steps"], initial_steps, entry.get("nospec_tok_s"))
-                       for bs, entry in entries.items()}
+        self._slots = {bs: _Slot(bs, entry["candidate_steps"], initial_steps, entry.get("nospec_tok_s"),
+                                 entry.get("nospec_bs")) for bs, entry in entries.items()}
         self._cuda_graph_bs: Optional[list[int]] = None
         self._routes: dict = {}   # batch size -> slot (cleared when the CUDA-graph sizes change)
         self._per_decay = 0.5 ** (1.0 / PERIOD_HALF_LIFE)
@@ -638,11 +645,15 @@ class CostAwarePolicy:
                 target = min(ups, key=lambda s: (abs(s - best), -ups[s]))
                 why = f"probe: bound {ups[target]:.1f} vs est. {known[best]:.1f} tok/s"
                 slot.start_probe(target, el, el_up, charged=True)
-        if slot.nospec_tok_s and not slot.off_logged and known[best] < slot.nospec_tok_s:
+        if slot.nospec_tok_s and not slot.off_logged and known[best] < slot.nospec_tok_s \
+                and NOSPEC_BS_MATCH[0] <= slot.bs / slot.nospec_bs <= NOSPEC_BS_MATCH[1]:
+            # only like for like: a no-spec figure of another batch size says nothing here (the
+            # bucket of key 1 may hold an advised bs 4's baseline while bs 1 runs)
             slot.off_logged = True
-            self._log.info("adaptive: at bs %d every measured depth is below the no-spec %.1f tok/s (best %d steps, "
-                           "est. %.1f): speculation should be off for this batch size",
-                           slot.bs_key, slot.nospec_tok_s, best, known[best])
+            self._log.info("adaptive: at bucket bs %d (running %.1f requests on average) every measured depth is "
+                           "below the no-spec %.1f tok/s measured at bs %d (best %d steps, est. %.1f tok/s): "
+                           "speculation should be off for this batch size",
+                           slot.bs_key, slot.bs, slot.nospec_tok_s, slot.nospec_bs, best, known[best])
         if target == old:
             return None
         slot.current = target
@@ -734,6 +745,10 @@ def _load_config(cfg_path: Optional[str]) -> dict[int, dict]:
                 isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in steps):
             raise ValueError(f"adaptive config: bs {key}: candidate_steps must be a list of non-negative "
                              f"integers, got {steps!r}")
+        nospec_bs = entry.get("nospec_bs")
+        if nospec_bs is not None and not (isinstance(nospec_bs, int) and not isinstance(nospec_bs, bool)
+                                          and nospec_bs >= 1):
+            raise ValueError(f"adaptive config: bs {key}: nospec_bs must be a positive integer, got {nospec_bs!r}")
         nospec = entry.get("nospec_tok_s")
         if nospec is not None and not (isinstance(nospec, (int, float)) and not isinstance(nospec, bool)
                                        and math.isfinite(nospec) and nospec > 0):

@@ -2126,11 +2126,13 @@ def contenders(b: BatchAdvice) -> list[int]:
 def adaptive_candidates(advice: Advice, graph_bs: Optional[Sequence[int]] = None) -> AdaptivePlan:
     """A config for :class:`sglang_eagle_cycle.adaptive.CostAwarePolicy` (``SGLANG_EAGLE_CYCLE_ADAPTIVE=cost``):
     per batch-size bucket the :func:`contenders` as ``candidate_steps`` and the no-spec baseline
-    as ``nospec_tok_s`` when known (SGLang's own policy ignores that key). Batch sizes that pad to
+    as ``nospec_tok_s`` when known, with ``nospec_bs``, the batch size it is for (SGLang's own policy
+    ignores both keys). Batch sizes that pad to
     one key pool their contenders."""
     graph, keyed, primary_key = _bucket_keys(advice, graph_bs)
     cands: dict[int, set] = {}
     nospec: dict[int, float] = {}
+    nospec_bs: dict[int, int] = {}   # the batch size each bucket's nospec_tok_s was measured at
     owner: dict[int, list] = {}
     off_at: dict[int, bool] = {}   # the bucket's largest batch size decides, as its nospec_tok_s does
     for key, b in keyed:
@@ -2138,7 +2140,7 @@ def adaptive_candidates(advice: Advice, graph_bs: Optional[Sequence[int]] = None
         owner.setdefault(key, []).append(b.bs)
         base = next((c.baseline_tok_s for c in b.candidates if c.baseline_tok_s), None)
         if base:
-            nospec[key] = round(base, 3)
+            nospec[key], nospec_bs[key] = round(base, 3), b.bs
         off_at[key] = b.recommendation.speculation_off
     off = [k for k, v in off_at.items() if v]
     merged = [f"bs {', '.join(map(str, v))} {_pads(v, k, graph)}: their contenders are pooled"
@@ -2148,6 +2150,7 @@ def adaptive_candidates(advice: Advice, graph_bs: Optional[Sequence[int]] = None
         cfg[str(k)] = {"candidate_steps": sorted(cands[k])}
         if k in nospec:
             cfg[str(k)]["nospec_tok_s"] = nospec[k]
+            cfg[str(k)]["nospec_bs"] = nospec_bs[k]
     cfg["_eagle_cycle"] = {
         "generated_by": "eagle-cycle advise --adaptive-candidates",
         "note": "for SGLANG_EAGLE_CYCLE_ADAPTIVE=cost: the depths still in contention per bucket and the "
