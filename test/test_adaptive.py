@@ -326,33 +326,42 @@ class _StandInWorker:
         self.speculative_num_steps = state.speculative_num_steps
 
 
+def _drive(cfg: str, accepted, records: bool = True, verifies: int = 3000):
+    """SGLang's own ``AdaptiveController`` over ``FallbackPolicy(CostAwarePolicy, SGLang's policy)`` at
+    bs 1 for ``verifies`` verifies, ``accepted(steps)`` drafts accepted each; with ``records``, a cycle
+    record per verify (10 ms + 0.5 ms per step) reaches our policy 2 cycles late.
+    Returns ``(ours, policy, worker)``."""
+    from sglang.srt.speculative.adaptive_runtime_state import AdaptiveController
+    from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
+
+    from sglang_eagle_cycle.patches.adaptive import FallbackPolicy
+
+    ours = CostAwarePolicy(1, cfg)
+    worker, policy = _StandInWorker(1), FallbackPolicy(ours, AdaptiveSpeculativeParams(1, cfg))
+    ctl = AdaptiveController(worker, policy)
+    ctl.init_states(None)
+    late: list = []
+    for _ in range(verifies):
+        ctl.activate_step_by_batch(1)
+        s = worker.speculative_num_steps
+        ctl.on_verify_complete([accepted(s)], 1)
+        if records:
+            late.append(SimpleNamespace(steps=s, bs=1, total_ms=10.0 + 0.5 * s, gap_ms=0.1, draft_ms=0.5 * s,
+                                        draft_prep_ms=0.1, verify_ms=9.0, extend_ms=0.3))
+            if len(late) > 2:
+                ours.on_cycle_record(late.pop(0))
+    return ours, policy, worker
+
+
 @pytest.mark.parametrize("records", [False, True])
 def test_without_cycle_records_sglangs_policy_takes_over(tmp_path, caplog, records):
     """Every draft accepted at bs 1. With no cycle record ever (the timing not profiling this worker,
     or turned off by a fault) no depth can be measured: the policy had stayed on depth 1 for good,
     silently, where SGLang's own climbs to 7. Now that is a fault: SGLang's policy takes over, with
     one WARNING. With the records arriving (2 cycles late) ours keeps deciding."""
-    from sglang.srt.speculative.adaptive_runtime_state import AdaptiveController
-    from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
-
-    from sglang_eagle_cycle.patches.adaptive import FallbackPolicy
-
     cfg = _cfg(tmp_path, {"1": {"candidate_steps": [1, 3, 5, 7]}})
-    ours = CostAwarePolicy(1, cfg)
-    worker, policy = _StandInWorker(1), FallbackPolicy(ours, AdaptiveSpeculativeParams(1, cfg))
-    ctl = AdaptiveController(worker, policy)
-    ctl.init_states(None)
-    late: list = []
     with caplog.at_level("WARNING", logger="sglang_eagle_cycle"):
-        for _ in range(3000):
-            ctl.activate_step_by_batch(1)
-            s = worker.speculative_num_steps
-            ctl.on_verify_complete([s], 1)
-            if records:
-                late.append(SimpleNamespace(steps=s, bs=1, total_ms=10.0 + 0.5 * s, gap_ms=0.1, draft_ms=0.5 * s,
-                                            draft_prep_ms=0.1, verify_ms=9.0, extend_ms=0.3))
-                if len(late) > 2:
-                    ours.on_cycle_record(late.pop(0))
+        ours, policy, worker = _drive(cfg, lambda s: s, records)
     warned = [r.getMessage() for r in caplog.records if "adaptive policy" in r.getMessage()]
     if records:
         assert policy.active is ours and warned == [] and worker.speculative_num_steps == 7
@@ -367,29 +376,11 @@ def test_speculation_off_is_said_only_against_a_baseline_of_the_running_batch_si
     average the batch size it was measured at (nospec_bs; the bucket's key where the file names none):
     advise had written bs 4's no-spec figure under key 1, and at bs 1 the policy said "speculation
     should be off" against it (helper 63). Here every depth runs below a no-spec 400 tok/s at bs 1."""
-    from sglang.srt.speculative.adaptive_runtime_state import AdaptiveController
-    from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
-
-    from sglang_eagle_cycle.patches.adaptive import FallbackPolicy
-
     entry = {"candidate_steps": [1, 3], "nospec_tok_s": 400.0}
     if nospec_bs is not None:
         entry["nospec_bs"] = nospec_bs
-    cfg = _cfg(tmp_path, {"1": entry})
-    ours = CostAwarePolicy(1, cfg)
-    worker, policy = _StandInWorker(1), FallbackPolicy(ours, AdaptiveSpeculativeParams(1, cfg))
-    ctl = AdaptiveController(worker, policy)
-    ctl.init_states(None)
-    late: list = []
     with caplog.at_level("INFO", logger="sglang_eagle_cycle"):
-        for _ in range(3000):
-            ctl.activate_step_by_batch(1)
-            s = worker.speculative_num_steps
-            ctl.on_verify_complete([1], 1)
-            late.append(SimpleNamespace(steps=s, bs=1, total_ms=10.0 + 0.5 * s, gap_ms=0.1, draft_ms=0.5 * s,
-                                        draft_prep_ms=0.1, verify_ms=9.0, extend_ms=0.3))
-            if len(late) > 2:
-                ours.on_cycle_record(late.pop(0))
+        ours, policy, _ = _drive(_cfg(tmp_path, {"1": entry}), lambda s: 1)
     said = [r.getMessage() for r in caplog.records if "speculation should be off" in r.getMessage()]
     assert policy.active is ours
     if nospec_bs == 4:

@@ -2165,6 +2165,15 @@ def test_a_batch_size_no_run_measured_says_its_figures_are_carried_over_and_keep
     assert not any("carried over" in (c["interval_source"] or "") for c in at[1]["candidates"])
 
 
+def _db_line(stamp: str, bs: int, token: int, tok_s: float, accept_len=None, accept_rate=None,
+             usage: str = "0.00") -> str:
+    """One stock ``Decode batch`` line as SGLang 0.5.23 prints it (TP rank 0), with the speculative
+    fields where ``accept_len`` is given."""
+    spec = "" if accept_len is None else f"accept len: {accept_len:.2f}, accept rate: {accept_rate:.2f}, "
+    return (f"[{stamp} TP0] Decode batch, #running-req: {bs}, #token: {token}, token usage: {usage}, {spec}"
+            f"cuda graph: True, gen throughput (token/s): {tok_s:.2f}, #queue-req: 0")
+
+
 def _nospec_log(path: Path, tok_s: float = 88.0, lines_n: int = 40, seed: int = 7, spread: float = 0.02,
                 bs=lambda rng: 1) -> Path:
     """A no-spec server's stock log: ``lines_n`` Decode batch lines at ``tok_s`` (+-``spread``), each
@@ -2173,9 +2182,9 @@ def _nospec_log(path: Path, tok_s: float = 88.0, lines_n: int = 40, seed: int = 
     lines = ["[2026-12-01 09:00:00] server_args={'model_path': 'm', 'speculative_algorithm': None, "
              "'speculative_num_steps': None, 'tp_size': 8}"]
     for i in range(lines_n):
-        lines.append(f"[2026-12-01 09:01:{i % 60:02d} TP0] Decode batch, #running-req: {bs(rng)}, #token: {100 + 40 * i}, "
-                     f"token usage: 0.00, cuda graph: True, "
-                     f"gen throughput (token/s): {tok_s * rng.uniform(1 - spread, 1 + spread):.2f}, #queue-req: 0")
+        b = bs(rng)
+        lines.append(_db_line(f"2026-12-01 09:01:{i % 60:02d}", b, 100 + 40 * i,
+                              tok_s * rng.uniform(1 - spread, 1 + spread)))
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -2883,14 +2892,10 @@ def _stock_lines(path: Path, rates, steps: int, bs: int = 1, version: str = "0.5
     """Stock Decode batch lines without a start-up line, one per per-interval acceptance rate in
     ``rates``: accept len 1 + steps * rate, accept rate as SGLang 0.5.23 prints it ((L - 1) / (ndt - 1)
     for chain drafting), or, with ``version="old"``, the older L / num_draft_tokens."""
-    lines = []
-    for i, r in enumerate(rates):
-        acc = 1 + steps * r
-        shown = r if version == "0.5.23" else acc / (steps + 1)
-        lines.append(f"[2026-12-06 10:00:{i % 60:02d} TP0] Decode batch, #running-req: {bs}, #token: {1000 + 50 * i}, "
-                     f"token usage: 0.01, accept len: {acc:.2f}, accept rate: {shown:.2f}, cuda graph: True, "
-                     f"gen throughput (token/s): {bs * (60 + 25 * acc):.2f}, #queue-req: 0")
-    path.write_text("\n".join(lines) + "\n")
+    accs = [1 + steps * r for r in rates]
+    shown = list(rates) if version == "0.5.23" else [a / (steps + 1) for a in accs]
+    path.write_text("\n".join(_db_line(f"2026-12-06 10:00:{i % 60:02d}", bs, 1000 + 50 * i, bs * (60 + 25 * a), a, r,
+                                       usage="0.01") for i, (a, r) in enumerate(zip(accs, shown))) + "\n")
     return path
 
 
