@@ -150,6 +150,12 @@ def test_stdin_errors_name_stdin_not_the_spool_file(repo_root):
                           capture_output=True, text=True, cwd=repo_root, timeout=120)
     assert proc.returncode == 2 and proc.stderr.startswith("eagle-cycle advise: error: <stdin>: invalid JSON")
     assert len(proc.stderr.strip().splitlines()) == 1
+    # an empty stdin, or one without a line advise reads, is <stdin> too (it had been "-: empty file")
+    for text in ("", "garbage\n"):
+        proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "advise", "-", "--baseline-tok-s", "80"],
+                              input=text, capture_output=True, text=True, cwd=repo_root, timeout=120)
+        assert proc.returncode == 2 and proc.stderr.startswith("eagle-cycle advise: error: nothing to advise on: "
+                                                               "<stdin>: "), proc.stderr
 
 
 def test_tree_drafting_runs_alone_are_named_whatever_the_baseline(tmp_path):

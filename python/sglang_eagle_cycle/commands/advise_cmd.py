@@ -455,6 +455,8 @@ def _collect_inputs(args, names: list[str], spool: Path):
         try:
             r, b, n, m = _from_log(name, str(path))
         except UsageError as exc:
+            if name == "-" and str(exc).startswith("nothing to inspect: -: "):   # stdin, as other errors name it
+                exc = UsageError("nothing to inspect: <stdin>: " + str(exc)[len("nothing to inspect: -: "):])
             # among several inputs, a log with nothing in it (a sweep's no-spec stand-in log) is
             # skipped with a warning, as inspect does; alone it is the error
             if named:   # the records stand on their own figures
