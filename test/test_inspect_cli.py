@@ -948,3 +948,30 @@ def test_plot_tells_apart_runs_of_one_file_name_and_the_two_timing_kinds(tmp_pat
             assert {s.splitlines()[0] for s in shown} == heads
         else:
             assert sorted(s.splitlines()[-1] for s in shown) == ["device spans", "older lines"]
+
+
+def test_the_draft_tokens_stock_lines_pin_are_shown(capsys, tmp_path):
+    """SGLang 0.5.23 prints accept rate = (accept len - 1) / (num_draft_tokens - 1): where one value
+    alone fits every interval, inspect gives it per file (JSON ``num_draft_tokens_inferred``, and a
+    caption under the stock table), as advise uses it for a log without its start-up line."""
+    rng = random.Random(5)
+    lines = []
+    for i in range(20):
+        r = rng.uniform(0.15, 0.45)
+        acc = 1 + 4 * r   # 4 steps, chain: num_draft_tokens 5
+        lines.append(f"[2026-12-06 10:00:{i:02d} TP0] Decode batch, #running-req: 2, #token: {500 + 20 * i}, "
+                     f"token usage: 0.01, accept len: {acc:.2f}, accept rate: {r:.2f}, cuda graph: True, "
+                     f"gen throughput (token/s): {150 * acc:.2f}, #queue-req: 0")
+    four = tmp_path / "four.log"
+    four.write_text("\n".join(lines) + "\n")
+    mixed = tmp_path / "mixed.log"   # another server's intervals at 2 steps appended: no one value
+    mixed.write_text(four.read_text() + "\n".join(
+        ln.replace(f"accept len: {1 + 4 * r:.2f}", f"accept len: {1 + 2 * r:.2f}")
+        for ln, r in zip(lines, [float(ln.split("accept rate: ")[1].split(",")[0]) for ln in lines])) + "\n")
+    code, out, _ = run_cli(capsys, "inspect", str(four), str(mixed), "--json")
+    per_file = json.loads(out)["decode_batch"]["per_file"]
+    assert code == 0 and per_file[str(four)]["num_draft_tokens_inferred"] == 5
+    assert per_file[str(mixed)]["num_draft_tokens_inferred"] is None
+    code, out, _ = run_cli(capsys, "inspect", str(four))
+    assert "num_draft_tokens from accept len and accept rate" in " ".join(out.split())
+    assert "5 in four.log" in " ".join(out.split())

@@ -41,6 +41,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from .argtypes import MAX_STEPS
+
 MARKER = "Decode batch"
 
 #: How many recent intervals a repeat from another rank is looked for in (ranks log within a few lines).
@@ -338,7 +340,9 @@ class DecodeBatchStats:
 
     def summary(self) -> dict[str, Any]:
         """The ``decode_batch`` part of the inspect document (means unweighted over intervals), with
-        ``by_bs`` (:meth:`by_bs`) and ``intervals_idle`` (:meth:`idle_intervals`)."""
+        ``by_bs`` (:meth:`by_bs`), ``intervals_idle`` (:meth:`idle_intervals`) and
+        ``num_draft_tokens_inferred`` (:meth:`inferred_draft_tokens`: the one num_draft_tokens every
+        interval's accept len and accept rate fit, else None)."""
         return {
             "decode_lines_seen": self.lines_seen,
             "intervals": self.intervals,
@@ -346,6 +350,7 @@ class DecodeBatchStats:
             "accept_len_mean": self.accept_len.value,
             "accept_rate_mean": self.accept_rate.value,
             "gen_tok_s_mean": self.gen_tok_s.value,
+            "num_draft_tokens_inferred": self.inferred_draft_tokens(MAX_STEPS),
             **dict(zip(("by_bs", "intervals_idle"), self._per_bs())),
         }
 

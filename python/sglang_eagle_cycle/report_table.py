@@ -82,8 +82,15 @@ def render_table(doc: dict[str, Any], console=None) -> None:
     db = doc.get("decode_batch")
     if db:
         # two-line headings keep the number columns narrow, so at 80 columns the file name gets the room
+        pins = [(os.path.basename(name), s.get("num_draft_tokens_inferred"))
+                for name, s in (db.get("per_file") or {}).items()]
+        pins = [(n, v) for n, v in pins if v]
+        pinned = None if not pins else (
+            "num_draft_tokens from accept len and accept rate (SGLang 0.5.23 prints rate = (len - 1) / "
+            "(num_draft_tokens - 1)): " + ", ".join(f"{v} in {escape(text_label(n))}" for n, v in pins)
+            + " (chain drafting, topk 1: num_steps = num_draft_tokens - 1)")
         table = Table(title="Stock Decode batch lines (means unweighted over intervals)", title_justify="left",
-                      pad_edge=False)
+                      caption=pinned, caption_justify="left", pad_edge=False)
         table.add_column("file", overflow="fold", ratio=1)
         for head in ("lines", "inter-\nvals", "with\naccept", "accept\nlen", "accept\nrate", "gen\ntok/s"):
             table.add_column(head, justify="right", no_wrap=True)
