@@ -433,9 +433,11 @@ def test_launch_sweep_then_resume_skips_finished_configurations(tmp_path):
     assert_no_orphans(tmp_path / "pids", 3)
     before = out.read_bytes()
 
+    workload = {"num_prompts": 2, "duration_s": None, "seed": 0, "warmup_requests": 0}
     assert [x["settings"] for x in recs[:3:2]] == [
-        {"algorithm": None, "server_args": ["--tp", "1"], "ignore_eos": False, "stream": True},
-        {"algorithm": "EAGLE3", "server_args": ["--tp", "1"], "ignore_eos": False, "stream": True}]
+        {"algorithm": None, "server_args": ["--tp", "1"], "ignore_eos": False, "stream": True, "workload": workload},
+        {"algorithm": "EAGLE3", "server_args": ["--tp", "1"], "ignore_eos": False, "stream": True,
+         "workload": workload}]
 
     # the same sweep again: everything is done, no server is started, nothing is written
     r2 = run_bench(launch_args(tmp_path, out, "--standin-cycle-log", warmup="0", extra=["--", "--tp", "1"]))
@@ -469,6 +471,14 @@ def test_launch_sweep_then_resume_skips_finished_configurations(tmp_path):
     assert r5.returncode == 0, r5.stderr
     last = read_jsonl(out)[-1]
     assert (last["steps"], last["settings"]["server_args"], last["speedup_vs_baseline"]) == (2, ["--tp", "3"], None)
+    # another workload (--seed of the request order) is another measurement too: a re-run with other
+    # --num-prompts, --duration, --seed or --warmup-requests had been skipped as already measured
+    args = launch_args(tmp_path, out, "--standin-cycle-log", warmup="0", steps=("1",), conc=("1",),
+                       extra=["--seed", "7", "--", "--tp", "1"])
+    r6 = run_bench(args)
+    assert r6.returncode == 0, r6.stderr
+    assert "(2 ok, 0 failed, 0 already measured)" in r6.stdout + r6.stderr
+    assert [x["settings"]["workload"]["seed"] for x in read_jsonl(out)[-2:]] == [7, 7]
 
 
 def test_never_healthy_and_crash_are_recorded_and_the_sweep_continues(tmp_path):

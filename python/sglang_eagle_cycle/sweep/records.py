@@ -13,7 +13,8 @@ One record per (configuration, concurrency), appended as soon as it is measured:
 ``error`` is ``null`` for ``ok`` and ``{"reason": "...", "log_tail": [...]}`` for ``failed``.
 ``settings``: what else the sweep ran the configuration with (``--algorithm`` for a speculative
 launch, else null; the server arguments after ``--``, empty in URL mode; ``--ignore-eos``; streaming,
-not ``--no-stream``). A re-run skips configurations whose :data:`KEY_FIELDS` (settings included)
+not ``--no-stream``; ``workload``: ``--num-prompts`` or ``--duration``, ``--seed``,
+``--warmup-requests``). A re-run skips configurations whose :data:`KEY_FIELDS` (settings included)
 match an ``ok`` record; a record without settings (an earlier version's) matches none. The file is never
 truncated or rewritten: lines are appended with one ``write`` while SIGINT/SIGTERM are held back,
 and a partial last line left by a killed writer is closed with a newline first (it stays, and

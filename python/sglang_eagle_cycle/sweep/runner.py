@@ -99,11 +99,15 @@ def run_settings(s: SweepSettings, steps: int) -> dict:
     """A record's ``settings`` (:mod:`.records`): what else a configuration at ``steps`` ran with.
     ``algorithm``: ``--algorithm`` for a speculative launch (None for the baseline and in URL mode,
     where the server's own flags are not the sweep's); ``server_args``: the arguments after ``--``
-    (launch mode); ``ignore_eos`` and ``stream``: the requests'."""
+    (launch mode); ``ignore_eos`` and ``stream``: the requests'; ``workload``: the measurement asked
+    for (``--num-prompts`` or ``--duration`` in s, ``--seed`` of the request order,
+    ``--warmup-requests``), so that a re-run with another one measures again."""
     launch = s.model is not None
     return {"algorithm": s.algorithm if launch and steps > 0 else None,
             "server_args": list(s.extra_args) if launch else [],
-            "ignore_eos": bool(s.generate.ignore_eos), "stream": bool(s.generate.stream)}
+            "ignore_eos": bool(s.generate.ignore_eos), "stream": bool(s.generate.stream),
+            "workload": {"num_prompts": s.num_prompts, "duration_s": s.duration_s, "seed": s.seed,
+                         "warmup_requests": s.warmup_requests}}
 
 
 def _setup(settings) -> Optional[str]:
