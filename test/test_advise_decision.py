@@ -2935,3 +2935,14 @@ def test_stock_lines_that_pin_no_one_depth_are_still_refused(tmp_path, case):
         _stock_lines(log, [0.0] * 20, steps=5)
     rc, _, err = advise(log, "--baseline-tok-s", 70)
     assert rc == 2 and "no server_args= line" in err and "nor do their accept len and accept rate pin one" in err
+
+
+def test_steady_lines_of_the_older_rate_pin_no_depth(tmp_path):
+    """An older SGLang prints accept rate = accept len / num_draft_tokens. Where the accept length holds
+    steady, its lines fit one value under 0.5.23's rate as well: 5 steps at accept len 1.50, rate 0.25
+    read as (1.50 - 1) / 0.25 = 2, num_draft_tokens 3, and advise had taken the run as 2 steps. The
+    lines fit num_draft_tokens 6 under the older rate just as well, so they pin none: refused."""
+    rng = np.random.default_rng(5)
+    log = _stock_lines(tmp_path / "old.log", rng.uniform(0.098, 0.102, 30), steps=5, version="old")
+    rc, _, err = advise(log, "--baseline-tok-s", 70)
+    assert rc == 2 and "nor do their accept len and accept rate pin one" in err, err

@@ -244,6 +244,10 @@ class DecodeBatchStats:
         #: num_draft_tokens - 1 every interval's printed accept len and accept rate allow (their
         #: intersection; :meth:`inferred_draft_tokens`), and how many intervals narrowed it
         self.ndt_lo, self.ndt_hi, self.ndt_intervals = 0.0, math.inf, 0
+        #: num_draft_tokens the same intervals allow read as an older SGLang's ``accept rate = accept len /
+        #: num_draft_tokens`` (their intersection): where one fits too, the lines do not say which rate they
+        #: print, and pin no depth
+        self.old_ndt_lo, self.old_ndt_hi = 0.0, math.inf
         self._recent: deque[tuple[str, set]] = deque(maxlen=TP_REPEAT_WINDOW)
 
     def _is_repeat(self, d: DecodeBatch) -> bool:
@@ -296,16 +300,30 @@ class DecodeBatchStats:
         self.ndt_intervals += 1
         self.ndt_lo = max(self.ndt_lo, drafts_lo / rate_hi)
         self.ndt_hi = min(self.ndt_hi, drafts_hi / rate_lo if rate_lo > 0 else math.inf)
+        # the same line under the older rate, accept len / num_draft_tokens (0.5.x before, with either
+        # "Decode batch." or "Decode batch,"): a steady accept length fits one value there too (accept len
+        # 1.50, accept rate 0.25 at num_draft_tokens 6 reads as 3 under 0.5.23's rate)
+        self.old_ndt_lo = max(self.old_ndt_lo, max(0.0, accept_len - half) / rate_hi)
+        self.old_ndt_hi = min(self.old_ndt_hi, (accept_len + half) / rate_lo if rate_lo > 0 else math.inf)
 
     def inferred_draft_tokens(self, max_steps: int, min_intervals: int = 3) -> Optional[int]:
         """``num_draft_tokens`` when one value alone fits every speculative interval's printed accept
         len and accept rate (:meth:`_narrow_ndt`; at least ``min_intervals`` that say something),
         with ``num_draft_tokens - 1`` in ``1..max_steps``; else None (too few lines, lines of another
-        SGLang's accept rate, several servers' lines mixed, or a range holding several values)."""
+        SGLang's accept rate, several servers' lines mixed, or a range holding several values). Also
+        None where the older rate, ``accept len / num_draft_tokens``, fits every line at another value:
+        a steady accept length fits one value under either rate, and the lines do not say which they print."""
         if self.ndt_intervals < min_intervals:
             return None
         fits = [n for n in range(1, max_steps + 1) if self.ndt_lo - 1e-9 <= n <= self.ndt_hi + 1e-9]
-        return fits[0] + 1 if len(fits) == 1 else None
+        if len(fits) != 1:
+            return None
+        # lines that an older SGLang's rate (accept len / num_draft_tokens) fits at another value say
+        # nothing of which one ran: refused, not guessed
+        if any(self.old_ndt_lo - 1e-9 <= n <= self.old_ndt_hi + 1e-9 and n != fits[0] + 1
+               for n in range(2, max_steps + 2)):
+            return None
+        return fits[0] + 1
 
     @property
     def speculative_intervals(self) -> int:
@@ -328,6 +346,7 @@ class DecodeBatchStats:
         self.all_accepted = self.all_accepted and other.all_accepted
         self.ndt_lo, self.ndt_hi = max(self.ndt_lo, other.ndt_lo), min(self.ndt_hi, other.ndt_hi)
         self.ndt_intervals += other.ndt_intervals
+        self.old_ndt_lo, self.old_ndt_hi = max(self.old_ndt_lo, other.old_ndt_lo), min(self.old_ndt_hi, other.old_ndt_hi)
         self.labels_spec.extend(other.labels_spec)
         self.labels_plain.extend(other.labels_plain)
 
