@@ -2946,3 +2946,19 @@ def test_steady_lines_of_the_older_rate_pin_no_depth(tmp_path):
     log = _stock_lines(tmp_path / "old.log", rng.uniform(0.098, 0.102, 30), steps=5, version="old")
     rc, _, err = advise(log, "--baseline-tok-s", 70)
     assert rc == 2 and "nor do their accept len and accept rate pin one" in err, err
+
+
+def test_an_adaptive_servers_lines_pin_no_depth(tmp_path):
+    """An adaptive server's accept rate divides by its launch num_draft_tokens - 1 whatever depth ran
+    (SGLang 0.5.23's metrics_reporter reads get_spec(), which the adaptive controller leaves alone), so
+    its lines fit the launch value exactly: launched at 3 steps and running 5-7 (accept len up to 6,
+    accept rate up to 1.67), advise had taken them as a 3-step run. No fixed depth prints a rate above
+    1: such lines pin none."""
+    rng = np.random.default_rng(6)
+    lines = []
+    for i, acc in enumerate(rng.uniform(2.0, 6.0, 30)):
+        lines.append(_db_line(f"2026-12-06 10:00:{i % 60:02d}", 1, 1000 + 50 * i, 60 + 25 * acc, acc, (acc - 1) / 3))
+    log = tmp_path / "adaptive.log"
+    log.write_text("\n".join(lines) + "\n")
+    rc, _, err = advise(log, "--baseline-tok-s", 70)
+    assert rc == 2 and "an adaptive server's (an accept rate above 1)" in err, err

@@ -248,6 +248,10 @@ class DecodeBatchStats:
         #: num_draft_tokens`` (their intersection): where one fits too, the lines do not say which rate they
         #: print, and pin no depth
         self.old_ndt_lo, self.old_ndt_hi = 0.0, math.inf
+        #: intervals whose printed accept rate is above 1: no fixed depth prints one (accepted drafts are at
+        #: most num_draft_tokens - 1), an adaptive server running deeper than its launch depth does (SGLang
+        #: divides by the launch num_draft_tokens - 1), so its lines fit the launch value, not the depths run
+        self.ndt_over_one = 0
         self._recent: deque[tuple[str, set]] = deque(maxlen=TP_REPEAT_WINDOW)
 
     def _is_repeat(self, d: DecodeBatch) -> bool:
@@ -298,6 +302,8 @@ class DecodeBatchStats:
         if drafts_lo <= 0.0 and rate_lo <= 0.0:
             return
         self.ndt_intervals += 1
+        if rate_lo > 1.0:
+            self.ndt_over_one += 1
         self.ndt_lo = max(self.ndt_lo, drafts_lo / rate_hi)
         self.ndt_hi = min(self.ndt_hi, drafts_hi / rate_lo if rate_lo > 0 else math.inf)
         # the same line under the older rate, accept len / num_draft_tokens (0.5.x before, with either
@@ -312,8 +318,10 @@ class DecodeBatchStats:
         with ``num_draft_tokens - 1`` in ``1..max_steps``; else None (too few lines, lines of another
         SGLang's accept rate, several servers' lines mixed, or a range holding several values). Also
         None where the older rate, ``accept len / num_draft_tokens``, fits every line at another value:
-        a steady accept length fits one value under either rate, and the lines do not say which they print."""
-        if self.ndt_intervals < min_intervals:
+        a steady accept length fits one value under either rate, and the lines do not say which they print;
+        and None where a line's accept rate is above 1 (an adaptive server running deeper than its launch
+        depth: its lines fit the launch num_draft_tokens, not the depths it ran)."""
+        if self.ndt_intervals < min_intervals or self.ndt_over_one:
             return None
         fits = [n for n in range(1, max_steps + 1) if self.ndt_lo - 1e-9 <= n <= self.ndt_hi + 1e-9]
         if len(fits) != 1:
@@ -347,6 +355,7 @@ class DecodeBatchStats:
         self.ndt_lo, self.ndt_hi = max(self.ndt_lo, other.ndt_lo), min(self.ndt_hi, other.ndt_hi)
         self.ndt_intervals += other.ndt_intervals
         self.old_ndt_lo, self.old_ndt_hi = max(self.old_ndt_lo, other.old_ndt_lo), min(self.old_ndt_hi, other.old_ndt_hi)
+        self.ndt_over_one += other.ndt_over_one
         self.labels_spec.extend(other.labels_spec)
         self.labels_plain.extend(other.labels_plain)
 
