@@ -975,3 +975,17 @@ def test_the_draft_tokens_stock_lines_pin_are_shown(capsys, tmp_path):
     code, out, _ = run_cli(capsys, "inspect", str(four))
     assert "num_draft_tokens from accept len and accept rate" in " ".join(out.split())
     assert "5 in four.log" in " ".join(out.split())
+
+
+def test_a_range_reaching_past_64_draft_steps_pins_no_num_draft_tokens(tmp_path):
+    """Lines of a tree of num_draft_tokens 66 whose ranges meet at 63.96-69.6 (num_draft_tokens - 1):
+    of 1-64 only 64 fits, and num_draft_tokens 65 had been inferred; 65-69 fit as well, so none is."""
+    from sglang_eagle_cycle.decode_batch import DecodeBatchStats, parse_decode_batch
+
+    st = DecodeBatchStats()
+    for i, (acc, rate) in enumerate([(1.64, 0.64 / 65), (2.30, 1.3 / 65), (5.16, 4.16 / 65), (9.0, 8 / 65)]):
+        st.add(parse_decode_batch(f"[2026-12-06 10:00:0{i} TP0] Decode batch, #running-req: 1, #token: 10, "
+                                  f"token usage: 0.01, accept len: {acc:.2f}, accept rate: {rate:.2f}, "
+                                  f"cuda graph: True, gen throughput (token/s): 90.00, #queue-req: 0"))
+    assert st.inferred_draft_tokens(64) is None
+    assert st.inferred_draft_tokens(70) is None       # 65-69 fit

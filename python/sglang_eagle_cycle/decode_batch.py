@@ -323,8 +323,10 @@ class DecodeBatchStats:
         depth: its lines fit the launch num_draft_tokens, not the depths it ran)."""
         if self.ndt_intervals < min_intervals or self.ndt_over_one:
             return None
-        fits = [n for n in range(1, max_steps + 1) if self.ndt_lo - 1e-9 <= n <= self.ndt_hi + 1e-9]
-        if len(fits) != 1:
+        # max_steps + 1 counted too: a range that also holds a value above max_steps (a tree of more
+        # draft tokens; an open range) does not pin its one value inside, max_steps
+        fits = [n for n in range(1, max_steps + 2) if self.ndt_lo - 1e-9 <= n <= self.ndt_hi + 1e-9]
+        if len(fits) != 1 or fits[0] > max_steps:
             return None
         # lines that an older SGLang's rate (accept len / num_draft_tokens) fits at another value say
         # nothing of which one ran: refused, not guessed
