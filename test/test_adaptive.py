@@ -394,3 +394,36 @@ def test_a_nospec_bs_that_is_no_positive_integer_is_refused(tmp_path):
         cfg = _cfg(tmp_path, {"1": {"candidate_steps": [1, 3], "nospec_tok_s": 100.0, "nospec_bs": bad}})
         with pytest.raises(ValueError, match="nospec_bs must be a positive integer"):
             CostAwarePolicy(1, cfg)
+
+
+@pytest.mark.parametrize("nospec, said_expected", [(450.0, False), (550.0, True)])
+def test_speculation_off_compares_per_request_where_the_batch_sizes_differ(tmp_path, caplog, nospec, said_expected):
+    """The live batches (bs 4) average 0.8x the no-spec figure's batch size (nospec_bs 5), inside the
+    window where it is compared. The best depth is estimated at about 413 tok/s at bs 4 (103 per request).
+    Against 450 tok/s at bs 5 (90 per request) speculation is the faster, yet the policy had said
+    "speculation should be off": it compared totals of two batch sizes. No-spec throughput grows at most
+    in proportion to the batch, so 450 at bs 5 is at least 360 at bs 4: not said. Against 550 at bs 5
+    (110 per request, at least 440 at bs 4) it still is."""
+    from sglang.srt.speculative.adaptive_runtime_state import AdaptiveController
+    from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
+
+    from sglang_eagle_cycle.patches.adaptive import FallbackPolicy
+
+    cfg = _cfg(tmp_path, {"4": {"candidate_steps": [1, 3], "nospec_tok_s": nospec, "nospec_bs": 5}})
+    ours = CostAwarePolicy(1, cfg)
+    worker, policy = _StandInWorker(1), FallbackPolicy(ours, AdaptiveSpeculativeParams(1, cfg))
+    ctl = AdaptiveController(worker, policy)
+    ctl.init_states(None)
+    late: list = []
+    with caplog.at_level("INFO", logger="sglang_eagle_cycle"):
+        for _ in range(3000):
+            ctl.activate_step_by_batch(4)
+            s = worker.speculative_num_steps
+            ctl.on_verify_complete([0, 0, 0, 0], 4)
+            late.append(SimpleNamespace(steps=s, bs=4, total_ms=10.0 + 0.5 * s, gap_ms=0.1, draft_ms=0.5 * s,
+                                        draft_prep_ms=0.1, verify_ms=9.0, extend_ms=0.3))
+            if len(late) > 2:
+                ours.on_cycle_record(late.pop(0))
+    said = [r.getMessage() for r in caplog.records if "speculation should be off" in r.getMessage()]
+    assert policy.active is ours
+    assert len(said) == (1 if said_expected else 0), said

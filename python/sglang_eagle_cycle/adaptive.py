@@ -645,15 +645,21 @@ class CostAwarePolicy:
                 target = min(ups, key=lambda s: (abs(s - best), -ups[s]))
                 why = f"probe: bound {ups[target]:.1f} vs est. {known[best]:.1f} tok/s"
                 slot.start_probe(target, el, el_up, charged=True)
-        if slot.nospec_tok_s and not slot.off_logged and known[best] < slot.nospec_tok_s \
+        # the no-spec figure at the batch size running, at its lowest: no-spec throughput grows with the
+        # batch, at most in proportion to it, so a smaller live batch runs at least its share and a larger
+        # one at least the figure (the totals of bs 4 and bs 5 compared had said "off" where speculation
+        # was the faster per request)
+        nospec_here = slot.nospec_tok_s * min(1.0, slot.bs / slot.nospec_bs) if slot.nospec_tok_s else None
+        if nospec_here and not slot.off_logged and known[best] < nospec_here \
                 and NOSPEC_BS_MATCH[0] <= slot.bs / slot.nospec_bs <= NOSPEC_BS_MATCH[1]:
             # only like for like: a no-spec figure of another batch size says nothing here (the
             # bucket of key 1 may hold an advised bs 4's baseline while bs 1 runs)
             slot.off_logged = True
             self._log.info("adaptive: at bucket bs %d (running %.1f requests on average) every measured depth is "
-                           "below the no-spec %.1f tok/s measured at bs %d (best %d steps, est. %.1f tok/s): "
-                           "speculation should be off for this batch size",
-                           slot.bs_key, slot.bs, slot.nospec_tok_s, slot.nospec_bs, best, known[best])
+                           "below the no-spec %.1f tok/s measured at bs %d (at least %.1f tok/s at %.1f requests; "
+                           "best %d steps, est. %.1f tok/s): speculation should be off for this batch size",
+                           slot.bs_key, slot.bs, slot.nospec_tok_s, slot.nospec_bs, nospec_here, slot.bs, best,
+                           known[best])
         if target == old:
             return None
         slot.current = target
