@@ -590,3 +590,21 @@ def test_demo_shows_the_default_reading_whatever_the_shell_overrides(override):
     assert ("ids [2, 30, 58] (layer outputs, draft eagle_config) -> capture positions [3, 31, 59] of 61; "
             "stock SGLang 0.5.23 would capture [2, 30, 58]") in out
     assert f"left out here, so that the demo shows the plugin's default reading: {override}" in out
+
+
+def test_a_prefixed_fc_is_no_error_where_sglang_builds_the_llama_head(tmp_path, capsys):
+    """architectures ["LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM"]: SGLang 0.5.23 builds the
+    first class it has (ModelRegistry.resolve_model_cls), the Llama head, which loads model.fc.weight;
+    the report's variant line says so too. The prefixed-fc error had been raised because the MLA head
+    is named anywhere in the list, and would have stopped a launch that loads its fc."""
+    both = dict(LLAMA_DRAFT, architectures=["LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM"])
+    target, draft = _pair(tmp_path, draft=both)
+    tensors = {"lm_head.weight": [128256, 4096], "d2t": [128256]}
+    _header_only(draft / "model.safetensors", {"model.fc.weight": [4096, 3 * 4096], **tensors})
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 0 and "fc_width_mismatch" not in out, out
+    # listed first, the MLA head is the class built: still the error
+    target, draft = _pair(tmp_path, draft=dict(both, architectures=both["architectures"][::-1]))
+    _header_only(draft / "model.safetensors", {"model.fc.weight": [4096, 3 * 4096], **tensors})
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 1 and "fc_width_mismatch" in out

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from ..errors import UsageError
 from ..safetensors_header import stored_name
-from .checks import _CAPTURE_OFF_CODES, _MLA_HEAD, _Inputs, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, is_eagle3_head, misspelt_key_problems, normalize_algorithm, variant_problems
+from .checks import _CAPTURE_OFF_CODES, _MLA_HEAD, _Inputs, _eagle3_arch, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, is_eagle3_head, misspelt_key_problems, normalize_algorithm, variant_problems
 from .config import ENV_ALLOW_EMBEDDING, ENV_CONVENTION, ENV_IDS, IDS_KEY, MAX_NUM_LAYERS, _all_ints, _checked_target_field, _declared, _is_int, _nested_ids, _short, find_field, find_num_layers
 from .report import CHECK_LEVELS, Problem, WiringReport, _LEVEL_ORDER, _SOURCE_WORDS, _fmt, _same_capture, stock_capture_words
 from .stock import FamilyRule, STOCK_VERSION, _A, _stock_captures, family_rule, stock_layers_to_capture, target_rule
@@ -287,7 +287,7 @@ def contract_positions(ids: list[int], num_layers: int) -> list[int]:
 
 def _is_mla_head(draft_cfg: Mapping | None) -> bool:
     archs = draft_cfg.get("architectures") if isinstance(draft_cfg, Mapping) else None
-    return isinstance(archs, list) and _MLA_HEAD in archs
+    return isinstance(archs, list) and _eagle3_arch(draft_cfg) == _MLA_HEAD
 
 
 def check_pair(target_cfg: Mapping, draft_cfg: Mapping, header: Mapping | None = None,
