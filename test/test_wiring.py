@@ -851,3 +851,19 @@ def test_a_huge_id_list_gives_short_messages_quickly():
     r = run(draft_over=ids_cfg([1, 15, "x" * 100_000]))
     msg = next(p.message for p in r.errors if p.code == "non_integer_ids")
     assert len(msg) < 300 and "(100002 chars)" in msg
+
+
+def test_an_unprefixed_fc_a_listed_shard_holds_is_read_beside_the_prefixed_one_the_index_names(tmp_path):
+    """The index names model.fc.weight; its shard (or another listed one) also holds fc.weight, which the
+    weight_map leaves out. SGLang 0.5.23 loads every tensor of each listed shard, so the MLA head loads
+    fc.weight (and skips model.fc.weight): its fc is loaded. Only the weight_map's spelling had been read,
+    the draft marked as storing its fc only as model.fc.weight, and wiring's error stopped the launch."""
+    for other in (False, True):
+        d = tmp_path / f"d{int(other)}"
+        d.mkdir()
+        write_header_only(d / "a.safetensors", {"model.fc.weight": [4096, 12288], "lm_head.weight": [32000, 4096],
+                                                **({} if other else {"fc.weight": [4096, 12288]})})
+        write_header_only(d / "b.safetensors", {"norm.weight": [4096], **({"fc.weight": [4096, 12288]} if other else {})})
+        (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+            "model.fc.weight": "a.safetensors", "lm_head.weight": "a.safetensors", "norm.weight": "b.safetensors"}}))
+        assert read_draft_shapes(d) == {"fc.weight": [4096, 12288], "lm_head.weight": [32000, 4096]}, other

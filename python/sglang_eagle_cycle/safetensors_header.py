@@ -166,7 +166,18 @@ def _from_index(index_path: Path) -> dict[str, list[int]]:
                 header = read_header(shard_path)
                 shapes.update({n: header[n]["shape"] for n in header
                                if n in DRAFT_TENSORS["fc.weight"] or FC_QUANTIZED.fullmatch(n)})
-    return _pick(shapes)
+    picked = _pick(shapes)
+    prefixed_only = [c for c in DRAFT_TENSORS if PREFIXED + c in picked]
+    if prefixed_only:
+        # a tensor the weight_map names only as model.X: SGLang also loads an X any listed shard holds
+        # unnamed, and X is what the head that skips model.X takes (wiring's prefixed-fc error)
+        for shard in sorted(set(map(str, weight_map.values()))):
+            shard_path = index_path.parent / shard
+            if shard_path.is_file():
+                header = read_header(shard_path)
+                shapes.update({c: header[c]["shape"] for c in prefixed_only if c in header})
+        picked = _pick(shapes)
+    return picked
 
 
 def read_draft_shapes(location: str | Path) -> dict[str, list[int]]:
