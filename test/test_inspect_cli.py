@@ -989,3 +989,23 @@ def test_a_range_reaching_past_64_draft_steps_pins_no_num_draft_tokens(tmp_path)
                                   f"cuda graph: True, gen throughput (token/s): 90.00, #queue-req: 0"))
     assert st.inferred_draft_tokens(64) is None
     assert st.inferred_draft_tokens(70) is None       # 65-69 fit
+
+
+def test_the_draft_tokens_caption_names_files_as_the_rows_do(capsys, tmp_path):
+    """Two logs of one base name (run1/server.log at 4 steps, run2/server.log at 2): the rows name them by
+    their paths, and the caption under the table had said "5 in server.log, 3 in server.log"."""
+    rng = random.Random(7)
+    for run, steps in (("run1", 4), ("run2", 2)):
+        (tmp_path / run).mkdir()
+        lines = []
+        for i in range(20):
+            r = rng.uniform(0.15, 0.45)
+            acc = 1 + steps * r
+            lines.append(f"[2026-12-06 10:00:{i:02d} TP0] Decode batch, #running-req: 2, #token: {500 + 20 * i}, "
+                         f"token usage: 0.01, accept len: {acc:.2f}, accept rate: {r:.2f}, cuda graph: True, "
+                         f"gen throughput (token/s): {150 * acc:.2f}, #queue-req: 0")
+        (tmp_path / run / "server.log").write_text("\n".join(lines) + "\n")
+    one, two = tmp_path / "run1" / "server.log", tmp_path / "run2" / "server.log"
+    code, out, _ = run_cli(capsys, "inspect", str(one), str(two))
+    flat = "".join(out.split())
+    assert code == 0 and f"5in{one}" in flat and f"3in{two}" in flat, out

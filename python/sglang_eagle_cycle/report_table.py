@@ -82,8 +82,12 @@ def render_table(doc: dict[str, Any], console=None) -> None:
     db = doc.get("decode_batch")
     if db:
         # two-line headings keep the number columns narrow, so at 80 columns the file name gets the room
-        pins = [(os.path.basename(name), s.get("num_draft_tokens_inferred"))
-                for name, s in (db.get("per_file") or {}).items()]
+        rows = list(db.get("per_file", {}).items())
+        short = [os.path.basename(name) for name, _ in rows]
+        if len(set(short)) == len(short):   # file names alone when they tell the files apart
+            rows = [(b, stats) for b, (_, stats) in zip(short, rows)]
+        # named as the rows name them (two server.log of different folders are not both "server.log")
+        pins = [(n, s.get("num_draft_tokens_inferred")) for n, s in rows]
         pins = [(n, v) for n, v in pins if v]
         pinned = None if not pins else (
             "num_draft_tokens from accept len and accept rate (SGLang 0.5.23 prints rate = (len - 1) / "
@@ -94,10 +98,6 @@ def render_table(doc: dict[str, Any], console=None) -> None:
         table.add_column("file", overflow="fold", ratio=1)
         for head in ("lines", "inter-\nvals", "with\naccept", "accept\nlen", "accept\nrate", "gen\ntok/s"):
             table.add_column(head, justify="right", no_wrap=True)
-        rows = list(db.get("per_file", {}).items())
-        short = [os.path.basename(name) for name, _ in rows]
-        if len(set(short)) == len(short):   # file names alone when they tell the files apart
-            rows = [(b, stats) for b, (_, stats) in zip(short, rows)]
         if len(rows) > 1:
             rows.append(("all", db))
         for name, s in rows:
