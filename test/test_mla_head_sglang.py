@@ -45,10 +45,14 @@ def test_mla_head_skips_a_prefixed_fc_and_the_check_says_so(tmp_path):
                           text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     loaded = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert loaded == {"fc.weight": True, "model.fc.weight": False}
+    assert loaded == {"fc.weight": True, "model.fc.weight": False,
+                      "Eagle3DeepseekV2ForCausalLM lm_head.weight": True,
+                      "Eagle3DeepseekV2ForCausalLM model.lm_head.weight": False,
+                      "LlamaForCausalLMEagle3 lm_head.weight": True, "LlamaForCausalLMEagle3 model.lm_head.weight": False}
+    fc = {k: v for k, v in loaded.items() if "lm_head" not in k}
     shape = [64, 3 * 64]
     headers = {}
-    for name, ok in loaded.items():   # the check reads the checkpoint's header as the CLI and the server do
+    for name, ok in fc.items():   # the check reads the checkpoint's header as the CLI and the server do
         folder = tmp_path / name
         folder.mkdir()
         write_header_only(folder / "model.safetensors", {name: shape, "lm_head.weight": [128, 64], "d2t": [128]})
@@ -60,3 +64,14 @@ def test_mla_head_skips_a_prefixed_fc_and_the_check_says_so(tmp_path):
     llama = {**DRAFT, "architectures": ["LlamaForCausalLMEagle3"]}
     report = check_pair(TARGET, llama, header=headers["model.fc.weight"], env={})
     assert not [p for p in report.errors if p.code == "fc_width_mismatch"]
+    # lm_head stored only prefixed: neither head loads it; the draft has its own (draft_vocab_size 128,
+    # untied), so it would serve uninitialised: lm_head_not_loaded for both, none with lm_head.weight
+    for arch in ("Eagle3DeepseekV2ForCausalLM", "LlamaForCausalLMEagle3"):
+        draft = {**DRAFT, "architectures": [arch]}
+        for name in ("lm_head.weight", "model.lm_head.weight"):
+            folder = tmp_path / f"{arch}-{name}"
+            folder.mkdir()
+            write_header_only(folder / "model.safetensors", {"fc.weight": shape, name: [128, 64], "d2t": [128]})
+            report = check_pair(TARGET, draft, header=read_draft_shapes(folder), env={})
+            codes = {p.code for p in report.errors}
+            assert ("lm_head_not_loaded" not in codes) == loaded[f"{arch} {name}"], (arch, name, report.problems)

@@ -88,6 +88,10 @@ CODE_CASES = {
     "vocab_mismatch": (dict(draft_over={"vocab_size": 151936}), dict(draft_over={"vocab_size": 128256})),
     "lm_head_shape_mismatch": (dict(header={**FC_OK, "lm_head.weight": [32000, 2048], "d2t": [32000]}),
                                dict(header={**FC_OK, "lm_head.weight": [32000, 4096], "d2t": [32000]})),
+    "lm_head_not_loaded": (dict(header={**FC_OK, "lm_head.weight": [32000, 4096], "model.lm_head.weight": [],
+                                        "d2t": [32000]}),
+                           dict(header={**FC_OK, "lm_head.weight": [32000, 4096], "model.lm_head.weight": [],
+                                        "d2t": [32000]}, draft_over={"tie_word_embeddings": True})),
     "d2t_missing": (dict(header={**FC_OK, "lm_head.weight": [32000, 4096]}),
                     dict(header={**FC_OK, "lm_head.weight": [128256, 4096]}, draft_over={"draft_vocab_size": None})),
     "ids_missing_default_used": (dict(draft_del=("eagle_config",)), dict()),
@@ -130,7 +134,7 @@ def test_code_table_covers_design():
     assert errors == {"non_integer_ids", "duplicate_ids", "id_out_of_range", "embedding_capture",
                       "final_layer_capture_unsupported", "fc_width_mismatch", "draft_fc_built_mismatch",
                       "not_eagle3_architecture", "target_hidden_mismatch", "vocab_mismatch",
-                      "lm_head_shape_mismatch", "d2t_missing", "algorithm_not_eagle3",
+                      "lm_head_shape_mismatch", "lm_head_not_loaded", "d2t_missing", "algorithm_not_eagle3",
                       "aux_capture_off_fc_mismatch", "eagle_config_not_object"}
     assert {c for c, level in CHECK_LEVELS.items() if level == "info"} == {"draft_context_shorter"}
 

@@ -113,6 +113,15 @@ def _header_checks(draft: Mapping, header: Mapping, add) -> None:
     if _is_int(dvocab) and _is_int(vocab) and dvocab < vocab and "d2t" not in header:
         add("d2t_missing", f"draft_vocab_size {dvocab} < vocab_size {vocab} but the checkpoint has no d2t "
                            f"tensor to map draft tokens to target tokens")
+    # both 0.5.23 heads load lm_head.weight only: model.lm_head.weight becomes model.model.lm_head.weight,
+    # which they skip (test/test_mla_head_sglang.py). Harmless where the head takes the target's lm_head
+    # (no draft_vocab_size) or ties it to its embeddings
+    if header.get("model.lm_head.weight") == [] and is_eagle3_head(draft) and _is_int(dvocab) \
+            and draft.get("tie_word_embeddings") is not True:
+        add("lm_head_not_loaded", f"the draft checkpoint stores its lm_head only as model.lm_head.weight, a name "
+                                  f"SGLang {STOCK_VERSION}'s EAGLE-3 heads skip (they load lm_head.weight): with "
+                                  f"draft_vocab_size {dvocab} and untied embeddings its lm_head stays unloaded "
+                                  f"(uninitialised); save it as lm_head.weight")
 
 
 def normalize_algorithm(value) -> str:
