@@ -427,3 +427,15 @@ def test_speculation_off_compares_per_request_where_the_batch_sizes_differ(tmp_p
     said = [r.getMessage() for r in caplog.records if "speculation should be off" in r.getMessage()]
     assert policy.active is ours
     assert len(said) == (1 if said_expected else 0), said
+
+
+def test_a_bucket_keyed_0_with_a_nospec_figure_keeps_our_policy(tmp_path, caplog):
+    """SGLang's config accepts the key "0" (the bucket below the next key). Without nospec_bs the
+    no-spec figure's batch size had been taken as that key, 0, and the first decision divided by it:
+    a ZeroDivisionError, and SGLang's policy took over. The key 0 bucket's figure counts as bs 1's."""
+    cfg = _cfg(tmp_path, {"0": {"candidate_steps": [1, 3], "nospec_tok_s": 400.0}})
+    with caplog.at_level("INFO", logger="sglang_eagle_cycle"):
+        ours, policy, _ = _drive(cfg, lambda s: 1, verifies=600)
+    assert policy.active is ours
+    assert not [r for r in caplog.records if "internal error" in r.getMessage()]
+    assert [r.getMessage() for r in caplog.records if "speculation should be off" in r.getMessage()]

@@ -167,8 +167,9 @@ class _Slot:
         self.candidates = sorted(set(candidates))
         self.current = initial_steps if initial_steps in self.candidates else self.candidates[len(self.candidates) // 2]
         self.nospec_tok_s = nospec_tok_s
-        #: the batch size ``nospec_tok_s`` was measured at (the bucket's own key where the file says none)
-        self.nospec_bs = nospec_bs or bs_key
+        #: the batch size ``nospec_tok_s`` was measured at (the bucket's own key where the file says none;
+        #: bs 1 for SGLang's key "0", the bucket below the next key: never 0, a divisor)
+        self.nospec_bs = nospec_bs or max(bs_key, 1)
         depth = max(self.candidates)
         #: (reached, accepted) per position, forgotten with the acceptance half-life: one tuple, replaced
         #: whole by the thread that counts, so a decision reads a consistent pair
