@@ -871,3 +871,14 @@ def test_an_unprefixed_fc_a_listed_shard_holds_is_read_beside_the_prefixed_one_t
         (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
             "model.fc.weight": "a.safetensors", "lm_head.weight": "a.safetensors", "norm.weight": "b.safetensors"}}))
         assert read_draft_shapes(d) == {"fc.weight": [4096, 12288], "lm_head.weight": [32000, 4096]}, other
+
+
+@pytest.mark.parametrize("tie, flagged", [(True, False), (1, False), (False, True), (0, True), (None, True)])
+def test_lm_head_not_loaded_reads_tie_word_embeddings_as_sglang_does(tie, flagged):
+    """SGLang 0.5.23's heads tie lm_head to the embeddings on ``if config.tie_word_embeddings``: a truthy
+    1 ties it as True does, and the prefixed lm_head then loads nothing that matters. The check had
+    compared ``is not True`` and raised the error (which stops a launch) for such a working draft."""
+    header = {**FC_OK, "lm_head.weight": [32000, 4096], "model.lm_head.weight": [], "d2t": [32000]}
+    over = {} if tie is None else {"tie_word_embeddings": tie}
+    codes = {p.code for p in run(header=header, draft_over=over).errors}
+    assert ("lm_head_not_loaded" in codes) == flagged

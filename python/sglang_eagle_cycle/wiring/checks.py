@@ -117,7 +117,7 @@ def _header_checks(draft: Mapping, header: Mapping, add) -> None:
     # which they skip (test/test_mla_head_sglang.py). Harmless where the head takes the target's lm_head
     # (no draft_vocab_size) or ties it to its embeddings
     if header.get("model.lm_head.weight") == [] and is_eagle3_head(draft) and _is_int(dvocab) \
-            and draft.get("tie_word_embeddings") is not True:
+            and not draft.get("tie_word_embeddings"):   # SGLang ties on any truthy value
         add("lm_head_not_loaded", f"the draft checkpoint stores its lm_head only as model.lm_head.weight, a name "
                                   f"SGLang {STOCK_VERSION}'s EAGLE-3 heads skip (they load lm_head.weight): with "
                                   f"draft_vocab_size {dvocab} and untied embeddings its lm_head stays unloaded "
