@@ -363,7 +363,8 @@ class CostAwarePolicy:
 
     Raises:
         ValueError: a file that is not JSON, a config without integer-string keys, or with
-            candidates that are not non-negative integers. OSError: an unreadable file. An
+            candidates that are not non-negative integers, a ``nospec_tok_s`` that is no positive
+            finite number or a ``nospec_bs`` that is no positive integer. OSError: an unreadable file. An
             ``initial_steps`` not among a bucket's candidates starts that bucket on its middle
             candidate, as SGLang's policy does.
     """
