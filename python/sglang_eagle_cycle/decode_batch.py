@@ -247,7 +247,7 @@ class DecodeBatchStats:
         #: num_draft_tokens the same intervals allow read as an older SGLang's ``accept rate = accept len /
         #: num_draft_tokens`` (their intersection): where one fits too, the lines do not say which rate they
         #: print, and pin no depth
-        self.old_ndt_lo, self.old_ndt_hi = 0.0, math.inf
+        self.old_tokens_lo, self.old_tokens_hi = 0.0, math.inf
         #: intervals whose printed accept rate is above 1: no fixed depth prints one (accepted drafts are at
         #: most num_draft_tokens - 1), an adaptive server running deeper than its launch depth does (SGLang
         #: divides by the launch num_draft_tokens - 1), so its lines fit the launch value, not the depths run
@@ -309,8 +309,8 @@ class DecodeBatchStats:
         # the same line under the older rate, accept len / num_draft_tokens (0.5.x before, with either
         # "Decode batch." or "Decode batch,"): a steady accept length fits one value there too (accept len
         # 1.50, accept rate 0.25 at num_draft_tokens 6 reads as 3 under 0.5.23's rate)
-        self.old_ndt_lo = max(self.old_ndt_lo, max(0.0, accept_len - half) / rate_hi)
-        self.old_ndt_hi = min(self.old_ndt_hi, (accept_len + half) / rate_lo if rate_lo > 0 else math.inf)
+        self.old_tokens_lo = max(self.old_tokens_lo, max(0.0, accept_len - half) / rate_hi)
+        self.old_tokens_hi = min(self.old_tokens_hi, (accept_len + half) / rate_lo if rate_lo > 0 else math.inf)
 
     def inferred_draft_tokens(self, max_steps: int, min_intervals: int = 3) -> Optional[int]:
         """``num_draft_tokens`` when one value alone fits every speculative interval's printed accept
@@ -330,7 +330,7 @@ class DecodeBatchStats:
             return None
         # lines that an older SGLang's rate (accept len / num_draft_tokens) fits at another value say
         # nothing of which one ran: refused, not guessed
-        if any(self.old_ndt_lo - 1e-9 <= n <= self.old_ndt_hi + 1e-9 and n != fits[0] + 1
+        if any(self.old_tokens_lo - 1e-9 <= n <= self.old_tokens_hi + 1e-9 and n != fits[0] + 1
                for n in range(2, max_steps + 2)):
             return None
         return fits[0] + 1
@@ -356,7 +356,7 @@ class DecodeBatchStats:
         self.all_accepted = self.all_accepted and other.all_accepted
         self.ndt_lo, self.ndt_hi = max(self.ndt_lo, other.ndt_lo), min(self.ndt_hi, other.ndt_hi)
         self.ndt_intervals += other.ndt_intervals
-        self.old_ndt_lo, self.old_ndt_hi = max(self.old_ndt_lo, other.old_ndt_lo), min(self.old_ndt_hi, other.old_ndt_hi)
+        self.old_tokens_lo, self.old_tokens_hi = max(self.old_tokens_lo, other.old_tokens_lo), min(self.old_tokens_hi, other.old_tokens_hi)
         self.ndt_over_one += other.ndt_over_one
         self.labels_spec.extend(other.labels_spec)
         self.labels_plain.extend(other.labels_plain)

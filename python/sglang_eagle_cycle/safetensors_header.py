@@ -9,7 +9,10 @@ first ``8 + n`` bytes is enough to know every shape, so header-only files
 weights are ever loaded.
 
 The wiring check needs these EAGLE-3 draft tensors, found under their plain
-names or with the ``model.`` prefix SGLang adds on load:
+names or with a ``model.`` prefix. SGLang 0.5.23 does not load every prefixed name: both EAGLE-3
+heads skip ``model.lm_head.weight``, ``Eagle3DeepseekV2ForCausalLM`` also ``model.fc.weight``
+(``LlamaForCausalLMEagle3`` loads that one; both take ``model.d2t``). So a tensor found only under
+its prefixed name is also reported as ``"model." + name`` with shape ``[]`` (:func:`stored_name`):
 
 - ``fc.weight``: ``[hidden_size, n_aux * target_hidden_size]``
 - ``lm_head.weight``: ``[draft_vocab_size or vocab_size, hidden_size]``

@@ -351,7 +351,6 @@ def _stdin_copy(spool: Path, file_name: str) -> Path:
     return copy
 
 
-
 _HF_SNAPSHOT = re.compile(r"(?:^|/)models--([^/]+?)--([^/]+)/snapshots/[^/]+/*$")
 
 
@@ -364,6 +363,7 @@ def model_key(model_path: str) -> str:
     if hf:
         return f"{hf.group(1)}/{hf.group(2)}"
     return os.path.normpath(text) if text else text
+
 
 def _collect_inputs(args, names: list[str], spool: Path):
     from .. import advise as adv
