@@ -651,11 +651,12 @@ class CostAwarePolicy:
         # batch, at most in proportion to it, so a smaller live batch runs at least its share and a larger
         # one at least the figure (the totals of bs 4 and bs 5 compared had said "off" where speculation
         # was the faster per request)
-        nospec_here = slot.nospec_tok_s * min(1.0, slot.bs / slot.nospec_bs) if slot.nospec_tok_s else None
+        ratio = slot.bs / slot.nospec_bs
+        nospec_here = slot.nospec_tok_s * min(1.0, ratio) if slot.nospec_tok_s else None
+        # only like for like: a no-spec figure of another batch size says nothing here (the bucket of
+        # key 1 may hold an advised bs 4's baseline while bs 1 runs)
         if nospec_here and not slot.off_logged and known[best] < nospec_here \
-                and NOSPEC_BS_MATCH[0] <= slot.bs / slot.nospec_bs <= NOSPEC_BS_MATCH[1]:
-            # only like for like: a no-spec figure of another batch size says nothing here (the
-            # bucket of key 1 may hold an advised bs 4's baseline while bs 1 runs)
+                and NOSPEC_BS_MATCH[0] <= ratio <= NOSPEC_BS_MATCH[1]:
             slot.off_logged = True
             self._log.info("adaptive: at bucket bs %d (running %.1f requests on average) every measured depth is "
                            "below the no-spec %.1f tok/s measured at bs %d (at least %.1f tok/s at %.1f requests; "

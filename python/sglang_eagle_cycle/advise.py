@@ -537,7 +537,7 @@ def _plain_rows(db: Mapping, source: str) -> Optional[dict[int, float]]:
     Raises:
         UsageError: a row with an invalid batch size, throughput or interval count.
     """
-    from .commands.advise_cmd import MIN_STOCK_INTERVALS
+    from .argtypes import MIN_STOCK_INTERVALS
 
     rows = db.get("by_bs")
     if not isinstance(rows, list):

@@ -19,6 +19,10 @@ MAX_BS = 65536
 MAX_TOK_S = 1e8
 #: smallest throughput a baseline given on the command line may be (tok/s): below, not a measurement
 MIN_TOK_S = 0.01
+#: a stock batch size with fewer Decode batch intervals than this, in a start where another has at
+#: least this many, is a ramp's or a drain's and is left out of advise's runs and baselines (a log's
+#: and an inspect document's alike)
+MIN_STOCK_INTERVALS = 3
 
 
 _INT_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*")

@@ -217,6 +217,20 @@ def _busy(a: np.ndarray, r: np.ndarray) -> np.ndarray:
 PRINTED_HALF_STEP = 0.005
 
 
+@dataclass
+class _Range:
+    """A closed range narrowed line by line (the values every line so far allows), empty once ``lo > hi``."""
+
+    lo: float = 0.0
+    hi: float = math.inf
+
+    def meet(self, lo: float, hi: float) -> None:
+        self.lo, self.hi = max(self.lo, lo), min(self.hi, hi)
+
+    def holds(self, x: float) -> bool:
+        return self.lo - 1e-9 <= x <= self.hi + 1e-9
+
+
 class DecodeBatchStats:
     """Counts and unweighted means of decode intervals from one log (or several, via :meth:`merge`).
 
@@ -243,11 +257,11 @@ class DecodeBatchStats:
         self.labels_plain = array("i")
         #: num_draft_tokens - 1 every interval's printed accept len and accept rate allow (their
         #: intersection; :meth:`inferred_draft_tokens`), and how many intervals narrowed it
-        self.ndt_lo, self.ndt_hi, self.ndt_intervals = 0.0, math.inf, 0
+        self.drafts_per_verify, self.ndt_intervals = _Range(), 0
         #: num_draft_tokens the same intervals allow read as an older SGLang's ``accept rate = accept len /
         #: num_draft_tokens`` (their intersection): where one fits too, the lines do not say which rate they
         #: print, and pin no depth
-        self.old_tokens_lo, self.old_tokens_hi = 0.0, math.inf
+        self.old_draft_tokens = _Range()
         #: intervals whose printed accept rate is above 1: no fixed depth prints one (accepted drafts are at
         #: most num_draft_tokens - 1), an adaptive server running deeper than its launch depth does (SGLang
         #: divides by the launch num_draft_tokens - 1), so its lines fit the launch value, not the depths run
@@ -304,13 +318,12 @@ class DecodeBatchStats:
         self.ndt_intervals += 1
         if rate_lo > 1.0:
             self.ndt_over_one += 1
-        self.ndt_lo = max(self.ndt_lo, drafts_lo / rate_hi)
-        self.ndt_hi = min(self.ndt_hi, drafts_hi / rate_lo if rate_lo > 0 else math.inf)
+        self.drafts_per_verify.meet(drafts_lo / rate_hi, drafts_hi / rate_lo if rate_lo > 0 else math.inf)
         # the same line under the older rate, accept len / num_draft_tokens (0.5.x before, with either
         # "Decode batch." or "Decode batch,"): a steady accept length fits one value there too (accept len
         # 1.50, accept rate 0.25 at num_draft_tokens 6 reads as 3 under 0.5.23's rate)
-        self.old_tokens_lo = max(self.old_tokens_lo, max(0.0, accept_len - half) / rate_hi)
-        self.old_tokens_hi = min(self.old_tokens_hi, (accept_len + half) / rate_lo if rate_lo > 0 else math.inf)
+        self.old_draft_tokens.meet(max(0.0, accept_len - half) / rate_hi,
+                                   (accept_len + half) / rate_lo if rate_lo > 0 else math.inf)
 
     def inferred_draft_tokens(self, max_steps: int, min_intervals: int = 3) -> Optional[int]:
         """``num_draft_tokens`` when one value alone fits every speculative interval's printed accept
@@ -325,13 +338,12 @@ class DecodeBatchStats:
             return None
         # max_steps + 1 counted too: a range that also holds a value above max_steps (a tree of more
         # draft tokens; an open range) does not pin its one value inside, max_steps
-        fits = [n for n in range(1, max_steps + 2) if self.ndt_lo - 1e-9 <= n <= self.ndt_hi + 1e-9]
+        fits = [n for n in range(1, max_steps + 2) if self.drafts_per_verify.holds(n)]
         if len(fits) != 1 or fits[0] > max_steps:
             return None
         # lines that an older SGLang's rate (accept len / num_draft_tokens) fits at another value say
         # nothing of which one ran: refused, not guessed
-        if any(self.old_tokens_lo - 1e-9 <= n <= self.old_tokens_hi + 1e-9 and n != fits[0] + 1
-               for n in range(2, max_steps + 2)):
+        if any(self.old_draft_tokens.holds(n) and n != fits[0] + 1 for n in range(2, max_steps + 2)):
             return None
         return fits[0] + 1
 
@@ -354,9 +366,9 @@ class DecodeBatchStats:
             for bs, mean in theirs.items():
                 mine.setdefault(bs, kind()).merge(mean)
         self.all_accepted = self.all_accepted and other.all_accepted
-        self.ndt_lo, self.ndt_hi = max(self.ndt_lo, other.ndt_lo), min(self.ndt_hi, other.ndt_hi)
+        self.drafts_per_verify.meet(other.drafts_per_verify.lo, other.drafts_per_verify.hi)
         self.ndt_intervals += other.ndt_intervals
-        self.old_tokens_lo, self.old_tokens_hi = max(self.old_tokens_lo, other.old_tokens_lo), min(self.old_tokens_hi, other.old_tokens_hi)
+        self.old_draft_tokens.meet(other.old_draft_tokens.lo, other.old_draft_tokens.hi)
         self.ndt_over_one += other.ndt_over_one
         self.labels_spec.extend(other.labels_spec)
         self.labels_plain.extend(other.labels_plain)

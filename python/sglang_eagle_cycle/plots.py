@@ -111,10 +111,11 @@ def render(doc: dict[str, Any], path=None, fmt: Optional[str] = None):
     total_groups = len(doc.get("groups") or [])
     files = list(dict.fromkeys(str(g.get("file") or "") for g in groups))
     names = file_names(files) if len(files) > 1 else {}
-    kinds = Counter((g.get("file"), g["bs"], g["steps"], g["topk"], g["draft_tokens"]) for g in groups)
-    labels = [group_label(g, names.get(str(g.get("file") or ""), False),
-                          older=kinds[(g.get("file"), g["bs"], g["steps"], g["topk"], g["draft_tokens"])] > 1)
-              for g in groups]
+    def kind(g):   # a file's configuration: its older and device-span groups share one
+        return g.get("file"), g["bs"], g["steps"], g["topk"], g["draft_tokens"]
+
+    kinds = Counter(map(kind, groups))
+    labels = [group_label(g, names.get(str(g.get("file") or ""), False), older=kinds[kind(g)] > 1) for g in groups]
     colours = group_colours(len(groups))
 
     fig = Figure(figsize=(max(15.0, 9.5 + 1.4 * len(groups)), 5.4), layout="constrained")

@@ -120,7 +120,7 @@ def _pick(shapes_by_name: dict[str, list[int]]) -> dict[str, list[int]]:
         for name in spellings:
             if name in shapes_by_name:
                 found[canonical] = list(shapes_by_name[name])
-                if name != canonical and name == PREFIXED + canonical:
+                if name == PREFIXED + canonical:
                     found[name] = []
                 break
     if "fc.weight" not in found and any(FC_QUANTIZED.fullmatch(n) for n in shapes_by_name):
@@ -147,12 +147,26 @@ def _from_index(index_path: Path) -> dict[str, list[int]]:
                 shards.setdefault(str(weight_map[name]), []).append(name)
                 break
     shapes: dict[str, list[int]] = {}
+    headers: dict[str, dict] = {}
+
+    def header_of(shard: str) -> dict:   # each shard's header read once
+        if shard not in headers:
+            headers[shard] = read_header(index_path.parent / shard)
+        return headers[shard]
+
+    def scan(listed, keep) -> None:
+        """The tensors ``keep`` takes from every listed shard there is, named by the weight_map or not."""
+        for shard in sorted(listed):
+            if (index_path.parent / shard).is_file():
+                header = header_of(shard)
+                shapes.update({n: header[n]["shape"] for n in header if keep(n)})
+
     for shard, names in shards.items():
         shard_path = index_path.parent / shard
         if not shard_path.is_file():
             what = "is not a regular file" if shard_path.exists() else "is missing"
             raise UsageError(f"{index_path}: shard {shard} (holding {', '.join(names)}) {what}")
-        header = read_header(shard_path)
+        header = header_of(shard)
         for name in names:
             if name not in header:
                 raise UsageError(f"{shard_path}: index says it holds {name}, its header does not list it")
@@ -160,25 +174,17 @@ def _from_index(index_path: Path) -> dict[str, list[int]]:
     for name in weight_map:   # an fc stored quantised, named by the index
         if FC_QUANTIZED.fullmatch(str(name)):
             shapes[str(name)] = []
+    listed = set(map(str, weight_map.values()))
     if not {"fc.weight", "fc.quantized"} & _pick(shapes).keys():
         # SGLang loads every tensor of each shard the index lists, not only the names its weight_map
         # spells out: an fc an incomplete weight_map leaves out still loads, so look for it there
-        for shard in sorted(set(map(str, weight_map.values())) - set(shards)):
-            shard_path = index_path.parent / shard
-            if shard_path.is_file():
-                header = read_header(shard_path)
-                shapes.update({n: header[n]["shape"] for n in header
-                               if n in DRAFT_TENSORS["fc.weight"] or FC_QUANTIZED.fullmatch(n)})
+        scan(listed - set(shards), lambda n: n in DRAFT_TENSORS["fc.weight"] or FC_QUANTIZED.fullmatch(n))
     picked = _pick(shapes)
     prefixed_only = [c for c in DRAFT_TENSORS if PREFIXED + c in picked]
     if prefixed_only:
         # a tensor the weight_map names only as model.X: SGLang also loads an X any listed shard holds
         # unnamed, and X is what the head that skips model.X takes (wiring's prefixed-fc error)
-        for shard in sorted(set(map(str, weight_map.values()))):
-            shard_path = index_path.parent / shard
-            if shard_path.is_file():
-                header = read_header(shard_path)
-                shapes.update({c: header[c]["shape"] for c in prefixed_only if c in header})
+        scan(listed, lambda n: n in prefixed_only)
         picked = _pick(shapes)
     return picked
 

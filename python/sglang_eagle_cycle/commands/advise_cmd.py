@@ -43,8 +43,8 @@ from typing import Any, Optional
 
 from ..sweep.records import SCHEMA as BENCH_SCHEMA
 
-from ..argtypes import (MAX_BS, MAX_STEPS, MAX_TOK_S, MIN_TOK_S, baseline_item, int_in, negative_values_are_values,
-                        strict_int)
+from ..argtypes import (MAX_BS, MAX_STEPS, MAX_TOK_S, MIN_STOCK_INTERVALS, MIN_TOK_S, baseline_item, int_in,
+                        negative_values_are_values, strict_int)
 
 DEFAULT_MAX_STEPS = 10
 
@@ -785,9 +785,6 @@ def _plateau_text(pooled: dict[int, int]) -> str:
             "its interval passed, its #running-req the last one's)")
 
 
-#: a stock batch size with fewer Decode batch intervals than this, in a start where another has at
-#: least this many, is a ramp's or a drain's and is left out of advise's runs and baselines
-MIN_STOCK_INTERVALS = 3
 FEW_REASON = (f"too few at their batch size (under {MIN_STOCK_INTERVALS} where another has more: a ramp or "
               "drain, whose interval's throughput spans the batch sizes it passed and whose #running-req is the last)")
 

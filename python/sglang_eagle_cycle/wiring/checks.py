@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..safetensors_header import stored_name
 from .config import IDS_KEY, _is_int, _nested_ids, _short
 from .report import Problem, _fmt, _problem
 from .stock import FamilyRule, STOCK_VERSION
@@ -116,7 +117,7 @@ def _header_checks(draft: Mapping, header: Mapping, add) -> None:
     # both 0.5.23 heads load lm_head.weight only: model.lm_head.weight becomes model.model.lm_head.weight,
     # which they skip (test/test_mla_head_sglang.py). Harmless where the head takes the target's lm_head
     # (no draft_vocab_size) or ties it to its embeddings
-    if header.get("model.lm_head.weight") == [] and is_eagle3_head(draft) and _is_int(dvocab) \
+    if stored_name(header, "lm_head.weight") != "lm_head.weight" and is_eagle3_head(draft) and _is_int(dvocab) \
             and not draft.get("tie_word_embeddings"):   # SGLang ties on any truthy value
         add("lm_head_not_loaded", f"the draft checkpoint stores its lm_head only as model.lm_head.weight, a name "
                                   f"SGLang {STOCK_VERSION}'s EAGLE-3 heads skip (they load lm_head.weight): with "
