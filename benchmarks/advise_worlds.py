@@ -303,8 +303,11 @@ def _family(rng: random.Random, kind: str) -> str:
     return rng.choices(("geometric", "plateau", "low", "high"), weights=(0.4, 0.3, 0.2, 0.1))[0]
 
 
-def draw_world(rng: random.Random, kind: str, name: str = "world") -> World:
+def draw_world(rng: random.Random, kind: str, name: str = "world", overhead_scale: float = 1.0) -> World:
     """One world of ``kind`` with parameters drawn from ranges around realistic figures.
+
+    ``overhead_scale`` multiplies the drawn verify-mode overhead (0-40%, 25-40% communication-bound):
+    0 puts the no-spec decode step on the verify curve, as the advisor before issue 13 assumed.
 
     Anchors: Llama-8B-class dense targets decode in ~6-8 ms at bs 1 with a verify nearly flat in
     ``n`` at small bs; Kimi-K2.5 (MoE, 384 experts, top-8) at TP8 bs 1 decodes in 11.3 ms and
@@ -314,7 +317,7 @@ def draw_world(rng: random.Random, kind: str, name: str = "world") -> World:
     bs = rng.choice((16, 32, 64) if large else BATCH_SIZES)
     family = _family(rng, kind)
     p = draw_acceptance(rng, family)
-    ovh = rng.uniform(0.25, 0.40) if kind == "comm" else rng.uniform(0.0, 0.40)
+    ovh = overhead_scale * (rng.uniform(0.25, 0.40) if kind == "comm" else rng.uniform(0.0, 0.40))
     # Shape parameters in units of the one-token forward, then scaled so shape(bs) = decode_ms.
     if kind in ("dense", "predictable"):
         decode = rng.uniform(5.0, 25.0)
@@ -414,14 +417,26 @@ def draw_wide_world(rng: random.Random, kind: str, name: str = "world") -> World
     )
 
 
-def make_worlds(n: int, seed: int, wide: bool = False) -> list[World]:
+def make_worlds(n: int, seed: int, wide: bool = False, overhead_scale: float = 1.0) -> list[World]:
     """``n`` worlds cycling over :data:`KINDS`; world ``i`` depends only on ``(seed, i)``.
 
     ``wide``: drawn by :func:`draw_wide_world` (a separate random stream) instead of :func:`draw_world`.
+    ``overhead_scale`` (:func:`draw_world` only): multiplies each world's verify-mode overhead; the
+    worlds are otherwise the same draws.
+
+    Raises:
+        ValueError: ``overhead_scale`` negative, or not 1 with ``wide``.
     """
-    draw, key = (draw_wide_world, "advise-worlds-wide") if wide else (draw_world, "advise-worlds")
-    return [draw(random.Random(f"{key}:{seed}:{i}"), KINDS[i % len(KINDS)],
-                 name=f"w{i:02d}-{KINDS[i % len(KINDS)]}") for i in range(n)]
+    if not overhead_scale >= 0:
+        raise ValueError(f"overhead_scale must be >= 0, got {overhead_scale}")
+    if wide and overhead_scale != 1.0:
+        raise ValueError("overhead_scale applies to draw_world's worlds, not the wide ones")
+    if wide:
+        return [draw_wide_world(random.Random(f"advise-worlds-wide:{seed}:{i}"), KINDS[i % len(KINDS)],
+                                name=f"w{i:02d}-{KINDS[i % len(KINDS)]}") for i in range(n)]
+    return [draw_world(random.Random(f"advise-worlds:{seed}:{i}"), KINDS[i % len(KINDS)],
+                       name=f"w{i:02d}-{KINDS[i % len(KINDS)]}", overhead_scale=overhead_scale)
+            for i in range(n)]
 
 
 def first_steps(i: int) -> int:

@@ -308,6 +308,25 @@ def test_sim_advise_refuses_third_with_blind_or_wide():
         assert exc.value.code == 2
 
 
+def test_overhead_scale_changes_only_the_verify_mode_overhead(aw, capsys):
+    base, none, third = (aw.make_worlds(12, 5, overhead_scale=x) for x in (1.0, 0.0, 0.3))
+    assert any(w.verify_overhead > 0.05 for w in base)
+    for b, z, t in zip(base, none, third):
+        assert (z.bs, z.p, z.decode_ms, z.draft_step_ms) == (b.bs, b.p, b.decode_ms, b.draft_step_ms)
+        assert z.verify_overhead == 0.0 and z.verify_ms(z.bs) == pytest.approx(z.decode_ms)
+        assert t.verify_overhead == pytest.approx(0.3 * b.verify_overhead, abs=1e-4)
+    with pytest.raises(ValueError):
+        aw.make_worlds(2, 0, wide=True, overhead_scale=0.5)
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import sim_advise
+
+    for bad in (["--overhead-scale", "-1"], ["--overhead-scale", "nan"], ["--overhead-scale", "0.3", "--blind"]):
+        with pytest.raises(SystemExit) as exc:
+            sim_advise.main([*bad, "--worlds", "1"])
+        assert exc.value.code == 2
+    assert "--overhead-scale" in capsys.readouterr().err
+
+
 def test_a_smooth_roofline_below_two_runs_is_not_continued_straight_to_the_decode_step(aw, awt, tmp_path):
     """The third generator's seed 25, world 4: a large batch (bs 48) whose verify is a smooth roofline,
     measured at 3 then 2 steps; 2 steps is best. The measured slope continued straight down, floored
