@@ -30,9 +30,10 @@ from cyclegen import generate, log_lines
 from sglang_fork import run_python
 from sglang_eagle_cycle import cli
 from sglang_eagle_cycle.cycle import aggregate, format_line, parse_line
-from sglang_eagle_cycle.metrics import (ACCEPT_LENGTH, CYCLES, PHASE_BUCKETS_S, PHASE_LABELS, PHASE_SECONDS,
-                                        POSITION_ACCEPTED, POSITION_REACHED, WIRING_INFO, LiveMetrics,
-                                        parse_wiring_line, rank_labels, wiring_info_labels)
+from sglang_eagle_cycle.metrics import (ACCEPT_LENGTH, AGGREGATED_PHASE_SECONDS, CYCLES, PHASE_BUCKETS_S,
+                                        PHASE_LABELS, PHASE_SECONDS, POSITION_ACCEPTED, POSITION_REACHED,
+                                        WIRING_INFO, LiveMetrics, parse_wiring_line, rank_labels,
+                                        wiring_info_labels)
 from sglang_eagle_cycle.wiring import check_pair
 
 HERE = Path(__file__).resolve().parent
@@ -41,15 +42,45 @@ WIRING_LINE = ("[2026-11-30 09:59:00 TP0] EAGLE-3 aux wiring: ids [2, 30, 58] (l
 
 
 def parse(text: str) -> dict[str, list]:
-    """Samples by name; every family must have a declared type (no ``unknown``)."""
+    """Samples by name; every family must have a declared type (no ``unknown``) and every histogram
+    series must be valid (:func:`check_histograms`)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     out: dict[str, list] = {}
     for fam in text_string_to_metric_families(text):
-        assert fam.type in ("counter", "gauge", "histogram"), (fam.name, fam.type)
+        assert fam.type in ("counter", "gauge", "histogram", "summary"), (fam.name, fam.type)
         for s in fam.samples:
             out.setdefault(s.name, []).append((dict(s.labels), s.value))
+    check_histograms(text)
     return out
+
+
+def check_histograms(text: str) -> int:
+    """Assert the Prometheus histogram invariant on every histogram series of ``text`` (parsed with
+    prometheus_client's parser): buckets in rising ``le`` order ending at ``+Inf``, counts never
+    falling, ``_count`` equal to the ``+Inf`` bucket, a ``_sum``. Returns the series checked."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    checked = 0
+    for fam in text_string_to_metric_families(text):
+        if fam.type != "histogram":
+            continue
+        series: dict[tuple, dict] = {}
+        for s in fam.samples:
+            key = tuple(sorted((k, v) for k, v in s.labels.items() if k != "le"))
+            d = series.setdefault(key, {"buckets": []})
+            if s.name == fam.name + "_bucket":
+                d["buckets"].append((float(s.labels["le"]), s.value))
+            else:
+                d[s.name[len(fam.name) + 1:]] = s.value
+        for key, d in series.items():
+            bounds = [b for b, _ in d["buckets"]]
+            counts = [c for _, c in d["buckets"]]
+            assert bounds and bounds == sorted(bounds) and bounds[-1] == float("inf"), (fam.name, key, bounds)
+            assert all(a <= b for a, b in zip(counts, counts[1:])), (fam.name, key, counts)
+            assert "sum" in d and d["count"] == counts[-1], (fam.name, key, d.get("count"), counts[-1])
+            checked += 1
+    return checked
 
 
 def inspect(argv, capsys) -> tuple[int, str, str]:
@@ -128,23 +159,58 @@ def test_counts_and_buckets_from_the_generators_values(two_depths, tmp_path, cap
             assert (labels["tp_rank"], labels["pp_rank"], labels["dp_rank"]) == ("0", "0", "0")
 
 
-def test_aggregated_lines_count_in_sum_and_count_not_in_buckets(tmp_path, capsys):
+def test_aggregated_lines_go_to_their_own_summary_and_every_histogram_stays_valid(tmp_path, capsys):
+    """A log of per-cycle and aggregated (LOG_EVERY) lines at depth 3, and only aggregated ones at
+    depth 2. Aggregated cycles had counted in the histogram's _sum/_count but in no bucket, so _count
+    exceeded the +Inf bucket, which Prometheus forbids."""
     rng = random.Random(7)
-    run = generate(rng, bs=2, steps=3, cycles=40, p=[0.7, 0.6, 0.5])
-    per_cycle, agg = run.records[:10], aggregate(run.records[10:])
+    run = generate(rng, bs=2, steps=3, cycles=45, p=[0.7, 0.6, 0.5])
+    deep = generate(rng, bs=2, steps=2, cycles=20, p=[0.7, 0.6], first_cycle=45)
+    per_cycle = run.records[:10] + run.records[40:]
+    aggs = [aggregate(run.records[i:i + 10]) for i in (10, 20, 30)] + [aggregate(deep.records)]
+    lines = log_lines(run.records[:10]) + log_lines(aggs[:3]) + log_lines(run.records[40:]) + log_lines(aggs[3:])
     log = tmp_path / "agg.log"
-    log.write_text("\n".join(log_lines(per_cycle) + ["[2026-11-30 10:00:01 TP0] " + format_line(agg)]) + "\n")
+    log.write_text("\n".join(lines) + "\n")
     prom = tmp_path / "agg.prom"
     code, out, err = inspect([str(log), "--json", "--prometheus", str(prom)], capsys)
     assert code == 0, err
     doc, text = json.loads(out), prom.read_text()
+    assert check_histograms(text) >= 8   # every phase at depth 3, the accept lengths at both depths
     s = parse(text)
+    groups = {g["steps"]: g for g in doc["groups"]}
+    # the histogram: the 15 per-cycle cycles, exactly
+    totals = [r.total_ms for r in per_cycle]
     lab = dict(phase="total", steps="3")
-    assert one(s, f"{PHASE_SECONDS}_count", **lab) == 40 == doc["groups"][0]["phases"]["total_ms"]["count"]
-    assert one(s, f"{PHASE_SECONDS}_bucket", le="+Inf", **lab) == 10
-    assert one(s, f"{PHASE_SECONDS}_sum", **lab) == pytest.approx(
-        doc["groups"][0]["phases"]["total_ms"]["sum_ms"] / 1000, rel=1e-6)
-    assert text.splitlines()[0].startswith("# 30 aggregated cycles") and text.startswith("# ")
+    assert one(s, f"{PHASE_SECONDS}_count", **lab) == 15 == one(s, f"{PHASE_SECONDS}_bucket", le="+Inf", **lab)
+    assert one(s, f"{PHASE_SECONDS}_sum", **lab) == pytest.approx(sum(totals) / 1000, rel=1e-9)
+    for bound in PHASE_BUCKETS_S:
+        assert one(s, f"{PHASE_SECONDS}_bucket", le=repr(bound), **lab) == sum(t / 1000 <= bound for t in totals)
+    # the summary: the 30 + 20 aggregated cycles, their means times n as the lines print them
+    agg_lines = [parse_line(ln) for ln in lines if " n=" in ln]
+    assert one(s, f"{AGGREGATED_PHASE_SECONDS}_count", **lab) == 30
+    assert one(s, f"{AGGREGATED_PHASE_SECONDS}_sum", **lab) == pytest.approx(
+        sum(r.total_ms * r.n for r in agg_lines[:3]) / 1000, rel=1e-9)
+    assert one(s, f"{AGGREGATED_PHASE_SECONDS}_count", phase="verify", steps="2") == 20
+    assert one(s, f"{AGGREGATED_PHASE_SECONDS}_sum", phase="verify", steps="2") == pytest.approx(
+        agg_lines[3].verify_ms * 20 / 1000, rel=1e-9)
+    # depth 2 has no per-cycle time: no phase histogram series, not an empty one
+    assert not [lab2 for lab2, _ in s[f"{PHASE_SECONDS}_count"] if lab2["steps"] == "2"]
+    # the two together are inspect's totals, phase by phase
+    def both(suffix, **lab):   # the histogram's and the summary's sample, 0 where a series is absent
+        return sum(v for name in (PHASE_SECONDS, AGGREGATED_PHASE_SECONDS) for lab2, v in s.get(f"{name}_{suffix}", [])
+                   if all(lab2[k] == x for k, x in lab.items()))
+
+    for steps, g in groups.items():
+        for field, entry in g["phases"].items():
+            lab = dict(phase=PHASE_LABELS[field], steps=str(steps))
+            assert both("count", **lab) == entry["count"], (steps, field)
+            assert both("sum", **lab) == pytest.approx(entry["sum_ms"] / 1000, rel=1e-6), (steps, field)
+    # cycles and accept lengths count every cycle (an aggregated line's accept_hist is exact)
+    assert one(s, CYCLES, steps="3") == 45 and one(s, CYCLES, steps="2") == 20
+    assert one(s, f"{ACCEPT_LENGTH}_count", steps="3") == 90 == sum(groups[3]["accept_hist"].values())
+    assert one(s, f"{ACCEPT_LENGTH}_bucket", steps="2", le="+Inf") == 40
+    assert text.splitlines()[0] == (f"# 50 aggregated cycles (SGLANG_EAGLE_CYCLE_LOG_EVERY lines: means only): their "
+                                    f"phase times are in {AGGREGATED_PHASE_SECONDS} (sum, count), not in {PHASE_SECONDS}")
 
 
 def test_rank_labels():
@@ -209,7 +275,11 @@ def test_dashboard_has_grafanas_keys_and_the_panels_asked_for():
 
 
 def test_every_dashboard_metric_is_in_the_offline_export(two_depths, capsys):
-    log, _ = two_depths
+    log, runs = two_depths
+    # an aggregated (LOG_EVERY) line too: the snapshot row adds its phase times in
+    more = generate(random.Random(11), bs=4, steps=2, cycles=10, p=[0.8, 0.6], spans=True, first_cycle=240)
+    with log.open("a") as fh:
+        fh.write("\n".join(log_lines([aggregate(more.records)])) + "\n")
     code, out, err = inspect([str(log), "--prometheus", "-"], capsys)
     assert code == 0, err
     exported = set(parse(out))

@@ -4,23 +4,33 @@ exposition ``eagle-cycle inspect --prometheus`` writes from a log.
 One definition for every writer, so a log replayed offline lands on the same dashboard as a live
 server. Names follow the cycle line's rule: fields are added, never renamed.
 
-============================================  =========  ==============================  =======
-name                                          type       labels (besides the base ones)  unit
-============================================  =========  ==============================  =======
-``sglang:eagle_cycle_phase_seconds``          histogram  ``phase``, ``steps``            seconds
-``sglang:eagle_cycle_accept_length``          histogram  ``steps``                       tokens
-``sglang:eagle_cycle_position_reached_total`` counter    ``position``                    requests
-``sglang:eagle_cycle_position_accepted_total`` counter   ``position``                    requests
-``sglang:eagle_cycle_cycles_total``           counter    ``steps``                       cycles
-``sglang:eagle_cycle_aux_wiring_info``        gauge      ``ids``, ``positions``,         1
-                                                         ``reading``, ``stock_positions``
-============================================  =========  ==============================  =======
+================================================  =========  ==============================  =======
+name                                              type       labels (besides the base ones)  unit
+================================================  =========  ==============================  =======
+``sglang:eagle_cycle_phase_seconds``              histogram  ``phase``, ``steps``            seconds
+``sglang:eagle_cycle_aggregated_phase_seconds``   summary    ``phase``, ``steps``            seconds
+``sglang:eagle_cycle_accept_length``              histogram  ``steps``                       tokens
+``sglang:eagle_cycle_position_reached_total``     counter    ``position``                    requests
+``sglang:eagle_cycle_position_accepted_total``    counter    ``position``                    requests
+``sglang:eagle_cycle_cycles_total``               counter    ``steps``                       cycles
+``sglang:eagle_cycle_aux_wiring_info``            gauge      ``ids``, ``positions``,         1
+                                                             ``reading``, ``stock_positions``
+================================================  =========  ==============================  =======
 
 * ``phase``: the cycle line's field without ``_ms``: ``draft``, ``verify``, ``verify_fwd``,
   ``extend``, ``other``, ``total``, ``draft_prep``, ``gap`` (:data:`PHASE_LABELS`); buckets
   :data:`PHASE_BUCKETS_S` (0.1 ms to 500 ms).
+* ``sglang:eagle_cycle_aggregated_phase_seconds``: the phase times of cycles a log holds only as
+  ``SGLANG_EAGLE_CYCLE_LOG_EVERY`` means (aggregated lines, ``n=``): ``_sum`` their summed time
+  (the mean times ``n``, seconds) and ``_count`` their cycles, no quantiles. Such a cycle's own
+  time is unknown, so it is in no histogram bucket, and it is kept out of the phase histogram
+  altogether so that every histogram series holds ``_count`` equal to its ``+Inf`` bucket (the
+  Prometheus invariant). A phase's time over all cycles is the two metrics' ``_sum`` added, its
+  cycles their ``_count`` added. Offline only: the live export observes each cycle before any
+  aggregation, so it never has one.
 * ``sglang:eagle_cycle_accept_length``: one observation per request per cycle (accept length,
-  bonus token included), buckets ``1, 2, ..., num_steps + 1``.
+  bonus token included), buckets ``1, 2, ..., num_steps + 1``; aggregated lines count here
+  exactly (their ``accept_hist``), as they do in the counters below.
 * ``position`` ``j`` (1-based draft position): ``reached`` counts requests whose accept length is
   ``>= j``, ``accepted`` those with ``>= j + 1``; per-position acceptance is their ratio
   (``rate(accepted) / rate(reached)`` in PromQL).
@@ -42,9 +52,9 @@ Offline (:func:`exposition`): a log's lines carry no model name or engine type, 
 the caller (``--model-name``; ``engine_type`` ``unified``, SGLang's value outside
 prefill/decode disaggregation); ranks come from the lines' ``rank=`` field (``tp0.pp0.dp1``; none
 means scheduler rank 0, the one that prints by default), ``all`` for a group pooling several
-ranks. Aggregated lines (``SGLANG_EAGLE_CYCLE_LOG_EVERY``) carry only means: they count in
-``_sum`` and ``_count`` and in no bucket, so ``_count`` can exceed the ``+Inf`` bucket; the file
-says so in a comment.
+ranks. Aggregated lines (``SGLANG_EAGLE_CYCLE_LOG_EVERY``) carry only means: their phase times go
+to ``sglang:eagle_cycle_aggregated_phase_seconds``, not to the phase histogram, and the file's first
+line (a comment) says how many cycles that is.
 """
 
 from __future__ import annotations
@@ -61,6 +71,8 @@ from .cycle import ALL_PHASES, max_accept_len
 from .report import per_position_acceptance
 
 PHASE_SECONDS = "sglang:eagle_cycle_phase_seconds"
+#: phase times of the cycles known only as aggregated-line means (offline only; a summary: sum, count)
+AGGREGATED_PHASE_SECONDS = "sglang:eagle_cycle_aggregated_phase_seconds"
 ACCEPT_LENGTH = "sglang:eagle_cycle_accept_length"
 POSITION_REACHED = "sglang:eagle_cycle_position_reached_total"
 POSITION_ACCEPTED = "sglang:eagle_cycle_position_accepted_total"
@@ -85,6 +97,8 @@ BASE_LABELS = ("model_name", "engine_type", "tp_rank", "pp_rank", "dp_rank")
 HELP = {
     PHASE_SECONDS: "Time of one phase of the EAGLE decode cycle (draft, verify, verify_fwd, extend, other, "
                    "total, draft_prep, gap), per cycle.",
+    AGGREGATED_PHASE_SECONDS: "Time of one phase of the EAGLE decode cycle over cycles logged only as "
+                              "SGLANG_EAGLE_CYCLE_LOG_EVERY means (sum and count; no per-cycle distribution).",
     ACCEPT_LENGTH: "Accept length per request per verify (accepted draft tokens + 1 bonus token).",
     POSITION_REACHED: "Requests whose draft reached position j (accept length >= j).",
     POSITION_ACCEPTED: "Requests whose draft token at position j was accepted (accept length >= j + 1).",
@@ -136,10 +150,6 @@ class _Hist:
                 self.buckets[i] += n
         self.inf += n
         self.sum += value * n
-        self.count += n
-
-    def add_unbucketed(self, total: float, n: int) -> None:
-        self.sum += total
         self.count += n
 
 
@@ -239,9 +249,14 @@ def exposition(groups, model_name: str = "", engine_type: str = "unified", wirin
             one is a :data:`WIRING_INFO` series of value 1 (ranks 0).
 
     Returns:
-        The text, one ``# HELP``/``# TYPE`` pair per metric; phase times in seconds.
+        The text, one ``# HELP``/``# TYPE`` pair per metric; phase times in seconds. Every histogram
+        series holds cumulative buckets and ``_count`` equal to its ``+Inf`` bucket: the phase times
+        of aggregated lines (means only) are in :data:`AGGREGATED_PHASE_SECONDS`, a summary of sum
+        and count written only when the groups hold some, and the first line, a comment, says how
+        many cycles that is.
     """
     phase: dict[tuple, _Hist] = {}
+    agg_phase: dict[tuple, list] = {}   # key -> [seconds, cycles] of aggregated-line means
     accept: dict[tuple, _Hist] = {}
     reached: dict[tuple, int] = {}
     accepted: dict[tuple, int] = {}
@@ -253,15 +268,18 @@ def exposition(groups, model_name: str = "", engine_type: str = "unified", wirin
         bkey = tuple(base.items())
         steps = str(g.steps)
         for field, dist in g.phases.items():
-            if not dist.weight:
-                continue
             key = bkey + (("phase", PHASE_LABELS[field]), ("steps", steps))
-            h = phase.setdefault(key, _Hist(PHASE_BUCKETS_S))
-            for value_ms, n in dist.counts.items():
-                h.add(value_ms / 1000.0, n)
+            if dist.counts:
+                h = phase.setdefault(key, _Hist(PHASE_BUCKETS_S))
+                for value_ms, n in dist.counts.items():
+                    h.add(value_ms / 1000.0, n)
             if dist.agg_weight:
-                exact = sum(v * n for v, n in dist.counts.items())
-                h.add_unbucketed((dist.total - exact) / 1000.0, dist.agg_weight)
+                # total holds both kinds; what the exact values do not explain is the means' time
+                # (clamped: float rounding of a near-zero phase must not give a negative sum)
+                exact = math.fsum(v * n for v, n in dist.counts.items())
+                a = agg_phase.setdefault(key, [0.0, 0])
+                a[0] += max(0.0, dist.total - exact) / 1000.0
+                a[1] += dist.agg_weight
         # cycles of aggregated lines (every line carries total_ms; other phases may be absent)
         aggregated += max((d.agg_weight for d in g.phases.values()), default=0)
         if g.hist:
@@ -279,8 +297,8 @@ def exposition(groups, model_name: str = "", engine_type: str = "unified", wirin
 
     out = []
     if aggregated:
-        out.append(f"# {aggregated} aggregated cycles (SGLANG_EAGLE_CYCLE_LOG_EVERY lines: means only) count in "
-                   f"{PHASE_SECONDS}_sum and _count but in no bucket")
+        out.append(f"# {aggregated} aggregated cycles (SGLANG_EAGLE_CYCLE_LOG_EVERY lines: means only): their phase "
+                   f"times are in {AGGREGATED_PHASE_SECONDS} (sum, count), not in {PHASE_SECONDS}")
 
     def histogram(name: str, series: dict[tuple, _Hist]) -> None:
         out.append(f"# HELP {name} {HELP[name]}")
@@ -301,6 +319,12 @@ def exposition(groups, model_name: str = "", engine_type: str = "unified", wirin
             out.append(f"{name}{_labels(dict(key))} {v}")
 
     histogram(PHASE_SECONDS, phase)
+    if agg_phase:
+        out.append(f"# HELP {AGGREGATED_PHASE_SECONDS} {HELP[AGGREGATED_PHASE_SECONDS]}")
+        out.append(f"# TYPE {AGGREGATED_PHASE_SECONDS} summary")
+        for key, (seconds, n) in sorted(agg_phase.items()):
+            out.append(f"{AGGREGATED_PHASE_SECONDS}_sum{_labels(dict(key))} {_fmt(seconds)}")
+            out.append(f"{AGGREGATED_PHASE_SECONDS}_count{_labels(dict(key))} {n}")
     histogram(ACCEPT_LENGTH, accept)
     counter(POSITION_REACHED, reached)
     counter(POSITION_ACCEPTED, accepted)
@@ -396,6 +420,9 @@ class LiveMetrics:
 
     Raises:
         ImportError: ``prometheus_client`` is missing. ValueError: bad label names.
+
+    Only per-cycle records come here (:meth:`observe`), so it never writes
+    :data:`AGGREGATED_PHASE_SECONDS`; its series are otherwise those :func:`exposition` writes.
 
     :meth:`observe` and :meth:`push` run on the sink thread: the sink pushes once :attr:`due`
     when the scheduler is idle or waiting for the device, regardless once :attr:`overdue`, and
