@@ -501,3 +501,89 @@ def test_a_tree_shallower_than_its_steps_has_no_deeper_position(tmp_path, capsys
         for p in pos:
             assert one(s, POSITION_REACHED, position=str(p["j"])) == p["reached"]
             assert one(s, POSITION_ACCEPTED, position=str(p["j"])) == p["accepted"]
+
+
+# ----------------------------------------------------------------------------- --extra-metric-labels
+SGLANG_LABELS = {"model_name": "m", "engine_type": "unified", "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0",
+                 "cluster": "a", "steps": "prod", "position": "eu-1", "reading": "r", "le": "x"}
+KEPT = {k: v for k, v in SGLANG_LABELS.items() if k not in ("steps", "position", "reading", "le")}
+
+
+def test_extra_metric_labels_named_like_ours_are_left_off_our_series(caplog):
+    """--extra-metric-labels keys named as our labels: prometheus_client had refused ``le`` (the export
+    was off) and, for the others, kept one of the two values under one name, silently (``steps="prod"``
+    on the position counters). Now they are left off our series, with one WARNING naming them."""
+    import logging
+
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from sglang_eagle_cycle import metrics
+
+    getattr(metrics, "_collisions_warned", set()).clear()   # once per process: forget earlier tests
+    run = generate(random.Random(41), bs=3, steps=3, cycles=30, p=[0.8, 0.6, 0.4])
+    registry = CollectorRegistry()
+    with caplog.at_level(logging.WARNING, logger="sglang_eagle_cycle"):
+        live = LiveMetrics(SGLANG_LABELS, max_steps=3, registry=registry)
+        for rec in run.records:
+            live.observe(rec)
+        live.push()
+    s = parse(generate_latest(registry).decode())
+    for name, series in s.items():
+        for labels, _ in series:
+            assert {k: labels.get(k) for k in KEPT} == KEPT, name          # the user's other keys stay
+            assert "prod" not in labels.values() and "eu-1" not in labels.values(), (name, labels)
+    # our labels keep their meaning, with the right counts
+    assert one(s, CYCLES, steps="3") == 30
+    assert one(s, f"{PHASE_SECONDS}_count", phase="verify", steps="3") == 30
+    accepts = run.accepts()
+    for j in (1, 2, 3):
+        assert one(s, POSITION_REACHED, position=str(j)) == sum(a >= j for a in accepts)
+        assert one(s, POSITION_ACCEPTED, position=str(j)) == sum(a >= j + 1 for a in accepts)
+    for k in (1, 2, 3, 4):
+        assert one(s, f"{ACCEPT_LENGTH}_bucket", steps="3", le=f"{float(k)!r}") == sum(a <= k for a in accepts)
+    assert live.labels == KEPT and live.dropped_labels == {"steps": "prod", "position": "eu-1", "reading": "r",
+                                                           "le": "x"}
+    # the start-up wiring gauge, same labels: ours ("reading") win there too
+    draft = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "num_hidden_layers": 1,
+             "hidden_size": 4096, "vocab_size": 128256, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]}}
+    report = check_pair(W_LLAMA, draft, env={})
+    wiring_registry = CollectorRegistry()
+    with caplog.at_level(logging.WARNING, logger="sglang_eagle_cycle"):
+        metrics.set_wiring_info(SGLANG_LABELS, report, registry=wiring_registry)
+        LiveMetrics(SGLANG_LABELS, max_steps=3, registry=CollectorRegistry())  # another sink of this process
+    w = parse(generate_latest(wiring_registry).decode())
+    assert w[WIRING_INFO] == [({**KEPT, **wiring_info_labels(report)}, 1.0)]
+    assert wiring_info_labels(report)["reading"] == "layer_output"
+    # one WARNING in the process, naming each key and value
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "steps='prod', position='eu-1', reading='r', le='x'" in warnings[0] and "cluster" not in warnings[0]
+    # no collision, no warning: SGLang's labels pass unchanged
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="sglang_eagle_cycle"):
+        assert metrics.series_base_labels(KEPT) == (KEPT, {})
+    assert not caplog.records
+
+
+def test_the_sink_keeps_its_export_on_with_a_colliding_extra_label(caplog):
+    """The server's path: SinkConfig's labels as SGLang's runtime gives them (``le`` had ended the export
+    at start with a metrics-init fault)."""
+    import logging
+
+    from sglang_eagle_cycle import metrics
+    from sglang_eagle_cycle.sinks import CycleSink, SinkConfig
+
+    getattr(metrics, "_collisions_warned", set()).clear()   # once per process: forget earlier tests
+    log = logging.getLogger("sglang_eagle_cycle.test_metrics")
+    recs = generate(random.Random(43), bs=2, steps=2, cycles=12, p=[0.6, 0.5]).records
+    with caplog.at_level(logging.INFO):
+        sink = CycleSink(SinkConfig(background=False, metrics_labels=tuple(SGLANG_LABELS.items()), metrics_max_steps=2),
+                         log=log)
+        for r in recs:
+            sink.submit(r)
+        sink.close()
+    assert sink.metrics is not None and sink.metrics.observed == 12 and sink.metrics.pushes >= 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "le='x'" in warnings[0] and "export off" not in warnings[0]
+    cycles = [s for fam in sink.metrics._cycles.collect() for s in fam.samples if s.name == CYCLES]
+    assert [(s.labels, s.value) for s in cycles] == [({**KEPT, "steps": "2"}, 12.0)]

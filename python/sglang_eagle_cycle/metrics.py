@@ -38,10 +38,13 @@ name                                              type       labels (besides the
   (:func:`wiring_info_labels`: ids and positions comma-joined, the reading, what stock SGLang
   0.5.23 would capture); a gauge in SGLang's ``mostrecent`` multiprocess mode, like its own info
   gauges.
-* Base labels: those SGLang's scheduler metrics carry. Live (:class:`LiveMetrics`), exactly
-  SGLang's (:func:`sglang_eagle_cycle.runtime.sglang_metric_labels`: ``model_name``,
-  ``engine_type``, ``tp_rank``, ``pp_rank``, ``moe_ep_rank``, ``dp_rank`` where SGLang sets it,
-  ``--extra-metric-labels``); offline :data:`BASE_LABELS`.
+* Base labels: those SGLang's scheduler metrics carry. Live (:class:`LiveMetrics`), SGLang's
+  (:func:`sglang_eagle_cycle.runtime.sglang_metric_labels`: ``model_name``, ``engine_type``,
+  ``tp_rank``, ``pp_rank``, ``moe_ep_rank``, ``dp_rank`` where SGLang sets it,
+  ``--extra-metric-labels``) less any key in :data:`OWN_LABELS` (:func:`series_base_labels`: an
+  ``--extra-metric-labels`` key such as ``steps`` or ``position`` would otherwise stand for two
+  things on one series; it is left off every ``sglang:eagle_cycle_*`` series, with one WARNING
+  naming it, and SGLang's own series keep it); offline :data:`BASE_LABELS`.
 
 Live (:class:`LiveMetrics`, ``SGLANG_EAGLE_CYCLE_METRICS``, on by default whenever SGLang runs
 with ``--enable-metrics``): the ranks that print cycle lines observe every cycle on the sink thread
@@ -93,6 +96,9 @@ PHASE_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 
                    0.0175, 0.02, 0.025, 0.03, 0.035, 0.04, 0.05, 0.06, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5)
 #: the labels every series carries (SGLang's scheduler metric labels)
 BASE_LABELS = ("model_name", "engine_type", "tp_rank", "pp_rank", "dp_rank")
+#: label names our series use themselves (``le``: prometheus_client reserves it on histograms): a
+#: base label of one of these names is left off our series (:func:`series_base_labels`)
+OWN_LABELS = ("phase", "steps", "position", "le") + WIRING_LABELS
 
 HELP = {
     PHASE_SECONDS: "Time of one phase of the EAGLE decode cycle (draft, verify, verify_fwd, extend, other, "
@@ -364,6 +370,44 @@ def export_wanted(env: Optional[Mapping[str, str]] = None) -> Optional[dict[str,
     return sglang_metric_labels()
 
 
+_collisions_warned: set = set()
+
+
+def series_base_labels(labels: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Split SGLang's metric labels into the base labels of our series and those left off them.
+
+    A key of ``labels`` that is one of :data:`OWN_LABELS` (an ``--extra-metric-labels`` key such as
+    ``steps``, ``position`` or ``reading``; SGLang's own keys never are) is left off every
+    ``sglang:eagle_cycle_*`` series: prometheus_client would either refuse it (``le``) or give one
+    series two values for one name and keep either, silently. Our label keeps its meaning, since
+    dashboards read it; the user's key stays on SGLang's own series. Left off every series, not
+    only the one that uses the name, so all our series share one base label set and PromQL can
+    divide one by another. The first time a given set is left off in this process, one WARNING on
+    logger ``sglang_eagle_cycle`` names the keys and their values.
+
+    Args:
+        labels: label name -> value (:func:`~sglang_eagle_cycle.runtime.sglang_metric_labels`).
+
+    Returns:
+        ``(kept, dropped)``: two dicts, values as strings, ``labels``' order kept. Never raises.
+    """
+    kept, dropped = {}, {}
+    for k, v in labels.items():
+        (dropped if str(k) in OWN_LABELS else kept)[str(k)] = "" if v is None else str(v)
+    if dropped:
+        seen = tuple(sorted(dropped.items()))
+        if seen not in _collisions_warned:
+            _collisions_warned.add(seen)
+            import logging
+
+            logging.getLogger("sglang_eagle_cycle").warning(
+                "sglang-eagle-cycle: metric label(s) %s (--extra-metric-labels) share a name with a label of the "
+                "sglang:eagle_cycle_* series (%s); left off those series, kept on SGLang's own. Rename the key "
+                "to have it on every series", ", ".join(f"{k}={v!r}" for k, v in dropped.items()),
+                ", ".join(OWN_LABELS))
+    return kept, dropped
+
+
 def configured_max_steps() -> int:
     """Deepest ``num_steps`` this server can run (0 when unknown): ``--speculative-num-steps``, and
     with ``--speculative-adaptive`` the deepest ``candidate_steps`` of its adaptive config (the file,
@@ -408,7 +452,9 @@ class LiveMetrics:
     ``prometheus_client`` every :data:`PUSH_EVERY_S` seconds.
 
     Args:
-        labels: base labels (:func:`export_wanted`); every series carries them.
+        labels: SGLang's metric labels (:func:`export_wanted`); every series carries them, less
+            those named as one of our own labels (:func:`series_base_labels`: left off, with one
+            WARNING; :attr:`labels` holds the kept ones, :attr:`dropped_labels` the others).
         max_steps: deepest ``num_steps`` expected (0: unknown); accept-length buckets are
             ``1 .. D + 1`` with ``D`` the larger of it and the first cycle's depth (a deeper cycle's
             longer accepts still count, in ``+Inf``, ``_sum`` and ``_count``).
@@ -419,7 +465,8 @@ class LiveMetrics:
         clock: monotonic clock in seconds (tests).
 
     Raises:
-        ImportError: ``prometheus_client`` is missing. ValueError: bad label names.
+        ImportError: ``prometheus_client`` is missing. ValueError: a label name prometheus_client
+        refuses (``a-b``, ``__x``; SGLang's own metrics refuse it first).
 
     Only per-cycle records come here (:meth:`observe`), so it never writes
     :data:`AGGREGATED_PHASE_SECONDS`; its series are otherwise those :func:`exposition` writes.
@@ -438,7 +485,7 @@ class LiveMetrics:
         from prometheus_client import Counter as PCounter
         from prometheus_client import Histogram
 
-        self.labels = {str(k): str(v) for k, v in labels.items()}
+        self.labels, self.dropped_labels = series_base_labels(labels)
         base = tuple(self.labels)
         self._base = tuple(self.labels.values())
         self.max_steps = max(0, int(max_steps))
@@ -597,16 +644,19 @@ def _observe_all(child, values: list) -> None:
         child._buckets[i].inc(n)
 
 
-def set_wiring_info(base: Mapping[str, str], report) -> None:
+def set_wiring_info(base: Mapping[str, str], report, registry: Any = None) -> None:
     """Set :data:`WIRING_INFO` to 1 for ``report`` (a
-    :class:`~sglang_eagle_cycle.wiring.WiringReport`), labels ``base`` + :func:`wiring_info_labels`.
+    :class:`~sglang_eagle_cycle.wiring.WiringReport`), labels ``base`` (less any of
+    :data:`OWN_LABELS`, :func:`series_base_labels`) + :func:`wiring_info_labels`. ``registry``: as
+    :class:`LiveMetrics`' (None: nowhere; SGLang's multiprocess directory holds the value).
 
     Raises:
         ImportError: ``prometheus_client`` is missing.
     """
     from prometheus_client import Gauge
 
+    base, _ = series_base_labels(base)
     info = wiring_info_labels(report)
     names = tuple(base) + WIRING_LABELS
-    gauge = Gauge(WIRING_INFO, HELP[WIRING_INFO], names, multiprocess_mode="mostrecent", registry=None)
+    gauge = Gauge(WIRING_INFO, HELP[WIRING_INFO], names, multiprocess_mode="mostrecent", registry=registry)
     gauge.labels(*(str(v) for v in base.values()), *(info[k] for k in WIRING_LABELS)).set(1)
