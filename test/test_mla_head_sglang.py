@@ -1,11 +1,12 @@
-"""Proof on SGLang's own ``Eagle3DeepseekV2ForCausalLM`` (the Kimi-K2.5 MLA EAGLE-3 head): it loads
-the draft's fc from ``fc.weight`` and skips ``model.fc.weight`` (leaving fc as built, uninitialised),
-and the wiring check says so for that head while ``LlamaForCausalLMEagle3``, which loads both
-spellings, passes (README, "Aux-layer wiring", ``fc_width_mismatch``).
+"""Proof on SGLang's own EAGLE-3 head classes of which checkpoint names they load, and that the wiring
+check stops exactly the drafts whose tensors they skip (README, "Aux-layer wiring": ``fc_width_mismatch``,
+``lm_head_not_loaded``, ``weight_not_loaded``).
 
-test/mla_fc_probe.py builds the class on the CPU in a fresh interpreter (test/sglang_cpu.py), fills
-its parameters with NaN and loads one fc tensor of ones under each name: NaN left in fc means the
-name was skipped.
+test/mla_fc_probe.py builds ``Eagle3DeepseekV2ForCausalLM`` (the Kimi-K2.5 MLA head) and
+``LlamaForCausalLMEagle3`` on the CPU in a fresh interpreter (test/sglang_cpu.py), fills their
+parameters with NaN (integers with -5) and loads each parameter's checkpoint name under each spelling
+(``X``, ``model.X``, legacy ``midlayer.``): a parameter that does not read 1 afterwards was skipped.
+The check then reads header-only checkpoints holding the same names, as the CLI and the server do.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from sglang_eagle_cycle.safetensors_header import read_draft_shapes, write_heade
 from sglang_eagle_cycle.wiring import check_pair  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+MLA, LLAMA = "Eagle3DeepseekV2ForCausalLM", "LlamaForCausalLMEagle3"
 # a tiny MLA head: 3 aux states of a 64-wide target into a 64-wide draft (fc 192 -> 64)
-DRAFT = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 64,
+DRAFT = {"architectures": [MLA], "model_type": "deepseek_v3", "hidden_size": 64,
          "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 1,
          "vocab_size": 256, "draft_vocab_size": 128, "q_lora_rank": 32, "kv_lora_rank": 32,
          "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "rms_norm_eps": 1e-6,
@@ -35,43 +37,145 @@ DRAFT = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "deepse
          "target_hidden_size": 64, "hidden_act": "silu", "torch_dtype": "float32",
          "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}}
 TARGET = {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 6, "hidden_size": 64, "vocab_size": 256}
+# the same head where every module it builds is used: fc_norm on, and its own embedding (a 96-wide
+# target: SGLang shares the target's embedding only when target_hidden_size equals hidden_size)
+EVERY = {**DRAFT, "fc_norm": True, "target_hidden_size": 96}
+TARGET_96 = {**TARGET, "hidden_size": 96}
+# the error codes a skipped tensor gives
+SKIP_CODES = {"fc_width_mismatch", "lm_head_not_loaded", "weight_not_loaded"}
 
 
-def test_mla_head_skips_a_prefixed_fc_and_the_check_says_so(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps(DRAFT))
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    d = tmp_path_factory.mktemp("mla_head")
+    (d / "config.json").write_text(json.dumps({**DRAFT, "fc_norm": True}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_EAGLE_CYCLE", "SGLANG_PLUGINS"))}
     env.setdefault("OMP_NUM_THREADS", "1")
-    proc = subprocess.run([sys.executable, str(HERE / "mla_fc_probe.py"), str(tmp_path)], capture_output=True,
+    proc = subprocess.run([sys.executable, str(HERE / "mla_fc_probe.py"), str(d)], capture_output=True,
                           text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert loaded == {"fc.weight": True, "model.fc.weight": False,
-                      "Eagle3DeepseekV2ForCausalLM lm_head.weight": True,
-                      "Eagle3DeepseekV2ForCausalLM model.lm_head.weight": False,
-                      "LlamaForCausalLMEagle3 lm_head.weight": True, "LlamaForCausalLMEagle3 model.lm_head.weight": False}
-    fc = {k: v for k, v in loaded.items() if "lm_head" not in k}
-    shape = [64, 3 * 64]
-    headers = {}
-    for name, ok in fc.items():   # the check reads the checkpoint's header as the CLI and the server do
-        folder = tmp_path / name
-        folder.mkdir()
-        write_header_only(folder / "model.safetensors", {name: shape, "lm_head.weight": [128, 64], "d2t": [128]})
-        headers[name] = read_draft_shapes(folder)
-        report = check_pair(TARGET, DRAFT, header=headers[name], env={})
-        fc_errors = [p for p in report.errors if p.code == "fc_width_mismatch"]
-        assert (not fc_errors) == ok, (name, report.problems)
-    # the Llama head loads model.fc.weight: no error there
-    llama = {**DRAFT, "architectures": ["LlamaForCausalLMEagle3"]}
-    report = check_pair(TARGET, llama, header=headers["model.fc.weight"], env={})
-    assert not [p for p in report.errors if p.code == "fc_width_mismatch"]
-    # lm_head stored only prefixed: neither head loads it; the draft has its own (draft_vocab_size 128,
-    # untied), so it would serve uninitialised: lm_head_not_loaded for both, none with lm_head.weight
-    for arch in ("Eagle3DeepseekV2ForCausalLM", "LlamaForCausalLMEagle3"):
-        draft = {**DRAFT, "architectures": [arch]}
-        for name in ("lm_head.weight", "model.lm_head.weight"):
-            folder = tmp_path / f"{arch}-{name}"
-            folder.mkdir()
-            write_header_only(folder / "model.safetensors", {"fc.weight": shape, name: [128, 64], "d2t": [128]})
-            report = check_pair(TARGET, draft, header=read_draft_shapes(folder), env={})
-            codes = {p.code for p in report.errors}
-            assert ("lm_head_not_loaded" not in codes) == loaded[f"{arch} {name}"], (arch, name, report.problems)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _prefixed(name: str) -> bool:
+    return name.startswith("model.")
+
+
+def test_which_names_sglang_loads(probe):
+    from sglang_eagle_cycle.safetensors_header import module_of
+    from sglang_eagle_cycle.wiring.checks import MLA_LAYER_MODULES
+
+    mla, llama = probe["loaded"][MLA], probe["loaded"][LLAMA]
+    # the MLA head loads every name without the model. prefix and none with it (model.d2t aside: it
+    # matches d2t by suffix); it fuses q_a_proj with kv_a_proj_with_mqa itself and drops a pre-fused name
+    assert mla == {n: (not _prefixed(n) or n == "model.d2t") and "fused_qkv_a" not in n for n in mla}
+    assert len(mla) == 76 and mla["norm.weight"] and not mla["model.norm.weight"]
+    assert mla["midlayer.hidden_norm.weight"] and not mla["model.layers.0.hidden_norm.weight"]
+    assert mla["fc_norm.2.weight"] and not mla["model.fc_norm.2.weight"]
+    assert mla["embed_tokens.weight"] and not mla["model.embed_tokens.weight"]
+    # it logs most skips; a prefixed q_a_proj / kv_a_proj_with_mqa it caches for fusing and drops silently
+    warned = set(probe["warned"][MLA])
+    silent = {n for n in mla if _prefixed(n) and not mla[n] and ("_a_proj" in n or "fused_qkv_a" in n)}
+    assert silent == {f"model.{layer}.self_attn.{m}.weight" for layer in ("layers.0", "midlayer")
+                      for m in ("q_a_proj", "kv_a_proj_with_mqa", "fused_qkv_a_proj_with_mqa")}
+    quantised = {n for m in ("fp8", "awq") for n in probe["loaded"][f"{MLA} {m}"] if _prefixed(n)}
+    assert warned == ({n for n in mla if _prefixed(n) and not mla[n]} - silent) | quantised
+    # the Llama head loads every name either way but model.lm_head.weight
+    assert llama == {n: n != "model.lm_head.weight" for n in llama} and len(llama) == 64
+    # the check's list of decoder-layer modules is the one the MLA class loads
+    assert {module_of(n) for n in mla if mla[n] and n.startswith("layers.0.")} == {f"layers.0.{m}" for m in MLA_LAYER_MODULES}
+    # a quantised fc: the MLA head's is quantisable and loads it unprefixed only; the Llama head's fc is a
+    # plain torch Linear: fp8 fc.weight lands in it (the scale is dropped), AWQ's qweight never does
+    assert probe["loaded"][f"{MLA} fp8"] == {"fc.weight": True, "fc.weight_scale_inv": True,
+                                             "model.fc.weight": False, "model.fc.weight_scale_inv": False}
+    assert probe["loaded"][f"{MLA} awq"] == {"fc.qweight": True, "fc.qzeros": True, "fc.scales": True,
+                                             "model.fc.qweight": False, "model.fc.qzeros": False,
+                                             "model.fc.scales": False}
+    assert not any(probe["loaded"][f"{LLAMA} awq"].values())
+    assert probe["fc_loaded"] == {f"{MLA} fp8": {"fc.*": True, "model.fc.*": False},
+                                  f"{MLA} awq": {"fc.*": True, "model.fc.*": False},
+                                  f"{LLAMA} fp8": {"fc.*": True, "model.fc.*": True},
+                                  f"{LLAMA} awq": {"fc.*": False, "model.fc.*": False}}
+    assert quantised == {f"model.fc.{leaf}" for leaf in ("weight", "weight_scale_inv", "qweight", "qzeros", "scales")}
+
+
+def _checkpoint(folder: Path, names, width: int = 96) -> dict:
+    """Write a header-only checkpoint holding ``names`` (a head of a ``width``-wide target) and read it as
+    the CLI and the server do."""
+    folder.mkdir()
+    known = {"fc.weight": [64, 3 * width], "lm_head.weight": [128, 64], "d2t": [128], "fc_norm.0.weight": [width]}
+    shapes = {}
+    for name in names:   # the shapes the check reads; any other
+        shapes[name] = known.get(name[len("model."):] if _prefixed(name) else name, [8])
+    write_header_only(folder / "model.safetensors", shapes)
+    return read_draft_shapes(folder)
+
+
+def _skip_errors(target, draft, header) -> set[str]:
+    report = check_pair(target, draft, header=header, env={})
+    return {p.code for p in report.errors}
+
+
+def test_the_check_stops_what_sglang_skips_and_passes_what_it_loads(probe, tmp_path):
+    """For each class, a checkpoint holding every name the class loads, with one of them (or, for a
+    fused pair, its shard) under another spelling: the check reports an error exactly where SGLang
+    leaves that parameter unloaded. The head uses every module (fc_norm on, its own embedding), so a
+    skipped tensor always matters."""
+    for arch in (MLA, LLAMA):
+        loaded = probe["loaded"][arch]
+        draft = {**EVERY, "architectures": [arch]}
+        correct = [n for n in loaded if loaded[n] and not _prefixed(n) and not n.startswith("midlayer.")]
+        header = _checkpoint(tmp_path / f"{arch}-correct", correct)
+        assert check_pair(TARGET_96, draft, header=header, env={}).errors == [], arch  # no false refusal
+        for name in correct:
+            others = ["model." + name]
+            if name.startswith("layers.0."):   # the legacy decoder-layer spelling, plain and prefixed
+                legacy = "midlayer." + name[len("layers.0."):]
+                others += [legacy, "model." + legacy]
+            for other in others:
+                folder = tmp_path / f"{arch}-{other}"
+                header = _checkpoint(folder, [other if n == name else n for n in correct])
+                errors = _skip_errors(TARGET_96, draft, header) & SKIP_CODES
+                assert bool(errors) == (not loaded[other]), (arch, other, errors)
+
+
+def test_a_quantised_fc_is_checked_as_the_mla_head_loads_it(probe, tmp_path):
+    """An fc stored quantised: the MLA head (quantisable fc) loads it unprefixed and skips it prefixed.
+    fc_width_mismatch exactly where the class's fc stays unloaded."""
+    rest = ["lm_head.weight", "d2t", "norm.weight"]
+    for key, spelt in probe["fc_loaded"].items():
+        if not key.startswith(MLA):
+            continue
+        arch, method = key.split()
+        names = sorted({n.replace("model.", "", 1) for n in probe["loaded"][key]})
+        for prefix, fc_loaded in (("", spelt["fc.*"]), ("model.", spelt["model.fc.*"])):
+            header = _checkpoint(tmp_path / f"{key}-{prefix}", [prefix + n for n in names] + rest, width=64)
+            errors = _skip_errors(TARGET, {**DRAFT, "architectures": [arch]}, header)
+            assert ("fc_width_mismatch" in errors) == (not fc_loaded), (key, prefix, errors)
+            assert errors <= {"fc_width_mismatch"}, (key, prefix, errors)
+
+
+def test_a_module_sglang_does_not_use_is_no_error_however_spelt(tmp_path):
+    """No false refusal: the MLA head skips model.X, but these leave nothing the draft uses unloaded."""
+    base = ["fc.weight", "lm_head.weight", "d2t", "norm.weight"]
+    cases = {
+        # SGLang shares the target's embedding (target_hidden_size == hidden_size)
+        "model.embed_tokens.weight": DRAFT,
+        # fc_norm off: the class builds no fc_norm (draft_flag_ignored warns about the tensor)
+        "model.fc_norm.0.weight": DRAFT,
+        # the unprefixed tensor of the same module is there too
+        "model.norm.weight": DRAFT,
+        # not a module the class builds
+        "model.layers.0.self_attn.rotary_emb.inv_freq": EVERY,
+        # d2t is matched by suffix
+        "model.d2t": DRAFT,
+    }
+    for name, draft in cases.items():
+        width = 96 if draft is EVERY else 64
+        header = _checkpoint(tmp_path / name, base + [name], width)
+        target = TARGET_96 if draft is EVERY else TARGET
+        assert _skip_errors(target, draft, header) == set(), name
+    # the first two do matter where the module is used
+    for name in ("model.embed_tokens.weight", "model.fc_norm.0.weight"):
+        header = _checkpoint(tmp_path / f"every-{name}", base + [name])
+        assert _skip_errors(TARGET_96, EVERY, header) == {"weight_not_loaded"}, name

@@ -92,6 +92,9 @@ CODE_CASES = {
                                         "d2t": [32000]}),
                            dict(header={**FC_OK, "lm_head.weight": [32000, 4096], "model.lm_head.weight": [],
                                         "d2t": [32000]}, draft_over={"tie_word_embeddings": True})),
+    "weight_not_loaded": (dict(header={**FC_OK, "model.norm.weight": []},
+                               draft_over={"architectures": ["Eagle3DeepseekV2ForCausalLM"]}),
+                          dict(header={**FC_OK, "model.norm.weight": []})),
     "d2t_missing": (dict(header={**FC_OK, "lm_head.weight": [32000, 4096]}),
                     dict(header={**FC_OK, "lm_head.weight": [128256, 4096]}, draft_over={"draft_vocab_size": None})),
     "ids_missing_default_used": (dict(draft_del=("eagle_config",)), dict()),
@@ -134,7 +137,8 @@ def test_code_table_covers_design():
     assert errors == {"non_integer_ids", "duplicate_ids", "id_out_of_range", "embedding_capture",
                       "final_layer_capture_unsupported", "fc_width_mismatch", "draft_fc_built_mismatch",
                       "not_eagle3_architecture", "target_hidden_mismatch", "vocab_mismatch",
-                      "lm_head_shape_mismatch", "lm_head_not_loaded", "d2t_missing", "algorithm_not_eagle3",
+                      "lm_head_shape_mismatch", "lm_head_not_loaded", "weight_not_loaded", "d2t_missing",
+                      "algorithm_not_eagle3",
                       "aux_capture_off_fc_mismatch", "eagle_config_not_object"}
     assert {c for c, level in CHECK_LEVELS.items() if level == "info"} == {"draft_context_shorter"}
 
@@ -871,6 +875,70 @@ def test_an_unprefixed_fc_a_listed_shard_holds_is_read_beside_the_prefixed_one_t
         (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
             "model.fc.weight": "a.safetensors", "lm_head.weight": "a.safetensors", "norm.weight": "b.safetensors"}}))
         assert read_draft_shapes(d) == {"fc.weight": [4096, 12288], "lm_head.weight": [32000, 4096]}, other
+
+
+def test_head_modules_stored_only_prefixed_are_marked(tmp_path):
+    """A tensor model.X of a head module (fc, fc_norm.N, norm, embed_tokens, layers.0 / midlayer) whose
+    module has no unprefixed tensor is marked "model.X": [] (SGLang 0.5.23's MLA head skips it and leaves
+    the module unloaded); one beside an unprefixed tensor of its module is not (the module loads)."""
+    write_header_only(tmp_path / "model.safetensors", {
+        "fc.weight": [4096, 12288], "model.fc.weight_scale": [1],   # fc has an unprefixed tensor: loads
+        "model.norm.weight": [4096], "model.layers.0.hidden_norm.weight": [4096],
+        "midlayer.input_layernorm.weight": [4096], "model.layers.0.input_layernorm.weight": [4096],
+        "model.lm_head.weight": [32000, 4096], "model.rotary.inv_freq": [64]})
+    assert read_draft_shapes(tmp_path) == {
+        "fc.weight": [4096, 12288], "lm_head.weight": [32000, 4096], "model.lm_head.weight": [],
+        "model.layers.0.hidden_norm.weight": [], "model.norm.weight": []}
+    # sharded: the weight_map names model.norm.weight only, a listed shard also holds norm.weight
+    sharded = tmp_path / "sharded"
+    sharded.mkdir()
+    write_header_only(sharded / "a.safetensors", {"fc.weight": [4096, 12288], "model.norm.weight": [4096],
+                                                  "model.layers.0.mlp.down_proj.weight": [4096, 8]})
+    write_header_only(sharded / "b.safetensors", {"norm.weight": [4096]})
+    (sharded / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "fc.weight": "a.safetensors", "model.norm.weight": "a.safetensors",
+        "model.layers.0.mlp.down_proj.weight": "a.safetensors", "other": "b.safetensors"}}))
+    assert read_draft_shapes(sharded) == {"fc.weight": [4096, 12288], "model.layers.0.mlp.down_proj.weight": []}
+
+
+MLA_OWN_EMBED = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "target_hidden_size": 4096, "hidden_size": 2048,
+                 "vocab_size": 128256, "draft_vocab_size": 32000}
+
+
+@pytest.mark.parametrize("over, flagged", [
+    ({}, True),                                                  # its own embedding: loaded from the checkpoint
+    ({"hidden_size": 4096}, False),                              # the target's is shared in its place
+    ({"target_hidden_size": None}, False),                       # read as hidden_size: shared
+    ({"draft_vocab_size": None}, False),                         # embedding and lm_head taken from the target
+    ({"draft_vocab_size": None, "tie_word_embeddings": True}, True),   # tied: set_embed, widths differ
+    ({"architectures": ["LlamaForCausalLMEagle3"]}, False),      # loads model.embed_tokens.weight
+])
+def test_a_prefixed_embedding_matters_only_where_the_mla_head_keeps_its_own(over, flagged):
+    """SGLang 0.5.23's MLA head replaces its embedding with the target's unless target_hidden_size is set
+    and differs from hidden_size, and always when it takes lm_head from the target (untied, no
+    draft_vocab_size): only then does a skipped model.embed_tokens.weight leave it uninitialised."""
+    draft = {**MLA_OWN_EMBED, **over}
+    header = {"fc.weight": [draft["hidden_size"], 3 * 4096], "model.embed_tokens.weight": []}
+    report = run(draft_over=draft, header=header)
+    assert ("weight_not_loaded" in {p.code for p in report.errors}) == flagged, report.problems
+    if flagged:
+        (msg,) = [p.message for p in report.errors if p.code == "weight_not_loaded"]
+        assert "model.embed_tokens.weight" in msg and "1 module (embed_tokens) stays unloaded" in msg
+
+
+def test_weight_not_loaded_names_a_few_tensors_and_counts_the_rest():
+    """A checkpoint saved whole with the model. prefix: one error naming three tensors and the count of
+    the rest, one line; fc_norm counted per aux state SGLang builds (here 3)."""
+    layer = [f"model.layers.0.{m}.weight" for m in ("input_layernorm", "hidden_norm", "post_attention_layernorm",
+                                                    "self_attn.o_proj", "mlp.down_proj")]
+    header = {"fc.weight": [4096, 12288], "model.fc.weight": [], "model.norm.weight": [],
+              **{f"model.fc_norm.{i}.weight": [] for i in range(4)}, **dict.fromkeys(layer, [])}
+    draft = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "fc_norm": True}
+    report = run(draft_over=draft, header=header)
+    (msg,) = [p.message for p in report.errors if p.code == "weight_not_loaded"]
+    assert "\n" not in msg and " and 6 more only under the model. prefix" in msg   # 9 of the 10 marked: no fc_norm.3
+    assert "9 modules (fc_norm.0, fc_norm.1, fc_norm.2 and 6 more) stay unloaded" in msg
+    assert [p.code for p in report.errors] == ["fc_width_mismatch", "weight_not_loaded"]   # model.fc.weight: its own
 
 
 @pytest.mark.parametrize("tie, flagged", [(True, False), (1, False), (False, True), (0, True), (None, True)])

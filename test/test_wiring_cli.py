@@ -549,6 +549,53 @@ def test_an_fc_stored_quantised_is_not_called_missing(tmp_path, capsys):
     assert code == 1 and "no fc.weight" in out
 
 
+def test_other_prefixed_tensors_are_an_error_for_the_mla_head_only(tmp_path, capsys):
+    """SGLang 0.5.23's Eagle3DeepseekV2ForCausalLM skips every model.X, not only model.fc.weight: a draft
+    storing its final norm and decoder layer (or its quantised fc) that way serves with them uninitialised
+    (test/test_mla_head_sglang.py shows it on the class). The check passed both (exit 0) before helper 66;
+    LlamaForCausalLMEagle3 loads them, and passes."""
+    mla = dict(LLAMA_DRAFT, architectures=["Eagle3DeepseekV2ForCausalLM"])
+    target, draft = _pair(tmp_path, draft=mla)
+    tensors = {"lm_head.weight": [128256, 4096], "d2t": [128256]}
+    layer = {"model.norm.weight": [4096], "model.layers.0.hidden_norm.weight": [4096],
+             "model.layers.0.self_attn.o_proj.weight": [4096, 4096]}
+    _header_only(draft / "model.safetensors", {"fc.weight": [4096, 3 * 4096], **layer, **tensors})
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    errors = [p for p in json.loads(out)["problems"] if p["level"] == "error"]
+    assert code == 1 and [p["code"] for p in errors] == ["weight_not_loaded"]
+    assert errors[0]["message"].startswith(
+        "the draft checkpoint stores model.layers.0.hidden_norm.weight, model.layers.0.self_attn.o_proj.weight, "
+        "model.norm.weight only under the model. prefix, which SGLang 0.5.23's Eagle3DeepseekV2ForCausalLM skips")
+    code, text, _ = run_cli(capsys, str(target), str(draft))
+    assert code == 1 and "error    weight_not_loaded: the draft checkpoint stores model.layers.0.hidden_norm" in text
+    assert "model.norm.weight []" not in text
+    # a quantised fc stored prefixed, sharded: the MLA head skips it
+    (draft / "model.safetensors").unlink()
+    _header_only(draft / "a.safetensors", {"norm.weight": [4096], **tensors})
+    _header_only(draft / "b.safetensors", {"model.fc.qweight": [4096, 1536], "model.fc.scales": [96, 4096]})
+    (draft / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "norm.weight": "a.safetensors", "lm_head.weight": "a.safetensors", "d2t": "a.safetensors",
+        "model.fc.qweight": "b.safetensors", "model.fc.scales": "b.safetensors"}}))
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    errors = [p for p in json.loads(out)["problems"] if p["level"] == "error"]
+    assert code == 1 and [p["code"] for p in errors] == ["fc_width_mismatch"]
+    assert "(model.fc.qweight, model.fc.scales)" in errors[0]["message"]
+    # unprefixed, the same quantised fc may load (a quantisable fc): no error
+    _header_only(draft / "b.safetensors", {"fc.qweight": [4096, 1536], "fc.scales": [96, 4096]})
+    (draft / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "norm.weight": "a.safetensors", "lm_head.weight": "a.safetensors", "d2t": "a.safetensors",
+        "fc.qweight": "b.safetensors", "fc.scales": "b.safetensors"}}))
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 0 and json.loads(out)["problems"] == []
+    # the Llama head loads the prefixed norm and layer
+    for f in ("a.safetensors", "b.safetensors", "model.safetensors.index.json"):
+        (draft / f).unlink()
+    target, draft = _pair(tmp_path, draft=LLAMA_DRAFT)
+    _header_only(draft / "model.safetensors", {"fc.weight": [4096, 3 * 4096], **layer, **tensors})
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 0 and json.loads(out)["problems"] == []
+
+
 def test_a_prefixed_fc_is_an_error_for_the_mla_head_only(tmp_path, capsys):
     """SGLang 0.5.23's Eagle3DeepseekV2ForCausalLM (the Kimi-K2.5 MLA head) loads a checkpoint name X as
     model.X: a draft storing model.fc.weight has it skipped ("skipping unexpected weight") and serves

@@ -84,6 +84,11 @@ def _probe(args: dict) -> dict:
         mark = log.tell()
         out["setter"] = call_setters([["deepseek_v2", "DeepseekV3ForCausalLM", 61, [1, 29, 57]]])
         out["setter_log"] = log.getvalue()[mark:]
+    # a Kimi-K2.5 MLA head whose final norm is stored as model.norm.weight (which that class skips), and
+    # the same checkpoint as a Llama head (which loads it)
+    for name in ("mla_prefixed", "llama_prefixed"):
+        with published_topology(speculative_algorithm="EAGLE3", speculative_draft_model_path=drafts[name]):
+            out[name] = call_setters([["deepseek_v2", "DeepseekV3ForCausalLM", 61, [1, 29, 57]]])[0]
 
     # an internal fault in the precheck: logged once, SGLang's path continues (twice: still one log)
     import sglang_eagle_cycle.wiring as w
@@ -116,13 +121,17 @@ if __name__ != "__main__":
                                                           "use_aux_hidden_state": False}}, [7168, 21504]),
             # for plugin_probe's stand-in target (hidden 64, no vocab)
             ("small", {**EAGLE3_DRAFT, "hidden_size": 64, "vocab_size": None}, [64, 192]),
+            ("mla_prefixed", {**EAGLE3_DRAFT, "architectures": ["Eagle3DeepseekV2ForCausalLM"], "hidden_size": 64,
+                              "vocab_size": None}, [64, 192]),
+            ("llama_prefixed", {**EAGLE3_DRAFT, "hidden_size": 64, "vocab_size": None}, [64, 192]),
         ):
             d = root / name
             d.mkdir()
             (d / "config.json").write_text(json.dumps(cfg))
             from sglang_eagle_cycle.safetensors_header import write_header_only
 
-            write_header_only(d / "model.safetensors", {"fc.weight": fc})
+            extra = {"model.norm.weight": [64]} if name.endswith("_prefixed") else {}
+            write_header_only(d / "model.safetensors", {"fc.weight": fc, **extra})
             drafts[name] = str(d)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_EAGLE_CYCLE")}
         env.update({"SGLANG_PLUGINS": "eagle_cycle"})
@@ -161,6 +170,15 @@ if __name__ != "__main__":
         assert log.count("INFO sglang_eagle_cycle EAGLE-3 aux wiring note [draft_context_shorter]: ") == 1
         assert "2048" in log and "131072" in log and "WARNING sglang_eagle_cycle" not in log
         assert log.count("EAGLE-3 draft variant: LlamaForCausalLMEagle3 (plain EAGLE-3") == 1
+
+    def test_a_tensor_the_mla_head_skips_stops_the_launch_at_the_setter(server):
+        """The startup check reads the draft's header as the CLI does: model.norm.weight, which
+        Eagle3DeepseekV2ForCausalLM skips, stops the launch (weight_not_loaded); the Llama head loads it."""
+        got = server["mla_prefixed"]
+        assert got["error"] == "EagleWiringError", got
+        assert got["message"].startswith("EAGLE-3 aux wiring error: [weight_not_loaded] the draft checkpoint "
+                                         "stores model.norm.weight only under the model. prefix")
+        assert server["llama_prefixed"].get("layers_to_capture") == [2, 30, 58], server["llama_prefixed"]
 
     def test_fault_in_the_precheck_is_logged_once_and_sglang_goes_on(server):
         assert server["fault1"]["error"] == server["fault2"]["error"] == "ReachedSGLang"

@@ -10,9 +10,10 @@ weights are ever loaded.
 
 The wiring check needs these EAGLE-3 draft tensors, found under their plain
 names or with a ``model.`` prefix. SGLang 0.5.23 does not load every prefixed name: both EAGLE-3
-heads skip ``model.lm_head.weight``, ``Eagle3DeepseekV2ForCausalLM`` also ``model.fc.weight``
-(``LlamaForCausalLMEagle3`` loads that one; both take ``model.d2t``). So a tensor found only under
-its prefixed name is also reported as ``"model." + name`` with shape ``[]`` (:func:`stored_name`):
+heads skip ``model.lm_head.weight``; ``Eagle3DeepseekV2ForCausalLM`` skips every ``model.X`` but
+``model.d2t`` (``LlamaForCausalLMEagle3`` loads them; test/test_mla_head_sglang.py). So a tensor found
+only under its prefixed name is also reported as ``"model." + name`` with shape ``[]`` (:func:`stored_name`),
+and so is every ``model.X`` of a head module with no unprefixed tensor (:func:`prefixed_only`):
 
 - ``fc.weight``: ``[hidden_size, n_aux * target_hidden_size]``
 - ``lm_head.weight``: ``[draft_vocab_size or vocab_size, hidden_size]``
@@ -108,6 +109,40 @@ FC_QUANTIZED = re.compile(r"(?:model\.)?fc\.(?:qweight|qzeros|scales|g_idx|weigh
 PREFIXED = "model."
 
 
+#: the modules of an EAGLE-3 head a checkpoint names below ``model.`` (after the prefix): fc, each
+#: per-state fc norm, the final norm, the embedding, the one decoder layer (``layers.0.``, or the
+#: legacy ``midlayer.``); :func:`prefixed_only` looks at these
+_HEAD_MODULE_ROOT = re.compile(r"(?:fc|fc_norm\.\d+|norm|embed_tokens|layers\.0|midlayer)\.")
+
+
+def module_of(name: str) -> str:
+    """The module a checkpoint tensor belongs to, decoder layer spelt ``layers.0.``:
+    ``midlayer.mlp.down_proj.weight`` -> ``layers.0.mlp.down_proj``, ``norm.weight`` -> ``norm``."""
+    module = name.rsplit(".", 1)[0]
+    return "layers.0." + module[len("midlayer."):] if module.startswith("midlayer.") else module
+
+
+def prefixed_only(names) -> dict[str, list[int]]:
+    """Markers ``{"model.X": []}`` for the tensors ``model.X`` (X under a head module: fc, fc_norm.N,
+    norm, embed_tokens, layers.0 / midlayer) whose module has no tensor stored without the prefix.
+
+    ``Eagle3DeepseekV2ForCausalLM`` (SGLang 0.5.23) adds ``model.`` to every name it loads, so it skips
+    every such tensor and leaves that module unloaded; ``LlamaForCausalLMEagle3`` loads them. A module
+    with any unprefixed tensor is left out (``fc.weight`` beside a stray ``model.fc.weight``: loaded).
+
+    Args:
+        names: every tensor name of the checkpoint files SGLang loads.
+    """
+    names = list(names)
+    plain = {module_of(n) for n in names if not n.startswith(PREFIXED)}
+    found = {}
+    for name in sorted(names):
+        inner = name[len(PREFIXED):]
+        if name.startswith(PREFIXED) and _HEAD_MODULE_ROOT.match(inner) and module_of(inner) not in plain:
+            found[name] = []
+    return found
+
+
 def stored_name(header, canonical: str) -> str:
     """The name ``canonical`` (a :data:`DRAFT_TENSORS` key) is stored under in the checkpoint
     :func:`read_draft_shapes` read: ``"model.fc.weight"`` where only the prefixed spelling is there."""
@@ -180,12 +215,19 @@ def _from_index(index_path: Path) -> dict[str, list[int]]:
         # spells out: an fc an incomplete weight_map leaves out still loads, so look for it there
         scan(listed - set(shards), lambda n: n in DRAFT_TENSORS["fc.weight"] or FC_QUANTIZED.fullmatch(n))
     picked = _pick(shapes)
-    prefixed_only = [c for c in DRAFT_TENSORS if PREFIXED + c in picked]
-    if prefixed_only:
+    only_prefixed = [c for c in DRAFT_TENSORS if PREFIXED + c in picked]
+    if only_prefixed:
         # a tensor the weight_map names only as model.X: SGLang also loads an X any listed shard holds
         # unnamed, and X is what the head that skips model.X takes (wiring's prefixed-fc error)
-        scan(listed, lambda n: n in prefixed_only)
+        scan(listed, lambda n: n in only_prefixed)
         picked = _pick(shapes)
+    names = set(map(str, weight_map))
+    if prefixed_only(names):
+        # the same for any head module named only as model.X: read every listed shard's names, so that
+        # an unprefixed tensor of that module the weight_map leaves out still counts
+        names.update(n for shard in sorted(listed) if (index_path.parent / shard).is_file() for n in header_of(shard))
+    for name, shape in prefixed_only(names).items():
+        picked.setdefault(name, shape)
     return picked
 
 
@@ -202,16 +244,19 @@ def read_draft_shapes(location: str | Path) -> dict[str, list[int]]:
 
     Returns:
         canonical name -> shape (a list of ints); only the tensors found, ``{}``
-        when the directory holds no safetensors checkpoint. Two kinds of marker, shape ``[]``:
-        ``"fc.quantized"`` (an fc stored quantised, no plain ``fc.weight``) and ``"model." +
-        canonical`` (the tensor found only under its ``model.``-prefixed name; :func:`stored_name`).
+        when the directory holds no safetensors checkpoint. Three kinds of marker, shape ``[]``:
+        ``"fc.quantized"`` (an fc stored quantised, no plain ``fc.weight``), ``"model." +
+        canonical`` (the tensor found only under its ``model.``-prefixed name; :func:`stored_name`) and
+        ``"model.X"`` for a head module's tensor whose module has no unprefixed tensor
+        (:func:`prefixed_only`; with an index, every listed shard's names are read when the weight_map
+        names one, so that an unprefixed tensor it leaves out counts).
 
     Raises:
         UsageError: a corrupt header or index, or a shard the index names is missing.
     """
     path = Path(location)
     if path.is_file() and path.suffix == ".safetensors":
-        return _pick({k: v["shape"] for k, v in read_header(path).items()})
+        return _with_markers({k: v["shape"] for k, v in read_header(path).items()})
     folder = path if path.is_dir() else path.parent
     if not folder.is_dir():
         return {}
@@ -227,7 +272,15 @@ def read_draft_shapes(location: str | Path) -> dict[str, list[int]]:
     shapes: dict[str, list[int]] = {}
     for file in files:
         shapes.update({k: v["shape"] for k, v in read_header(file).items()})
-    return _pick(shapes)
+    return _with_markers(shapes)
+
+
+def _with_markers(shapes_by_name: dict[str, list[int]]) -> dict[str, list[int]]:
+    """:func:`_pick` of every tensor, plus the :func:`prefixed_only` markers."""
+    found = _pick(shapes_by_name)
+    for name, shape in prefixed_only(shapes_by_name).items():
+        found.setdefault(name, shape)
+    return found
 
 
 def write_header_only(path: str | Path, shapes: dict[str, list[int]], dtype: str = "BF16") -> Path:

@@ -3,7 +3,8 @@
 TARGET and DRAFT are each a model directory (with config.json), a config.json
 path, or a Hugging Face repo id already in the local cache (no network).  The
 draft's safetensors header, when present, gives fc.weight / lm_head.weight / d2t /
-input_norm.weight / fc_norm.0.weight shapes; only the header is read.  The server's env overrides apply
+input_norm.weight / fc_norm.0.weight shapes and the head tensors stored only under model.; only the
+header is read.  The server's env overrides apply
 (SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS, SGLANG_EAGLE_CYCLE_AUX_CONVENTION,
 SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING).
 

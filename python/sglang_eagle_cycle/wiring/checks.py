@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..safetensors_header import stored_name
+from ..safetensors_header import PREFIXED, module_of, stored_name
 from .config import IDS_KEY, _is_int, _nested_ids, _short
 from .report import Problem, _fmt, _problem
 from .stock import FamilyRule, STOCK_VERSION
@@ -66,9 +66,7 @@ def _draft_checks(draft: Mapping, inp: _Inputs, n_aux: int | None, add) -> None:
     # how many aux states stock SGLang builds the draft's fc for
     nested = _nested_ids(draft)
     if "Eagle3DeepseekV2ForCausalLM" in archs:
-        ids_for_fc = nested if nested is not None else draft.get(IDS_KEY)
-        built = len(ids_for_fc) if isinstance(ids_for_fc, (list, str)) else 3
-        how = "eagle_config ids, else top-level ids, else 3"
+        built, how = _mla_aux_states(draft), "eagle_config ids, else top-level ids, else 3"
     elif _is_int(draft.get("num_aux_hidden_states")):
         built, how = draft["num_aux_hidden_states"], "num_aux_hidden_states"
     else:
@@ -100,6 +98,93 @@ def _draft_checks(draft: Mapping, inp: _Inputs, n_aux: int | None, add) -> None:
     if inp.target_vocab_size is not None and _is_int(vocab) and vocab != inp.target_vocab_size:
         add("vocab_mismatch", f"draft vocab_size {vocab} != target vocab_size {inp.target_vocab_size}: "
                               f"the draft was trained for another tokenizer")
+
+
+def _mla_aux_states(draft: Mapping) -> int:
+    """How many aux states ``Eagle3DeepseekV2ForCausalLM`` builds its fc (and fc norms) for: the count of
+    its eagle_config ids, else of its top-level ids, else 3."""
+    nested = _nested_ids(draft)
+    ids = nested if nested is not None else draft.get(IDS_KEY)
+    return len(ids) if isinstance(ids, (list, str)) else 3
+
+
+#: the decoder-layer modules SGLang 0.5.23's Eagle3DeepseekV2ForCausalLM loads, as a checkpoint names
+#: them after ``layers.0.`` (or ``midlayer.``): q_a_proj and kv_a_proj_with_mqa fill one fused parameter,
+#: gate_proj and up_proj (or gate_up_proj) one stacked one. test/test_mla_head_sglang.py checks the
+#: list against the names the class loads
+MLA_LAYER_MODULES = (
+    "self_attn.q_a_proj", "self_attn.kv_a_proj_with_mqa", "self_attn.q_a_layernorm", "self_attn.q_b_proj",
+    "self_attn.kv_a_layernorm", "self_attn.kv_b_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj",
+    "mlp.gate_up_proj", "mlp.down_proj", "input_layernorm", "hidden_norm", "post_attention_layernorm",
+)
+
+
+#: at most this many stored names in a ``weight_not_loaded`` message (then "and N more")
+_NAMES_SHOWN = 3
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:_NAMES_SHOWN])
+    return shown + (f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else "")
+
+
+def _mla_own_embedding(draft: Mapping) -> bool:
+    """Whether Eagle3DeepseekV2ForCausalLM serves its own ``embed_tokens`` (from the checkpoint) rather than
+    the target's: SGLang 0.5.23 shares the target's unless ``target_hidden_size`` is set and differs from
+    ``hidden_size``, and always when the head takes embedding and lm_head from the target (untied, no
+    ``draft_vocab_size``)."""
+    th = draft.get("target_hidden_size")
+    from_target = not draft.get("tie_word_embeddings") and draft.get("draft_vocab_size") is None
+    return _is_int(th) and th != draft.get("hidden_size") and not from_target
+
+
+def mla_prefixed_problems(draft: Mapping, header: Mapping, fc_used: bool) -> list[Problem]:
+    """Errors for the tensors SGLang 0.5.23's ``Eagle3DeepseekV2ForCausalLM`` skips because the checkpoint
+    stores them only under ``model.`` (the ``"model.X": []`` markers of
+    :func:`~sglang_eagle_cycle.safetensors_header.prefixed_only` in ``header``). The class adds ``model.``
+    to every name itself, finds no ``model.model.X`` parameter and skips the tensor, so the module stays
+    as built: uninitialised memory on a GPU.
+
+    * ``fc_width_mismatch``: the draft's fc stored quantised and only as ``model.fc.*`` (``model.fc.qweight``,
+      ``model.fc.weight_scale_inv``, ...), where SGLang applies fc (``fc_used``). A plain ``model.fc.weight``
+      is reported by the caller.
+    * ``weight_not_loaded`` (one problem naming the tensors): ``norm``, the decoder layer's modules
+      (:data:`MLA_LAYER_MODULES`), ``fc_norm.N`` (built with ``fc_norm`` / ``use_aux_norm``, one per aux
+      state, applied with fc) and ``embed_tokens`` where the draft serves its own (:func:`_mla_own_embedding`).
+
+    Not here: ``model.lm_head.weight`` (``lm_head_not_loaded``, both heads), ``model.d2t`` (loaded),
+    tensors of modules the class does not build (skipped however spelt).
+
+    Returns:
+        Zero, one or two :class:`Problem`; none for another head class.
+    """
+    if not isinstance(draft.get("architectures"), list) or _eagle3_arch(draft) != _MLA_HEAD:
+        return []
+    marked = sorted(n for n, shape in header.items() if n.startswith(PREFIXED) and shape == [])
+    layer = {"layers.0." + m for m in MLA_LAYER_MODULES}
+    fc_norms = {f"fc_norm.{i}" for i in range(_mla_aux_states(draft))} \
+        if fc_used and (draft.get("fc_norm") or draft.get("use_aux_norm")) else set()
+    used = layer | fc_norms | {"norm"} | ({"embed_tokens"} if _mla_own_embedding(draft) else set())
+    problems = []
+    fc = [n for n in marked if module_of(n[len(PREFIXED):]) == "fc"]
+    if fc_used and fc and "fc.weight" not in header and "fc.quantized" in header:
+        problems.append(_problem(
+            "fc_width_mismatch",
+            f"the draft checkpoint stores its fc quantised and only under the model. prefix ({_names(fc)}), "
+            f"which SGLang {STOCK_VERSION}'s {_MLA_HEAD} skips (it adds model. itself and finds no "
+            f"model.model.fc): its fc stays unloaded (uninitialised); save the draft's tensors without "
+            f"the model. prefix"))
+    skipped = [n for n in marked if module_of(n[len(PREFIXED):]) in used]
+    if skipped:
+        modules = sorted({module_of(n[len(PREFIXED):]) for n in skipped})
+        problems.append(_problem(
+            "weight_not_loaded",
+            f"the draft checkpoint stores {_names(skipped)} only under the model. prefix, which SGLang "
+            f"{STOCK_VERSION}'s {_MLA_HEAD} skips (it adds model. itself and finds no model.model.* "
+            f"parameter): {len(modules)} module{'s' * (len(modules) != 1)} ({_names(modules)}) stay"
+            f"{'s' * (len(modules) == 1)} unloaded (uninitialised), so the draft's proposals are noise; "
+            f"save the draft's tensors without the model. prefix"))
+    return problems
 
 
 def _header_checks(draft: Mapping, header: Mapping, add) -> None:
