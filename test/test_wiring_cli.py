@@ -526,10 +526,11 @@ def test_no_fc_weight_is_fine_where_sglang_skips_fc(tmp_path, capsys):
 
 
 def test_an_fc_stored_quantised_is_not_called_missing(tmp_path, capsys):
-    """A draft whose fc is stored quantised (fc.qweight with its scales; SGLang's Kimi-K2.5 head has a
-    quantisable fc) may load: the missing-fc.weight error, which stops a launch, is not raised on it
-    (helper 59), in one file or named by an index; a checkpoint with no fc at all still is."""
-    target, draft = _pair(tmp_path)
+    """A draft whose fc is stored quantised (fc.qweight with its scales) loads in SGLang's Kimi-K2.5 MLA
+    head, whose fc is quantisable: the missing-fc.weight error, which stops a launch, is not raised on
+    it (helper 59), in one file or named by an index; a checkpoint with no fc at all still is."""
+    mla = dict(LLAMA_DRAFT, architectures=["Eagle3DeepseekV2ForCausalLM"])
+    target, draft = _pair(tmp_path, draft=mla)
     quant = {"fc.qweight": [4096, 1536], "fc.scales": [96, 4096], "lm_head.weight": [128256, 4096],
              "d2t": [128256]}
     _header_only(draft / "model.safetensors", quant)
@@ -537,9 +538,9 @@ def test_an_fc_stored_quantised_is_not_called_missing(tmp_path, capsys):
     assert code == 0 and "no fc.weight" not in out
     (draft / "model.safetensors").unlink()
     _header_only(draft / "a.safetensors", {"lm_head.weight": [128256, 4096], "d2t": [128256]})
-    _header_only(draft / "b.safetensors", {"model.fc.weight_packed": [4096, 1536]})
+    _header_only(draft / "b.safetensors", {"fc.weight_packed": [4096, 1536]})
     (draft / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
-        "lm_head.weight": "a.safetensors", "d2t": "a.safetensors", "model.fc.weight_packed": "b.safetensors"}}))
+        "lm_head.weight": "a.safetensors", "d2t": "a.safetensors", "fc.weight_packed": "b.safetensors"}}))
     code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
     assert code == 0 and "no fc.weight" not in out
     (draft / "b.safetensors").unlink()
@@ -547,6 +548,28 @@ def test_an_fc_stored_quantised_is_not_called_missing(tmp_path, capsys):
         "lm_head.weight": "a.safetensors", "d2t": "a.safetensors"}}))
     code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
     assert code == 1 and "no fc.weight" in out
+
+
+def test_an_fc_stored_quantised_is_an_error_for_the_llama_head(tmp_path, capsys):
+    """LlamaForCausalLMEagle3 builds fc as a plain torch Linear: it loads fc.weight / model.fc.weight and
+    nothing else, so an fc stored only quantised (AWQ's fc.qweight, prefixed or not) leaves it unloaded
+    (test/test_mla_head_sglang.py shows it on the class). The check passed such a draft (exit 0), since
+    helper 59, for a quantisable head it is not."""
+    target, draft = _pair(tmp_path)
+    for prefix in ("", "model."):
+        _header_only(draft / "model.safetensors", {f"{prefix}fc.qweight": [4096, 1536],
+                                                   f"{prefix}fc.scales": [96, 4096],
+                                                   "lm_head.weight": [128256, 4096], "d2t": [128256]})
+        code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+        errors = [p for p in json.loads(out)["problems"] if p["level"] == "error"]
+        assert code == 1 and [p["code"] for p in errors] == ["fc_width_mismatch"], prefix
+        assert errors[0]["message"].startswith("the draft checkpoint stores its fc only quantised (fc.qweight")
+        assert "LlamaForCausalLMEagle3 builds fc as a plain linear layer" in errors[0]["message"]
+    # an fp8 fc stores fc.weight (with its scale): the Llama head loads that weight, no error here
+    _header_only(draft / "model.safetensors", {"fc.weight": [4096, 3 * 4096], "fc.weight_scale_inv": [32, 96],
+                                               "lm_head.weight": [128256, 4096], "d2t": [128256]})
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 0, out
 
 
 def test_other_prefixed_tensors_are_an_error_for_the_mla_head_only(tmp_path, capsys):

@@ -98,8 +98,8 @@ def _is_shape(value) -> bool:
 
 
 #: an fc stored quantised (no plain fc.weight): a quantisable fc (SGLang's Kimi-K2.5 EAGLE-3 head)
-#: loads from these, so the missing-fc.weight check cannot tell; :func:`_pick` reports it as
-#: ``"fc.quantized"`` (shape ``[]``)
+#: loads from these, so the missing-fc.weight check cannot tell for that head (LlamaForCausalLMEagle3's
+#: plain fc loads none of them); :func:`_pick` reports it as ``"fc.quantized"`` (shape ``[]``)
 FC_QUANTIZED = re.compile(r"(?:model\.)?fc\.(?:qweight|qzeros|scales|g_idx|weight_packed|weight_scale(?:_inv)?)")
 
 

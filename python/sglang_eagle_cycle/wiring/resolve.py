@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from ..errors import UsageError
 from ..safetensors_header import stored_name
-from .checks import _CAPTURE_OFF_CODES, _MLA_HEAD, _Inputs, _eagle3_arch, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, is_eagle3_head, misspelt_key_problems, mla_prefixed_problems, normalize_algorithm, variant_problems
+from .checks import _CAPTURE_OFF_CODES, _LLAMA_HEAD, _MLA_HEAD, _Inputs, _eagle3_arch, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, is_eagle3_head, misspelt_key_problems, mla_prefixed_problems, normalize_algorithm, variant_problems
 from .config import ENV_ALLOW_EMBEDDING, ENV_CONVENTION, ENV_IDS, IDS_KEY, MAX_NUM_LAYERS, _all_ints, _checked_target_field, _declared, _is_int, _nested_ids, _short, find_field, find_num_layers
 from .report import CHECK_LEVELS, Problem, WiringReport, _LEVEL_ORDER, _SOURCE_WORDS, _fmt, _same_capture, stock_capture_words
 from .stock import FamilyRule, STOCK_VERSION, _A, _stock_captures, family_rule, stock_layers_to_capture, target_rule
@@ -199,16 +199,24 @@ def _resolve(inp: _Inputs) -> WiringReport:
     width = inp.target_hidden_size or _draft_target_hidden(draft_cfg)
     fc_applied = not (width and n_aux is not None and draft_cfg is not None
                       and n_aux * width == draft_cfg.get("hidden_size"))
-    # an fc stored quantised ("fc.quantized": fc.qweight, fc.weight_scale, ...) may load in a head whose fc
-    # is quantisable (the Kimi-K2.5 one): not checked, so that it never stops a launch that would work
-    if inp.header and fc_shape is None and "fc.quantized" not in inp.header and n_aux is not None \
-            and is_eagle3_head(draft_cfg) and fc_applied:
-        # the checkpoint was read (it has other draft tensors), but SGLang's draft loads its fc from
-        # fc.weight / model.fc.weight only: without one, fc stays as built (uninitialised), silently.
-        # (SGLang skips fc when the captured states are already as wide as the draft's embeddings)
-        add("fc_width_mismatch", "the draft checkpoint has no fc.weight (nor model.fc.weight): SGLang builds the "
-                                 "draft's fc and leaves it unloaded (uninitialised), so the draft cannot use "
-                                 "its aux states")
+    # an fc stored quantised ("fc.quantized": fc.qweight, fc.weight_scale, ...) may load in the head whose
+    # fc is quantisable (the Kimi-K2.5 one, given a quantisation config): not checked there, so that it
+    # never stops a launch that would work. LlamaForCausalLMEagle3's fc is a plain torch Linear that loads
+    # fc.weight / model.fc.weight alone (test/test_mla_head_sglang.py)
+    if inp.header and fc_shape is None and n_aux is not None and is_eagle3_head(draft_cfg) and fc_applied:
+        if "fc.quantized" not in header:
+            # the checkpoint was read (it has other draft tensors), but SGLang's draft loads its fc from
+            # fc.weight / model.fc.weight only: without one, fc stays as built (uninitialised), silently.
+            # (SGLang skips fc when the captured states are already as wide as the draft's embeddings)
+            add("fc_width_mismatch", "the draft checkpoint has no fc.weight (nor model.fc.weight): SGLang builds "
+                                     "the draft's fc and leaves it unloaded (uninitialised), so the draft cannot "
+                                     "use its aux states")
+        elif _eagle3_arch(draft_cfg) == _LLAMA_HEAD:
+            add("fc_width_mismatch", f"the draft checkpoint stores its fc only quantised (fc.qweight, "
+                                     f"fc.weight_scale or the like, no fc.weight): SGLang {STOCK_VERSION}'s "
+                                     f"{_LLAMA_HEAD} builds fc as a plain linear layer that loads fc.weight (or "
+                                     f"model.fc.weight) alone, skips these and leaves fc unloaded "
+                                     f"(uninitialised); store fc unquantised as fc.weight")
     if fc_shape is not None and stored_name(header, "fc.weight") != "fc.weight" and fc_applied \
             and n_aux is not None and _is_mla_head(draft_cfg):
         # Eagle3DeepseekV2ForCausalLM maps each checkpoint name X to model.X, so model.fc.weight becomes
