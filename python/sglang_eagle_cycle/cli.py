@@ -62,6 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    from .logfiles import names_escaped_in_output
+
+    with names_escaped_in_output():
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["sweep"]:
         from .sweep.options import main as sweep_main
 

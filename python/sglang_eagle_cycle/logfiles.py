@@ -18,6 +18,7 @@ inputs::
 from __future__ import annotations
 
 import codecs
+import contextlib
 import gzip
 import io
 import json
@@ -79,25 +80,100 @@ class LogReadStopped(Exception):
 
 
 def label_of(path: PathLike) -> str:
-    """The name a path is reported under: ``<stdin>`` for ``-``, else the path as given."""
-    text = os.fspath(path)
-    return STDIN_LABEL if text == "-" else text
+    """The name a path is reported under: ``<stdin>`` for ``-``, else the path as given, as
+    :func:`text_label` writes it (a name whose bytes are no UTF-8 with ``\\xff`` escapes)."""
+    text = os.fsdecode(path)
+    return STDIN_LABEL if text == "-" else text_label(text)
+
+
+def _escape_surrogate(ch: str) -> str:
+    """One lone surrogate as text: ``\\xff`` for a byte that is no UTF-8 (Python reads a file name's
+    byte 0xff as U+DCFF, ``surrogateescape``), ``\\ud800`` for any other."""
+    code = ord(ch)
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
 
 
 def text_label(label: str) -> str:
     """``label`` as text every writer takes: the bytes of a file name that are no UTF-8 (which Python
-    holds as lone surrogates, ``bad\\udcffname.log``) written as ``\\xff`` escapes, so that a UTF-8
-    file, a strict terminal or a font renderer does not fail on them."""
+    holds as lone surrogates, ``bad\\udcffname.log``) written as ``\\xff`` escapes (``bad\\xffname.log``,
+    what ``bytes.decode("utf-8", "backslashreplace")`` gives for the name's bytes), so that a UTF-8
+    file, a strict JSON reader, a strict terminal or a font renderer does not fail on them. Text that
+    is UTF-8 is returned as it is, so a name that is valid UTF-8 and holds ``\\xff`` itself reads the
+    same (:func:`path_of_label` tries the name as written first). The CLI's standard output and error
+    write such characters the same way (:func:`name_escapes`)."""
     try:
         label.encode("utf-8")
         return label
     except UnicodeEncodeError:
         pass
+    return "".join(_escape_surrogate(c) if "\ud800" <= c <= "\udfff" else c for c in label)
+
+
+def text_safe(value):
+    """``value`` (a JSON document: objects, lists, text, numbers) with every text, object keys
+    included, as :func:`text_label` writes it: what ``json.dumps`` then writes is strict UTF-8 JSON
+    whatever file names or log text it holds (``json.dumps`` writes a lone surrogate as a ``\\udcff``
+    escape, which strict readers such as jq or serde refuse or replace)."""
+    if isinstance(value, str):
+        return text_label(value)
+    if isinstance(value, dict):
+        return {text_label(k) if isinstance(k, str) else k: text_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [text_safe(v) for v in value]
+    return value
+
+
+_BYTE_ESCAPE = re.compile(r"\\x([89a-f][0-9a-f])")
+
+
+def path_of_label(label: str) -> str:
+    """The path a :func:`text_label` name was written for: ``label`` itself when that file exists,
+    else ``label`` with its ``\\x80``-``\\xff`` escapes read back as the bytes they stand for (a bench
+    record's ``server_log`` whose name is no UTF-8); ``label`` when neither exists."""
+    if "\\x" not in label or os.path.lexists(label):
+        return label
+    raw = _BYTE_ESCAPE.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), label)
+    return raw if os.path.lexists(raw) else label
+
+
+def name_escapes(exc: UnicodeError):
+    """A ``codecs`` error handler (registered as ``eagle_cycle_names``) that writes what a stream's
+    encoding cannot hold as :func:`text_label` does: a file name's undecodable byte as ``\\xff``,
+    any other character as its ``\\u`` escape."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    bad = exc.object[exc.start:exc.end]
+    return "".join(_escape_surrogate(c) if "\ud800" <= c <= "\udfff" else c.encode("ascii", "backslashreplace").decode()
+                   for c in bad), exc.end
+
+
+@contextlib.contextmanager
+def names_escaped_in_output():
+    """Within the block, standard output and error write a file name whose bytes are no UTF-8 as
+    the JSON documents and the tables do (:func:`text_label`: ``run-\\xff.log``), where they would
+    have failed (a strict UTF-8 terminal: a traceback) or written it otherwise (stderr's ``\\udcff``,
+    the raw byte under the C locale). Each stream's error handler is restored on the way out."""
     try:
-        raw = label.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:   # a surrogate no file name decodes to
-        return label.encode("utf-8", "backslashreplace").decode("utf-8")
-    return raw.decode("utf-8", "backslashreplace")
+        codecs.lookup_error("eagle_cycle_names")
+    except LookupError:
+        codecs.register_error("eagle_cycle_names", name_escapes)
+    changed = []
+    for stream in (sys.stdout, sys.stderr):
+        errors = getattr(stream, "errors", None)
+        try:
+            if errors is not None:
+                stream.reconfigure(errors="eagle_cycle_names")
+                changed.append((stream, errors))
+        except (AttributeError, ValueError, OSError):
+            pass
+    try:
+        yield
+    finally:
+        for stream, errors in changed:
+            try:
+                stream.reconfigure(errors=errors)
+            except (AttributeError, ValueError, OSError):
+                pass
 
 
 def is_device(path: PathLike) -> bool:
@@ -507,6 +583,8 @@ def names_input(path: PathLike, name: str) -> bool:
     """Whether the file ``path`` (a log a bench record names) is the input given as ``name``
     (``"-"``: the regular file behind standard input). Never raises."""
     try:
+        if isinstance(path, str):
+            path = path_of_label(path)   # a record's name of a file whose name is no UTF-8
         if name == "-":
             return _is_fd_file(path, 0)
         return os.path.exists(path) and same_file(path, name)

@@ -54,7 +54,8 @@ from .argtypes import MAX_TOK_S, MIN_TOK_S
 from .errors import UsageError
 from .bulkscan import scan_chunk, scan_chunk_dropping
 from .series import CycleSeries
-from .logfiles import CHUNK_CHARS, LogReadStopped, LogUnreadable, cut_reason, iter_chunks, label_of, unmarked
+from .logfiles import (CHUNK_CHARS, LogReadStopped, LogUnreadable, cut_reason, iter_chunks, label_of, text_safe,
+                       unmarked)
 
 SCHEMA = "eagle-cycle-inspect/1"
 PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
@@ -990,7 +991,9 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
     if per_file:
         decode_doc = decode_total.summary()
         decode_doc["per_file"] = per_file
-    return {
+    # file names are labels already (logfiles.label_of); a JSONL record's rank is any text: a lone
+    # surrogate there (a "\\udcff" escape) is written as a name's byte would be
+    return text_safe({
         "schema": SCHEMA,
         "files": [f.label for f in files if not f.error],
         "unparsed_lines": sum(f.unparsed_lines for f in files),
@@ -999,4 +1002,4 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
         "decode_batch": decode_doc,
         "findings": findings,
         "wiring": [{"file": f.label, **w} for f in files for w in f.wiring],
-    }
+    })

@@ -28,6 +28,7 @@ import json
 from typing import Any, Optional, TextIO
 
 from .cycle import CycleRecord
+from .logfiles import text_label
 
 STATS_RANK = "stats-logging rank"
 
@@ -63,13 +64,13 @@ class TraceWriter:
         pid = self._pids.get(label)
         if pid is None:
             pid = self._pids[label] = len(self._pids) + 1
-            self._emit({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": label}})
+            self._emit({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": text_label(label)}})
         key = (label, rank)
         tid = self._tids.get(key)
         if tid is None:
             tid = self._tids[key] = sum(1 for k in self._tids if k[0] == label) + 1
             self._emit({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
-                        "args": {"name": rank or STATS_RANK}})
+                        "args": {"name": text_label(rank or STATS_RANK)}})
             self._cursor_us[key] = 0.0
             self._written[key] = 0
         return pid, tid

@@ -1125,7 +1125,7 @@ def _write_adaptive(path: Path, plan, force: bool, flag: str = "--adaptive-confi
 def main(args: argparse.Namespace) -> int:
     from .. import advise as adv
     from ..errors import UsageError
-    from ..logfiles import check_output
+    from ..logfiles import check_output, text_safe
 
     for flag, value in (("--adaptive-config", args.adaptive_config),
                         ("--adaptive-candidates", args.adaptive_candidates)):
@@ -1191,7 +1191,7 @@ def main(args: argparse.Namespace) -> int:
                                           "buckets": {str(k): v for k, v in cand_plan.buckets.items()},
                                           "speculation_off_buckets": cand_plan.off_buckets,
                                           "notes": cand_plan.merged}
-        print(json.dumps(out, indent=1))
+        print(json.dumps(text_safe(out), indent=1))   # the inputs' names as the text output writes them
     else:
         from ..termout import PipeConsole
 

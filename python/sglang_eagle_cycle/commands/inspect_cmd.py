@@ -258,7 +258,7 @@ def main(args: argparse.Namespace) -> int:
     import json
 
     from ..errors import UsageError
-    from ..logfiles import is_bench_jsonl
+    from ..logfiles import is_bench_jsonl, label_of
     from ..report import inspect_paths
     from ..trace import TraceWriter
     from ..report_table import render_table, write_csv
@@ -275,7 +275,8 @@ def main(args: argparse.Namespace) -> int:
         # a sweep's bench JSONL is named as such, with the command that reads it; looked for only
         # in an input that gave nothing, so an ordinary run reads no file twice
         def warn(msg: str) -> None:
-            hit = next((p for p in args.logs if msg.startswith(f"{p}: no [eagle-cycle]") and is_bench_jsonl(p)), None)
+            hit = next((p for p in args.logs if msg.startswith(f"{label_of(p)}: no [eagle-cycle]") and is_bench_jsonl(p)),
+                       None)
             _warn(msg if hit is None else f"{msg}; it is eagle-cycle bench JSONL: read it with `eagle-cycle advise {hit}`")
 
         try:

@@ -71,7 +71,9 @@ def main(args: argparse.Namespace) -> int:
     log = (lambda msg: print(f"make-tiny-pair: {msg}", file=sys.stderr, flush=True))
     summary = make_pair(out, spec, force=args.force, log=log)
     if args.json:
-        print(json.dumps(summary, sort_keys=True))
+        from ..logfiles import text_safe
+
+        print(json.dumps(text_safe(summary), sort_keys=True))
     else:
         _print(summary)
     return 0

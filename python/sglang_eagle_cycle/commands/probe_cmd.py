@@ -112,9 +112,11 @@ def run_probe(args: argparse.Namespace, target=None, draft=None) -> dict:
 def main(args: argparse.Namespace) -> int:
     from ..wiring.probe import exit_code
 
+    from ..logfiles import text_safe
+
     result = run_probe(args)
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(text_safe(result)))
     else:
         print(render(result))
     sys.stdout.flush()

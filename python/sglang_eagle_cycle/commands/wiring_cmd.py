@@ -43,6 +43,7 @@ import sys
 from pathlib import Path
 
 from ..argtypes import int_in
+from ..logfiles import text_safe
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -91,7 +92,7 @@ def main(args: argparse.Namespace) -> int:
     # the verdict stands even when the reader closes the pipe early (``| head -1``): cli.main returns it
     args._rc_decided = 1 if report.errors else 0
     if not getattr(args, "probe", False):
-        print(json.dumps(report.to_dict()) if args.json else text, flush=True)
+        print(json.dumps(text_safe(report.to_dict())) if args.json else text, flush=True)
         return args._rc_decided
 
     from ..wiring.probe import exit_code
@@ -103,7 +104,7 @@ def main(args: argparse.Namespace) -> int:
     result = run_probe(args, target_path.parent, draft_path.parent)
     args._rc_decided = 1 if report.errors else exit_code(result)
     if args.json:
-        print(json.dumps({**report.to_dict(), "probe": result}))
+        print(json.dumps(text_safe({**report.to_dict(), "probe": result})))
     else:
         print(render_probe(result))
     sys.stdout.flush()

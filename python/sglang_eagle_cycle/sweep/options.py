@@ -241,11 +241,14 @@ def main(argv: Optional[list[str]] = None, prog: str = PROG) -> int:
     global PROG
     PROG = prog
     argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        return _run(parse(argv))
-    except UsageError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
+    from ..logfiles import names_escaped_in_output
+
+    with names_escaped_in_output():   # a model or log path whose bytes are no UTF-8, as the records write it
+        try:
+            return _run(parse(argv))
+        except UsageError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            return 2
 
 
 def check_plot_path(path: Path) -> None:

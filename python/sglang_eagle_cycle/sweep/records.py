@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from ..errors import UsageError
+from ..logfiles import text_safe
 from .signals import deferred_signals
 
 SCHEMA = "eagle-cycle-bench/1"
@@ -50,9 +51,10 @@ Key = tuple
 
 def record_key(rec: dict) -> Key:
     """The resume key of a record (see :data:`KEY_FIELDS`; ``settings``, an object, as canonical
-    JSON text, so that the key is hashable)."""
+    JSON text, so that the key is hashable), its texts as :meth:`RecordLog.append` writes them (a
+    model path whose bytes are no UTF-8 keys a record read back as the one measured)."""
     return tuple(json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
-                 for v in (rec.get(k) for k in KEY_FIELDS))
+                 for v in (text_safe(rec.get(k)) for k in KEY_FIELDS))
 
 
 def new_record(**values: Any) -> dict:
@@ -149,8 +151,10 @@ class RecordLog:
         return {record_key(r) for r in self.read() if r.get("status") == "ok"}
 
     def append(self, rec: dict) -> None:
-        """Append one record as one line, durably (fsync), never touching earlier bytes."""
-        line = (json.dumps(rec, separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
+        """Append one record as one line, durably (fsync), never touching earlier bytes. Texts are
+        written as :func:`~sglang_eagle_cycle.logfiles.text_label` writes them: a path whose bytes
+        are no UTF-8 (the model, the server log) with ``\\xff`` escapes, strict UTF-8 JSON."""
+        line = (json.dumps(text_safe(rec), separators=(",", ":"), allow_nan=False) + "\n").encode("utf-8")
         with deferred_signals():
             try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
