@@ -127,19 +127,24 @@ def test_a_shift_in_acceptance_is_detected_and_old_counts_dropped(tmp_path):
     import random
 
     pol = CostAwarePolicy(1, _cfg(tmp_path, {"1": {"candidate_steps": [1]}}))
-    pol.on_cycle_record(SimpleNamespace(steps=1, bs=1, total_ms=10.0))   # the timing reaches it (one record)
     slot = pol._slots[1]
+
+    def verify(accepted: int) -> None:
+        if slot.verifies % 256 == 0:   # the timing reaches the bucket (a record now and then)
+            pol.on_cycle_record(SimpleNamespace(steps=1, bs=1, total_ms=10.0))
+        pol.on_verify_complete([accepted], 1)
+
     rng = random.Random(5)
     for _ in range(2000):
-        pol.on_verify_complete([int(rng.random() < 0.9)], 1)
+        verify(int(rng.random() < 0.9))
     assert slot.shifts == 0 and slot.p()[0] == pytest.approx(0.9, abs=0.05)
     for i in range(200):
-        pol.on_verify_complete([int(rng.random() < 0.3)], 1)
+        verify(int(rng.random() < 0.3))
         if slot.shifts:
             break
     assert slot.shifts == 1 and i < 100, i
     for _ in range(200):
-        pol.on_verify_complete([int(rng.random() < 0.3)], 1)
+        verify(int(rng.random() < 0.3))
     assert slot.p()[0] == pytest.approx(0.3, abs=0.1)
 
 
@@ -368,6 +373,106 @@ def test_without_cycle_records_sglangs_policy_takes_over(tmp_path, caplog, recor
     else:
         assert policy.active is policy.theirs and worker.speculative_num_steps == 7
         assert len(warned) == 1 and "no cycle record after 1024 verifies at bs 1" in warned[0]
+
+
+def _drive_records(cfg: str, verifies: int, bs_of, recorded, accepted=lambda s, bs: [s] * bs):
+    """As :func:`_drive`, with the batch size of verify ``i`` given by ``bs_of(i)`` and its cycle record
+    delivered (2 cycles late) only when ``recorded(i, bs)``. Returns ``(ours, policy, worker, handed)``,
+    ``handed`` the verify at which SGLang's policy took over (None: it did not)."""
+    from sglang.srt.speculative.adaptive_runtime_state import AdaptiveController
+    from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
+
+    from sglang_eagle_cycle.patches.adaptive import FallbackPolicy
+
+    ours = CostAwarePolicy(1, cfg)
+    worker, policy = _StandInWorker(1), FallbackPolicy(ours, AdaptiveSpeculativeParams(1, cfg))
+    ctl = AdaptiveController(worker, policy)
+    ctl.init_states(None)
+    late: list = []
+    handed = None
+    for i in range(verifies):
+        bs = bs_of(i)
+        ctl.activate_step_by_batch(bs)
+        s = worker.speculative_num_steps
+        ctl.on_verify_complete(accepted(s, bs), bs)
+        if handed is None and policy.active is not ours:
+            handed = i
+        if recorded(i, bs):
+            late.append(SimpleNamespace(steps=s, bs=bs, total_ms=10.0 + 0.5 * s + bs, gap_ms=0.1, draft_ms=0.5 * s,
+                                        draft_prep_ms=0.1, verify_ms=9.0, extend_ms=0.3))
+        if len(late) > 2:
+            ours.on_cycle_record(late.pop(0))
+    return ours, policy, worker, handed
+
+
+def test_a_bucket_that_never_gets_a_record_is_said_while_others_do(tmp_path, caplog):
+    """Batches alternate between bs 1 and bs 8; only bs 1's cycles reach the policy as records. The
+    check counted records for the whole policy, so bs 8 stayed on its launch depth for good, without a
+    word. Now its 1,024th verify without a record is the same fault as a policy without any: one
+    WARNING naming the bucket, SGLang's policy takes over."""
+    cfg = _cfg(tmp_path, {"1": {"candidate_steps": [1, 3, 5, 7]}, "8": {"candidate_steps": [1, 2, 3]}})
+    with caplog.at_level("WARNING", logger="sglang_eagle_cycle"):
+        ours, policy, worker, handed = _drive_records(cfg, 3000, lambda i: 1 if i % 2 == 0 else 8,
+                                                      lambda i, bs: bs == 1)
+    warned = [r.getMessage() for r in caplog.records if "adaptive policy" in r.getMessage()]
+    assert len(warned) == 1 and "no cycle record after 1024 verifies at bs 8, while other buckets received" in warned[0]
+    assert policy.active is policy.theirs and handed == 2 * 1024 - 1   # bs 8's 1,024th verify
+    assert ours._slots[1].records > 1000 and ours._slots[8].records == 0
+
+
+def test_records_that_stop_after_the_first_ones_are_said(tmp_path, caplog):
+    """One bucket; its cycle records stop after 400 verifies (the timing faulted after its first
+    records). The policy had kept deciding on the periods measured before, for good, without a word.
+    Now the bucket's 1,024th verify without a record is the fault: one WARNING, SGLang's policy takes over.
+    Records that keep arriving (a control) never trip it."""
+    cfg = _cfg(tmp_path, {"1": {"candidate_steps": [1, 3, 5, 7]}})
+    with caplog.at_level("WARNING", logger="sglang_eagle_cycle"):
+        ours, policy, worker, handed = _drive_records(cfg, 3000, lambda i: 1, lambda i, bs: i < 400)
+    warned = [r.getMessage() for r in caplog.records if "adaptive policy" in r.getMessage()]
+    assert len(warned) == 1 and "no cycle record in the last 1024 verifies at bs 1 (" in warned[0], warned
+    # 398 arrived (the last two were still on their way, 2 cycles late); the decision at verify 416 was
+    # the first to find the last of them, and the 1,024th verify after it hands over
+    assert "(398 received before)" in warned[0] and ours._slots[1].records == 398
+    assert policy.active is policy.theirs and handed == 416 + 1024 - 1
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sglang_eagle_cycle"):
+        ours, policy, _, handed = _drive_records(cfg, 3000, lambda i: 1, lambda i, bs: True)
+    assert policy.active is ours and handed is None and not caplog.records
+
+
+def test_with_several_ranks_a_silent_bucket_freezes_the_leaders_depth_once(tmp_path, caplog):
+    """Under tensor parallelism the leader decides and broadcasts; a fault there freezes the depth on
+    every rank (SGLang's policy taking over on one rank alone would split them). Records stopping
+    after 400 verifies: one WARNING, the depth broadcast stays what it was, no decision after."""
+    class _Echo:   # one rank's view of BroadcastSync: each boundary's value comes back at the next
+        leader = True
+
+        def __init__(self):
+            self.last, self.sent = {}, []
+
+        def exchange(self, bucket, value):
+            self.sent.append(value)
+            prev, self.last[bucket] = self.last.get(bucket), value
+            return prev
+
+    sync = _Echo()
+    policy = CostAwarePolicy(1, _cfg(tmp_path, {"1": {"candidate_steps": [1, 3, 5, 7]}}), sync=sync)
+    late: list = []
+    with caplog.at_level("WARNING", logger="sglang_eagle_cycle"):
+        for i in range(3000):
+            s = policy.get_steps_for_batch(1)
+            policy.on_verify_complete([s], 1)
+            if i < 400:
+                late.append(SimpleNamespace(steps=s, bs=1, total_ms=10.0 + 0.5 * s, gap_ms=0.1, draft_ms=0.5 * s,
+                                            draft_prep_ms=0.1, verify_ms=9.0, extend_ms=0.3))
+            if late and (len(late) > 2 or i >= 400):
+                policy.on_cycle_record(late.pop(0))
+    warned = [r.getMessage() for r in caplog.records if "adaptive policy" in r.getMessage()]
+    assert policy.frozen and len(warned) == 1 and "no cycle record in the last 1024 verifies at bs 1" in warned[0]
+    # the last record arrived after verify 401; the decision at 416 found it; the one at 416 + 1,024 raised
+    raised = (416 + 1024) // 16 - 1   # that boundary, 0-based
+    assert len(sync.sent) == 3000 // 16 and len(set(sync.sent[raised:])) == 1   # one depth broadcast from then on
+    assert not [sw for sw in policy.switches if sw[0] >= 416 + 1024]
 
 
 @pytest.mark.parametrize("nospec_bs", [None, 1, 4])

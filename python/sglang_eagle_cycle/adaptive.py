@@ -130,10 +130,13 @@ SHIFT_MIN_REACHED = 24.0
 #: compared with the measured depths (the "speculation should be off" line): no-spec throughput
 #: grows about in proportion to the batch, so another batch size's figure would mislead.
 NOSPEC_BS_MATCH = (0.8, 1.25)
-#: Verifies of a bucket after which, with not one cycle record received, the policy gives up: the
-#: cycle timing does not reach it (not profiling this worker, or turned off by a fault), so no depth
-#: can ever be measured. The fault hands the decisions to SGLang's own policy (the leader of several
-#: ranks freezes the depth instead); records normally arrive one or two cycles late.
+#: Verifies of a bucket after which, with not one cycle record received *by that bucket* over them,
+#: the policy gives up: the cycle timing does not reach it (not profiling this worker, turned off by a
+#: fault, before or after the bucket's first record, or never timing this bucket's batches while
+#: other buckets' arrive), so its depths cannot be measured, or would keep their old periods for good.
+#: The fault hands the decisions to SGLang's own policy (the leader of several ranks freezes the depth
+#: instead); records normally arrive one or two cycles late. Checked at each decision, per bucket:
+#: :meth:`CostAwarePolicy._check_records`.
 NO_RECORDS_AFTER = 1024
 
 
@@ -195,6 +198,9 @@ class _Slot:
         self.applied = self.current    # the depth that runs (lags ``current`` by one boundary with a sync)
         self.charged: Optional[int] = None   # the probe's depth when it counts against the budget
         self.last_steps: Optional[int] = None   # depth of the last record (sink thread)
+        self.records = 0               # cycle records routed to this bucket (sink thread)
+        self.records_seen = 0          # ``records`` at the last decision that found new ones (scheduler thread)
+        self.quiet_since = 0           # ``verifies`` at that decision: none has arrived since
         self.switch_ms = 0.0           # ms a switch adds to the first cycle at the new depth, decayed mean
         self.probe_ms = 0.0            # cycle time spent in probes charged to the budget (from records)
         self.total_ms = 0.0            # cycle time of the bucket (from records)
@@ -473,6 +479,7 @@ class CostAwarePolicy:
             return
         self.records += 1
         slot = self._route(int(getattr(record, "bs", 1) or 1))
+        slot.records += 1
         if len(slot.pending) >= FOLD_EVERY:
             self._fold(slot)   # the verify results' counting, here rather than on the scheduler thread
         if steps not in slot.period:
@@ -594,8 +601,35 @@ class CostAwarePolicy:
         slot.shifts += 1
         slot.probes, slot.probe_ms, slot.total_ms = 0, 0.0, 0.0
 
+    def _check_records(self, slot: _Slot) -> None:
+        """Raise (a fault: :meth:`_decide`'s caller hands over or freezes, with one WARNING) when not
+        one cycle record reached ``slot`` over its last :data:`NO_RECORDS_AFTER` verifies. Per bucket,
+        so that a bucket whose batches are never timed while others' are, or a timing that stopped
+        after the bucket's first records, is said as the policy without any record is, not left on
+        its launch depth or its old periods. O(1), at decisions only (two integers compared)."""
+        seen = slot.records
+        if seen != slot.records_seen:
+            slot.records_seen, slot.quiet_since = seen, slot.verifies
+            return
+        silent = slot.verifies - slot.quiet_since
+        if silent < NO_RECORDS_AFTER:
+            return
+        if not self.records:
+            why = (f"no cycle record after {slot.verifies} verifies at bs {slot.bs_key}: the cycle timing does not "
+                   "reach the policy (this worker is not profiled, or the timing turned off), so no depth can be "
+                   "measured")
+        elif not seen:
+            why = (f"no cycle record after {slot.verifies} verifies at bs {slot.bs_key}, while other buckets received "
+                   f"{self.records}: the cycle timing does not reach this bucket, so none of its depths can be "
+                   "measured")
+        else:
+            why = (f"no cycle record in the last {silent} verifies at bs {slot.bs_key} ({seen} received before): the "
+                   "cycle timing stopped reaching the policy, so this bucket's periods would stay as last measured")
+        raise RuntimeError(why)
+
     def _decide(self, slot: _Slot) -> Optional[int]:
         n = DECIDE_EVERY
+        self._check_records(slot)
         if len(slot.pending) >= FOLD_BEHIND:   # no records are counting them (none arrive): count here
             self._fold(slot)
         probed = slot.probe
@@ -612,10 +646,6 @@ class CostAwarePolicy:
         known = {s: v for s, v in est.items() if v is not None}
         old = slot.current
         if not known:
-            if not self.records and slot.verifies >= NO_RECORDS_AFTER:
-                raise RuntimeError(f"no cycle record after {slot.verifies} verifies at bs {slot.bs_key}: the cycle "
-                                   "timing does not reach the policy (this worker is not profiled, or the timing "
-                                   "turned off), so no depth can be measured")
             return None
         best = max(known, key=lambda s: (known[s], -s))
         # after a probe the comparison is with the depth it left: the probe must beat it to stay
