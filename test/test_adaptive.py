@@ -375,22 +375,28 @@ def test_without_cycle_records_sglangs_policy_takes_over(tmp_path, caplog, recor
         assert len(warned) == 1 and "no cycle record after 1024 verifies at bs 1" in warned[0]
 
 
-def _drive_records(cfg: str, verifies: int, bs_of, recorded, accepted=lambda s, bs: [s] * bs):
+def _drive_records(cfg: str, verifies: int, bs_of, recorded, accepted=lambda s, bs: [s] * bs,
+                   stall: int = 1, cycle_s: float = 0.02):
     """As :func:`_drive`, with the batch size of verify ``i`` given by ``bs_of(i)`` and its cycle record
-    delivered (2 cycles late) only when ``recorded(i, bs)``. Returns ``(ours, policy, worker, handed)``,
-    ``handed`` the verify at which SGLang's policy took over (None: it did not)."""
+    delivered (2 cycles late) only when ``recorded(i, bs)``; with ``stall`` > 1, records are handed
+    over, after the first 64 verifies, only at every ``stall``-th verify, in a burst (a sink thread
+    that lags). The policy's clock
+    advances ``cycle_s`` seconds a verify. Returns ``(ours, policy, worker, handed)``, ``handed`` the verify
+    at which SGLang's policy took over (None: it did not)."""
     from sglang.srt.speculative.adaptive_runtime_state import AdaptiveController
     from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
 
     from sglang_eagle_cycle.patches.adaptive import FallbackPolicy
 
-    ours = CostAwarePolicy(1, cfg)
+    at = [0]
+    ours = CostAwarePolicy(1, cfg, clock=lambda: at[0] * cycle_s)
     worker, policy = _StandInWorker(1), FallbackPolicy(ours, AdaptiveSpeculativeParams(1, cfg))
     ctl = AdaptiveController(worker, policy)
     ctl.init_states(None)
     late: list = []
     handed = None
     for i in range(verifies):
+        at[0] = i
         bs = bs_of(i)
         ctl.activate_step_by_batch(bs)
         s = worker.speculative_num_steps
@@ -400,7 +406,7 @@ def _drive_records(cfg: str, verifies: int, bs_of, recorded, accepted=lambda s, 
         if recorded(i, bs):
             late.append(SimpleNamespace(steps=s, bs=bs, total_ms=10.0 + 0.5 * s + bs, gap_ms=0.1, draft_ms=0.5 * s,
                                         draft_prep_ms=0.1, verify_ms=9.0, extend_ms=0.3))
-        if len(late) > 2:
+        while len(late) > 2 and (i % stall == 0 or i < 64):   # a stalling sink starts on time
             ours.on_cycle_record(late.pop(0))
     return ours, policy, worker, handed
 
@@ -440,6 +446,26 @@ def test_records_that_stop_after_the_first_ones_are_said(tmp_path, caplog):
     assert policy.active is ours and handed is None and not caplog.records
 
 
+def test_records_that_lag_behind_short_cycles_are_not_a_stopped_timing(tmp_path, caplog):
+    """A sink thread that lags (it waits up to 5 s for a cycle's events; a busy scheduler starves it)
+    delivers every record, in bursts 1,200 cycles apart at 3 ms a cycle (3.6 s). Counted in verifies
+    alone, the bucket went 1,024 verifies without a new record and SGLang's policy took over for
+    good; with the clock it must also have been 15 s (NO_RECORDS_QUIET_S). A timing that stops for
+    good still trips once both hold: at 3 ms a cycle, 5,000 verifies (15 s) after the last record found."""
+    cfg = _cfg(tmp_path, {"1": {"candidate_steps": [1, 3, 5, 7]}})
+    with caplog.at_level("WARNING", logger="sglang_eagle_cycle"):
+        ours, policy, _, handed = _drive_records(cfg, 6000, lambda i: 1, lambda i, bs: True, stall=1200,
+                                                 cycle_s=0.003)
+    assert policy.active is ours and handed is None and not caplog.records
+    assert ours._slots[1].records == 4799   # verifies 0 .. 4,798: the last burst, at 4,800, two cycles late
+    with caplog.at_level("WARNING", logger="sglang_eagle_cycle"):
+        ours, policy, _, handed = _drive_records(cfg, 12000, lambda i: 1, lambda i, bs: i < 400,
+                                                 cycle_s=0.003)
+    warned = [r.getMessage() for r in caplog.records if "adaptive policy" in r.getMessage()]
+    assert len(warned) == 1 and "(398 received before)" in warned[0] and policy.active is policy.theirs
+    assert 416 + 5000 <= handed < 416 + 5000 + 16   # the first decision 15 s after the last record found
+
+
 def test_with_several_ranks_a_silent_bucket_freezes_the_leaders_depth_once(tmp_path, caplog):
     """Under tensor parallelism the leader decides and broadcasts; a fault there freezes the depth on
     every rank (SGLang's policy taking over on one rank alone would split them). Records stopping
@@ -456,10 +482,13 @@ def test_with_several_ranks_a_silent_bucket_freezes_the_leaders_depth_once(tmp_p
             return prev
 
     sync = _Echo()
-    policy = CostAwarePolicy(1, _cfg(tmp_path, {"1": {"candidate_steps": [1, 3, 5, 7]}}), sync=sync)
+    at = [0]
+    policy = CostAwarePolicy(1, _cfg(tmp_path, {"1": {"candidate_steps": [1, 3, 5, 7]}}), sync=sync,
+                             clock=lambda: at[0] * 0.02)
     late: list = []
     with caplog.at_level("WARNING", logger="sglang_eagle_cycle"):
         for i in range(3000):
+            at[0] = i
             s = policy.get_steps_for_batch(1)
             policy.on_verify_complete([s], 1)
             if i < 400:

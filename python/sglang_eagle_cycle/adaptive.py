@@ -60,6 +60,7 @@ import json
 import logging
 import math
 import threading
+import time
 from collections import deque
 from itertools import chain
 from typing import Any, Optional
@@ -138,6 +139,12 @@ NOSPEC_BS_MATCH = (0.8, 1.25)
 #: instead); records normally arrive one or two cycles late. Checked at each decision, per bucket:
 #: :meth:`CostAwarePolicy._check_records`.
 NO_RECORDS_AFTER = 1024
+#: Seconds (monotonic clock) a bucket must also have gone without a new record before
+#: :data:`NO_RECORDS_AFTER` trips it, once any record has reached the policy: a sink thread that
+#: lags (it waits up to ``sinks.STALE_AFTER_S``, 5 s, for a cycle's events, and a busy scheduler
+#: starves it) delays records by many short cycles without their timing having stopped, and a
+#: hand-over is for good.
+NO_RECORDS_QUIET_S = 15.0
 
 
 def accept_lens(p) -> list[float]:
@@ -201,6 +208,7 @@ class _Slot:
         self.records = 0               # cycle records routed to this bucket (sink thread)
         self.records_seen = 0          # ``records`` at the last decision that found new ones (scheduler thread)
         self.quiet_since = 0           # ``verifies`` at that decision: none has arrived since
+        self.quiet_t: Optional[float] = None   # the policy's clock then (None until the first decision)
         self.switch_ms = 0.0           # ms a switch adds to the first cycle at the new depth, decayed mean
         self.probe_ms = 0.0            # cycle time spent in probes charged to the budget (from records)
         self.total_ms = 0.0            # cycle time of the bucket (from records)
@@ -376,8 +384,9 @@ class CostAwarePolicy:
     """
 
     def __init__(self, initial_steps: int, cfg_path: Optional[str] = None, *, log: Optional[logging.Logger] = None,
-                 sync: Any = None):
+                 sync: Any = None, clock: Any = time.monotonic):
         self._log = log or logger
+        self._clock = clock   # monotonic seconds, read at decisions only (NO_RECORDS_QUIET_S)
         #: :class:`BroadcastSync` (or any object with ``leader`` and ``exchange(bucket, value) -> value | None``,
         #: the value a depth plus :data:`EXPLORE_FLAG` for a probe) when several ranks must run one
         #: depth; None for a single rank.
@@ -606,14 +615,20 @@ class CostAwarePolicy:
         one cycle record reached ``slot`` over its last :data:`NO_RECORDS_AFTER` verifies. Per bucket,
         so that a bucket whose batches are never timed while others' are, or a timing that stopped
         after the bucket's first records, is said as the policy without any record is, not left on
-        its launch depth or its old periods. O(1), at decisions only (two integers compared)."""
-        seen = slot.records
+        its launch depth or its old periods. Once any record has reached the policy, the bucket must
+        also have gone :data:`NO_RECORDS_QUIET_S` seconds without one (a lagging sink thread is not a
+        stopped timing). O(1), at decisions only (integers compared, the clock read once)."""
+        seen, now = slot.records, self._clock()
+        if slot.quiet_t is None:
+            slot.quiet_t = now
         if seen != slot.records_seen:
-            slot.records_seen, slot.quiet_since = seen, slot.verifies
+            slot.records_seen, slot.quiet_since, slot.quiet_t = seen, slot.verifies, now
             return
         silent = slot.verifies - slot.quiet_since
         if silent < NO_RECORDS_AFTER:
             return
+        if self.records and now - slot.quiet_t < NO_RECORDS_QUIET_S:
+            return   # records flow elsewhere or did here: a lagging sink thread, not yet a stopped timing
         if not self.records:
             why = (f"no cycle record after {slot.verifies} verifies at bs {slot.bs_key}: the cycle timing does not "
                    "reach the policy (this worker is not profiled, or the timing turned off), so no depth can be "
