@@ -71,7 +71,8 @@ def test_text_label_writes_a_names_bytes_as_backslash_escapes():
     assert logfiles.text_safe({os.fsdecode(b"k\xfe"): [os.fsdecode(b"v\xfd"), 1, None]}) == {"k\\xfe": ["v\\xfd", 1, None]}
 
 
-def test_inspect_json_names_the_file_in_strict_utf8(capsys, bad_log, tmp_path):
+def test_inspect_json_names_the_file_in_strict_utf8(capsys, bad_log, tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")   # the table's header shows the whole path (a long tmp_path would wrap)
     rc, out, err = _cli(capsys, "inspect", bad_log, "--json")
     assert rc == 0 and err == "", err
     doc = _strict(out)
