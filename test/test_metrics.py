@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import itertools
 import os
@@ -587,3 +588,56 @@ def test_the_sink_keeps_its_export_on_with_a_colliding_extra_label(caplog):
     assert len(warnings) == 1 and "le='x'" in warnings[0] and "export off" not in warnings[0]
     cycles = [s for fam in sink.metrics._cycles.collect() for s in fam.samples if s.name == CYCLES]
     assert [(s.labels, s.value) for s in cycles] == [({**KEPT, "steps": "2"}, 12.0)]
+
+
+# ----------------------------------------------------------------------------- SGLang's scheduler labels
+def _both_label_sets(fields: dict, ranks: Optional[dict] = None) -> tuple[Optional[dict], Optional[dict]]:
+    """``(ours, sglang's)`` on a real ``ServerArgs`` published as SGLang publishes it: ours from
+    ``sglang_metric_labels``; SGLang's from its own ``SchedulerMetricsCollector.init_new``, called
+    as the scheduler calls it (the ``get_schedule()`` priority flag), its collector class swapped
+    for one that only keeps the labels (``stat_loggers``, SGLang's own hook for that), and each
+    value written through a real ``prometheus_client`` gauge, so it is what ``/metrics`` shows."""
+    from prometheus_client import CollectorRegistry, Gauge
+    from sglang.srt.observability.metrics_collector import SchedulerMetricsCollector
+    from sglang.srt.runtime_context import get_schedule
+    from sglang.test.test_utils import published_topology
+
+    from sglang_eagle_cycle.runtime import sglang_metric_labels
+
+    class KeepLabels(SchedulerMetricsCollector):
+        def __init__(self, labels, **_):
+            self.labels = labels
+
+    with published_topology(ranks=ranks, stat_loggers={"scheduler": KeepLabels}, **fields):
+        ours = sglang_metric_labels()
+        collector = SchedulerMetricsCollector.init_new(
+            server_args=None, enable_priority_scheduling=get_schedule().enable_priority_scheduling,
+            enable_lora=False, enable_hierarchical_cache=False).collector
+    if collector is None:
+        return ours, None
+    registry = CollectorRegistry()
+    Gauge("probe", "probe", labelnames=list(collector.labels), registry=registry).labels(**collector.labels).set(1)
+    [sample] = [s for fam in registry.collect() for s in fam.samples]
+    return ours, {k: sample.labels[k] for k in collector.labels}
+
+
+def test_base_labels_carry_priority_as_sglang_does_under_priority_scheduling():
+    """--enable-priority-scheduling: SGLang's scheduler metrics carry ``priority=""`` (after
+    ``moe_ep_rank``, before ``dp_rank``; an --extra-metric-labels ``priority`` replaces the value).
+    Ours had no ``priority`` key there, so the two label sets differed."""
+    base = {"model_name": "m", "engine_type": "unified", "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
+    cases = [
+        (dict(enable_priority_scheduling=True, default_priority_value=0), None, {**base, "priority": ""}),
+        (dict(enable_priority_scheduling=True, disaggregation_mode="decode", tp_size=2, dp_size=2,
+              enable_dp_attention=True, extra_metric_labels={"cluster": "a"}), {"world_rank": 1, "dp_rank": 1},
+         {**base, "engine_type": "decode", "tp_rank": "1", "priority": "", "dp_rank": "1", "cluster": "a"}),
+        (dict(enable_priority_scheduling=True, enable_pd_role_switch=True, disaggregation_mode="prefill",
+              pp_size=2, extra_metric_labels={"cluster": "a", "priority": "gold"}), {"world_rank": 1},
+         {**base, "engine_type": "dynamic", "pp_rank": "1", "priority": "gold", "cluster": "a"}),
+        (dict(tp_size=2, ep_size=2), {"world_rank": 1}, {**base, "tp_rank": "1", "moe_ep_rank": "1"}),
+    ]
+    for fields, ranks, want in cases:
+        ours, sglangs = _both_label_sets({"enable_metrics": True, "served_model_name": "m", **fields}, ranks)
+        assert list(ours.items()) == list(want.items()), fields
+        assert list(sglangs.items()) == list(want.items()), fields
+    assert _both_label_sets({"enable_priority_scheduling": True}) == (None, None)     # no --enable-metrics

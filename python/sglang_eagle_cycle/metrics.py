@@ -40,8 +40,8 @@ name                                              type       labels (besides the
   gauges.
 * Base labels: those SGLang's scheduler metrics carry. Live (:class:`LiveMetrics`), SGLang's
   (:func:`sglang_eagle_cycle.runtime.sglang_metric_labels`: ``model_name``, ``engine_type``,
-  ``tp_rank``, ``pp_rank``, ``moe_ep_rank``, ``dp_rank`` where SGLang sets it,
-  ``--extra-metric-labels``) less any key in :data:`OWN_LABELS` (:func:`series_base_labels`: an
+  ``tp_rank``, ``pp_rank``, ``moe_ep_rank``, ``priority=""`` with ``--enable-priority-scheduling``,
+  ``dp_rank`` where SGLang sets it, ``--extra-metric-labels``) less any key in :data:`OWN_LABELS` (:func:`series_base_labels`: an
   ``--extra-metric-labels`` key such as ``steps`` or ``position`` would otherwise stand for two
   things on one series; it is left off every ``sglang:eagle_cycle_*`` series, with one WARNING
   naming it, and SGLang's own series keep it); offline :data:`BASE_LABELS`.

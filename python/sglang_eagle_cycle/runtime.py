@@ -89,13 +89,16 @@ def sglang_metric_labels() -> Optional[dict[str, str]]:
     """The labels SGLang 0.5.23 puts on its scheduler metrics in this process, or None when its
     metrics are off (no ``--enable-metrics``) or nothing was published.
 
-    Mirrors ``SchedulerMetricsCollector.init_new``: ``model_name`` (``served_model_name``),
-    ``engine_type`` (``dynamic`` with the PD role switch, else SGLang's name of the disaggregation
-    mode: ``unified``, ``prefill``, ``decode``), ``tp_rank``, ``pp_rank``, ``moe_ep_rank``,
-    ``dp_rank`` only when SGLang sets one, then ``--extra-metric-labels``. Values are strings.
+    Mirrors ``SchedulerMetricsCollector.init_new``, in its order: ``model_name``
+    (``served_model_name``), ``engine_type`` (``dynamic`` with the PD role switch, else SGLang's name
+    of the disaggregation mode: ``unified``, ``prefill``, ``decode``), ``tp_rank``, ``pp_rank``,
+    ``moe_ep_rank``, ``priority`` (value ``""``) only with ``--enable-priority-scheduling``,
+    ``dp_rank`` only when SGLang sets one, then ``--extra-metric-labels`` (which may replace any of
+    them). Values are strings.
     """
     try:
-        from sglang.srt.runtime_context import get_disagg, get_observability, get_parallel, get_serving
+        from sglang.srt.runtime_context import (get_disagg, get_observability, get_parallel, get_schedule,
+                                                 get_serving)
 
         obs = get_observability()
         if not getattr(obs, "enable_metrics", False):
@@ -110,6 +113,9 @@ def sglang_metric_labels() -> Optional[dict[str, str]]:
             engine_type = DisaggregationMode.to_engine_type(disagg.disaggregation_mode)
         labels = {"model_name": get_serving().served_model_name, "engine_type": engine_type,
                   "tp_rank": par.tp_rank, "pp_rank": par.pp_rank, "moe_ep_rank": par.moe_ep_rank}
+        # the scheduler passes its get_schedule() flag to init_new; the key goes before dp_rank there
+        if getattr(get_schedule(), "enable_priority_scheduling", False):
+            labels["priority"] = ""
         if getattr(par, "dp_rank", None) is not None:
             labels["dp_rank"] = par.dp_rank
         labels.update(getattr(obs, "extra_metric_labels", None) or {})
