@@ -641,3 +641,25 @@ def test_base_labels_carry_priority_as_sglang_does_under_priority_scheduling():
         assert list(ours.items()) == list(want.items()), fields
         assert list(sglangs.items()) == list(want.items()), fields
     assert _both_label_sets({"enable_priority_scheduling": True}) == (None, None)     # no --enable-metrics
+
+
+def test_base_label_values_are_written_as_prometheus_client_writes_sglangs():
+    """--extra-metric-labels '{"team": null, "shard": 3, "canary": true}' (the flag's JSON parser keeps
+    each type): SGLang's series carry team="None", shard="3", canary="True". Ours had team="", which
+    Prometheus reads as no label, so one-to-one matching between the two no longer paired them."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from sglang.srt.server_args import prepare_server_args
+
+    extra = prepare_server_args(["--model-path", "dummy", "--extra-metric-labels",
+                                 '{"team": null, "shard": 3, "canary": true}']).extra_metric_labels
+    assert extra == {"team": None, "shard": 3, "canary": True}
+    ours, sglangs = _both_label_sets({"enable_metrics": True, "served_model_name": "m", "extra_metric_labels": extra})
+    want = {"model_name": "m", "engine_type": "unified", "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0",
+            "team": "None", "shard": "3", "canary": "True"}
+    assert ours == sglangs == want
+    registry = CollectorRegistry()        # and on our series, as /metrics shows them
+    live = LiveMetrics(ours, max_steps=2, registry=registry)
+    for rec in generate(random.Random(47), bs=2, steps=2, cycles=5, p=[0.6, 0.5]).records:
+        live.observe(rec)
+    live.push()
+    assert [lab for lab, _ in parse(generate_latest(registry).decode())[CYCLES]] == [{**want, "steps": "2"}]

@@ -94,7 +94,9 @@ def sglang_metric_labels() -> Optional[dict[str, str]]:
     of the disaggregation mode: ``unified``, ``prefill``, ``decode``), ``tp_rank``, ``pp_rank``,
     ``moe_ep_rank``, ``priority`` (value ``""``) only with ``--enable-priority-scheduling``,
     ``dp_rank`` only when SGLang sets one, then ``--extra-metric-labels`` (which may replace any of
-    them). Values are strings.
+    them). Each value is ``str(value)``, as ``prometheus_client`` writes SGLang's: a JSON ``null``
+    in ``--extra-metric-labels`` (the flag's parser keeps it) is ``"None"`` on SGLang's series, so
+    it is here too; ``""`` would be no label at all to Prometheus, and the series would not pair.
     """
     try:
         from sglang.srt.runtime_context import (get_disagg, get_observability, get_parallel, get_schedule,
@@ -121,7 +123,7 @@ def sglang_metric_labels() -> Optional[dict[str, str]]:
         labels.update(getattr(obs, "extra_metric_labels", None) or {})
     except Exception:
         return None
-    return {str(k): "" if v is None else str(v) for k, v in labels.items()}
+    return {str(k): str(v) for k, v in labels.items()}
 
 
 #: Every ``SGLANG_EAGLE_CYCLE*`` variable the plugin or the CLI reads (README, "Switches" and the tables).
