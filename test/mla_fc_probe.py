@@ -21,8 +21,16 @@ in float8 plus ``fc.weight_scale_inv``) and with an AWQ config (``fc.qweight``, 
 unquantised: the MLA class's ``post_load_weights`` reads ``kv_b_proj.weight`` as a float matrix and
 raises on a quantised one. And ``d2t`` / ``model.d2t``: loaded means ``hot_token_id`` is set.
 
+Then the values an fp8 fc ends up with (:func:`probe_fp8_values`): each class built with no quantisation
+config, with the block fp8 config above, with a per-tensor fp8 one (no ``weight_block_size``; the scale is
+``fc.weight_scale`` [1]) and with ``Fp8Config()`` (what ``--quantization fp8`` gives a draft whose
+config.json holds no ``quantization_config``: SGLang 0.5.23 ``get_quant_config`` finds no file for fp8 and
+quantises online); ``fc.weight`` is loaded as float8_e4m3fn holding 2.0 and its scale as 0.5, so the
+weight the checkpoint means is 1.0 everywhere.
+
 Prints one JSON line: ``{"loaded": {"<class>[ fp8|awq]": {name: bool}}, "warned": {"<class>": [names
-logged as "skipping unexpected weight"]}, "params": {"<class>": [parameter names]}}``.
+logged as "skipping unexpected weight"]}, "params": {"<class>": [parameter names]}, "fp8_values":
+{"<class> <config> <stored>": {...}}}`` (:func:`probe_fp8_values` for the last).
 """
 
 from __future__ import annotations
@@ -46,6 +54,16 @@ QUANT = {
             "modules_to_not_convert": ["self_attn"]},
 }
 _INT_SENTINEL = -5
+#: the fp8 fc configs of :func:`probe_fp8_values`: name -> quantization_config (None: none; "online":
+#: ``Fp8Config()``, as ``--quantization fp8`` builds it without a checkpoint config)
+FP8_CONFIGS = {
+    "none": None,
+    "fp8": QUANT["fp8"],
+    "fp8_tensor": {"quant_method": "fp8", "activation_scheme": "dynamic", "ignored_layers": ["self_attn"]},
+    "online": "online",
+}
+#: stored fp8 value and scale: the weight the checkpoint means is their product, 1.0
+FP8_STORED, FP8_SCALE = 2.0, 0.5
 
 
 def checkpoint_name(param: str) -> str:
@@ -144,17 +162,73 @@ def probe_quantised_fc(model, tensors: dict) -> tuple[dict[str, bool], dict[str,
     return loaded, whole
 
 
+def _fc_effective(model, block: int | None) -> dict:
+    """What the class holds for fc after loading: the weight parameter's dtype, whether a scale parameter
+    exists, and the effective weight (weight as float times the scale, expanded over ``block`` x ``block``
+    tiles, or broadcast when ``block`` is None) as its one value, or None when the values differ (NaN:
+    a parameter left unloaded)."""
+    import torch
+
+    fc = dict(model.model.fc.named_parameters())
+    weight = fc["weight"].detach().float()
+    scale = fc.get("weight_scale_inv", fc.get("weight_scale"))
+    effective = weight
+    if scale is not None:
+        s = scale.detach().float()
+        if block is not None and s.dim() == 2:
+            s = s.repeat_interleave(block, 0).repeat_interleave(block, 1)[:weight.shape[0], :weight.shape[1]]
+        effective = weight * s
+    values = torch.unique(effective)
+    return {"weight_dtype": str(fc["weight"].dtype).replace("torch.", ""), "scale_param": scale is not None,
+            "effective": None if values.numel() != 1 or torch.isnan(values).any() else float(values[0])}
+
+
+def probe_fp8_values(configs: dict) -> dict[str, dict]:
+    """For each class and each :data:`FP8_CONFIGS` entry: load ``fc.weight`` as float8_e4m3fn (every value
+    :data:`FP8_STORED`) with its scale (:data:`FP8_SCALE`: ``fc.weight_scale_inv`` [out/32, in/32] for the
+    block config, ``fc.weight_scale`` [1] for the per-tensor one, each of the two for the others), and,
+    where the class builds fc as fp8, ``fc.weight`` as float32 ones without a scale. Each load starts from
+    NaN parameters.
+
+    Returns:
+        ``"<class> <config> <stored>"`` (stored: ``fp8+weight_scale_inv``, ``fp8+weight_scale``,
+        ``f32``) -> :func:`_fc_effective`'s dict.
+    """
+    import torch
+
+    out = {}
+    for arch in (MLA, LLAMA):
+        cfg = configs[arch[0]]
+        for name, quant in FP8_CONFIGS.items():
+            model = _build(arch, cfg, quant)
+            rows, cols = model.model.fc.weight.shape
+            block = QUANT["fp8"]["weight_block_size"][0]
+            scales = {"weight_scale_inv": torch.full((-(-rows // block), -(-cols // block)), FP8_SCALE),
+                      "weight_scale": torch.full((1,), FP8_SCALE)}
+            kept = {"fp8": ["weight_scale_inv"], "fp8_tensor": ["weight_scale"]}.get(name, list(scales))
+            stored = {f"fp8+{leaf}": [("fc.weight", torch.full((rows, cols), FP8_STORED).to(torch.float8_e4m3fn)),
+                                      (f"fc.{leaf}", scales[leaf])] for leaf in kept}
+            if model.model.fc.weight.dtype == torch.float8_e4m3fn:
+                stored["f32"] = [("fc.weight", torch.ones(rows, cols))]
+            for label, weights in stored.items():
+                _fill(model)
+                model.load_weights(weights)
+                out[f"{arch[0]} {name} {label}"] = _fc_effective(model, block if name == "fp8" else None)
+    return out
+
+
 def _build(arch_module, cfg, quant=None):
     import importlib
 
     import torch
     from sglang.srt.layers.quantization import get_quantization_config
+    from sglang.srt.layers.quantization.fp8 import Fp8Config
     from sglang.srt.model_loader.utils import set_default_torch_dtype
 
     cls = getattr(importlib.import_module(arch_module[1]), arch_module[0])
     if quant is None:
         return sglang_cpu._build(cls, cfg)
-    quant_config = get_quantization_config(quant["quant_method"]).from_config(quant)
+    quant_config = Fp8Config() if quant == "online" else get_quantization_config(quant["quant_method"]).from_config(quant)
     with set_default_torch_dtype(torch.float32), torch.device("cpu"):
         return cls(config=cfg, quant_config=quant_config)
 
@@ -188,6 +262,7 @@ def main(model_dir: str) -> None:
             model = mla if arch is MLA else _build(arch, configs[arch[0]], quant)
             key = f"{arch[0]} {method}"
             result["loaded"][key], result["fc_loaded"][key] = probe_quantised_fc(model, tensors)
+    result["fp8_values"] = probe_fp8_values(configs)
     result["warned"][MLA[0]] = sorted(skipped.names)
     print(json.dumps(result))
 

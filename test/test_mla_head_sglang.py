@@ -1,6 +1,6 @@
 """Proof on SGLang's own EAGLE-3 head classes of which checkpoint names they load, and that the wiring
 check stops exactly the drafts whose tensors they skip (README, "Aux-layer wiring": ``fc_width_mismatch``,
-``lm_head_not_loaded``, ``weight_not_loaded``).
+``lm_head_not_loaded``, ``weight_not_loaded``), and which fp8 fc they load with its scale.
 
 test/mla_fc_probe.py builds ``Eagle3DeepseekV2ForCausalLM`` (the Kimi-K2.5 MLA head) and
 ``LlamaForCausalLMEagle3`` on the CPU in a fresh interpreter (test/sglang_cpu.py), fills their
@@ -79,7 +79,9 @@ def test_which_names_sglang_loads(probe):
     assert silent == {f"model.{layer}.self_attn.{m}.weight" for layer in ("layers.0", "midlayer")
                       for m in ("q_a_proj", "kv_a_proj_with_mqa", "fused_qkv_a_proj_with_mqa")}
     quantised = {n for m in ("fp8", "awq") for n in probe["loaded"][f"{MLA} {m}"] if _prefixed(n)}
-    assert warned == ({n for n in mla if _prefixed(n) and not mla[n]} - silent) | quantised
+    # and the fp8 fc's scale where its fc is unquantised (tests below): the cast fc.weight it does not log
+    assert warned == ({n for n in mla if _prefixed(n) and not mla[n]} - silent) | quantised \
+        | {"fc.weight_scale", "fc.weight_scale_inv"}
     # the Llama head loads every name either way but model.lm_head.weight
     assert llama == {n: n != "model.lm_head.weight" for n in llama} and len(llama) == 64
     # the check's list of decoder-layer modules is the one the MLA class loads
@@ -178,3 +180,24 @@ def test_a_module_sglang_does_not_use_is_no_error_however_spelt(tmp_path):
     for name in ("model.embed_tokens.weight", "model.fc_norm.0.weight"):
         header = _checkpoint(tmp_path / f"every-{name}", base + [name])
         assert _skip_errors(TARGET_96, EVERY, header) == {"weight_not_loaded"}, name
+
+
+def test_an_fp8_fc_as_each_class_holds_it(probe):
+    """fc.weight stored float8_e4m3fn holding 2.0 with its scale 0.5 (the weight meant: 1.0). The Llama head's
+    fc is a float torch.nn.Linear under every config: it holds 2.0, the scale nowhere. The MLA head's fc is
+    fp8 under an fp8 quantization_config (block or per-tensor) and holds both (1.0); without a config, and
+    with Fp8Config() (--quantization fp8 without a checkpoint config: online), it is float and holds 2.0."""
+    lost = {"weight_dtype": "float32", "scale_param": False, "effective": 2.0}
+    kept = {"weight_dtype": "float8_e4m3fn", "scale_param": True, "effective": 1.0}
+    unscaled = {"weight_dtype": "float8_e4m3fn", "scale_param": True, "effective": None}
+    both = ("fp8+weight_scale_inv", "fp8+weight_scale")
+    expected = {}
+    for arch in (MLA, LLAMA):
+        for config, stored in (("none", both), ("fp8", ("fp8+weight_scale_inv",)),
+                               ("fp8_tensor", ("fp8+weight_scale",)), ("online", both)):
+            for label in stored:
+                expected[f"{arch} {config} {label}"] = kept if arch == MLA and config.startswith("fp8") else lost
+    # a float fc.weight where the MLA head's fc is fp8: its scale stays NaN (the check does not look at this)
+    expected[f"{MLA} fp8 f32"] = expected[f"{MLA} fp8_tensor f32"] = unscaled
+    assert probe["fp8_values"] == expected
+
