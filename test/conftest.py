@@ -124,3 +124,16 @@ def computed_once(tmp_path_factory, name: str, compute):
         value = compute()
         path.write_text(json.dumps(value))
         return value
+
+
+def write_safetensors_header(path: Path, tensors: dict[str, list[int]], dtypes: dict[str, str] | None = None) -> Path:
+    """A safetensors file with a header and no tensor bytes, written by the format's definition (an 8-byte
+    little-endian length, then the JSON header), independent of the package's own writer: each tensor
+    ``name -> shape`` is ``dtypes[name]`` if given, else BF16 (``d2t`` / ``t2d``: I64)."""
+    import struct
+
+    header = {name: {"dtype": (dtypes or {}).get(name, "I64" if name in ("d2t", "t2d") else "BF16"),
+                     "shape": list(shape), "data_offsets": [0, 0]} for name, shape in tensors.items()}
+    blob = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(blob)) + blob)
+    return path

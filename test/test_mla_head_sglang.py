@@ -1,6 +1,7 @@
 """Proof on SGLang's own EAGLE-3 head classes of which checkpoint names they load, and that the wiring
 check stops exactly the drafts whose tensors they skip (README, "Aux-layer wiring": ``fc_width_mismatch``,
-``lm_head_not_loaded``, ``weight_not_loaded``), and which fp8 fc they load with its scale.
+``lm_head_not_loaded``, ``weight_not_loaded``), and which fp8 fc they load with its scale
+(``fc_scale_dropped``).
 
 test/mla_fc_probe.py builds ``Eagle3DeepseekV2ForCausalLM`` (the Kimi-K2.5 MLA head) and
 ``LlamaForCausalLMEagle3`` on the CPU in a fresh interpreter (test/sglang_cpu.py), fills their
@@ -201,3 +202,32 @@ def test_an_fp8_fc_as_each_class_holds_it(probe):
     expected[f"{MLA} fp8 f32"] = expected[f"{MLA} fp8_tensor f32"] = unscaled
     assert probe["fp8_values"] == expected
 
+
+def test_the_check_stops_an_fp8_fc_exactly_where_its_scale_is_dropped(probe, tmp_path):
+    """For every class and config the probe measured, a header-only checkpoint storing fc.weight as
+    F8_E4M3 with that scale, and the draft config declaring the same quantization_config (Fp8Config()
+    online is a server flag the draft config does not show): fc_scale_dropped exactly where the class's
+    fc does not hold the weight meant (1.0). The same checkpoint with fc.weight in BF16, F16 or F32
+    passes for both classes."""
+    from conftest import write_safetensors_header
+
+    sys.path.insert(0, str(HERE))
+    from mla_fc_probe import FP8_CONFIGS
+
+    for key, held in probe["fp8_values"].items():
+        arch, config, stored = key.split()
+        if not stored.startswith("fp8+"):
+            continue
+        scale = "fc." + stored[len("fp8+"):]
+        quant = FP8_CONFIGS[config]
+        draft = {**DRAFT, "architectures": [arch], **({"quantization_config": quant} if isinstance(quant, dict) else {})}
+        for dtype in ("F8_E4M3", "BF16", "F16", "F32"):
+            folder = tmp_path / f"{key}-{dtype}".replace(" ", "_")
+            folder.mkdir()
+            shapes = {"fc.weight": [64, 192], scale: [2, 6] if scale.endswith("_inv") else [1],
+                      "lm_head.weight": [128, 64], "d2t": [128], "norm.weight": [64]}
+            write_safetensors_header(folder / "model.safetensors", shapes, {"fc.weight": dtype, scale: "F32"})
+            errors = _skip_errors(TARGET, draft, read_draft_shapes(folder))
+            wrong = dtype == "F8_E4M3" and held["effective"] != 1.0
+            # the checkpoint holds the head's other tensors, so fc is the only thing that can be at fault
+            assert errors == ({"fc_scale_dropped"} if wrong else set()), (key, dtype, errors)

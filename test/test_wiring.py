@@ -95,6 +95,8 @@ CODE_CASES = {
     "weight_not_loaded": (dict(header={**FC_OK, "model.norm.weight": []},
                                draft_over={"architectures": ["Eagle3DeepseekV2ForCausalLM"]}),
                           dict(header={**FC_OK, "model.norm.weight": []})),
+    "fc_scale_dropped": (dict(header={**FC_OK, "fc.weight.dtype": "F8_E4M3", "fc.weight.scales": ["fc.weight_scale_inv"]}),
+                         dict(header={**FC_OK, "fc.weight.dtype": "F8_E4M3"})),
     "d2t_missing": (dict(header={**FC_OK, "lm_head.weight": [32000, 4096]}),
                     dict(header={**FC_OK, "lm_head.weight": [128256, 4096]}, draft_over={"draft_vocab_size": None})),
     "ids_missing_default_used": (dict(draft_del=("eagle_config",)), dict()),
@@ -137,7 +139,8 @@ def test_code_table_covers_design():
     assert errors == {"non_integer_ids", "duplicate_ids", "id_out_of_range", "embedding_capture",
                       "final_layer_capture_unsupported", "fc_width_mismatch", "draft_fc_built_mismatch",
                       "not_eagle3_architecture", "target_hidden_mismatch", "vocab_mismatch",
-                      "lm_head_shape_mismatch", "lm_head_not_loaded", "weight_not_loaded", "d2t_missing",
+                      "lm_head_shape_mismatch", "lm_head_not_loaded", "weight_not_loaded", "fc_scale_dropped",
+                      "d2t_missing",
                       "algorithm_not_eagle3",
                       "aux_capture_off_fc_mismatch", "eagle_config_not_object"}
     assert {c for c, level in CHECK_LEVELS.items() if level == "info"} == {"draft_context_shorter"}
@@ -950,3 +953,93 @@ def test_lm_head_not_loaded_reads_tie_word_embeddings_as_sglang_does(tie, flagge
     over = {} if tie is None else {"tie_word_embeddings": tie}
     codes = {p.code for p in run(header=header, draft_over=over).errors}
     assert ("lm_head_not_loaded" in codes) == flagged
+
+
+def test_the_reader_reports_a_quantised_fc_weight_dtype_and_its_scales(tmp_path):
+    """fc.weight's shape cannot show it stored fp8: the reader reports its header dtype when it is no float
+    one ("fc.weight.dtype") and the scale tensors stored with it ("fc.weight.scales"), in one file, with an
+    index (the shard's header for the dtype, the weight_map for the scales), spelt model.fc.weight, and
+    the draft folder's hf_quant_config.json. A float fc.weight gets neither marker."""
+    from conftest import write_safetensors_header as write_header_only
+    rest = {"lm_head.weight": [32000, 4096], "d2t": [32000]}
+    cases = {   # fc.weight dtype, scales stored -> the markers read
+        ("F8_E4M3", ("fc.weight_scale_inv",)): {"fc.weight.dtype": "F8_E4M3", "fc.weight.scales": ["fc.weight_scale_inv"]},
+        ("F8_E5M2", ("fc.weight_scale",)): {"fc.weight.dtype": "F8_E5M2", "fc.weight.scales": ["fc.weight_scale"]},
+        ("I8", ("fc.weight_scale", "model.fc.weight_scale_inv")): {
+            "fc.weight.dtype": "I8", "fc.weight.scales": ["fc.weight_scale", "model.fc.weight_scale_inv"]},
+        ("F8_E4M3", ()): {"fc.weight.dtype": "F8_E4M3"},
+        ("BF16", ("fc.weight_scale_inv",)): {},
+        ("F16", ()): {},
+        ("F32", ()): {},
+    }
+    for i, ((dtype, scales), markers) in enumerate(cases.items()):
+        d = tmp_path / f"one{i}"
+        d.mkdir()
+        write_header_only(d / "model.safetensors", {"fc.weight": [4096, 12288], **{s: [32, 96] for s in scales}, **rest},
+                          dtypes={"fc.weight": dtype, **{s: "F32" for s in scales}})
+        assert read_draft_shapes(d) == {"fc.weight": [4096, 12288], **rest, **markers}, (dtype, scales)
+    # sharded: fc.weight's dtype from its shard, its scale named by the weight_map in another shard
+    d = tmp_path / "sharded"
+    d.mkdir()
+    write_header_only(d / "a.safetensors", {"fc.weight": [4096, 12288], **rest}, dtypes={"fc.weight": "F8_E4M3"})
+    write_header_only(d / "b.safetensors", {"fc.weight_scale_inv": [32, 96]}, {"fc.weight_scale_inv": "F32"})
+    (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "fc.weight": "a.safetensors", "lm_head.weight": "a.safetensors", "d2t": "a.safetensors",
+        "fc.weight_scale_inv": "b.safetensors"}}))
+    assert read_draft_shapes(d) == {"fc.weight": [4096, 12288], **rest, "fc.weight.dtype": "F8_E4M3",
+                                    "fc.weight.scales": ["fc.weight_scale_inv"]}
+    (d / "hf_quant_config.json").write_text("{}")
+    assert read_draft_shapes(d)["hf_quant_config.json"] == []
+    # spelt model.fc.weight (both heads' readers see it; the MLA head skips it)
+    d = tmp_path / "prefixed"
+    d.mkdir()
+    write_header_only(d / "model.safetensors", {"model.fc.weight": [4096, 12288], "model.fc.weight_scale_inv": [32, 96]},
+                      dtypes={"model.fc.weight": "F8_E4M3", "model.fc.weight_scale_inv": "F32"})
+    assert read_draft_shapes(d) == {"fc.weight": [4096, 12288], "model.fc.weight": [], "model.fc.weight_scale_inv": [],
+                                    "fc.weight.dtype": "F8_E4M3", "fc.weight.scales": ["model.fc.weight_scale_inv"]}
+
+
+FP8_FC = {**FC_OK, "fc.weight.dtype": "F8_E4M3", "fc.weight.scales": ["fc.weight_scale_inv"]}
+MLA_HEAD = {"architectures": ["Eagle3DeepseekV2ForCausalLM"]}
+FP8_CONFIG = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+
+
+def test_an_fp8_fc_with_its_scale_is_an_error_where_sglang_builds_a_float_fc():
+    """fc_scale_dropped where SGLang 0.5.23 casts the stored fp8 values into a float fc and drops the
+    scale (test/test_mla_head_sglang.py measures it on both classes): LlamaForCausalLMEagle3 always,
+    Eagle3DeepseekV2ForCausalLM when the checkpoint declares no quantisation. Passes where it loads both."""
+    def errors(header, **over):
+        return codes(run(header=header, draft_over=over))[0]
+
+    # the Llama head: whatever the draft's quantization_config, either spelling of fc.weight
+    assert errors(FP8_FC) == {"fc_scale_dropped"}
+    assert errors(FP8_FC, quantization_config=FP8_CONFIG) == {"fc_scale_dropped"}
+    assert errors({**FP8_FC, "model.fc.weight": [], "fc.weight.scales": ["model.fc.weight_scale_inv"]}) \
+        == {"fc_scale_dropped"}
+    report = run(header={**FP8_FC, "fc.weight.dtype": "F8_E5M2", "fc.weight.scales": ["fc.weight_scale"]})
+    assert [p.message for p in report.errors] == [
+        "the draft checkpoint stores fc.weight as F8_E5M2 with its scale fc.weight_scale: SGLang 0.5.23's "
+        "LlamaForCausalLMEagle3 builds fc as a plain float torch.nn.Linear whatever the quantisation config, so "
+        "it casts the F8_E5M2 values into fc as they are and drops fc.weight_scale: fc runs without its scale, "
+        "silently wrong; store fc dequantised (fc.weight in bf16)"]
+    # the MLA head: an error without a declared quantisation, none with one (its fc is then fp8 and loads
+    # both tensors) wherever SGLang reads it
+    assert errors(FP8_FC, **MLA_HEAD) == {"fc_scale_dropped"}
+    assert "or declare the checkpoint's quantization_config in the draft config" in run(
+        header=FP8_FC, draft_over=MLA_HEAD).errors[0].message
+    for declared in ({"quantization_config": FP8_CONFIG}, {"compression_config": {"format": "float-quantized"}},
+                     {"text_config": {"quantization_config": FP8_CONFIG}}):
+        assert errors(FP8_FC, **MLA_HEAD, **declared) == set(), declared
+    assert errors({**FP8_FC, "hf_quant_config.json": []}, **MLA_HEAD) == set()
+    # model.fc.weight in the MLA head: not loaded at all, fc_width_mismatch alone
+    assert errors({**FP8_FC, "model.fc.weight": []}, **MLA_HEAD) == {"fc_width_mismatch"}
+    # no false refusal: a float fc.weight, a quantised one without a scale (its values are the weights),
+    # an fc SGLang does not apply (the aux states as wide as the draft), capture off
+    for head in ({}, MLA_HEAD):
+        assert errors(FC_OK, **head) == set()
+        assert errors({**FC_OK, "fc.weight.dtype": "F8_E4M3"}, **head) == set()
+        assert errors({**FP8_FC, "fc.weight": [12288, 12288]}, **head, hidden_size=12288, target_hidden_size=4096) \
+            == set()
+    off = run(header=FP8_FC, draft_over={"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28],
+                                                          "use_aux_hidden_state": False}})
+    assert "fc_scale_dropped" not in {p.code for p in off.problems}

@@ -565,9 +565,52 @@ def test_an_fc_stored_quantised_is_an_error_for_the_llama_head(tmp_path, capsys)
         assert code == 1 and [p["code"] for p in errors] == ["fc_width_mismatch"], prefix
         assert errors[0]["message"].startswith("the draft checkpoint stores its fc only quantised (fc.qweight")
         assert "LlamaForCausalLMEagle3 builds fc as a plain linear layer" in errors[0]["message"]
-    # an fp8 fc stores fc.weight (with its scale): the Llama head loads that weight, no error here
+    # a BF16 fc.weight (here beside a stray scale) is a weight the Llama head loads as it is: no error
+    # (stored fp8 it is fc_scale_dropped: test_an_fp8_fc_with_its_scale_stops_the_llama_head)
     _header_only(draft / "model.safetensors", {"fc.weight": [4096, 3 * 4096], "fc.weight_scale_inv": [32, 96],
                                                "lm_head.weight": [128256, 4096], "d2t": [128256]})
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 0, out
+
+
+def test_an_fp8_fc_with_its_scale_stops_the_llama_head(tmp_path, capsys):
+    """fc.weight stored F8_E4M3 with fc.weight_scale_inv: SGLang 0.5.23's LlamaForCausalLMEagle3 casts the fp8
+    values into its float fc and drops the scale (test/test_mla_head_sglang.py). The CLI read only shapes and
+    passed it (exit 0). Now exit 1 with fc_scale_dropped, in one file and sharded; the MLA head passes
+    with the checkpoint's fp8 quantization_config (its fc is fp8 then) and fails without."""
+    from conftest import write_safetensors_header as write_header_only
+
+    target, draft = _pair(tmp_path)
+    rest = {"lm_head.weight": [128256, 4096], "d2t": [128256]}
+    fp8 = {"fc.weight": "F8_E4M3", "fc.weight_scale_inv": "F32"}
+    write_header_only(draft / "model.safetensors", {"fc.weight": [4096, 3 * 4096], "fc.weight_scale_inv": [32, 96],
+                                                    **rest}, dtypes=fp8)
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    errors = [p for p in json.loads(out)["problems"] if p["level"] == "error"]
+    assert code == 1 and [p["code"] for p in errors] == ["fc_scale_dropped"]
+    assert errors[0]["message"].startswith("the draft checkpoint stores fc.weight as F8_E4M3 with its scale "
+                                           "fc.weight_scale_inv: SGLang 0.5.23's LlamaForCausalLMEagle3 builds fc")
+    code, text, _ = run_cli(capsys, str(target), str(draft))
+    assert code == 1 and "fc.weight [4096, 12288] F8_E4M3, lm_head.weight" in text
+    assert text.count("error    fc_scale_dropped: ") == 1 and "fc.weight.scales" not in text
+    # sharded: the scale in its own shard, named by the weight_map
+    (draft / "model.safetensors").unlink()
+    write_header_only(draft / "a.safetensors", {"fc.weight": [4096, 3 * 4096], **rest}, dtypes=fp8)
+    write_header_only(draft / "b.safetensors", {"fc.weight_scale_inv": [32, 96]}, {"fc.weight_scale_inv": "F32"})
+    (draft / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "fc.weight": "a.safetensors", "lm_head.weight": "a.safetensors", "d2t": "a.safetensors",
+        "fc.weight_scale_inv": "b.safetensors"}}))
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 1 and [p["code"] for p in json.loads(out)["problems"] if p["level"] == "error"] == ["fc_scale_dropped"]
+    # the MLA head: with the checkpoint's fp8 quantization_config its fc is fp8 and loads both; without, not
+    quant = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+    for config, want in (({"quantization_config": quant}, 0), ({}, 1)):
+        (draft / "config.json").write_text(json.dumps({**LLAMA_DRAFT, "architectures": ["Eagle3DeepseekV2ForCausalLM"],
+                                                       **config}))
+        code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+        assert code == want, (config, out)
+    # a ModelOpt hf_quant_config.json beside the checkpoint is the MLA head's quantisation config too
+    (draft / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "FP8"}}))
     code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
     assert code == 0, out
 

@@ -86,7 +86,9 @@ def _probe(args: dict) -> dict:
         out["setter_log"] = log.getvalue()[mark:]
     # a Kimi-K2.5 MLA head whose final norm is stored as model.norm.weight (which that class skips), and
     # the same checkpoint as a Llama head (which loads it)
-    for name in ("mla_prefixed", "llama_prefixed"):
+    # an fc.weight stored fp8 with its scale: the Llama head and the MLA head without a quantisation config
+    # cast it into a float fc and drop the scale; the MLA head with its fp8 quantization_config loads both
+    for name in ("mla_prefixed", "llama_prefixed", "llama_fp8", "mla_fp8", "mla_fp8_quant"):
         with published_topology(speculative_algorithm="EAGLE3", speculative_draft_model_path=drafts[name]):
             out[name] = call_setters([["deepseek_v2", "DeepseekV3ForCausalLM", 61, [1, 29, 57]]])[0]
 
@@ -124,14 +126,24 @@ if __name__ != "__main__":
             ("mla_prefixed", {**EAGLE3_DRAFT, "architectures": ["Eagle3DeepseekV2ForCausalLM"], "hidden_size": 64,
                               "vocab_size": None}, [64, 192]),
             ("llama_prefixed", {**EAGLE3_DRAFT, "hidden_size": 64, "vocab_size": None}, [64, 192]),
+            ("llama_fp8", {**EAGLE3_DRAFT, "hidden_size": 64, "vocab_size": None}, [64, 192]),
+            ("mla_fp8", {**EAGLE3_DRAFT, "architectures": ["Eagle3DeepseekV2ForCausalLM"], "hidden_size": 64,
+                         "vocab_size": None}, [64, 192]),
+            ("mla_fp8_quant", {**EAGLE3_DRAFT, "architectures": ["Eagle3DeepseekV2ForCausalLM"], "hidden_size": 64,
+                               "vocab_size": None, "quantization_config": {
+                                   "quant_method": "fp8", "activation_scheme": "dynamic",
+                                   "weight_block_size": [32, 32]}}, [64, 192]),
         ):
             d = root / name
             d.mkdir()
             (d / "config.json").write_text(json.dumps(cfg))
-            from sglang_eagle_cycle.safetensors_header import write_header_only
+            from conftest import write_safetensors_header
 
             extra = {"model.norm.weight": [64]} if name.endswith("_prefixed") else {}
-            write_header_only(d / "model.safetensors", {"fc.weight": fc, **extra})
+            dtypes = {}
+            if "_fp8" in name:
+                extra, dtypes = {"fc.weight_scale_inv": [2, 6]}, {"fc.weight": "F8_E4M3", "fc.weight_scale_inv": "F32"}
+            write_safetensors_header(d / "model.safetensors", {"fc.weight": fc, **extra}, dtypes)
             drafts[name] = str(d)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_EAGLE_CYCLE")}
         env.update({"SGLANG_PLUGINS": "eagle_cycle"})
@@ -179,6 +191,18 @@ if __name__ != "__main__":
         assert got["message"].startswith("EAGLE-3 aux wiring error: [weight_not_loaded] the draft checkpoint "
                                          "stores model.norm.weight only under the model. prefix")
         assert server["llama_prefixed"].get("layers_to_capture") == [2, 30, 58], server["llama_prefixed"]
+
+    def test_an_fp8_fc_whose_scale_sglang_drops_stops_the_launch_at_the_setter(server):
+        """fc.weight stored F8_E4M3 with fc.weight_scale_inv, read from the draft's header at start-up as the
+        CLI reads it: the Llama head, and the MLA head without a quantisation config, stop the launch
+        (fc_scale_dropped); the MLA head with its fp8 quantization_config goes on."""
+        for name, arch in (("llama_fp8", "LlamaForCausalLMEagle3"), ("mla_fp8", "Eagle3DeepseekV2ForCausalLM")):
+            got = server[name]
+            assert got["error"] == "EagleWiringError", (name, got)
+            assert got["message"].startswith(
+                f"EAGLE-3 aux wiring error: [fc_scale_dropped] the draft checkpoint stores fc.weight as F8_E4M3 "
+                f"with its scale fc.weight_scale_inv: SGLang 0.5.23's {arch} builds fc"), got["message"]
+        assert server["mla_fp8_quant"].get("layers_to_capture") == [2, 30, 58], server["mla_fp8_quant"]
 
     def test_fault_in_the_precheck_is_logged_once_and_sglang_goes_on(server):
         assert server["fault1"]["error"] == server["fault2"]["error"] == "ReachedSGLang"

@@ -22,6 +22,10 @@ and so is every ``model.X`` of a head module with no unprefixed tensor (:func:`p
   ``norm_before_fc`` (the gpt-oss head layout)
 - ``fc_norm.0.weight``: ``[target_hidden_size]``, present in EAGLE 3.1 heads (``fc_norm``)
 
+Shapes alone cannot show an fc stored quantised in a ``fc.weight`` of the right shape (fp8 with a
+``fc.weight_scale_inv``): for that the reader also reports ``fc.weight``'s dtype (:data:`FC_DTYPE`)
+and its scale tensors (:data:`FC_SCALES`), as header entries whose values are no shapes.
+
 Usage::
 
     from sglang_eagle_cycle.safetensors_header import read_draft_shapes
@@ -103,6 +107,28 @@ def _is_shape(value) -> bool:
 FC_QUANTIZED = re.compile(r"(?:model\.)?fc\.(?:qweight|qzeros|scales|g_idx|weight_packed|weight_scale(?:_inv)?)")
 
 
+#: the safetensors dtypes a plain float ``fc`` holds as they are (SGLang copies them into its float
+#: parameter); any other dtype of ``fc.weight`` (``F8_E4M3``, ``F8_E5M2``, ``I8``, ...) is a quantised value
+FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
+
+#: the scale tensors of a quantised ``fc.weight`` (fp8 per block: ``weight_scale_inv``; per tensor or
+#: channel: ``weight_scale``), either spelling
+FC_SCALE = re.compile(r"(?:model\.)?fc\.weight_scale(?:_inv)?")
+
+#: marker: the dtype string (``"F8_E4M3"``) of the ``fc.weight`` read (the plain spelling, else
+#: ``model.fc.weight``), present only when it is not one of :data:`FLOAT_DTYPES`
+FC_DTYPE = "fc.weight.dtype"
+
+#: marker: the sorted names of the :data:`FC_SCALE` tensors stored (``["fc.weight_scale_inv"]``), present
+#: only beside :data:`FC_DTYPE` and only when there is one
+FC_SCALES = "fc.weight.scales"
+
+
+#: marker (shape ``[]``): the draft folder holds this ModelOpt quantisation file, which SGLang 0.5.23 reads
+#: as the draft's quantisation config where config.json declares none
+QUANT_CONFIG_FILE = "hf_quant_config.json"
+
+
 #: a tensor found only under its ``model.``-prefixed spelling is also reported as ``PREFIXED + canonical``
 #: with shape ``[]`` (``"model.fc.weight": []``): SGLang 0.5.23's classes load some names only unprefixed
 #: (:func:`stored_name`)
@@ -149,21 +175,31 @@ def stored_name(header, canonical: str) -> str:
     return PREFIXED + canonical if (PREFIXED + canonical) in (header or {}) else canonical
 
 
-def _pick(shapes_by_name: dict[str, list[int]]) -> dict[str, list[int]]:
-    found = {}
+def _pick(shapes_by_name: dict[str, list[int]], dtypes: dict[str, object] | None = None) -> dict:
+    """The :data:`DRAFT_TENSORS` found in ``shapes_by_name`` (name -> shape), with the markers:
+    ``"model." + canonical`` (only the prefixed spelling stored), ``"fc.quantized"`` (an fc stored
+    quantised and no ``fc.weight``), and :data:`FC_DTYPE` / :data:`FC_SCALES` from ``dtypes`` (name ->
+    safetensors dtype string; names it lacks have an unknown dtype, which adds neither)."""
+    found: dict = {}
     for canonical, spellings in DRAFT_TENSORS.items():
         for name in spellings:
             if name in shapes_by_name:
                 found[canonical] = list(shapes_by_name[name])
                 if name == PREFIXED + canonical:
                     found[name] = []
+                dtype = (dtypes or {}).get(name)
+                if canonical == "fc.weight" and isinstance(dtype, str) and dtype not in FLOAT_DTYPES:
+                    found[FC_DTYPE] = dtype
+                    scales = sorted(n for n in shapes_by_name if FC_SCALE.fullmatch(n))
+                    if scales:
+                        found[FC_SCALES] = scales
                 break
     if "fc.weight" not in found and any(FC_QUANTIZED.fullmatch(n) for n in shapes_by_name):
         found["fc.quantized"] = []
     return found
 
 
-def _from_index(index_path: Path) -> dict[str, list[int]]:
+def _from_index(index_path: Path) -> dict:
     try:
         index = json.loads(index_path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -182,6 +218,7 @@ def _from_index(index_path: Path) -> dict[str, list[int]]:
                 shards.setdefault(str(weight_map[name]), []).append(name)
                 break
     shapes: dict[str, list[int]] = {}
+    dtypes: dict[str, object] = {}
     headers: dict[str, dict] = {}
 
     def header_of(shard: str) -> dict:   # each shard's header read once
@@ -195,6 +232,7 @@ def _from_index(index_path: Path) -> dict[str, list[int]]:
             if (index_path.parent / shard).is_file():
                 header = header_of(shard)
                 shapes.update({n: header[n]["shape"] for n in header if keep(n)})
+                dtypes.update({n: header[n].get("dtype") for n in header if keep(n)})
 
     for shard, names in shards.items():
         shard_path = index_path.parent / shard
@@ -206,21 +244,22 @@ def _from_index(index_path: Path) -> dict[str, list[int]]:
             if name not in header:
                 raise UsageError(f"{shard_path}: index says it holds {name}, its header does not list it")
             shapes[name] = header[name]["shape"]
+            dtypes[name] = header[name].get("dtype")
     for name in weight_map:   # an fc stored quantised, named by the index
         if FC_QUANTIZED.fullmatch(str(name)):
             shapes[str(name)] = []
     listed = set(map(str, weight_map.values()))
-    if not {"fc.weight", "fc.quantized"} & _pick(shapes).keys():
+    if not {"fc.weight", "fc.quantized"} & _pick(shapes, dtypes).keys():
         # SGLang loads every tensor of each shard the index lists, not only the names its weight_map
         # spells out: an fc an incomplete weight_map leaves out still loads, so look for it there
         scan(listed - set(shards), lambda n: n in DRAFT_TENSORS["fc.weight"] or FC_QUANTIZED.fullmatch(n))
-    picked = _pick(shapes)
+    picked = _pick(shapes, dtypes)
     only_prefixed = [c for c in DRAFT_TENSORS if PREFIXED + c in picked]
     if only_prefixed:
         # a tensor the weight_map names only as model.X: SGLang also loads an X any listed shard holds
         # unnamed, and X is what the head that skips model.X takes (wiring's prefixed-fc error)
         scan(listed, lambda n: n in only_prefixed)
-        picked = _pick(shapes)
+        picked = _pick(shapes, dtypes)
     names = set(map(str, weight_map))
     if prefixed_only(names):
         # the same for any head module named only as model.X: read every listed shard's names, so that
@@ -231,7 +270,7 @@ def _from_index(index_path: Path) -> dict[str, list[int]]:
     return picked
 
 
-def read_draft_shapes(location: str | Path) -> dict[str, list[int]]:
+def read_draft_shapes(location: str | Path) -> dict:
     """Shapes of the :data:`DRAFT_TENSORS` (``fc.weight``, ``lm_head.weight``, ``d2t``, ``input_norm.weight``,
     ``fc_norm.0.weight``) in a draft checkpoint.
 
@@ -244,19 +283,24 @@ def read_draft_shapes(location: str | Path) -> dict[str, list[int]]:
 
     Returns:
         canonical name -> shape (a list of ints); only the tensors found, ``{}``
-        when the directory holds no safetensors checkpoint. Three kinds of marker, shape ``[]``:
+        when the directory holds no safetensors checkpoint. Four kinds of marker, shape ``[]``:
         ``"fc.quantized"`` (an fc stored quantised, no plain ``fc.weight``), ``"model." +
-        canonical`` (the tensor found only under its ``model.``-prefixed name; :func:`stored_name`) and
+        canonical`` (the tensor found only under its ``model.``-prefixed name; :func:`stored_name`),
         ``"model.X"`` for a head module's tensor whose module has no unprefixed tensor
         (:func:`prefixed_only`; with an index, every listed shard's names are read when the weight_map
-        names one, so that an unprefixed tensor it leaves out counts).
+        names one, so that an unprefixed tensor it leaves out counts), and :data:`QUANT_CONFIG_FILE` where
+        the folder holds that file beside a checkpoint. Two markers hold no shape:
+        :data:`FC_DTYPE` (a dtype string such as ``"F8_E4M3"``) where ``fc.weight`` is stored in a dtype
+        outside :data:`FLOAT_DTYPES`, and beside it :data:`FC_SCALES` (a list of names) where its scale
+        tensors are stored (with an index: those the weight_map names).
 
     Raises:
         UsageError: a corrupt header or index, or a shard the index names is missing.
     """
     path = Path(location)
     if path.is_file() and path.suffix == ".safetensors":
-        return _with_markers({k: v["shape"] for k, v in read_header(path).items()})
+        header = read_header(path)
+        return _with_markers({k: v["shape"] for k, v in header.items()}, {k: v.get("dtype") for k, v in header.items()})
     folder = path if path.is_dir() else path.parent
     if not folder.is_dir():
         return {}
@@ -264,20 +308,30 @@ def read_draft_shapes(location: str | Path) -> dict[str, list[int]]:
     if index.exists() and not index.is_file():   # a FIFO would block the read
         raise UsageError(f"{index}: not a regular file")
     if index.is_file():   # SGLang loads the files its index lists (a model.safetensors beside them only if listed)
-        return _from_index(index)
+        return _with_quant_file(_from_index(index), folder)
     files = sorted(folder.glob("*.safetensors"))
     if [f.name for f in files] == ["consolidated.safetensors", SINGLE_FILE]:
         files = files[1:]   # SGLang skips a Mistral consolidated file beside model.safetensors
     # without an index SGLang loads every *.safetensors, model.safetensors and whatever lies beside it
     shapes: dict[str, list[int]] = {}
+    dtypes: dict[str, object] = {}
     for file in files:
-        shapes.update({k: v["shape"] for k, v in read_header(file).items()})
-    return _with_markers(shapes)
+        header = read_header(file)
+        shapes.update({k: v["shape"] for k, v in header.items()})
+        dtypes.update({k: v.get("dtype") for k, v in header.items()})
+    return _with_quant_file(_with_markers(shapes, dtypes), folder) if files else {}
 
 
-def _with_markers(shapes_by_name: dict[str, list[int]]) -> dict[str, list[int]]:
+def _with_quant_file(found: dict, folder: Path) -> dict:
+    """``found`` with the :data:`QUANT_CONFIG_FILE` marker where ``folder`` holds that file."""
+    if (folder / QUANT_CONFIG_FILE).is_file():
+        found[QUANT_CONFIG_FILE] = []
+    return found
+
+
+def _with_markers(shapes_by_name: dict[str, list[int]], dtypes: dict[str, object]) -> dict:
     """:func:`_pick` of every tensor, plus the :func:`prefixed_only` markers."""
-    found = _pick(shapes_by_name)
+    found = _pick(shapes_by_name, dtypes)
     for name, shape in prefixed_only(shapes_by_name).items():
         found.setdefault(name, shape)
     return found

@@ -131,6 +131,7 @@ from .checks import (  # noqa: F401
     capture_problems,
     context_note,
     draft_variant,
+    fc_scale_problems,
     is_eagle3_head,
     misspelt_key_problems,
     normalize_algorithm,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..safetensors_header import PREFIXED, module_of, stored_name
+from ..safetensors_header import FC_DTYPE, FC_SCALES, PREFIXED, QUANT_CONFIG_FILE, module_of, stored_name
 from .config import IDS_KEY, _is_int, _nested_ids, _short
 from .report import Problem, _fmt, _problem
 from .stock import FamilyRule, STOCK_VERSION
@@ -185,6 +185,62 @@ def mla_prefixed_problems(draft: Mapping, header: Mapping, fc_used: bool) -> lis
             f"{'s' * (len(modules) == 1)} unloaded (uninitialised), so the draft's proposals are noise; "
             f"save the draft's tensors without the model. prefix"))
     return problems
+
+
+def _declares_quantisation(draft: Mapping, header: Mapping) -> str | None:
+    """Where the draft checkpoint declares its quantisation, as SGLang 0.5.23 looks for it (config.json
+    ``quantization_config``, ``text_config.quantization_config``, ``compression_config``, then a
+    ``hf_quant_config.json`` beside it); None when nowhere. Server flags do not count: ``--quantization
+    fp8`` alone (``Fp8Config()``) builds a float fc and quantises it online (test/test_mla_head_sglang.py)."""
+    text = draft.get("text_config")
+    for where, value in (("quantization_config", draft.get("quantization_config")),
+                         ("text_config.quantization_config", text.get("quantization_config")
+                          if isinstance(text, Mapping) else None),
+                         ("compression_config", draft.get("compression_config"))):
+        if value is not None:
+            return where
+    return QUANT_CONFIG_FILE if QUANT_CONFIG_FILE in header else None
+
+
+def fc_scale_problems(draft: Mapping, header: Mapping, fc_used: bool) -> list[Problem]:
+    """``fc_scale_dropped``: the draft's ``fc.weight`` is stored quantised (a safetensors dtype such as
+    ``F8_E4M3``, header marker :data:`~sglang_eagle_cycle.safetensors_header.FC_DTYPE`) beside its scale
+    (``fc.weight_scale_inv`` / ``fc.weight_scale``, marker ``FC_SCALES``), in a head that builds fc as a
+    plain float layer: SGLang copies the stored values into the float weight (cast, not dequantised) and
+    finds no parameter for the scale, so fc computes with weights off by the scale's factor, silently.
+
+    * ``LlamaForCausalLMEagle3``: always (its fc is a ``torch.nn.Linear``, whatever the quantisation
+      config), either spelling of fc.weight.
+    * ``Eagle3DeepseekV2ForCausalLM``: where the checkpoint declares no quantisation
+      (:func:`_declares_quantisation`), for fc.weight stored unprefixed (``model.fc.weight`` is not loaded
+      at all: ``fc_width_mismatch``). With one declared its fc may be quantised and load both tensors
+      (an fp8 config does), so it is not checked.
+
+    Not raised where SGLang applies no fc (``fc_used`` False), for a float dtype, nor for a quantised
+    dtype without a scale (the stored values are then the weights, and a float fc holds them exactly).
+
+    Returns:
+        Zero or one :class:`Problem`, its message one line naming the tensor, its dtype and the scale.
+    """
+    dtype, scales = header.get(FC_DTYPE), header.get(FC_SCALES)
+    if not fc_used or not isinstance(dtype, str) or not scales or not isinstance(draft.get("architectures"), list):
+        return []
+    arch, name = _eagle3_arch(draft), stored_name(header, "fc.weight")
+    if arch == _LLAMA_HEAD:
+        why = "builds fc as a plain float torch.nn.Linear whatever the quantisation config"
+    elif arch == _MLA_HEAD and name == "fc.weight" and _declares_quantisation(draft, header) is None:
+        why = ("builds fc unquantised: the draft declares no quantisation (no quantization_config, "
+               "compression_config or hf_quant_config.json; --quantization fp8 alone quantises online and "
+               "drops the scale too)")
+    else:
+        return []
+    scale_words = _names(list(scales))
+    return [_problem("fc_scale_dropped",
+                     f"the draft checkpoint stores {name} as {dtype} with its scale {scale_words}: SGLang "
+                     f"{STOCK_VERSION}'s {arch} {why}, so it casts the {dtype} values into fc as they are and "
+                     f"drops {scale_words}: fc runs without its scale, silently wrong; store fc dequantised "
+                     f"(fc.weight in bf16)" + (", or declare the checkpoint's quantization_config in the "
+                                                "draft config" if arch == _MLA_HEAD else ""))]
 
 
 def _header_checks(draft: Mapping, header: Mapping, add) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from ..errors import UsageError
 from ..safetensors_header import stored_name
-from .checks import _CAPTURE_OFF_CODES, _LLAMA_HEAD, _MLA_HEAD, _Inputs, _eagle3_arch, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, is_eagle3_head, misspelt_key_problems, mla_prefixed_problems, normalize_algorithm, variant_problems
+from .checks import _CAPTURE_OFF_CODES, _LLAMA_HEAD, _MLA_HEAD, _Inputs, _eagle3_arch, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, fc_scale_problems, is_eagle3_head, misspelt_key_problems, mla_prefixed_problems, normalize_algorithm, variant_problems
 from .config import ENV_ALLOW_EMBEDDING, ENV_CONVENTION, ENV_IDS, IDS_KEY, MAX_NUM_LAYERS, _all_ints, _checked_target_field, _declared, _is_int, _nested_ids, _short, find_field, find_num_layers
 from .report import CHECK_LEVELS, Problem, WiringReport, _LEVEL_ORDER, _SOURCE_WORDS, _fmt, _same_capture, stock_capture_words
 from .stock import FamilyRule, STOCK_VERSION, _A, _stock_captures, family_rule, stock_layers_to_capture, target_rule
@@ -227,6 +227,8 @@ def _resolve(inp: _Inputs) -> WiringReport:
                                  f"tensors without the model. prefix")
     if draft_cfg is not None:   # the MLA head's other model.-prefixed tensors (a quantised fc, norms, layer)
         problems.extend(mla_prefixed_problems(draft_cfg, header, fc_used=fc_applied and n_aux is not None))
+        # an fc.weight stored quantised (fp8) with its scale, where SGLang's fc is a plain float layer
+        problems.extend(fc_scale_problems(draft_cfg, header, fc_used=fc_applied and n_aux is not None))
     if fc_in is not None and width and n_aux is not None and n_aux * width != fc_in:
         add("fc_width_mismatch", f"{n_aux} aux hidden states x {width} = {n_aux * width} != fc.weight "
                                  f"in_features {fc_in} (fc.weight {list(fc_shape)})")
