@@ -699,6 +699,25 @@ def test_eagle_head_under_eagle_is_fine_and_bad_algorithm_is_usage_error():
         run(algorithm="MEDUSA")
 
 
+def test_use_aux_hidden_state_false_with_no_fc_stored_is_a_warning():
+    """A head trained on the target's last hidden state alone (ModelOpt builds no fc for
+    use_aux_hidden_state false, as in NVIDIA's gpt-oss-120b short-context head) stores no fc: SGLang
+    0.5.23 builds one but never applies it (the target's state is as wide as the draft's embeddings),
+    so the draft loads and runs; not an error. Still one where SGLang would apply its unloaded fc."""
+    off = {"eagle_config": {"use_aux_hidden_state": False}}
+    stored = {"lm_head.weight": [32000, 4096], "d2t": [32000]}   # the checkpoint was read: no fc in it
+    assert codes(run(draft_over=off, header=stored)) == (set(), {"aux_capture_off", "ids_missing_default_used"})
+    ids_off = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [], "use_aux_hidden_state": False}}
+    assert codes(run(draft_over=ids_off, header=stored))[0] == set()
+    # an fc stored quantised is an fc: as before; so is a draft narrower than the target (fc applied)
+    assert codes(run(draft_over=off, header={**stored, "fc.quantized": []}))[0] == {"aux_capture_off_fc_mismatch"}
+    narrow = {**off, "hidden_size": 2048, "target_hidden_size": 4096}
+    assert codes(run(draft_over=narrow, header={**stored, "lm_head.weight": [32000, 2048]}))[0] \
+        == {"aux_capture_off_fc_mismatch"}
+    # no checkpoint read (no header, or an empty one): fc as SGLang builds it, as before
+    assert codes(run(draft_over=off, header=None))[0] == {"aux_capture_off_fc_mismatch"}
+
+
 def test_use_aux_hidden_state_false_error_or_warning():
     off = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28], "use_aux_hidden_state": False}}
     r = run(draft_over=off)  # fc.weight [4096, 12288]: trained on three 4096-wide states

@@ -348,7 +348,9 @@ def capture_problems(draft_cfg: Mapping, algorithm: str = "EAGLE3", target_hidde
     * ``aux_capture_off_fc_mismatch`` (error) / ``aux_capture_off`` (warning): under EAGLE3 with
       ``eagle_config.use_aux_hidden_state`` false, when ``fc``'s input width (from ``header``'s
       ``fc.weight`` [out, in], else as SGLang builds it) is / is not different from the target's
-      hidden size (``target_hidden_size``, else the draft's ``target_hidden_size``/``hidden_size``).
+      hidden size (``target_hidden_size``, else the draft's ``target_hidden_size``/``hidden_size``). A
+      checkpoint read without any fc tensor (no ``fc.weight``, nor a quantised one) gives the warning
+      where that width equals the draft's ``hidden_size``: SGLang then never applies its fc.
 
     Args:
         draft_cfg: the draft's ``config.json``.
@@ -373,11 +375,16 @@ def capture_problems(draft_cfg: Mapping, algorithm: str = "EAGLE3", target_hidde
     if algorithm != "EAGLE3" or aux_capture_enabled(draft_cfg):
         return []
     fc_shape = (header or {}).get("fc.weight")
+    width = target_hidden_size or _draft_target_hidden(draft_cfg)
     if isinstance(fc_shape, list) and len(fc_shape) == 2:
         fc_in, where = fc_shape[1], f"fc.weight {list(fc_shape)}"
+    elif header and "fc.quantized" not in header and width is not None and width == draft_cfg.get("hidden_size"):
+        # the checkpoint was read and stores no fc at all (ModelOpt builds none for such a head): nothing
+        # says the draft was trained on aux states, and SGLang never applies the fc it builds (the
+        # target's last hidden state is as wide as the draft's embeddings), so it loads and runs
+        fc_in, where = None, "no fc stored"
     else:
         fc_in, where = _built_fc_in(draft_cfg), "as SGLang builds fc"
-    width = target_hidden_size or _draft_target_hidden(draft_cfg)
     head = (f"eagle_config.use_aux_hidden_state is {json.dumps(_eagle_config(draft_cfg).get('use_aux_hidden_state'))}: "
             f"SGLang {STOCK_VERSION} captures no aux hidden states and hands the draft the target's last hidden "
             f"state")
