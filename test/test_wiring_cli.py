@@ -514,6 +514,32 @@ def test_a_checkpoint_without_fc_weight_is_an_error(tmp_path, capsys):
     assert code == 1 and "no fc.weight" not in out and "not_eagle3_architecture" in out
 
 
+def test_a_head_storing_only_its_layer_and_norm_is_read_as_a_checkpoint(tmp_path, capsys):
+    """A head trained on the target's last hidden state (use_aux_hidden_state false; ModelOpt builds no
+    fc for it) that takes lm_head from the target stores only its decoder layer and norm, none of the
+    tensors the header reader tracks. The reader returned {} as for no checkpoint, so the check took fc
+    as SGLang builds it (3 states) and stopped the launch with aux_capture_off_fc_mismatch, though
+    SGLang 0.5.23 never applies that fc: the draft loads and runs. Now the reader marks the checkpoint
+    read, the problem is the aux_capture_off warning (exit 0), and the report says what it found."""
+    layer = {"midlayer.self_attn.q_proj.weight": [4096, 8192], "midlayer.mlp.down_proj.weight": [4096, 14336],
+             "norm.weight": [4096]}
+    off = dict(LLAMA_DRAFT, eagle_config={"use_aux_hidden_state": False})
+    target, draft = _pair(tmp_path, draft=off)
+    _header_only(draft / "model.safetensors", layer)
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    levels = {p["code"]: p["level"] for p in json.loads(out)["problems"]}
+    assert code == 0 and levels.get("aux_capture_off") == "warning" and "error" not in levels.values(), levels
+    code, out, _ = run_cli(capsys, str(target), str(draft))
+    assert "checkpoint read: no fc, lm_head, d2t" in out and "no safetensors header found" not in out
+    # the same checkpoint where SGLang applies fc (aux capture on): fc stays unloaded, an error
+    (tmp_path / "on").mkdir()
+    target, draft = _pair(tmp_path / "on", draft=LLAMA_DRAFT)
+    _header_only(draft / "model.safetensors", layer)
+    code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
+    assert code == 1 and [p["code"] for p in json.loads(out)["problems"] if p["level"] == "error"] \
+        == ["fc_width_mismatch"] and "no fc.weight" in out
+
+
 def test_no_fc_weight_is_fine_where_sglang_skips_fc(tmp_path, capsys):
     """SGLang 0.5.23 applies the draft's fc only when the captured states differ in width from its
     embeddings: one aux state as wide as the draft's hidden size never goes through fc, so a checkpoint

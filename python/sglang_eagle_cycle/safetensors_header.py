@@ -127,6 +127,10 @@ FC_SCALES = "fc.weight.scales"
 #: marker (shape ``[]``): the draft folder holds this ModelOpt quantisation file, which SGLang 0.5.23 reads
 #: as the draft's quantisation config where config.json declares none
 QUANT_CONFIG_FILE = "hf_quant_config.json"
+#: marker (shape ``[]``): a checkpoint was read whose tensors include none of :data:`DRAFT_TENSORS`
+#: (a head that stores only its decoder layer and norm: no fc, the target's lm_head), so the result
+#: is not the ``{}`` that means "no checkpoint"
+CHECKPOINT_READ = "checkpoint.read"
 
 
 #: a tensor found only under its ``model.``-prefixed spelling is also reported as ``PREFIXED + canonical``
@@ -283,7 +287,9 @@ def read_draft_shapes(location: str | Path) -> dict:
 
     Returns:
         canonical name -> shape (a list of ints); only the tensors found, ``{}``
-        when the directory holds no safetensors checkpoint. Four kinds of marker, shape ``[]``:
+        when the directory holds no safetensors checkpoint. Five kinds of marker, shape ``[]``:
+        :data:`CHECKPOINT_READ` (a checkpoint whose tensors include none of these: the result is then
+        that marker alone, never ``{}``),
         ``"fc.quantized"`` (an fc stored quantised, no plain ``fc.weight``), ``"model." +
         canonical`` (the tensor found only under its ``model.``-prefixed name; :func:`stored_name`),
         ``"model.X"`` for a head module's tensor whose module has no unprefixed tensor
@@ -300,7 +306,8 @@ def read_draft_shapes(location: str | Path) -> dict:
     path = Path(location)
     if path.is_file() and path.suffix == ".safetensors":
         header = read_header(path)
-        return _with_markers({k: v["shape"] for k, v in header.items()}, {k: v.get("dtype") for k, v in header.items()})
+        return _read(_with_markers({k: v["shape"] for k, v in header.items()},
+                                   {k: v.get("dtype") for k, v in header.items()}), bool(header))
     folder = path if path.is_dir() else path.parent
     if not folder.is_dir():
         return {}
@@ -308,7 +315,7 @@ def read_draft_shapes(location: str | Path) -> dict:
     if index.exists() and not index.is_file():   # a FIFO would block the read
         raise UsageError(f"{index}: not a regular file")
     if index.is_file():   # SGLang loads the files its index lists (a model.safetensors beside them only if listed)
-        return _with_quant_file(_from_index(index), folder)
+        return _with_quant_file(_read(_from_index(index), True), folder)
     files = sorted(folder.glob("*.safetensors"))
     if [f.name for f in files] == ["consolidated.safetensors", SINGLE_FILE]:
         files = files[1:]   # SGLang skips a Mistral consolidated file beside model.safetensors
@@ -319,7 +326,14 @@ def read_draft_shapes(location: str | Path) -> dict:
         header = read_header(file)
         shapes.update({k: v["shape"] for k, v in header.items()})
         dtypes.update({k: v.get("dtype") for k, v in header.items()})
-    return _with_quant_file(_with_markers(shapes, dtypes), folder) if files else {}
+    return _with_quant_file(_read(_with_markers(shapes, dtypes), bool(shapes)), folder) if files else {}
+
+
+def _read(found: dict, any_tensor: bool) -> dict:
+    """``found`` with the :data:`CHECKPOINT_READ` marker where it is empty though the checkpoint held tensors."""
+    if not found and any_tensor:
+        found[CHECKPOINT_READ] = []
+    return found
 
 
 def _with_quant_file(found: dict, folder: Path) -> dict:
