@@ -269,9 +269,7 @@ def _from_index(index_path: Path) -> dict:
         # the same for any head module named only as model.X: read every listed shard's names, so that
         # an unprefixed tensor of that module the weight_map leaves out still counts
         names.update(n for shard in sorted(listed) if (index_path.parent / shard).is_file() for n in header_of(shard))
-    for name, shape in prefixed_only(names).items():
-        picked.setdefault(name, shape)
-    return picked
+    return _add_prefixed(picked, names)
 
 
 def read_draft_shapes(location: str | Path) -> dict:
@@ -306,7 +304,7 @@ def read_draft_shapes(location: str | Path) -> dict:
     path = Path(location)
     if path.is_file() and path.suffix == ".safetensors":
         header = read_header(path)
-        return _read(_with_markers({k: v["shape"] for k, v in header.items()},
+        return _mark_read(_with_markers({k: v["shape"] for k, v in header.items()},
                                    {k: v.get("dtype") for k, v in header.items()}), bool(header))
     folder = path if path.is_dir() else path.parent
     if not folder.is_dir():
@@ -315,7 +313,7 @@ def read_draft_shapes(location: str | Path) -> dict:
     if index.exists() and not index.is_file():   # a FIFO would block the read
         raise UsageError(f"{index}: not a regular file")
     if index.is_file():   # SGLang loads the files its index lists (a model.safetensors beside them only if listed)
-        return _with_quant_file(_read(_from_index(index), True), folder)
+        return _with_quant_file(_mark_read(_from_index(index), True), folder)
     files = sorted(folder.glob("*.safetensors"))
     if [f.name for f in files] == ["consolidated.safetensors", SINGLE_FILE]:
         files = files[1:]   # SGLang skips a Mistral consolidated file beside model.safetensors
@@ -326,10 +324,10 @@ def read_draft_shapes(location: str | Path) -> dict:
         header = read_header(file)
         shapes.update({k: v["shape"] for k, v in header.items()})
         dtypes.update({k: v.get("dtype") for k, v in header.items()})
-    return _with_quant_file(_read(_with_markers(shapes, dtypes), bool(shapes)), folder) if files else {}
+    return _with_quant_file(_mark_read(_with_markers(shapes, dtypes), bool(shapes)), folder) if files else {}
 
 
-def _read(found: dict, any_tensor: bool) -> dict:
+def _mark_read(found: dict, any_tensor: bool) -> dict:
     """``found`` with the :data:`CHECKPOINT_READ` marker where it is empty though the checkpoint held tensors."""
     if not found and any_tensor:
         found[CHECKPOINT_READ] = []
@@ -345,8 +343,12 @@ def _with_quant_file(found: dict, folder: Path) -> dict:
 
 def _with_markers(shapes_by_name: dict[str, list[int]], dtypes: dict[str, object]) -> dict:
     """:func:`_pick` of every tensor, plus the :func:`prefixed_only` markers."""
-    found = _pick(shapes_by_name, dtypes)
-    for name, shape in prefixed_only(shapes_by_name).items():
+    return _add_prefixed(_pick(shapes_by_name, dtypes), shapes_by_name)
+
+
+def _add_prefixed(found: dict, names) -> dict:
+    """``found`` with the :func:`prefixed_only` markers of ``names`` (tensor names) it lacks."""
+    for name, shape in prefixed_only(names).items():
         found.setdefault(name, shape)
     return found
 

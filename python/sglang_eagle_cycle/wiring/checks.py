@@ -158,7 +158,7 @@ def mla_prefixed_problems(draft: Mapping, header: Mapping, fc_used: bool) -> lis
     Returns:
         Zero, one or two :class:`Problem`; none for another head class.
     """
-    if not isinstance(draft.get("architectures"), list) or _eagle3_arch(draft) != _MLA_HEAD:
+    if not _is_mla_head(draft):
         return []
     marked = sorted(n for n, shape in header.items() if n.startswith(PREFIXED) and shape == [])
     layer = {"layers.0." + m for m in MLA_LAYER_MODULES}
@@ -304,6 +304,12 @@ def refuse_swapped(target_arg: str, draft_arg: str, target_cfg: Mapping, draft_c
 def _eagle3_arch(draft_cfg: Mapping) -> str:
     archs = draft_cfg.get("architectures") or []
     return next((a for a in archs if isinstance(a, str) and "eagle3" in a.lower()), "?")
+
+
+def _is_mla_head(draft_cfg: Mapping | None) -> bool:
+    """True when the EAGLE-3 class the draft's ``architectures`` list first is :data:`_MLA_HEAD`."""
+    archs = draft_cfg.get("architectures") if isinstance(draft_cfg, Mapping) else None
+    return isinstance(archs, list) and _eagle3_arch(draft_cfg) == _MLA_HEAD
 
 
 def _eagle_config(draft_cfg: Mapping) -> Mapping:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from ..errors import UsageError
 from ..safetensors_header import stored_name
-from .checks import _CAPTURE_OFF_CODES, _LLAMA_HEAD, _MLA_HEAD, _Inputs, _eagle3_arch, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, fc_scale_problems, is_eagle3_head, misspelt_key_problems, mla_prefixed_problems, normalize_algorithm, variant_problems
+from .checks import _CAPTURE_OFF_CODES, _LLAMA_HEAD, _MLA_HEAD, _Inputs, _eagle3_arch, _is_mla_head, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, fc_scale_problems, is_eagle3_head, misspelt_key_problems, mla_prefixed_problems, normalize_algorithm, variant_problems
 from .config import ENV_ALLOW_EMBEDDING, ENV_CONVENTION, ENV_IDS, IDS_KEY, MAX_NUM_LAYERS, _all_ints, _checked_target_field, _declared, _is_int, _nested_ids, _short, find_field, find_num_layers
 from .report import CHECK_LEVELS, Problem, WiringReport, _LEVEL_ORDER, _SOURCE_WORDS, _fmt, _same_capture, stock_capture_words
 from .stock import FamilyRule, STOCK_VERSION, _A, _stock_captures, family_rule, stock_layers_to_capture, target_rule
@@ -197,17 +197,19 @@ def _resolve(inp: _Inputs) -> WiringReport:
         add("fc_width_mismatch", f"fc.weight {list(fc_shape)} is not a matrix [out_features, in_features]: "
                                  f"the draft's fc cannot load it")
     width = inp.target_hidden_size or _draft_target_hidden(draft_cfg)
-    fc_applied = not (width and n_aux is not None and draft_cfg is not None
-                      and n_aux * width == draft_cfg.get("hidden_size"))
+    # aux states are captured and go through the draft's fc (SGLang skips fc when they are already as
+    # wide as the draft's embeddings)
+    fc_used = n_aux is not None and not (width and draft_cfg is not None
+                                         and n_aux * width == draft_cfg.get("hidden_size"))
     # an fc stored quantised ("fc.quantized": fc.qweight, fc.weight_scale, ...) may load in the head whose
     # fc is quantisable (the Kimi-K2.5 one, given a quantisation config): not checked there, so that it
     # never stops a launch that would work. LlamaForCausalLMEagle3's fc is a plain torch Linear that loads
     # fc.weight / model.fc.weight alone (test/test_mla_head_sglang.py)
-    if inp.header and fc_shape is None and n_aux is not None and is_eagle3_head(draft_cfg) and fc_applied:
+    if inp.header and fc_shape is None and fc_used and is_eagle3_head(draft_cfg):
         if "fc.quantized" not in header:
-            # the checkpoint was read (it has other draft tensors), but SGLang's draft loads its fc from
-            # fc.weight / model.fc.weight only: without one, fc stays as built (uninitialised), silently.
-            # (SGLang skips fc when the captured states are already as wide as the draft's embeddings)
+            # the checkpoint was read (other draft tensors, or the checkpoint.read marker), but SGLang's draft
+            # loads its fc from fc.weight / model.fc.weight only: without one, fc stays as built
+            # (uninitialised), silently
             add("fc_width_mismatch", "the draft checkpoint has no fc.weight (nor model.fc.weight): SGLang builds "
                                      "the draft's fc and leaves it unloaded (uninitialised), so the draft cannot "
                                      "use its aux states")
@@ -217,8 +219,7 @@ def _resolve(inp: _Inputs) -> WiringReport:
                                      f"{_LLAMA_HEAD} builds fc as a plain linear layer that loads fc.weight (or "
                                      f"model.fc.weight) alone, skips these and leaves fc unloaded "
                                      f"(uninitialised); store fc unquantised as fc.weight")
-    if fc_shape is not None and stored_name(header, "fc.weight") != "fc.weight" and fc_applied \
-            and n_aux is not None and _is_mla_head(draft_cfg):
+    if fc_shape is not None and stored_name(header, "fc.weight") != "fc.weight" and fc_used and _is_mla_head(draft_cfg):
         # Eagle3DeepseekV2ForCausalLM maps each checkpoint name X to model.X, so model.fc.weight becomes
         # model.model.fc.weight, which it skips with a warning; LlamaForCausalLMEagle3 takes both spellings
         add("fc_width_mismatch", f"the draft checkpoint stores its fc as model.fc.weight, which SGLang "
@@ -226,9 +227,9 @@ def _resolve(inp: _Inputs) -> WiringReport:
                                  f"prefix itself): its fc stays unloaded (uninitialised); save the draft's "
                                  f"tensors without the model. prefix")
     if draft_cfg is not None:   # the MLA head's other model.-prefixed tensors (a quantised fc, norms, layer)
-        problems.extend(mla_prefixed_problems(draft_cfg, header, fc_used=fc_applied and n_aux is not None))
+        problems.extend(mla_prefixed_problems(draft_cfg, header, fc_used=fc_used))
         # an fc.weight stored quantised (fp8) with its scale, where SGLang's fc is a plain float layer
-        problems.extend(fc_scale_problems(draft_cfg, header, fc_used=fc_applied and n_aux is not None))
+        problems.extend(fc_scale_problems(draft_cfg, header, fc_used=fc_used))
     if fc_in is not None and width and n_aux is not None and n_aux * width != fc_in:
         add("fc_width_mismatch", f"{n_aux} aux hidden states x {width} = {n_aux * width} != fc.weight "
                                  f"in_features {fc_in} (fc.weight {list(fc_shape)})")
@@ -295,11 +296,6 @@ def _stock_hint(rule: FamilyRule | None, positions: list[int], n: int, ids) -> l
 def contract_positions(ids: list[int], num_layers: int) -> list[int]:
     """Positions this plugin captures for integer ``ids`` under the default convention."""
     return list(ids) if ids and max(ids) == num_layers else [i + 1 for i in ids]
-
-
-def _is_mla_head(draft_cfg: Mapping | None) -> bool:
-    archs = draft_cfg.get("architectures") if isinstance(draft_cfg, Mapping) else None
-    return isinstance(archs, list) and _eagle3_arch(draft_cfg) == _MLA_HEAD
 
 
 def check_pair(target_cfg: Mapping, draft_cfg: Mapping, header: Mapping | None = None,
