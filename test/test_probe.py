@@ -259,6 +259,9 @@ UNUSABLE = {
     "missing_draft_weights": (lambda d: (d / "draft" / "model.safetensors").unlink(), "no *.safetensors"),
     "unreadable_safetensors": (lambda d: _write_bytes(d / "draft" / "model.safetensors", b"\x00garbage"),
                                "safetensors"),
+    "unreadable_pytorch_bin": (lambda d: ((d / "draft" / "model.safetensors").unlink(),
+                                          (d / "draft" / "pytorch_model.bin").write_bytes(b"\x00garbage")),
+                               "unreadable PyTorch checkpoint"),
     "draft_without_fc": (lambda d: _drop_tensor("fc.weight")(d / "draft"), "fc.weight"),
     "target_hidden_mismatch": (lambda d: _edit_cfg(d, target_hidden_size=128), "cannot be fed"),
     "norm_before_fc_weight_shape": (lambda d: (_edit_cfg(d, norm_before_fc=True),
@@ -496,3 +499,22 @@ def test_target_and_draft_the_other_way_round(capsys):
     assert code == 2 and out == "" and err.count("\n") == 1 and "swap the two" in err
     code, out, err = run([str(d / "draft"), str(d / "draft")], capsys)
     assert code == 2 and err.count("\n") == 1 and "is an EAGLE-3 draft head" in err
+
+
+def test_a_draft_saved_as_pytorch_model_bin_probes_as_its_safetensors(tmp_path, capsys):
+    # many published EAGLE-3 drafts ship only pytorch_model.bin, which SGLang's default loader reads
+    from safetensors.torch import load_file
+
+    d = cached("llama")
+    code, out, err = run([str(d / "target"), str(d / "draft"), "--json"], capsys)
+    assert code == 0, err
+    want = json.loads(out)
+    p = copy_pair(d, tmp_path / "p")
+    torch.save(load_file(str(p / "draft" / "model.safetensors")), p / "draft" / "pytorch_model.bin")
+    (p / "draft" / "model.safetensors").unlink()
+    code, out, err = run([str(p / "target"), str(p / "draft"), "--json"], capsys)
+    assert code == 0, err
+    got = json.loads(out)
+    assert got["verdict"] == want["verdict"] == "plugin_best"
+    assert [(c["positions"], c["agreement"]) for c in got["candidates"]] == \
+        [(c["positions"], c["agreement"]) for c in want["candidates"]]

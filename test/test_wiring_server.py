@@ -88,7 +88,8 @@ def _probe(args: dict) -> dict:
     # the same checkpoint as a Llama head (which loads it)
     # an fc.weight stored fp8 with its scale: the Llama head and the MLA head without a quantisation config
     # cast it into a float fc and drop the scale; the MLA head with its fp8 quantization_config loads both
-    for name in ("mla_prefixed", "llama_prefixed", "llama_fp8", "mla_fp8", "mla_fp8_quant"):
+    # a draft saved as pytorch_model.bin (no safetensors) whose fc takes two aux states, not three
+    for name in ("mla_prefixed", "llama_prefixed", "llama_fp8", "mla_fp8", "mla_fp8_quant", "llama_bin_narrow"):
         with published_topology(speculative_algorithm="EAGLE3", speculative_draft_model_path=drafts[name]):
             out[name] = call_setters([["deepseek_v2", "DeepseekV3ForCausalLM", 61, [1, 29, 57]]])[0]
 
@@ -133,6 +134,7 @@ if __name__ != "__main__":
                                "vocab_size": None, "quantization_config": {
                                    "quant_method": "fp8", "activation_scheme": "dynamic",
                                    "weight_block_size": [32, 32]}}, [64, 192]),
+            ("llama_bin_narrow", {**EAGLE3_DRAFT, "hidden_size": 64, "vocab_size": None}, [64, 128]),
         ):
             d = root / name
             d.mkdir()
@@ -143,7 +145,11 @@ if __name__ != "__main__":
             dtypes = {}
             if "_fp8" in name:
                 extra, dtypes = {"fc.weight_scale_inv": [2, 6]}, {"fc.weight": "F8_E4M3", "fc.weight_scale_inv": "F32"}
-            write_safetensors_header(d / "model.safetensors", {"fc.weight": fc, **extra}, dtypes)
+            if name.endswith("_bin_narrow"):
+                import torch
+                torch.save({"fc.weight": torch.zeros(fc)}, d / "pytorch_model.bin")
+            else:
+                write_safetensors_header(d / "model.safetensors", {"fc.weight": fc, **extra}, dtypes)
             drafts[name] = str(d)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_EAGLE_CYCLE")}
         env.update({"SGLANG_PLUGINS": "eagle_cycle"})
@@ -203,6 +209,15 @@ if __name__ != "__main__":
                 f"EAGLE-3 aux wiring error: [fc_scale_dropped] the draft checkpoint stores fc.weight as F8_E4M3 "
                 f"with its scale fc.weight_scale_inv: SGLang 0.5.23's {arch} builds fc"), got["message"]
         assert server["mla_fp8_quant"].get("layers_to_capture") == [2, 30, 58], server["mla_fp8_quant"]
+
+    def test_a_pytorch_model_bin_draft_is_checked_at_the_setter(server):
+        """A draft with no safetensors, only pytorch_model.bin (as SGLang's default loader falls back to):
+        its fc.weight shape is read at start-up as the CLI reads it, and an fc that takes two aux states
+        where three are captured stops the launch (fc_width_mismatch)."""
+        got = server["llama_bin_narrow"]
+        assert got["error"] == "EagleWiringError", got
+        assert got["message"].startswith("EAGLE-3 aux wiring error: [fc_width_mismatch] 3 aux hidden states x 64 "
+                                         "= 192 != fc.weight in_features 128"), got["message"]
 
     def test_fault_in_the_precheck_is_logged_once_and_sglang_goes_on(server):
         assert server["fault1"]["error"] == server["fault2"]["error"] == "ReachedSGLang"

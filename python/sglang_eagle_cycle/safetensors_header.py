@@ -1,4 +1,5 @@
-"""Read tensor shapes from a draft checkpoint's safetensors *header* only.
+"""Read tensor shapes from a draft checkpoint's safetensors *header* only (or, for a draft saved
+as ``pytorch_model.bin``, from its pickle, without the tensor data: :func:`read_pytorch_shapes`).
 
 A safetensors file starts with an 8-byte little-endian unsigned integer ``n``,
 then ``n`` bytes of UTF-8 JSON mapping each tensor name to
@@ -272,20 +273,85 @@ def _from_index(index_path: Path) -> dict:
     return _add_prefixed(picked, names)
 
 
+#: PyTorch checkpoint files SGLang 0.5.23's loader leaves out (training state, not weights)
+PT_SKIPPED = ("training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt")
+
+#: torch dtype -> the safetensors dtype string the header reader reports
+_TORCH_DTYPES = {"float16": "F16", "bfloat16": "BF16", "float32": "F32", "float64": "F64",
+                 "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2", "int8": "I8", "uint8": "U8",
+                 "int16": "I16", "int32": "I32", "int64": "I64", "bool": "BOOL"}
+
+
+def pytorch_files(folder: str | Path) -> list[Path]:
+    """The PyTorch checkpoint files SGLang 0.5.23's default loader (``--load-format auto``) reads from
+    a model folder that holds no ``*.safetensors``: every ``*.bin`` (no index is consulted), or, where
+    there is none, every ``*.pt``; the pattern is chosen before the training-state files
+    (:data:`PT_SKIPPED`) are left out, as SGLang does. Sorted; ``[]`` when there are none."""
+    folder = Path(folder)
+    for pattern in ("*.bin", "*.pt"):
+        files = sorted(f for f in folder.glob(pattern))
+        if files:
+            return [f for f in files if f.is_file() and not f.name.endswith(PT_SKIPPED)]
+    return []
+
+
+def read_pytorch_shapes(path: str | Path) -> tuple[dict[str, list[int]], dict[str, str]]:
+    """Tensor shapes and dtypes of one PyTorch checkpoint file (``pytorch_model.bin``, ``*.pt``).
+
+    A zip-format file (``torch.save`` since PyTorch 1.6) is read onto the ``meta`` device: its
+    pickle is parsed, no tensor data is read (milliseconds for a checkpoint of any size). A file in
+    the legacy format cannot be read that way and is loaded on the CPU, as SGLang itself loads it.
+    Both with ``weights_only=True`` (no code in the pickle runs).
+
+    Returns:
+        ``(shapes, dtypes)``: tensor name -> shape (list of ints), and name -> safetensors dtype
+        string (``"BF16"``, ``"F8_E4M3"``; a dtype without one keeps torch's name). Entries whose
+        value is no tensor are left out.
+
+    Raises:
+        UsageError: the file is unreadable, not a PyTorch checkpoint, or holds no name -> tensor mapping.
+    """
+    import zipfile
+
+    import torch
+
+    path = Path(path)
+    try:
+        zipped = zipfile.is_zipfile(path)
+        state = torch.load(path, map_location="meta" if zipped else "cpu", weights_only=True)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except Exception as exc:  # noqa: BLE001 - a damaged or foreign file is unusable input
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise UsageError(f"{path}: unreadable PyTorch checkpoint ({first})") from None
+    if not isinstance(state, dict):
+        raise UsageError(f"{path}: a PyTorch checkpoint that is no state dict (it holds a "
+                         f"{type(state).__name__}, SGLang loads name -> tensor mappings)")
+    shapes, dtypes = {}, {}
+    for name, value in state.items():
+        if isinstance(name, str) and isinstance(value, torch.Tensor):
+            shapes[name] = list(value.shape)
+            short = str(value.dtype).removeprefix("torch.")
+            dtypes[name] = _TORCH_DTYPES.get(short, short)
+    return shapes, dtypes
+
+
 def read_draft_shapes(location: str | Path) -> dict:
     """Shapes of the :data:`DRAFT_TENSORS` (``fc.weight``, ``lm_head.weight``, ``d2t``, ``input_norm.weight``,
     ``fc_norm.0.weight``) in a draft checkpoint.
 
     ``location`` is the draft's model directory (a ``config.json`` path means its
-    folder, a ``.safetensors`` path means that file).  Reads the files SGLang
+    folder, a ``.safetensors``, ``.bin`` or ``.pt`` path means that file).  Reads the files SGLang
     loads: with ``model.safetensors.index.json``, the shards that hold the wanted
     tensors (every listed shard when its weight_map names no fc); without one,
     every ``*.safetensors`` file (``model.safetensors`` alone beside a Mistral
-    ``consolidated.safetensors``).
+    ``consolidated.safetensors``); with no safetensors at all, the PyTorch files SGLang's default
+    loader falls back to (:func:`pytorch_files`: ``pytorch_model.bin`` and its shards, shapes read
+    without the tensor data, :func:`read_pytorch_shapes`).
 
     Returns:
         canonical name -> shape (a list of ints); only the tensors found, ``{}``
-        when the directory holds no safetensors checkpoint. Five kinds of marker, shape ``[]``:
+        when the directory holds no checkpoint SGLang would load. Five kinds of marker, shape ``[]``:
         :data:`CHECKPOINT_READ` (a checkpoint whose tensors include none of these: the result is then
         that marker alone, never ``{}``),
         ``"fc.quantized"`` (an fc stored quantised, no plain ``fc.weight``), ``"model." +
@@ -299,9 +365,13 @@ def read_draft_shapes(location: str | Path) -> dict:
         tensors are stored (with an index: those the weight_map names).
 
     Raises:
-        UsageError: a corrupt header or index, or a shard the index names is missing.
+        UsageError: a corrupt header or index, a shard the index names is missing, or an unreadable
+            PyTorch checkpoint file.
     """
     path = Path(location)
+    if path.is_file() and path.suffix in (".bin", ".pt"):
+        shapes, dtypes = read_pytorch_shapes(path)
+        return _mark_read(_with_markers(shapes, dtypes), bool(shapes))
     if path.is_file() and path.suffix == ".safetensors":
         header = read_header(path)
         return _mark_read(_with_markers({k: v["shape"] for k, v in header.items()},
@@ -324,6 +394,13 @@ def read_draft_shapes(location: str | Path) -> dict:
         header = read_header(file)
         shapes.update({k: v["shape"] for k, v in header.items()})
         dtypes.update({k: v.get("dtype") for k, v in header.items()})
+    if not files:
+        # no safetensors: SGLang's default loader falls back to the PyTorch files (pytorch_model.bin)
+        files = pytorch_files(folder)
+        for file in files:
+            part_shapes, part_dtypes = read_pytorch_shapes(file)
+            shapes.update(part_shapes)
+            dtypes.update(part_dtypes)
     return _with_quant_file(_mark_read(_with_markers(shapes, dtypes), bool(shapes)), folder) if files else {}
 
 

@@ -11,7 +11,7 @@ the same scored tokens (exact McNemar test).
     from sglang_eagle_cycle.wiring.probe import probe
     result = probe("pair/target", "pair/draft")     # dict, as ``eagle-cycle probe --json`` prints
 
-Raises :class:`~.errors.UsageError` for unusable input (missing files, unreadable safetensors,
+Raises :class:`~.errors.UsageError` for unusable input (missing files, an unreadable checkpoint,
 a draft without ``fc``, shapes that cannot be fed, a head with more than one decoder layer).
 The head variants SGLang 0.5.23 reads (``norm_before_fc``, ``fc_norm``/``use_aux_norm``,
 ``norm_output``, ``d2t``) are honoured as it honours them (:class:`HeadVariant`).
@@ -264,13 +264,36 @@ def _header_only(path: Path) -> bool:
         return False
 
 
+def _read_pytorch_tensors(draft_dir: Path) -> dict:
+    """Every tensor of the PyTorch files SGLang's loader falls back to without safetensors
+    (:func:`~sglang_eagle_cycle.safetensors_header.pytorch_files`), loaded on the CPU with
+    ``weights_only=True``. Raises :class:`UsageError` where there are none or one is unreadable."""
+    import torch
+
+    from ..safetensors_header import pytorch_files
+
+    files = pytorch_files(draft_dir)
+    if not files:
+        raise UsageError(f"{draft_dir}: no checkpoint (no *.safetensors, *.bin nor *.pt file)")
+    tensors = {}
+    for f in files:
+        try:
+            part = torch.load(f, map_location="cpu", weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - a damaged file is unusable input
+            raise UsageError(f"{f}: unreadable PyTorch checkpoint ({_short_exc(exc)})") from None
+        if not isinstance(part, dict):
+            raise UsageError(f"{f}: a PyTorch checkpoint that is no state dict ({type(part).__name__})")
+        tensors.update({k: v for k, v in part.items() if isinstance(k, str) and isinstance(v, torch.Tensor)})
+    return tensors
+
+
 def _read_draft_tensors(draft_dir: Path) -> dict:
     from safetensors.torch import load_file
 
     files = sorted(Path(draft_dir).glob("*.safetensors"))
-    if not files:
-        raise UsageError(f"{draft_dir}: no *.safetensors checkpoint")
     tensors = {}
+    if not files:
+        tensors = _read_pytorch_tensors(draft_dir)
     for f in files:
         try:
             part = load_file(str(f))
@@ -600,7 +623,7 @@ def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None
     except UsageError:
         raise
     except Exception as exc:  # noqa: BLE001
-        raise UsageError(f"{draft_dir}: unreadable safetensors header ({_short_exc(exc)})") from None
+        raise UsageError(f"{draft_dir}: unreadable checkpoint ({_short_exc(exc)})") from None
     report = check_pair(target_cfg, draft_cfg, header=header, env=env)
     n = find_num_layers(target_cfg)
     hidden, vocab = find_hidden_size(target_cfg), find_vocab_size(target_cfg)

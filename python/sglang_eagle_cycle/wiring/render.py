@@ -81,7 +81,7 @@ def render_report(report: WiringReport, target_path: Path, target_cfg: Mapping, 
 
     tensors = ", ".join(tensor(k, v) for k, v in shown.items()) or (
         "checkpoint read: no fc, lm_head, d2t, input_norm nor fc_norm tensor in it" if header else
-        "no safetensors header found")
+        "no checkpoint found (no *.safetensors, *.bin nor *.pt file): tensor shapes unchecked")
     lines.append(f"        {_arch(draft_cfg)}; {tensors}")
     if report.variant:
         lines.append(f"        variant: {report.variant}")

@@ -1,0 +1,139 @@
+"""Drafts saved as ``pytorch_model.bin`` (or ``*.pt``): the wiring check reads their tensor shapes.
+
+SGLang 0.5.23's default loader (``--load-format auto``) takes ``*.safetensors`` when a folder has
+any, else every ``*.bin``, else every ``*.pt``, leaving out training-state files (its
+``_prepare_weights`` and ``filter_files_not_needed_for_inference``). Many published EAGLE-3 drafts
+ship only ``pytorch_model.bin``; before this reader the wiring check skipped every tensor check for
+them ("no safetensors header found") and passed a draft whose fc cannot take the captured states.
+
+The zip-format files here are written with ``meta`` tensors: a 7168 x 21504 fc is a file of about
+1 KB, so reading its shape proves the reader parses the pickle without the tensor data.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from sglang_eagle_cycle import cli
+from sglang_eagle_cycle.safetensors_header import (FC_DTYPE, FC_SCALES, pytorch_files, read_draft_shapes,
+                                                   write_header_only)
+
+REPO = Path(__file__).resolve().parents[1]
+KIMI = REPO / "examples" / "kimi-k25"
+FC_OK = [7168, 3 * 7168]      # 3 aux states of the Kimi-K2.5 target's hidden 7168
+FC_BAD = [7168, 2 * 7168]     # an fc trained on two aux states
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    for var in ("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", "SGLANG_EAGLE_CYCLE_AUX_CONVENTION",
+                "SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def _meta(shape, dtype=torch.bfloat16) -> torch.Tensor:
+    return torch.empty(*shape, dtype=dtype, device="meta")
+
+
+def _draft(tmp_path: Path, files: dict[str, dict]) -> Path:
+    """The bundled Kimi-K2.5 draft config in a folder with ``files`` (file name -> state dict) saved by torch."""
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    shutil.copy(KIMI / "draft" / "config.json", draft / "config.json")
+    for name, state in files.items():
+        torch.save(state, draft / name)
+    return draft
+
+
+def _wiring(capsys, draft: Path, *extra: str) -> tuple[int, str, str]:
+    code = cli.main(["wiring", str(KIMI / "target"), str(draft), *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_bin_draft_fc_width_is_checked(tmp_path, capsys):
+    bad = _draft(tmp_path, {"pytorch_model.bin": {"fc.weight": _meta(FC_BAD), "d2t": _meta([32000], torch.int64)}})
+    assert (bad / "pytorch_model.bin").stat().st_size < 4096   # no tensor data in the file
+    code, out, err = _wiring(capsys, bad, "--json")
+    doc = json.loads(out)
+    assert code == 1 and err == ""
+    assert [p["code"] for p in doc["problems"] if p["level"] == "error"] == ["fc_width_mismatch"]
+    assert doc["fc_in_features"] == FC_BAD[1]
+    shutil.rmtree(bad)
+    good = _draft(tmp_path, {"pytorch_model.bin": {"fc.weight": _meta(FC_OK)}})
+    code, out, _ = _wiring(capsys, good)
+    assert code == 0 and "fc.weight [7168, 21504]" in out and "0 errors" in out
+
+
+def test_the_files_sglang_loads(tmp_path):
+    # safetensors win over *.bin; *.bin over *.pt; training state is never read as weights
+    d = _draft(tmp_path, {"pytorch_model.bin": {"fc.weight": _meta(FC_BAD)}, "training_args.bin": {"lr": 1}})
+    write_header_only(d / "model.safetensors", {"fc.weight": FC_OK})
+    assert read_draft_shapes(d) == {"fc.weight": FC_OK}
+    (d / "model.safetensors").unlink()
+    assert [f.name for f in pytorch_files(d)] == ["pytorch_model.bin"]
+    assert read_draft_shapes(d) == {"fc.weight": FC_BAD}
+    torch.save({"fc.weight": _meta(FC_OK)}, d / "consolidated.pt")
+    assert read_draft_shapes(d) == {"fc.weight": FC_BAD}          # a *.bin exists: the *.pt is not loaded
+    (d / "pytorch_model.bin").unlink()
+    # training_args.bin alone: SGLang's *.bin pattern matched, then filtered to nothing (no weights)
+    assert pytorch_files(d) == [] and read_draft_shapes(d) == {}
+    (d / "training_args.bin").unlink()
+    assert [f.name for f in pytorch_files(d)] == ["consolidated.pt"]
+    assert read_draft_shapes(d) == {"fc.weight": FC_OK}
+
+
+def test_sharded_bin_and_a_file_path(tmp_path):
+    d = _draft(tmp_path, {"pytorch_model-00001-of-00002.bin": {"fc.weight": _meta(FC_OK)},
+                          "pytorch_model-00002-of-00002.bin": {"lm_head.weight": _meta([32000, 7168]),
+                                                               "d2t": _meta([32000], torch.int64)}})
+    assert read_draft_shapes(d) == {"fc.weight": FC_OK, "lm_head.weight": [32000, 7168], "d2t": [32000]}
+    assert read_draft_shapes(d / "pytorch_model-00002-of-00002.bin") == {"lm_head.weight": [32000, 7168],
+                                                                          "d2t": [32000]}
+
+
+def test_legacy_format_and_prefixed_names(tmp_path):
+    d = tmp_path / "legacy"
+    d.mkdir()
+    torch.save({"model.fc.weight": torch.zeros(4, 12), "model.d2t": torch.zeros(5, dtype=torch.int64)},
+               d / "pytorch_model.bin", _use_new_zipfile_serialization=False)
+    got = read_draft_shapes(d)
+    assert got["fc.weight"] == [4, 12] and got["model.fc.weight"] == [] and got["d2t"] == [5]
+
+
+def test_fp8_fc_with_its_scale_in_a_bin(tmp_path, capsys):
+    d = _draft(tmp_path, {"pytorch_model.bin": {"fc.weight": _meta(FC_OK, torch.float8_e4m3fn),
+                                                "fc.weight_scale_inv": _meta([56, 168], torch.float32)}})
+    got = read_draft_shapes(d)
+    assert got[FC_DTYPE] == "F8_E4M3" and got[FC_SCALES] == ["fc.weight_scale_inv"]
+    code, out, _ = _wiring(capsys, d, "--json")
+    assert code == 1 and "fc_scale_dropped" in {p["code"] for p in json.loads(out)["problems"]}
+
+
+def test_a_checkpoint_with_none_of_the_head_tensors(tmp_path, capsys):
+    d = _draft(tmp_path, {"pytorch_model.bin": {"midlayer.mlp.up_proj.weight": _meta([12288, 7168])}})
+    code, out, _ = _wiring(capsys, d)
+    assert "checkpoint read: no fc, lm_head, d2t" in out
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"\x00not a checkpoint", "unreadable PyTorch checkpoint"),
+    (None, "no state dict"),
+])
+def test_unusable_bin_one_line_exit_2(tmp_path, capsys, content, words):
+    d = _draft(tmp_path, {"pytorch_model.bin": [1, 2, 3]})
+    if content is not None:
+        (d / "pytorch_model.bin").write_bytes(content)
+    code, out, err = _wiring(capsys, d)
+    assert code == 2 and out == "" and err.count("\n") == 1 and words in err and "pytorch_model.bin" in err
+
+
+def test_no_checkpoint_at_all_is_named(tmp_path, capsys):
+    d = _draft(tmp_path, {})
+    code, out, _ = _wiring(capsys, d)
+    assert code == 0 and "no checkpoint found (no *.safetensors, *.bin nor *.pt file)" in out
