@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from sglang_eagle_cycle import cli
+from sglang_eagle_cycle.errors import UsageError
 from sglang_eagle_cycle.safetensors_header import (FC_DTYPE, FC_SCALES, pytorch_files, read_draft_shapes,
                                                    write_header_only)
 
@@ -137,3 +138,15 @@ def test_no_checkpoint_at_all_is_named(tmp_path, capsys):
     d = _draft(tmp_path, {})
     code, out, _ = _wiring(capsys, d)
     assert code == 0 and "no checkpoint found (no *.safetensors, *.bin nor *.pt file)" in out
+
+
+def test_the_server_check_leaves_a_legacy_file_unread(tmp_path):
+    # every TP rank's process runs the start-up check: a pre-1.6 pickle would be loaded whole there
+    d = tmp_path / "legacy"
+    d.mkdir()
+    torch.save({"fc.weight": torch.zeros(4, 8)}, d / "pytorch_model.bin", _use_new_zipfile_serialization=False)
+    with pytest.raises(UsageError, match="pre-1.6 format"):
+        read_draft_shapes(d, load_legacy=False)
+    assert read_draft_shapes(d) == {"fc.weight": [4, 8]}
+    torch.save({"fc.weight": _meta([4, 8])}, d / "pytorch_model.bin")   # zip format: read either way
+    assert read_draft_shapes(d, load_legacy=False) == {"fc.weight": [4, 8]}

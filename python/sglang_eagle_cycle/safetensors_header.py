@@ -295,13 +295,15 @@ def pytorch_files(folder: str | Path) -> list[Path]:
     return []
 
 
-def read_pytorch_shapes(path: str | Path) -> tuple[dict[str, list[int]], dict[str, str]]:
+def read_pytorch_shapes(path: str | Path, load_legacy: bool = True) -> tuple[dict[str, list[int]], dict[str, str]]:
     """Tensor shapes and dtypes of one PyTorch checkpoint file (``pytorch_model.bin``, ``*.pt``).
 
     A zip-format file (``torch.save`` since PyTorch 1.6) is read onto the ``meta`` device: its
     pickle is parsed, no tensor data is read (milliseconds for a checkpoint of any size). A file in
-    the legacy format cannot be read that way and is loaded on the CPU, as SGLang itself loads it.
-    Both with ``weights_only=True`` (no code in the pickle runs).
+    the legacy format cannot be read that way and is loaded on the CPU, as SGLang itself loads it,
+    when ``load_legacy`` (the CLI); the server's start-up check, run in every TP rank's process before
+    SGLang loads the draft, passes False and leaves such a file unread. Both with ``weights_only=True``
+    (no code in the pickle runs).
 
     Returns:
         ``(shapes, dtypes)``: tensor name -> shape (list of ints), and name -> safetensors dtype
@@ -309,7 +311,8 @@ def read_pytorch_shapes(path: str | Path) -> tuple[dict[str, list[int]], dict[st
         value is no tensor are left out.
 
     Raises:
-        UsageError: the file is unreadable, not a PyTorch checkpoint, or holds no name -> tensor mapping.
+        UsageError: the file is unreadable, not a PyTorch checkpoint, holds no name -> tensor mapping,
+            or is in the legacy format and ``load_legacy`` is False.
     """
     import zipfile
 
@@ -318,7 +321,12 @@ def read_pytorch_shapes(path: str | Path) -> tuple[dict[str, list[int]], dict[st
     path = Path(path)
     try:
         zipped = zipfile.is_zipfile(path)
+        if not zipped and not load_legacy:
+            raise UsageError(f"{path}: a PyTorch checkpoint in the pre-1.6 format, whose shapes cannot be read "
+                             "without loading it")
         state = torch.load(path, map_location="meta" if zipped else "cpu", weights_only=True)
+    except UsageError:
+        raise
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except Exception as exc:  # noqa: BLE001 - a damaged or foreign file is unusable input
@@ -336,7 +344,7 @@ def read_pytorch_shapes(path: str | Path) -> tuple[dict[str, list[int]], dict[st
     return shapes, dtypes
 
 
-def read_draft_shapes(location: str | Path) -> dict:
+def read_draft_shapes(location: str | Path, load_legacy: bool = True) -> dict:
     """Shapes of the :data:`DRAFT_TENSORS` (``fc.weight``, ``lm_head.weight``, ``d2t``, ``input_norm.weight``,
     ``fc_norm.0.weight``) in a draft checkpoint.
 
@@ -347,7 +355,8 @@ def read_draft_shapes(location: str | Path) -> dict:
     every ``*.safetensors`` file (``model.safetensors`` alone beside a Mistral
     ``consolidated.safetensors``); with no safetensors at all, the PyTorch files SGLang's default
     loader falls back to (:func:`pytorch_files`: ``pytorch_model.bin`` and its shards, shapes read
-    without the tensor data, :func:`read_pytorch_shapes`).
+    without the tensor data, :func:`read_pytorch_shapes`; ``load_legacy`` False leaves a file in
+    PyTorch's pre-1.6 format unread, a UsageError).
 
     Returns:
         canonical name -> shape (a list of ints); only the tensors found, ``{}``
@@ -370,7 +379,7 @@ def read_draft_shapes(location: str | Path) -> dict:
     """
     path = Path(location)
     if path.is_file() and path.suffix in (".bin", ".pt"):
-        shapes, dtypes = read_pytorch_shapes(path)
+        shapes, dtypes = read_pytorch_shapes(path, load_legacy)
         return _mark_read(_with_markers(shapes, dtypes), bool(shapes))
     if path.is_file() and path.suffix == ".safetensors":
         header = read_header(path)
@@ -398,7 +407,7 @@ def read_draft_shapes(location: str | Path) -> dict:
         # no safetensors: SGLang's default loader falls back to the PyTorch files (pytorch_model.bin)
         files = pytorch_files(folder)
         for file in files:
-            part_shapes, part_dtypes = read_pytorch_shapes(file)
+            part_shapes, part_dtypes = read_pytorch_shapes(file, load_legacy)
             shapes.update(part_shapes)
             dtypes.update(part_dtypes)
     return _with_quant_file(_mark_read(_with_markers(shapes, dtypes), bool(shapes)), folder) if files else {}

@@ -167,7 +167,8 @@ def _read_draft():
     try:
         from ..safetensors_header import read_draft_shapes
 
-        header = read_draft_shapes(config_path.parent) or None
+        # every TP rank runs this before SGLang loads the draft: no checkpoint is loaded whole here
+        header = read_draft_shapes(config_path.parent, load_legacy=False) or None
     except Exception:
         header = None
     return cfg, header
