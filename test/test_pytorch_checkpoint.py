@@ -8,11 +8,19 @@ them ("no safetensors header found") and passed a draft whose fc cannot take the
 
 The zip-format files here are written with ``meta`` tensors: a 7168 x 21504 fc is a file of about
 1 KB, so reading its shape proves the reader parses the pickle without the tensor data.
+
+The folders at the end are what users of published drafts meet (a nested ``{"state_dict": ...}``, a
+dangling HF-cache link, a Git LFS pointer, a macOS ``._`` file, an index beside ``*.bin`` files); each
+result was checked against what sglang 0.5.23's ``DefaultModelLoader._prepare_weights`` and
+``pt_weights_iterator`` do with that folder.
 """
 
 from __future__ import annotations
 
+import argparse
+import io
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -21,8 +29,8 @@ import torch
 
 from sglang_eagle_cycle import cli
 from sglang_eagle_cycle.errors import UsageError
-from sglang_eagle_cycle.safetensors_header import (FC_DTYPE, FC_SCALES, pytorch_files, read_draft_shapes,
-                                                   write_header_only)
+from sglang_eagle_cycle.safetensors_header import (CHECKPOINT_READ, FC_DTYPE, FC_SCALES, pytorch_files,
+                                                   read_draft_shapes, write_header_only)
 
 REPO = Path(__file__).resolve().parents[1]
 KIMI = REPO / "examples" / "kimi-k25"
@@ -82,8 +90,13 @@ def test_the_files_sglang_loads(tmp_path):
     torch.save({"fc.weight": _meta(FC_OK)}, d / "consolidated.pt")
     assert read_draft_shapes(d) == {"fc.weight": FC_BAD}          # a *.bin exists: the *.pt is not loaded
     (d / "pytorch_model.bin").unlink()
-    # training_args.bin alone: SGLang's *.bin pattern matched, then filtered to nothing (no weights)
-    assert pytorch_files(d) == [] and read_draft_shapes(d) == {}
+    # training_args.bin beside the *.pt: SGLang's *.bin pattern matched, then filtered to nothing, and it
+    # stops ("Cannot find any model weights") without looking at the *.pt; this passed as 'no checkpoint'
+    with pytest.raises(UsageError, match=r"training state .* never looks at the \*\.pt files \(consolidated.pt\)"):
+        read_draft_shapes(d)
+    (d / "consolidated.pt").rename(d / "consolidated.pt.keep")
+    assert pytorch_files(d) == [] and read_draft_shapes(d) == {}    # training_args.bin alone: no checkpoint
+    (d / "consolidated.pt.keep").rename(d / "consolidated.pt")
     (d / "training_args.bin").unlink()
     assert [f.name for f in pytorch_files(d)] == ["consolidated.pt"]
     assert read_draft_shapes(d) == {"fc.weight": FC_OK}
@@ -150,3 +163,106 @@ def test_the_server_check_leaves_a_legacy_file_unread(tmp_path):
     assert read_draft_shapes(d) == {"fc.weight": [4, 8]}
     torch.save({"fc.weight": _meta([4, 8])}, d / "pytorch_model.bin")   # zip format: read either way
     assert read_draft_shapes(d, load_legacy=False) == {"fc.weight": [4, 8]}
+
+
+# ---------------------------------------------------------------- what SGLang's loader does with odd folders
+# (checked against sglang 0.5.23's DefaultModelLoader._prepare_weights and pt_weights_iterator)
+
+def _one_line_exit_2(capsys, draft: Path, *words: str) -> str:
+    code, out, err = _wiring(capsys, draft)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, (code, out, err)
+    assert all(w in err for w in words), err
+    return err
+
+
+@pytest.mark.parametrize("key", ["state_dict", "model"])
+def test_tensors_nested_in_a_dict_are_named(tmp_path, capsys, key):
+    # pt_weights_iterator hands SGLang's head the top-level items: ("state_dict", {...}) matches no
+    # parameter and is skipped, so the whole draft stays uninitialised; this passed as 'no checkpoint found'
+    d = _draft(tmp_path, {"pytorch_model.bin": {key: {"fc.weight": _meta(FC_BAD)}, "epoch": 3}})
+    _one_line_exit_2(capsys, d, f"nested under {key!r}", f"torch.save(ckpt[{key!r}], path)")
+    # tensors at the top level beside a nested copy (an EMA): SGLang loads the top-level ones
+    torch.save({"fc.weight": _meta(FC_OK), "ema": {"fc.weight": _meta(FC_BAD)}}, d / "pytorch_model.bin")
+    assert read_draft_shapes(d) == {"fc.weight": FC_OK}
+
+
+def test_a_bin_without_tensors_is_a_checkpoint_read(tmp_path):
+    # SGLang loads the file and finds nothing to load: not the 'no checkpoint' of a config-only folder
+    d = _draft(tmp_path, {"pytorch_model.bin": {"step": 5, "note": "x"}})
+    assert read_draft_shapes(d) == {CHECKPOINT_READ: []}
+
+
+@pytest.mark.parametrize("case, words", [
+    ("directory", "pytorch_model.bin: a directory, not a checkpoint file"),
+    ("directory_beside_pt", "pytorch_model.bin: a directory, not a checkpoint file"),
+    ("broken_symlink", "pytorch_model.bin: a broken symlink (its target"),
+])
+def test_entries_sglang_globs_but_cannot_load(tmp_path, capsys, case, words):
+    # SGLang's glob takes any entry named *.bin (and then the *.pt is never looked at): it fails on a
+    # directory (IsADirectoryError) or a dangling HF-cache link (FileNotFoundError); these passed as
+    # 'no checkpoint found'
+    d = _draft(tmp_path, {"model.pt": {"fc.weight": _meta(FC_BAD)}} if case == "directory_beside_pt" else {})
+    if case == "broken_symlink":
+        os.symlink("../blobs/0123abcd", d / "pytorch_model.bin")
+    else:
+        (d / "pytorch_model.bin").mkdir()
+    _one_line_exit_2(capsys, d, words)
+
+
+def test_a_safetensors_index_beside_bin_files_is_ignored(tmp_path, capsys):
+    # a download of '*.json' and '*.bin' from a repo that has both formats: with no *.safetensors SGLang
+    # loads the *.bin and never reads the index; this was an exit 2 'shard ... is missing'
+    d = _draft(tmp_path, {"pytorch_model.bin": {"fc.weight": _meta(FC_BAD)}})
+    (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"fc.weight": "model.safetensors"}}))
+    code, out, _ = _wiring(capsys, d, "--json")
+    assert code == 1 and "fc_width_mismatch" in out and json.loads(out)["fc_in_features"] == FC_BAD[1]
+
+
+def test_hidden_files_are_not_globbed(tmp_path, capsys):
+    # SGLang's glob.glob skips names starting with '.'; Path.glob does not: a macOS AppleDouble
+    # ._model.safetensors beside the real file made the check exit 2 on a draft SGLang loads
+    d = _draft(tmp_path, {})
+    write_header_only(d / "model.safetensors", {"fc.weight": FC_BAD})
+    (d / "._model.safetensors").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        " + bytes(64))
+    assert read_draft_shapes(d) == {"fc.weight": FC_BAD}
+    (d / "model.safetensors").unlink()
+    torch.save({"fc.weight": _meta(FC_BAD)}, d / ".pytorch_model.bin")   # SGLang finds no weights here
+    assert pytorch_files(d) == [] and read_draft_shapes(d) == {}
+
+
+def _zip_cut_short() -> bytes:
+    buf = io.BytesIO()
+    torch.save({"fc.weight": _meta(FC_OK)}, buf)
+    return buf.getvalue()[:200]
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"", "an empty file (0 bytes)"),
+    (b"version https://git-lfs.github.com/spec/v1\noid sha256:4d7a2146\nsize 1676940290\n", "a Git LFS pointer"),
+    (b"<!DOCTYPE html><html><body>Not Found</body></html>", "an HTML page"),
+    (_zip_cut_short(), "a damaged zip archive"),
+    (None, "it pickles an object of class argparse.Namespace"),
+])
+def test_files_that_are_no_weights_are_named(tmp_path, capsys, content, words):
+    # these were 'EOFError', the weights_only advice paragraph ('... you have two options, \x1b[1mdo
+    # those steps'), or 'Unsupported operand 118'
+    d = _draft(tmp_path, {"pytorch_model.bin": {"fc.weight": _meta(FC_OK), "args": argparse.Namespace(lr=1)}})
+    if content is not None:
+        (d / "pytorch_model.bin").write_bytes(content)
+    err = _one_line_exit_2(capsys, d, "pytorch_model.bin: ", words)
+    assert "\x1b" not in err
+    # the server's start-up check gets the same reason, not 'pre-1.6 format'
+    with pytest.raises(UsageError, match=words.split(" (")[0].replace(".", r"\.")):
+        read_draft_shapes(d, load_legacy=False)
+
+
+def test_the_probe_names_a_bin_saved_without_data(tmp_path):
+    # the probe loaded the meta tensors and died in its first matmul (a traceback)
+    from sglang_eagle_cycle.wiring.probe import _read_draft_tensors
+
+    d = _draft(tmp_path, {"pytorch_model.bin": {"fc.weight": _meta(FC_OK)}})
+    with pytest.raises(UsageError, match="saved without their data"):
+        _read_draft_tensors(d)
+    torch.save({"state": {"fc.weight": torch.zeros(2, 2)}}, d / "pytorch_model.bin")
+    with pytest.raises(UsageError, match="nested under 'state'"):
+        _read_draft_tensors(d)

@@ -36,6 +36,7 @@ Usage::
 from __future__ import annotations
 
 import json
+import os
 import re
 import struct
 from pathlib import Path
@@ -282,28 +283,159 @@ _TORCH_DTYPES = {"float16": "F16", "bfloat16": "BF16", "float32": "F32", "float6
                  "int16": "I16", "int32": "I32", "int64": "I64", "bool": "BOOL"}
 
 
+#: the SGLang version whose loader these readers follow
+_SGLANG = "0.5.23"
+
+#: how a file that is no checkpoint starts: a Git LFS pointer (a clone without git-lfs), an HTML page
+_LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+_HTML = (b"<!doctype html", b"<html")
+
+
+def matching(folder: str | Path, pattern: str) -> list[Path]:
+    """The entries of ``folder`` that SGLang 0.5.23's ``glob.glob(os.path.join(folder, pattern))`` finds,
+    sorted: a name starting with ``.`` is left out (glob's rule; ``Path.glob`` keeps it: a macOS
+    ``._model.safetensors`` beside the real file), and any kind of entry is kept (a directory named
+    ``pytorch_model.bin``, a broken symlink), as SGLang then tries to load it."""
+    return sorted(p for p in Path(folder).glob(pattern) if not p.name.startswith("."))
+
+
 def pytorch_files(folder: str | Path) -> list[Path]:
     """The PyTorch checkpoint files SGLang 0.5.23's default loader (``--load-format auto``) reads from
-    a model folder that holds no ``*.safetensors``: every ``*.bin`` (no index is consulted), or, where
-    there is none, every ``*.pt``; the pattern is chosen before the training-state files
-    (:data:`PT_SKIPPED`) are left out, as SGLang does. Sorted; ``[]`` when there are none."""
+    a model folder that holds no ``*.safetensors``: every ``*.bin`` (no index is consulted, not even
+    ``pytorch_model.bin.index.json``), or, where there is none, every ``*.pt``; the pattern is chosen
+    before the training-state files (:data:`PT_SKIPPED`) are left out, as SGLang does. Sorted
+    (:func:`matching`: entries that are no regular file are kept, their readers name them); ``[]``
+    when there are none.
+
+    Raises:
+        UsageError: the only ``*.bin`` files are training state while ``*.pt`` files are there: SGLang
+            takes the ``*.bin`` pattern, is left with no file and stops ("Cannot find any model weights").
+    """
     folder = Path(folder)
-    for pattern in ("*.bin", "*.pt"):
-        files = sorted(f for f in folder.glob(pattern))
-        if files:
-            return [f for f in files if f.is_file() and not f.name.endswith(PT_SKIPPED)]
-    return []
+    bins, pts = matching(folder, "*.bin"), matching(folder, "*.pt")
+    if not bins:
+        return [f for f in pts if not f.name.endswith(PT_SKIPPED)]
+    kept = [f for f in bins if not f.name.endswith(PT_SKIPPED)]
+    if not kept and pts:
+        raise UsageError(f"{folder}: SGLang {_SGLANG} finds no weights here: it takes the *.bin files when "
+                         f"there are any, these ({', '.join(f.name for f in bins)}) are training state it leaves "
+                         f"out, and it never looks at the *.pt files ({', '.join(f.name for f in pts)}); move "
+                         f"those *.bin files out")
+    return kept
+
+
+def _not_weights(path: Path, head: bytes) -> str | None:
+    """Why a checkpoint file whose first bytes are ``head`` holds no weights at all, or None: empty, a
+    Git LFS pointer, an HTML page (a download that fetched an error page)."""
+    if not head:
+        return f"{path}: an empty file (0 bytes), not a checkpoint: download it again"
+    if head.startswith(_LFS_POINTER):
+        return (f"{path}: a Git LFS pointer, not the weights (a git clone without git-lfs): fetch them with "
+                f"`git lfs pull` or `huggingface-cli download`")
+    if head.lstrip().lower().startswith(_HTML):
+        return f"{path}: an HTML page, not a checkpoint (a failed download?): download it again"
+    return None
+
+
+def _regular_file(path: Path) -> None:
+    """Raise a one-line UsageError unless ``path`` is a regular file (reading a FIFO would block)."""
+    if path.is_file():
+        return
+    if path.is_dir():
+        what = "a directory, not a checkpoint file"
+    elif path.is_symlink() and not path.exists():
+        what = f"a broken symlink (its target {os.readlink(path)} is missing: an incomplete download?)"
+    elif not path.exists():
+        what = "no such file"
+    else:
+        what = "not a regular file"
+    raise UsageError(f"{path}: {what}; SGLang {_SGLANG}'s loader would fail on it")
+
+
+def _torch_load_error(exc: BaseException) -> str:
+    """The one useful line of a ``torch.load`` failure: the refused class or pickle opcode of a
+    ``weights_only`` load (whose message opens with advice lines), else the first line."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
+    refused = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+    if refused:
+        return (f"it pickles an object of class {refused.group(1)}, which torch.load(weights_only=True) "
+                f"refuses, as SGLang {_SGLANG}'s loader does: save the name -> tensor dict alone")
+    detail = text.split("WeightsUnpickler error:", 1)
+    if len(detail) == 2 and detail[1].strip():
+        return f"not a pickle torch.save writes: {detail[1].strip().splitlines()[0][:120]}"
+    return (text.splitlines() or [type(exc).__name__])[0][:160]
+
+
+def _nests_tensors(value, depth: int = 3) -> bool:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return True
+    return depth > 0 and isinstance(value, dict) and any(_nests_tensors(v, depth - 1) for v in value.values())
+
+
+def load_pytorch_file(path: str | Path, meta: bool = True, load_legacy: bool = True) -> dict:
+    """The name -> tensor entries SGLang 0.5.23 takes from one PyTorch checkpoint file: it loads the file
+    with ``torch.load(weights_only=True)`` and hands every top-level item of the dict to the model, whose
+    ``load_weights`` skips names it has no parameter for (so non-tensor entries are left out here).
+
+    A zip-format file (``torch.save`` since PyTorch 1.6) is read onto the ``meta`` device when ``meta``:
+    its pickle is parsed, no tensor data is read (milliseconds for a checkpoint of any size). A file in
+    the legacy format cannot be read that way and is loaded on the CPU, as SGLang itself loads it, when
+    ``load_legacy``; False leaves such a file unread (a UsageError). ``meta`` False loads every tensor on
+    the CPU (a tensor saved on the meta device stays there). No code in the pickle runs.
+
+    Raises:
+        UsageError: one line: the path is no regular file (a directory, a broken symlink), the file is
+            empty, a Git LFS pointer, an HTML page, a damaged zip, unreadable, not a PyTorch checkpoint,
+            holds no name -> tensor mapping, keeps its tensors only in a nested dict (``{"state_dict":
+            {...}}``: SGLang would load none of them and leave the draft uninitialised, silently), or is
+            in the legacy format and ``load_legacy`` is False.
+    """
+    import zipfile
+
+    import torch
+
+    path = Path(path)
+    _regular_file(path)
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(64)
+        why = _not_weights(path, head)
+        if why:
+            raise UsageError(why)
+        zipped = zipfile.is_zipfile(path)
+        if not zipped and head.startswith(b"PK\x03\x04"):
+            raise UsageError(f"{path}: a damaged zip archive (no central directory: a truncated download?): "
+                             "download it again")
+        if not zipped and not load_legacy:
+            raise UsageError(f"{path}: a PyTorch checkpoint in the pre-1.6 format, whose shapes cannot be read "
+                             "without loading it")
+        state = torch.load(path, map_location="meta" if zipped and meta else "cpu", weights_only=True)
+    except UsageError:
+        raise
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except Exception as exc:  # noqa: BLE001 - a damaged or foreign file is unusable input
+        raise UsageError(f"{path}: unreadable PyTorch checkpoint ({_torch_load_error(exc)})") from None
+    if not isinstance(state, dict):
+        raise UsageError(f"{path}: a PyTorch checkpoint that is no state dict (it holds a "
+                         f"{type(state).__name__}, SGLang loads name -> tensor mappings)")
+    tensors = {k: v for k, v in state.items() if isinstance(k, str) and isinstance(v, torch.Tensor)}
+    nested = [str(k) for k, v in state.items() if isinstance(v, dict) and _nests_tensors(v)]
+    if not tensors and nested:
+        raise UsageError(f"{path}: its tensors are nested under {', '.join(map(repr, nested[:3]))}, not at the top "
+                         f"level: SGLang {_SGLANG} loads top-level name -> tensor entries only, so it would load none "
+                         f"and leave the draft uninitialised; save the inner dict: "
+                         f"torch.save(ckpt[{nested[0]!r}], path)")
+    return tensors
 
 
 def read_pytorch_shapes(path: str | Path, load_legacy: bool = True) -> tuple[dict[str, list[int]], dict[str, str]]:
-    """Tensor shapes and dtypes of one PyTorch checkpoint file (``pytorch_model.bin``, ``*.pt``).
-
-    A zip-format file (``torch.save`` since PyTorch 1.6) is read onto the ``meta`` device: its
-    pickle is parsed, no tensor data is read (milliseconds for a checkpoint of any size). A file in
-    the legacy format cannot be read that way and is loaded on the CPU, as SGLang itself loads it,
-    when ``load_legacy`` (the CLI); the server's start-up check, run in every TP rank's process before
-    SGLang loads the draft, passes False and leaves such a file unread. Both with ``weights_only=True``
-    (no code in the pickle runs).
+    """Tensor shapes and dtypes of one PyTorch checkpoint file (``pytorch_model.bin``, ``*.pt``), read
+    by :func:`load_pytorch_file` (onto the ``meta`` device: no tensor data read; a pre-1.6 file on the
+    CPU when ``load_legacy``: the CLI; the server's start-up check, run in every TP rank's process
+    before SGLang loads the draft, passes False and leaves such a file unread).
 
     Returns:
         ``(shapes, dtypes)``: tensor name -> shape (list of ints), and name -> safetensors dtype
@@ -311,36 +443,13 @@ def read_pytorch_shapes(path: str | Path, load_legacy: bool = True) -> tuple[dic
         value is no tensor are left out.
 
     Raises:
-        UsageError: the file is unreadable, not a PyTorch checkpoint, holds no name -> tensor mapping,
-            or is in the legacy format and ``load_legacy`` is False.
+        UsageError: as :func:`load_pytorch_file`.
     """
-    import zipfile
-
-    import torch
-
-    path = Path(path)
-    try:
-        zipped = zipfile.is_zipfile(path)
-        if not zipped and not load_legacy:
-            raise UsageError(f"{path}: a PyTorch checkpoint in the pre-1.6 format, whose shapes cannot be read "
-                             "without loading it")
-        state = torch.load(path, map_location="meta" if zipped else "cpu", weights_only=True)
-    except UsageError:
-        raise
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except Exception as exc:  # noqa: BLE001 - a damaged or foreign file is unusable input
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-        raise UsageError(f"{path}: unreadable PyTorch checkpoint ({first})") from None
-    if not isinstance(state, dict):
-        raise UsageError(f"{path}: a PyTorch checkpoint that is no state dict (it holds a "
-                         f"{type(state).__name__}, SGLang loads name -> tensor mappings)")
     shapes, dtypes = {}, {}
-    for name, value in state.items():
-        if isinstance(name, str) and isinstance(value, torch.Tensor):
-            shapes[name] = list(value.shape)
-            short = str(value.dtype).removeprefix("torch.")
-            dtypes[name] = _TORCH_DTYPES.get(short, short)
+    for name, value in load_pytorch_file(path, meta=True, load_legacy=load_legacy).items():
+        shapes[name] = list(value.shape)
+        short = str(value.dtype).removeprefix("torch.")
+        dtypes[name] = _TORCH_DTYPES.get(short, short)
     return shapes, dtypes
 
 
@@ -353,10 +462,11 @@ def read_draft_shapes(location: str | Path, load_legacy: bool = True) -> dict:
     loads: with ``model.safetensors.index.json``, the shards that hold the wanted
     tensors (every listed shard when its weight_map names no fc); without one,
     every ``*.safetensors`` file (``model.safetensors`` alone beside a Mistral
-    ``consolidated.safetensors``); with no safetensors at all, the PyTorch files SGLang's default
-    loader falls back to (:func:`pytorch_files`: ``pytorch_model.bin`` and its shards, shapes read
-    without the tensor data, :func:`read_pytorch_shapes`; ``load_legacy`` False leaves a file in
-    PyTorch's pre-1.6 format unread, a UsageError).
+    ``consolidated.safetensors``; names starting with ``.`` left out, :func:`matching`); with no
+    ``*.safetensors`` at all, the PyTorch files SGLang's default loader falls back to, any index
+    beside them ignored as SGLang ignores it (:func:`pytorch_files`: ``pytorch_model.bin`` and its
+    shards, shapes read without the tensor data, :func:`read_pytorch_shapes`; ``load_legacy`` False
+    leaves a file in PyTorch's pre-1.6 format unread, a UsageError).
 
     Returns:
         canonical name -> shape (a list of ints); only the tensors found, ``{}``
@@ -374,8 +484,9 @@ def read_draft_shapes(location: str | Path, load_legacy: bool = True) -> dict:
         tensors are stored (with an index: those the weight_map names).
 
     Raises:
-        UsageError: a corrupt header or index, a shard the index names is missing, or an unreadable
-            PyTorch checkpoint file.
+        UsageError: a corrupt header or index, a shard the index names is missing, an unusable
+            PyTorch checkpoint file (:func:`load_pytorch_file`), or ``*.bin`` files that are all training
+            state beside ``*.pt`` files (:func:`pytorch_files`).
     """
     path = Path(location)
     if path.is_file() and path.suffix in (".bin", ".pt"):
@@ -388,28 +499,34 @@ def read_draft_shapes(location: str | Path, load_legacy: bool = True) -> dict:
     folder = path if path.is_dir() else path.parent
     if not folder.is_dir():
         return {}
+    files = matching(folder, "*.safetensors")
+    if not files:
+        # no safetensors: SGLang's default loader falls back to the PyTorch files (pytorch_model.bin) and
+        # consults no index, not even a model.safetensors.index.json left beside them
+        pt_files = pytorch_files(folder)
+        if pt_files:
+            shapes: dict[str, list[int]] = {}
+            dtypes: dict[str, object] = {}
+            for file in pt_files:
+                part_shapes, part_dtypes = read_pytorch_shapes(file, load_legacy)
+                shapes.update(part_shapes)
+                dtypes.update(part_dtypes)
+            # files SGLang loads were read: without a tensor in them, the draft loads none (checkpoint.read)
+            return _with_quant_file(_mark_read(_with_markers(shapes, dtypes), True), folder)
     index = folder / INDEX_FILE
     if index.exists() and not index.is_file():   # a FIFO would block the read
         raise UsageError(f"{index}: not a regular file")
     if index.is_file():   # SGLang loads the files its index lists (a model.safetensors beside them only if listed)
         return _with_quant_file(_mark_read(_from_index(index), True), folder)
-    files = sorted(folder.glob("*.safetensors"))
     if [f.name for f in files] == ["consolidated.safetensors", SINGLE_FILE]:
         files = files[1:]   # SGLang skips a Mistral consolidated file beside model.safetensors
     # without an index SGLang loads every *.safetensors, model.safetensors and whatever lies beside it
-    shapes: dict[str, list[int]] = {}
-    dtypes: dict[str, object] = {}
+    shapes = {}
+    dtypes = {}
     for file in files:
         header = read_header(file)
         shapes.update({k: v["shape"] for k, v in header.items()})
         dtypes.update({k: v.get("dtype") for k, v in header.items()})
-    if not files:
-        # no safetensors: SGLang's default loader falls back to the PyTorch files (pytorch_model.bin)
-        files = pytorch_files(folder)
-        for file in files:
-            part_shapes, part_dtypes = read_pytorch_shapes(file, load_legacy)
-            shapes.update(part_shapes)
-            dtypes.update(part_dtypes)
     return _with_quant_file(_mark_read(_with_markers(shapes, dtypes), bool(shapes)), folder) if files else {}
 
 

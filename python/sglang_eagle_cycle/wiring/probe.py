@@ -267,30 +267,30 @@ def _header_only(path: Path) -> bool:
 def _read_pytorch_tensors(draft_dir: Path) -> dict:
     """Every tensor of the PyTorch files SGLang's loader falls back to without safetensors
     (:func:`~sglang_eagle_cycle.safetensors_header.pytorch_files`), loaded on the CPU with
-    ``weights_only=True``. Raises :class:`UsageError` where there are none or one is unreadable."""
-    import torch
-
-    from ..safetensors_header import pytorch_files
+    ``weights_only=True`` (:func:`~sglang_eagle_cycle.safetensors_header.load_pytorch_file`). Raises
+    :class:`UsageError` where there are none, one is unusable, or one holds tensors saved without their
+    data (``meta`` tensors: shapes enough for ``eagle-cycle wiring``, no weights to probe)."""
+    from ..safetensors_header import load_pytorch_file, pytorch_files
 
     files = pytorch_files(draft_dir)
     if not files:
         raise UsageError(f"{draft_dir}: no checkpoint (no *.safetensors, *.bin nor *.pt file)")
     tensors = {}
     for f in files:
-        try:
-            part = torch.load(f, map_location="cpu", weights_only=True)
-        except Exception as exc:  # noqa: BLE001 - a damaged file is unusable input
-            raise UsageError(f"{f}: unreadable PyTorch checkpoint ({_short_exc(exc)})") from None
-        if not isinstance(part, dict):
-            raise UsageError(f"{f}: a PyTorch checkpoint that is no state dict ({type(part).__name__})")
-        tensors.update({k: v for k, v in part.items() if isinstance(k, str) and isinstance(v, torch.Tensor)})
+        part = load_pytorch_file(f, meta=False)
+        if any(t.is_meta for t in part.values()):
+            raise UsageError(f"{f}: tensors saved without their data (on the meta device; enough for `eagle-cycle "
+                             "wiring`, not for the probe, which needs the draft's weights)")
+        tensors.update(part)
     return tensors
 
 
 def _read_draft_tensors(draft_dir: Path) -> dict:
     from safetensors.torch import load_file
 
-    files = sorted(Path(draft_dir).glob("*.safetensors"))
+    from ..safetensors_header import matching
+
+    files = matching(draft_dir, "*.safetensors")   # as SGLang's glob finds them (no ._ AppleDouble file)
     tensors = {}
     if not files:
         tensors = _read_pytorch_tensors(draft_dir)
