@@ -141,12 +141,18 @@ def num_layers_of(model) -> int:
     return len(model.model.layers)
 
 
+#: reasons already logged for a draft checkpoint whose shapes could not be read
+_CHECKPOINT_WARNED: set = set()
+
+
 def _read_draft():
     """``(config, safetensors header shapes)`` of the published draft; ``(None, None)`` when unknown.
 
     No draft path published (a bare call) gives ``(None, None)``; an unreadable config is warned
-    about and treated the same, so the contract applies to the ids SGLang passed. A missing or
-    unreadable safetensors header only skips the header checks.
+    about and treated the same, so the contract applies to the ids SGLang passed. A missing
+    checkpoint only skips the header checks; an unreadable one (a damaged file, a ``.bin`` whose
+    tensors sit in a nested dict, a pre-1.6 pickle not loaded here) skips them with one WARNING
+    naming the reason.
     """
     from ..runtime import draft_model_path
     from ..wiring import locate_config
@@ -169,8 +175,15 @@ def _read_draft():
 
         # every TP rank runs this before SGLang loads the draft: no checkpoint is loaded whole here
         header = read_draft_shapes(config_path.parent, load_legacy=False) or None
-    except Exception:
+    except Exception as exc:
         header = None
+        from ..errors import UsageError
+
+        why = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
+        if why not in _CHECKPOINT_WARNED:   # once per reason: the setter hooks may ask again
+            _CHECKPOINT_WARNED.add(why)
+            logger.warning("sglang-eagle-cycle: the draft checkpoint's tensor shapes were not read (%s); the "
+                           "wiring checks that need them (fc width, lm_head, d2t, norms) are skipped", why)
     return cfg, header
 
 
