@@ -266,3 +266,16 @@ def test_the_probe_names_a_bin_saved_without_data(tmp_path):
     torch.save({"state": {"fc.weight": torch.zeros(2, 2)}}, d / "pytorch_model.bin")
     with pytest.raises(UsageError, match="nested under 'state'"):
         _read_draft_tensors(d)
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"", "an empty file (0 bytes)"),
+    (b"version https://git-lfs.github.com/spec/v1\noid sha256:0123\nsize 308281344\n", "a Git LFS pointer"),
+    (b"<!DOCTYPE html><html><body>404</body></html>", "an HTML page"),
+])
+def test_a_safetensors_file_that_holds_no_weights_is_named(tmp_path, capsys, content, words):
+    # the commonest broken download: a git clone without git-lfs leaves pointer files of ~130 bytes
+    d = _draft(tmp_path, {})
+    (d / "model.safetensors").write_bytes(content)
+    code, out, err = _wiring(capsys, d)
+    assert code == 2 and out == "" and err.count("\n") == 1 and words in err and "model.safetensors" in err

@@ -65,7 +65,8 @@ def read_header(path: str | Path) -> dict[str, dict]:
     Reads ``8 + n`` bytes, never the tensor data.
 
     Raises:
-        UsageError: the file cannot be read, or its header is truncated, too
+        UsageError: the file cannot be read, is empty, a Git LFS pointer or an HTML page (a clone
+            without git-lfs, a failed download: named as such), or its header is truncated, too
             large, not UTF-8 JSON, or not an object of tensor entries.
     """
     path = Path(path)
@@ -74,6 +75,10 @@ def read_header(path: str | Path) -> dict[str, dict]:
             raise UsageError(f"{path}: not a regular file")
         with path.open("rb") as fh:
             prefix = fh.read(8)
+            if prefix[:1] in (b"", b"v", b"<", b" ", b"\n"):   # an empty file, a Git LFS pointer, an HTML page
+                why = _not_weights(path, prefix + fh.read(56))
+                if why:
+                    raise UsageError(why)
             if len(prefix) < 8:
                 raise UsageError(f"{path}: not a safetensors file (shorter than its 8-byte header length)")
             (n,) = struct.unpack("<Q", prefix)
