@@ -180,7 +180,18 @@ def test_tensors_nested_in_a_dict_are_named(tmp_path, capsys, key):
     # pt_weights_iterator hands SGLang's head the top-level items: ("state_dict", {...}) matches no
     # parameter and is skipped, so the whole draft stays uninitialised; this passed as 'no checkpoint found'
     d = _draft(tmp_path, {"pytorch_model.bin": {key: {"fc.weight": _meta(FC_BAD)}, "epoch": 3}})
-    _one_line_exit_2(capsys, d, f"nested under {key!r}", f"torch.save(ckpt[{key!r}], path)")
+    # an error of the draft (exit 1, the whole report; the start-up check refuses it), not unusable input
+    code, out, err = _wiring(capsys, d, "--json")
+    doc = json.loads(out)
+    assert code == 1 and err == ""
+    assert [p["code"] for p in doc["problems"] if p["level"] == "error"] == ["checkpoint_nested"]
+    assert f"pytorch_model.bin[{key!r}]" in doc["problems"][0]["message"]
+    code, out, _ = _wiring(capsys, d)
+    assert code == 1 and f"tensors nested in a dict in pytorch_model.bin[{key!r}]" in out
+    # the probe, which needs the weights, names the file and the key in one line
+    from sglang_eagle_cycle.wiring.probe import _read_draft_tensors
+    with pytest.raises(UsageError, match=f"nested under {key!r}"):
+        _read_draft_tensors(d)
     # tensors at the top level beside a nested copy (an EMA): SGLang loads the top-level ones
     torch.save({"fc.weight": _meta(FC_OK), "ema": {"fc.weight": _meta(FC_BAD)}}, d / "pytorch_model.bin")
     assert read_draft_shapes(d) == {"fc.weight": FC_OK}
@@ -279,3 +290,12 @@ def test_a_safetensors_file_that_holds_no_weights_is_named(tmp_path, capsys, con
     (d / "model.safetensors").write_bytes(content)
     code, out, err = _wiring(capsys, d)
     assert code == 2 and out == "" and err.count("\n") == 1 and words in err and "model.safetensors" in err
+
+
+def test_a_header_length_whose_low_byte_looks_like_text_still_reads(tmp_path):
+    # a header of 316 bytes starts with 0x3C ('<'), of 118 with 'v': checked for an HTML page or an LFS
+    # pointer, then read whole (the check had eaten 56 bytes of the header)
+    for pad in range(0, 400, 7):
+        f = tmp_path / f"h{pad}.safetensors"
+        write_header_only(f, {"fc.weight": FC_OK, "x" * (pad + 1): [1]})
+        assert read_draft_shapes(f)["fc.weight"] == FC_OK

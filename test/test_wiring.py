@@ -97,6 +97,8 @@ CODE_CASES = {
                           dict(header={**FC_OK, "model.norm.weight": []})),
     "fc_scale_dropped": (dict(header={**FC_OK, "fc.weight.dtype": "F8_E4M3", "fc.weight.scales": ["fc.weight_scale_inv"]}),
                          dict(header={**FC_OK, "fc.weight.dtype": "F8_E4M3"})),
+    "checkpoint_nested": (dict(header={"checkpoint.nested": ["pytorch_model.bin['state_dict']"]}),
+                          dict(header={**FC_OK})),
     "d2t_missing": (dict(header={**FC_OK, "lm_head.weight": [32000, 4096]}),
                     dict(header={**FC_OK, "lm_head.weight": [128256, 4096]}, draft_over={"draft_vocab_size": None})),
     "ids_missing_default_used": (dict(draft_del=("eagle_config",)), dict()),
@@ -140,7 +142,7 @@ def test_code_table_covers_design():
                       "final_layer_capture_unsupported", "fc_width_mismatch", "draft_fc_built_mismatch",
                       "not_eagle3_architecture", "target_hidden_mismatch", "vocab_mismatch",
                       "lm_head_shape_mismatch", "lm_head_not_loaded", "weight_not_loaded", "fc_scale_dropped",
-                      "d2t_missing",
+                      "d2t_missing", "checkpoint_nested",
                       "algorithm_not_eagle3",
                       "aux_capture_off_fc_mismatch", "eagle_config_not_object"}
     assert {c for c, level in CHECK_LEVELS.items() if level == "info"} == {"draft_context_shorter"}

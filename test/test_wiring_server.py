@@ -89,9 +89,9 @@ def _probe(args: dict) -> dict:
     # an fc.weight stored fp8 with its scale: the Llama head and the MLA head without a quantisation config
     # cast it into a float fc and drop the scale; the MLA head with its fp8 quantization_config loads both
     # a draft saved as pytorch_model.bin (no safetensors) whose fc takes two aux states, not three
-    # and one whose tensors sit in a nested dict (SGLang would load none of them): logged, the launch goes on
+    # one whose tensors sit in a nested dict (SGLang would load none of them), one in the pre-1.6 format
     for name in ("mla_prefixed", "llama_prefixed", "llama_fp8", "mla_fp8", "mla_fp8_quant", "llama_bin_narrow",
-                 "llama_bin_nested"):
+                 "llama_bin_nested", "llama_bin_legacy"):
         with published_topology(speculative_algorithm="EAGLE3", speculative_draft_model_path=drafts[name]):
             mark = log.tell()
             out[name] = call_setters([["deepseek_v2", "DeepseekV3ForCausalLM", 61, [1, 29, 57]]])[0]
@@ -140,6 +140,7 @@ if __name__ != "__main__":
                                    "weight_block_size": [32, 32]}}, [64, 192]),
             ("llama_bin_narrow", {**EAGLE3_DRAFT, "hidden_size": 64, "vocab_size": None}, [64, 128]),
             ("llama_bin_nested", {**EAGLE3_DRAFT, "hidden_size": 64, "vocab_size": None}, [64, 192]),
+            ("llama_bin_legacy", {**EAGLE3_DRAFT, "hidden_size": 64, "vocab_size": None}, [64, 128]),
         ):
             d = root / name
             d.mkdir()
@@ -156,6 +157,9 @@ if __name__ != "__main__":
             elif name.endswith("_bin_nested"):
                 import torch
                 torch.save({"state_dict": {"fc.weight": torch.zeros(fc)}}, d / "pytorch_model.bin")
+            elif name.endswith("_bin_legacy"):   # a narrow fc the server does not read: the launch goes on
+                import torch
+                torch.save({"fc.weight": torch.zeros(fc)}, d / "pytorch_model.bin", _use_new_zipfile_serialization=False)
             else:
                 write_safetensors_header(d / "model.safetensors", {"fc.weight": fc, **extra}, dtypes)
             drafts[name] = str(d)
@@ -227,14 +231,22 @@ if __name__ != "__main__":
         assert got["message"].startswith("EAGLE-3 aux wiring error: [fc_width_mismatch] 3 aux hidden states x 64 "
                                          "= 192 != fc.weight in_features 128"), got["message"]
 
-    def test_an_unreadable_draft_checkpoint_is_logged_and_the_launch_goes_on(server):
-        """A pytorch_model.bin whose tensors sit under "state_dict": the start-up check cannot read the
-        shapes (SGLang would load none of them); it says so once, with the reason, and checks the rest."""
+    def test_a_bin_whose_tensors_sglang_would_skip_stops_the_launch(server):
+        """A pytorch_model.bin whose tensors sit under "state_dict": SGLang would load none of them and
+        serve an uninitialised draft, silently; the start-up check stops the launch (checkpoint_nested)."""
         got = server["llama_bin_nested"]
+        assert got["error"] == "EagleWiringError", got
+        assert got["message"].startswith("EAGLE-3 aux wiring error: [checkpoint_nested] the draft checkpoint keeps "
+                                         "its tensors in a nested dict (pytorch_model.bin['state_dict'])"), got
+        assert "not read" not in got["log"] and "not read" not in server["llama_bin_narrow"]["log"]
+
+    def test_an_unreadable_draft_checkpoint_is_logged_and_the_launch_goes_on(server):
+        """A pytorch_model.bin in PyTorch's pre-1.6 format: the start-up check, run in every TP rank, does
+        not load it to read its shapes; it says so once, with the reason, and checks the rest."""
+        got = server["llama_bin_legacy"]
         assert got.get("layers_to_capture") == [2, 30, 58], got
         assert got["log"].count("the draft checkpoint's tensor shapes were not read") == 1, got["log"]
-        assert "nested under 'state_dict'" in got["log"]
-        assert "not read" not in server["llama_bin_narrow"]["log"]
+        assert "pre-1.6 format" in got["log"]
 
     def test_fault_in_the_precheck_is_logged_once_and_sglang_goes_on(server):
         assert server["fault1"]["error"] == server["fault2"]["error"] == "ReachedSGLang"

@@ -79,6 +79,7 @@ def read_header(path: str | Path) -> dict[str, dict]:
                 why = _not_weights(path, prefix + fh.read(56))
                 if why:
                     raise UsageError(why)
+                fh.seek(len(prefix))   # a header length whose low byte reads so: back to the header
             if len(prefix) < 8:
                 raise UsageError(f"{path}: not a safetensors file (shorter than its 8-byte header length)")
             (n,) = struct.unpack("<Q", prefix)
@@ -138,6 +139,21 @@ QUANT_CONFIG_FILE = "hf_quant_config.json"
 #: (a head that stores only its decoder layer and norm: no fc, the target's lm_head), so the result
 #: is not the ``{}`` that means "no checkpoint"
 CHECKPOINT_READ = "checkpoint.read"
+#: marker (a list of ``"FILE['key']"`` strings, not a shape): PyTorch checkpoint files whose tensors sit
+#: in a nested dict (``{"state_dict": {...}}``); SGLang 0.5.23 loads top-level entries only, so none of
+#: them load (the wiring error ``checkpoint_nested``)
+CHECKPOINT_NESTED = "checkpoint.nested"
+
+
+class NestedCheckpoint(UsageError):
+    """A PyTorch checkpoint file whose tensors sit only in nested dicts: ``path`` and the top-level
+    ``keys`` that hold them. A :class:`~sglang_eagle_cycle.errors.UsageError` (one line) where the
+    caller needs the weights (the probe); :func:`read_draft_shapes` reports it as the
+    :data:`CHECKPOINT_NESTED` marker instead."""
+
+    def __init__(self, message: str, path: Path, keys: list[str]):
+        super().__init__(message)
+        self.path, self.keys = path, keys
 
 
 #: a tensor found only under its ``model.``-prefixed spelling is also reported as ``PREFIXED + canonical``
@@ -429,10 +445,10 @@ def load_pytorch_file(path: str | Path, meta: bool = True, load_legacy: bool = T
     tensors = {k: v for k, v in state.items() if isinstance(k, str) and isinstance(v, torch.Tensor)}
     nested = [str(k) for k, v in state.items() if isinstance(v, dict) and _nests_tensors(v)]
     if not tensors and nested:
-        raise UsageError(f"{path}: its tensors are nested under {', '.join(map(repr, nested[:3]))}, not at the top "
-                         f"level: SGLang {_SGLANG} loads top-level name -> tensor entries only, so it would load none "
-                         f"and leave the draft uninitialised; save the inner dict: "
-                         f"torch.save(ckpt[{nested[0]!r}], path)")
+        raise NestedCheckpoint(f"{path}: its tensors are nested under {', '.join(map(repr, nested[:3]))}, not at "
+                               f"the top level: SGLang {_SGLANG} loads top-level name -> tensor entries only, so it "
+                               f"would load none and leave the draft uninitialised; save the inner dict: "
+                               f"torch.save(ckpt[{nested[0]!r}], path)", path, nested)
     return tensors
 
 
@@ -495,8 +511,7 @@ def read_draft_shapes(location: str | Path, load_legacy: bool = True) -> dict:
     """
     path = Path(location)
     if path.is_file() and path.suffix in (".bin", ".pt"):
-        shapes, dtypes = read_pytorch_shapes(path, load_legacy)
-        return _mark_read(_with_markers(shapes, dtypes), bool(shapes))
+        return _read_pytorch([path], load_legacy)
     if path.is_file() and path.suffix == ".safetensors":
         header = read_header(path)
         return _mark_read(_with_markers({k: v["shape"] for k, v in header.items()},
@@ -510,14 +525,7 @@ def read_draft_shapes(location: str | Path, load_legacy: bool = True) -> dict:
         # consults no index, not even a model.safetensors.index.json left beside them
         pt_files = pytorch_files(folder)
         if pt_files:
-            shapes: dict[str, list[int]] = {}
-            dtypes: dict[str, object] = {}
-            for file in pt_files:
-                part_shapes, part_dtypes = read_pytorch_shapes(file, load_legacy)
-                shapes.update(part_shapes)
-                dtypes.update(part_dtypes)
-            # files SGLang loads were read: without a tensor in them, the draft loads none (checkpoint.read)
-            return _with_quant_file(_mark_read(_with_markers(shapes, dtypes), True), folder)
+            return _with_quant_file(_read_pytorch(pt_files, load_legacy), folder)
     index = folder / INDEX_FILE
     if index.exists() and not index.is_file():   # a FIFO would block the read
         raise UsageError(f"{index}: not a regular file")
@@ -533,6 +541,28 @@ def read_draft_shapes(location: str | Path, load_legacy: bool = True) -> dict:
         shapes.update({k: v["shape"] for k, v in header.items()})
         dtypes.update({k: v.get("dtype") for k, v in header.items()})
     return _with_quant_file(_mark_read(_with_markers(shapes, dtypes), bool(shapes)), folder) if files else {}
+
+
+def _read_pytorch(files: list[Path], load_legacy: bool) -> dict:
+    """:func:`read_draft_shapes` of the PyTorch checkpoint ``files`` SGLang loads: their tensors' markers,
+    with :data:`CHECKPOINT_NESTED` naming the files whose tensors sit in a nested dict; files SGLang
+    loads were read, so without a tensor in them the draft loads none (:data:`CHECKPOINT_READ`)."""
+    shapes: dict[str, list[int]] = {}
+    dtypes: dict[str, object] = {}
+    nested: list[str] = []
+    for file in files:
+        try:
+            part_shapes, part_dtypes = read_pytorch_shapes(file, load_legacy)
+        except NestedCheckpoint as exc:
+            nested += [f"{file.name}[{key!r}]" for key in exc.keys]
+            continue
+        shapes.update(part_shapes)
+        dtypes.update(part_dtypes)
+    found = _mark_read(_with_markers(shapes, dtypes), True)
+    if nested:
+        found.pop(CHECKPOINT_READ, None)
+        found[CHECKPOINT_NESTED] = nested
+    return found
 
 
 def _mark_read(found: dict, any_tensor: bool) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..safetensors_header import CHECKPOINT_READ, FC_DTYPE, FC_SCALES, PREFIXED, QUANT_CONFIG_FILE, stored_name
+from ..safetensors_header import CHECKPOINT_NESTED, CHECKPOINT_READ, FC_DTYPE, FC_SCALES, PREFIXED, QUANT_CONFIG_FILE, stored_name
 from .config import IDS_KEY, find_field
 from .report import WiringReport, _fmt, _same_capture
 from .resolve import contract_positions
@@ -72,14 +72,17 @@ def render_report(report: WiringReport, target_path: Path, target_cfg: Mapping, 
     else:
         lines.append("        stock SGLang: no known rule for this architecture")
     lines.append(f"draft   {draft_path}")
-    markers = (FC_DTYPE, FC_SCALES, QUANT_CONFIG_FILE, CHECKPOINT_READ)   # no tensors: fc.weight's dtype is shown beside it
+    markers = (FC_DTYPE, FC_SCALES, QUANT_CONFIG_FILE, CHECKPOINT_READ, CHECKPOINT_NESTED)   # no tensors: fc.weight's dtype is shown beside it
     shown = {k: v for k, v in (header or {}).items() if not (v == [] and k.startswith(PREFIXED)) and k not in markers}
 
     def tensor(k, v) -> str:
         dtype = f" {header[FC_DTYPE]}" if k == "fc.weight" and FC_DTYPE in header else ""
         return f"{stored_name(header, k)} {v}{dtype}"
 
-    tensors = ", ".join(tensor(k, v) for k, v in shown.items()) or (
+    if header and header.get(CHECKPOINT_NESTED):
+        shown[CHECKPOINT_NESTED] = None
+    tensors = ", ".join(f"tensors nested in a dict in {', '.join(header[k])}" if k == CHECKPOINT_NESTED else
+                        tensor(k, v) for k, v in shown.items()) or (
         "checkpoint read: no fc, lm_head, d2t, input_norm nor fc_norm tensor in it" if header else
         "no checkpoint found (no *.safetensors, *.bin nor *.pt file): tensor shapes unchecked")
     lines.append(f"        {_arch(draft_cfg)}; {tensors}")

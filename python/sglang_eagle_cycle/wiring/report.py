@@ -35,6 +35,7 @@ CHECK_LEVELS: dict[str, str] = {
     "lm_head_shape_mismatch": ERROR,
     "lm_head_not_loaded": ERROR,
     "weight_not_loaded": ERROR,
+    "checkpoint_nested": ERROR,
     "fc_scale_dropped": ERROR,
     "d2t_missing": ERROR,
     "algorithm_not_eagle3": ERROR,

@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 
 from ..errors import UsageError
-from ..safetensors_header import stored_name
+from ..safetensors_header import CHECKPOINT_NESTED, stored_name
 from .checks import _CAPTURE_OFF_CODES, _LLAMA_HEAD, _MLA_HEAD, _Inputs, _eagle3_arch, _is_mla_head, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, fc_scale_problems, is_eagle3_head, misspelt_key_problems, mla_prefixed_problems, normalize_algorithm, variant_problems
 from .config import ENV_ALLOW_EMBEDDING, ENV_CONVENTION, ENV_IDS, IDS_KEY, MAX_NUM_LAYERS, _all_ints, _checked_target_field, _declared, _is_int, _nested_ids, _short, find_field, find_num_layers
 from .report import CHECK_LEVELS, Problem, WiringReport, _LEVEL_ORDER, _SOURCE_WORDS, _fmt, _same_capture, stock_capture_words
@@ -82,6 +83,17 @@ def _resolve(inp: _Inputs) -> WiringReport:
 
     def add(code: str, message: str) -> None:
         problems.append(Problem(CHECK_LEVELS[code], code, message))
+
+    nested_files = (inp.header or {}).get(CHECKPOINT_NESTED)
+    if nested_files:
+        add("checkpoint_nested", f"the draft checkpoint keeps its tensors in a nested dict ({', '.join(nested_files)}): "
+                                 f"SGLang {STOCK_VERSION} loads top-level name -> tensor entries only, skips these "
+                                 f"and leaves the draft's weights unloaded (uninitialised), so the draft cannot "
+                                 f"work; save the inner dict: torch.save(ckpt[key], \"pytorch_model.bin\")")
+        # what else the reader found is not what SGLang loads from these files: the checks that read
+        # tensors look at the rest only as far as a draft without a readable checkpoint
+        rest = {k: v for k, v in inp.header.items() if k != CHECKPOINT_NESTED}
+        inp = replace(inp, header=rest or None)
 
     env_ids = parse_env_ids(env)
     nested, top = _declared(inp.nested), _declared(inp.top_level)
