@@ -28,7 +28,8 @@ config.json holds no ``quantization_config``: SGLang 0.5.23 ``get_quant_config``
 quantises online); ``fc.weight`` is loaded as float8_e4m3fn holding 2.0 and its scale as 0.5, so the
 weight the checkpoint means is 1.0 everywhere.
 
-Prints one JSON line: ``{"loaded": {"<class>[ fp8|awq]": {name: bool}}, "warned": {"<class>": [names
+Prints one JSON line: ``{"loaded": {"<class>[ fp8|awq]": {name: bool}}, "a_proj_pairs": {"<names stored>":
+bool} (:func:`probe_a_proj_pairs`), "warned": {"<class>": [names
 logged as "skipping unexpected weight"]}, "params": {"<class>": [parameter names]}, "fp8_values":
 {"<class> <config> <stored>": {...}}}`` (:func:`probe_fp8_values` for the last).
 """
@@ -147,6 +148,32 @@ def probe_class(model, cfg) -> dict[str, bool]:
     return loaded
 
 
+def probe_a_proj_pairs(model, cfg) -> dict[str, bool]:
+    """The MLA head's ``fused_qkv_a_proj_with_mqa`` from its two shards stored in one checkpoint under
+    the names of each case (``;``-joined): whether its rows all read 1 afterwards (loaded). A shard
+    whose partner is missing, and a pre-fused name, leave it unloaded; the two spellings of the decoder
+    layer (``layers.0.`` and ``midlayer.``) pair with each other."""
+    params = dict(model.named_parameters())
+    fused = next(n for n in params if ".fused_qkv_a_proj_with_mqa." in n)
+    p, q = params[fused], cfg.q_lora_rank
+    attn = "self_attn.{}.weight"
+    cases = {
+        "q_a alone": [("layers.0." + attn.format("q_a_proj"), slice(0, q))],
+        "kv_a alone": [("layers.0." + attn.format("kv_a_proj_with_mqa"), slice(q, None))],
+        "both": [("layers.0." + attn.format("q_a_proj"), slice(0, q)),
+                 ("layers.0." + attn.format("kv_a_proj_with_mqa"), slice(q, None))],
+        "both, layers.0. and midlayer.": [("layers.0." + attn.format("q_a_proj"), slice(0, q)),
+                                          ("midlayer." + attn.format("kv_a_proj_with_mqa"), slice(q, None))],
+        "pre-fused": [("layers.0." + attn.format("fused_qkv_a_proj_with_mqa"), slice(None))],
+    }
+    out = {}
+    for label, stored in cases.items():
+        _fill(model)
+        model.load_weights([(name, _ones(p)[rows]) for name, rows in stored])
+        out["; ".join(name for name, _ in stored)] = _all_ones(p)
+    return out
+
+
 def probe_quantised_fc(model, tensors: dict) -> tuple[dict[str, bool], dict[str, bool]]:
     """Load the quantised fc ``tensors`` (checkpoint name -> tensor) all under one spelling, plain then
     ``model.``-prefixed. Returns ``(per stored name: it landed in a parameter of this class that reads
@@ -254,6 +281,8 @@ def main(model_dir: str) -> None:
         model = _build(arch, cfg)
         result["params"][arch[0]] = [n for n, _ in model.named_parameters()]
         result["loaded"][arch[0]] = probe_class(model, cfg)
+        if arch is MLA:
+            result["a_proj_pairs"] = probe_a_proj_pairs(model, cfg)
     for method, quant in QUANT.items():
         # the names and shapes a quantised fc carries: the quantisable (MLA) class's fc parameters
         mla = _build(MLA, configs[MLA[0]], quant)

@@ -231,3 +231,32 @@ def test_the_check_stops_an_fp8_fc_exactly_where_its_scale_is_dropped(probe, tmp
             wrong = dtype == "F8_E4M3" and held["effective"] != 1.0
             # the checkpoint holds the head's other tensors, so fc is the only thing that can be at fault
             assert errors == ({"fc_scale_dropped"} if wrong else set()), (key, dtype, errors)
+
+
+def test_an_attention_shard_without_its_partner_is_stopped_as_sglang_drops_it(probe, tmp_path):
+    """SGLang's MLA head fuses layers.0.self_attn.q_a_proj with kv_a_proj_with_mqa into its
+    fused_qkv_a_proj_with_mqa only once both arrived (the two spellings of the decoder layer pair with
+    each other), and drops a lone shard or a pre-fused name silently (no log line): the check gives
+    weight_not_loaded exactly where the class's fused parameter stays unloaded."""
+    pairs = probe["a_proj_pairs"]
+    q, kv, fused = ("layers.0.self_attn.q_a_proj.weight", "layers.0.self_attn.kv_a_proj_with_mqa.weight",
+                    "layers.0.self_attn.fused_qkv_a_proj_with_mqa.weight")
+    assert pairs == {q: False, kv: False, f"{q}; {kv}": True,
+                     f"{q}; midlayer.self_attn.kv_a_proj_with_mqa.weight": True, fused: False}
+    loaded = probe["loaded"][MLA]
+    correct = [n for n in loaded if loaded[n] and not _prefixed(n) and not n.startswith("midlayer.")]
+    assert q in correct and kv in correct
+    rest = [n for n in correct if n not in (q, kv)]
+    for i, stored in enumerate(pairs):
+        header = _checkpoint(tmp_path / f"pair{i}", rest + stored.split("; "))
+        report = check_pair(TARGET_96, EVERY, header=header, env={})
+        errors = {p.code for p in report.errors}
+        assert ("weight_not_loaded" in errors) == (not pairs[stored]), (stored, errors)
+        assert errors <= {"weight_not_loaded"}, (stored, errors)
+        if not pairs[stored]:
+            message = next(p.message for p in report.errors)
+            assert message.startswith(f"the draft checkpoint stores {stored.split('; ')[0]}: SGLang 0.5.23's "
+                                      f"{MLA} fuses"), message
+    # the Llama head builds no MLA attention: such names are no error there
+    header = _checkpoint(tmp_path / "llama", rest + [q])
+    assert _skip_errors(TARGET_96, {**EVERY, "architectures": [LLAMA]}, header) & {"weight_not_loaded"} == set()

@@ -145,6 +145,33 @@ CHECKPOINT_READ = "checkpoint.read"
 CHECKPOINT_NESTED = "checkpoint.nested"
 
 
+#: marker (a list of stored names, not a shape): the decoder layer's MLA attention shards that
+#: SGLang 0.5.23's ``Eagle3DeepseekV2ForCausalLM`` drops silently (:func:`mla_a_proj_dropped`)
+MLA_A_PROJ_DROPPED = "mla.a_proj.dropped"
+_A_PROJ = re.compile(r"(layers\.0|midlayer)\.self_attn\.(q_a_proj|kv_a_proj_with_mqa|fused_qkv_a_proj_with_mqa)\.(.+)")
+
+
+def mla_a_proj_dropped(names) -> list[str]:
+    """The stored names (sorted) of the decoder layer's ``q_a_proj`` / ``kv_a_proj_with_mqa`` shards an MLA
+    EAGLE-3 head cannot load: SGLang 0.5.23's ``Eagle3DeepseekV2ForCausalLM`` fuses the two into its
+    ``fused_qkv_a_proj_with_mqa`` only once both have arrived (the same leaf, e.g. ``.weight``; the
+    ``layers.0.`` and legacy ``midlayer.`` spellings pair with each other), drops a shard whose partner
+    never comes, and drops a pre-fused ``fused_qkv_a_proj_with_mqa`` name, all without a log line
+    (test/test_mla_head_sglang.py). ``model.``-prefixed names are left to :func:`prefixed_only`."""
+    names = {str(n) for n in names}
+    stored = {}
+    for name in names:
+        m = _A_PROJ.fullmatch(name)
+        if m:
+            stored[(m.group(2), m.group(3))] = stored.get((m.group(2), m.group(3)), []) + [name]
+    dropped = []
+    for (kind, leaf), spelt in stored.items():
+        partner = {"q_a_proj": "kv_a_proj_with_mqa", "kv_a_proj_with_mqa": "q_a_proj"}.get(kind)
+        if partner is None or (partner, leaf) not in stored:
+            dropped += spelt
+    return sorted(dropped)
+
+
 class NestedCheckpoint(UsageError):
     """A PyTorch checkpoint file whose tensors sit only in nested dicts: ``path`` and the top-level
     ``keys`` that hold them. A :class:`~sglang_eagle_cycle.errors.UsageError` (one line) where the
@@ -585,9 +612,14 @@ def _with_markers(shapes_by_name: dict[str, list[int]], dtypes: dict[str, object
 
 
 def _add_prefixed(found: dict, names) -> dict:
-    """``found`` with the :func:`prefixed_only` markers of ``names`` (tensor names) it lacks."""
+    """``found`` with the :func:`prefixed_only` markers of ``names`` (tensor names) it lacks, and the
+    :data:`MLA_A_PROJ_DROPPED` marker where :func:`mla_a_proj_dropped` names any."""
+    names = list(names)
     for name, shape in prefixed_only(names).items():
         found.setdefault(name, shape)
+    dropped = mla_a_proj_dropped(names)
+    if dropped:
+        found[MLA_A_PROJ_DROPPED] = dropped
     return found
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..safetensors_header import FC_DTYPE, FC_SCALES, PREFIXED, QUANT_CONFIG_FILE, module_of, stored_name
+from ..safetensors_header import FC_DTYPE, FC_SCALES, MLA_A_PROJ_DROPPED, PREFIXED, QUANT_CONFIG_FILE, module_of, stored_name
 from .config import IDS_KEY, _is_int, _nested_ids, _short
 from .report import Problem, _fmt, _problem
 from .stock import FamilyRule, STOCK_VERSION
@@ -151,12 +151,15 @@ def mla_prefixed_problems(draft: Mapping, header: Mapping, fc_used: bool) -> lis
     * ``weight_not_loaded`` (one problem naming the tensors): ``norm``, the decoder layer's modules
       (:data:`MLA_LAYER_MODULES`), ``fc_norm.N`` (built with ``fc_norm`` / ``use_aux_norm``, one per aux
       state, applied with fc) and ``embed_tokens`` where the draft serves its own (:func:`_mla_own_embedding`).
+    * ``weight_not_loaded`` (another problem): the attention's ``q_a_proj`` / ``kv_a_proj_with_mqa``
+      shard stored without its partner, or a pre-fused ``fused_qkv_a_proj_with_mqa``, which the class
+      drops silently (the :data:`~sglang_eagle_cycle.safetensors_header.MLA_A_PROJ_DROPPED` marker).
 
     Not here: ``model.lm_head.weight`` (``lm_head_not_loaded``, both heads), ``model.d2t`` (loaded),
     tensors of modules the class does not build (skipped however spelt).
 
     Returns:
-        Zero, one or two :class:`Problem`; none for another head class.
+        Zero to three :class:`Problem`; none for another head class.
     """
     if not _is_mla_head(draft):
         return []
@@ -174,6 +177,16 @@ def mla_prefixed_problems(draft: Mapping, header: Mapping, fc_used: bool) -> lis
             f"which SGLang {STOCK_VERSION}'s {_MLA_HEAD} skips (it adds model. itself and finds no "
             f"model.model.fc): its fc stays unloaded (uninitialised); save the draft's tensors without "
             f"the model. prefix"))
+    dropped = header.get(MLA_A_PROJ_DROPPED) or []
+    if dropped:
+        problems.append(_problem(
+            "weight_not_loaded",
+            f"the draft checkpoint stores {_names(dropped)}: SGLang {STOCK_VERSION}'s {_MLA_HEAD} fuses the "
+            f"decoder layer's self_attn.q_a_proj and self_attn.kv_a_proj_with_mqa into its "
+            f"fused_qkv_a_proj_with_mqa only when both are stored (the same leaf), and drops a shard without "
+            f"its partner or a pre-fused name without a log line: the attention's fused_qkv_a_proj_with_mqa "
+            f"stays unloaded (uninitialised), so the draft's proposals are noise; store q_a_proj and "
+            f"kv_a_proj_with_mqa, each whole"))
     skipped = [n for n in marked if module_of(n[len(PREFIXED):]) in used]
     if skipped:
         modules = sorted({module_of(n[len(PREFIXED):]) for n in skipped})

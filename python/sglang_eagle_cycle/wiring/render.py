@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..safetensors_header import CHECKPOINT_NESTED, CHECKPOINT_READ, FC_DTYPE, FC_SCALES, PREFIXED, QUANT_CONFIG_FILE, stored_name
+from ..safetensors_header import CHECKPOINT_NESTED, CHECKPOINT_READ, FC_DTYPE, MLA_A_PROJ_DROPPED, FC_SCALES, PREFIXED, QUANT_CONFIG_FILE, stored_name
 from .config import IDS_KEY, find_field
 from .report import WiringReport, _fmt, _same_capture
 from .resolve import contract_positions
@@ -72,7 +72,7 @@ def render_report(report: WiringReport, target_path: Path, target_cfg: Mapping, 
     else:
         lines.append("        stock SGLang: no known rule for this architecture")
     lines.append(f"draft   {draft_path}")
-    markers = (FC_DTYPE, FC_SCALES, QUANT_CONFIG_FILE, CHECKPOINT_READ, CHECKPOINT_NESTED)   # no tensors: fc.weight's dtype is shown beside it
+    markers = (FC_DTYPE, FC_SCALES, QUANT_CONFIG_FILE, CHECKPOINT_READ, CHECKPOINT_NESTED, MLA_A_PROJ_DROPPED)   # no tensors: fc.weight's dtype is shown beside it
     shown = {k: v for k, v in (header or {}).items() if not (v == [] and k.startswith(PREFIXED)) and k not in markers}
 
     def tensor(k, v) -> str:
