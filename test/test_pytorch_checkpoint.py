@@ -299,3 +299,53 @@ def test_a_header_length_whose_low_byte_looks_like_text_still_reads(tmp_path):
         f = tmp_path / f"h{pad}.safetensors"
         write_header_only(f, {"fc.weight": FC_OK, "x" * (pad + 1): [1]})
         assert read_draft_shapes(f)["fc.weight"] == FC_OK
+
+
+@pytest.mark.parametrize("name", ["pytorch_model.bin", "model.pt", "model.safetensors"])
+def test_a_weights_file_given_as_draft_or_target_names_its_folder(tmp_path, capsys, name):
+    # 'eagle-cycle wiring TARGET draft/pytorch_model.bin' read the weights as a config.json: "cannot read
+    # ('utf-8' codec can't decode byte 0x80 ...)" or "invalid JSON (line 1 column 1 ...)"
+    d = _draft(tmp_path, {} if name.endswith(".safetensors") else {name: {"fc.weight": _meta(FC_OK)}})
+    if name.endswith(".safetensors"):
+        write_header_only(d / name, {"fc.weight": FC_OK})
+    _one_line_exit_2(capsys, d / name, f"{d / name}: a checkpoint file, not a model's config.json: give its folder {d}")
+    code = cli.main(["wiring", str(d / name), str(d)])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and "a checkpoint file" in err
+
+
+def _hf_cache(tmp_path: Path) -> Path:
+    """A Hugging Face hub cache holding org/eagle3-draft: blobs, a snapshot of links to them, refs/main."""
+    repo = tmp_path / "hub" / "models--org--eagle3-draft"
+    (repo / "blobs").mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    snap = repo / "snapshots" / "0123abcd"
+    snap.mkdir(parents=True)
+    shutil.copy(KIMI / "draft" / "config.json", repo / "blobs" / "c0nf1g")
+    torch.save({"fc.weight": _meta(FC_BAD)}, repo / "blobs" / "b1n")
+    os.symlink("../../blobs/c0nf1g", snap / "config.json")
+    os.symlink("../../blobs/b1n", snap / "pytorch_model.bin")
+    return repo
+
+
+def test_an_hf_cache_repo_folder_names_its_snapshot_and_repo_id(tmp_path, capsys, monkeypatch):
+    # the repo folder of the cache (or its snapshots/) had only "directory has no config.json"
+    repo = _hf_cache(tmp_path)
+    snap = repo / "snapshots" / "0123abcd"
+    for given in (repo, repo / "snapshots"):
+        _one_line_exit_2(capsys, given, "directory has no config.json", f"snapshot folder {snap}",
+                         "repo id org/eagle3-draft")
+    code, out, _ = _wiring(capsys, snap, "--json")     # the snapshot itself: its .bin links are read
+    assert code == 1 and json.loads(out)["fc_in_features"] == FC_BAD[1]
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    code, out, _ = _wiring(capsys, "org/eagle3-draft", "--json")
+    assert code == 1 and json.loads(out)["fc_in_features"] == FC_BAD[1]
+
+
+def test_a_broken_safetensors_link_in_a_snapshot_is_named(tmp_path, capsys):
+    # an interrupted download leaves a snapshot link to a blob that never arrived: the *.bin reader named
+    # it, the safetensors one said "cannot read (No such file or directory)"
+    snap = _hf_cache(tmp_path) / "snapshots" / "0123abcd"
+    os.symlink("../../blobs/5afe7e05", snap / "model.safetensors")
+    _one_line_exit_2(capsys, snap, "model.safetensors: a broken symlink (its target ../../blobs/5afe7e05 is missing")

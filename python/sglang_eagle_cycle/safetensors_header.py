@@ -65,12 +65,15 @@ def read_header(path: str | Path) -> dict[str, dict]:
     Reads ``8 + n`` bytes, never the tensor data.
 
     Raises:
-        UsageError: the file cannot be read, is empty, a Git LFS pointer or an HTML page (a clone
-            without git-lfs, a failed download: named as such), or its header is truncated, too
+        UsageError: the file cannot be read, is a broken symlink (an HF-cache link to a blob never
+            downloaded), is empty, a Git LFS pointer or an HTML page (a clone without git-lfs, a failed
+            download: named as such), or its header is truncated, too
             large, not UTF-8 JSON, or not an object of tensor entries.
     """
     path = Path(path)
     try:
+        if path.is_symlink() and not path.exists():   # an HF-cache link whose blob never arrived
+            _regular_file(path)
         if path.exists() and not path.is_file():   # a FIFO or a device would block the read, or never end
             raise UsageError(f"{path}: not a regular file")
         with path.open("rb") as fh:

@@ -1,10 +1,13 @@
 """Check a target/draft pair's EAGLE-3 aux hidden-state wiring, offline (no GPU, no weights).
 
 TARGET and DRAFT are each a model directory (with config.json), a config.json
-path, or a Hugging Face repo id already in the local cache (no network).  The
-draft's safetensors header, when present, gives fc.weight / lm_head.weight / d2t /
-input_norm.weight / fc_norm.0.weight shapes and the head tensors stored only under model.; only the
-header is read.  The server's env overrides apply
+path, or a Hugging Face repo id already in the local cache (no network); a
+weights file (.safetensors, .bin, .pt) is refused with its folder named.  The
+draft's checkpoint, when present, gives fc.weight / lm_head.weight / d2t /
+input_norm.weight / fc_norm.0.weight shapes and the head tensors stored only under model.:
+its safetensors headers, or without safetensors its pytorch_model.bin / *.pt pickles read
+without their tensor data (a file whose tensors are nested in a dict is the error
+checkpoint_nested).  The server's env overrides apply
 (SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS, SGLANG_EAGLE_CYCLE_AUX_CONVENTION,
 SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING).
 

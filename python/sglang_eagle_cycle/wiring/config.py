@@ -193,6 +193,26 @@ def hf_cache_dir(env: Mapping = os.environ) -> Path:
     return base / "huggingface" / "hub"
 
 
+#: weight files a user may pass where a model folder or its config.json is expected
+CHECKPOINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+
+def _hf_cache_hint(folder: Path) -> str:
+    """For a Hugging Face cache folder that holds no config.json itself (the repo folder
+    ``models--ORG--NAME`` or its ``snapshots``), what to give instead: the snapshot folders and the repo id."""
+    repo_dir = folder.parent if folder.name == "snapshots" else folder
+    snapshots = repo_dir / "snapshots"
+    if not repo_dir.name.startswith("models--") or not snapshots.is_dir():
+        return ""
+    found = sorted(p for p in snapshots.iterdir() if p.is_dir())
+    parts = repo_dir.name.split("--")[1:]
+    repo_id = "/".join(parts) if len(parts) == 2 else None
+    named = ", ".join(str(p) for p in found[:2]) + (f" (and {len(found) - 2} more)" if len(found) > 2 else "")
+    snap = f"its snapshot folder {named}" if found else "one of its snapshot folders (none downloaded yet)"
+    rid = f", or the repo id {repo_id}" if repo_id else ""
+    return f" (a Hugging Face cache folder: give {snap}{rid})"
+
+
 def _cached_config(repo_id: str, revision: str | None, cache: Path) -> Path | None:
     try:  # the library knows refs and snapshot layout best; it does no network here
         from huggingface_hub import try_to_load_from_cache
@@ -246,9 +266,14 @@ def _locate_config(arg: str, revision: str | None, env: Mapping) -> Path:
     if path.is_dir():
         config = path / "config.json"
         if not config.is_file():
-            raise UsageError(f"{arg}: directory has no config.json")
+            raise UsageError(f"{arg}: directory has no config.json{_hf_cache_hint(path)}")
         return config
     if path.is_file():
+        if path.name.endswith(CHECKPOINT_SUFFIXES):   # read as JSON it gave 'invalid JSON' or a codec error
+            folder = path.parent
+            where = (f"give its folder {folder} instead" if (folder / "config.json").is_file() else
+                     f"its folder {folder} has no config.json either")
+            raise UsageError(f"{arg}: a checkpoint file, not a model's config.json: {where}")
         return path
     if _REPO_ID.match(arg) and not arg.startswith((".", "/")):
         found = _cached_config(arg, revision, hf_cache_dir(env))
