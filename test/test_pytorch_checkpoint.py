@@ -301,13 +301,15 @@ def test_a_header_length_whose_low_byte_looks_like_text_still_reads(tmp_path):
         assert read_draft_shapes(f)["fc.weight"] == FC_OK
 
 
-@pytest.mark.parametrize("name", ["pytorch_model.bin", "model.pt", "model.safetensors"])
+@pytest.mark.parametrize("name", ["pytorch_model.bin", "model.pt", "model.safetensors", "model.safetensors.index.json"])
 def test_a_weights_file_given_as_draft_or_target_names_its_folder(tmp_path, capsys, name):
     # 'eagle-cycle wiring TARGET draft/pytorch_model.bin' read the weights as a config.json: "cannot read
-    # ('utf-8' codec can't decode byte 0x80 ...)" or "invalid JSON (line 1 column 1 ...)"
-    d = _draft(tmp_path, {} if name.endswith(".safetensors") else {name: {"fc.weight": _meta(FC_OK)}})
-    if name.endswith(".safetensors"):
-        write_header_only(d / name, {"fc.weight": FC_OK})
+    # ('utf-8' codec can't decode byte 0x80 ...)" or "invalid JSON (line 1 column 1 ...)"; a shard index
+    # (JSON) was taken for the draft's config: "(no architectures)", no ids, exit 1
+    d = _draft(tmp_path, {} if ".safetensors" in name else {name: {"fc.weight": _meta(FC_OK)}})
+    if ".safetensors" in name:
+        write_header_only(d / "model.safetensors", {"fc.weight": FC_OK})
+        (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"fc.weight": "model.safetensors"}}))
     _one_line_exit_2(capsys, d / name, f"{d / name}: a checkpoint file, not a model's config.json: give its folder {d}")
     code = cli.main(["wiring", str(d / name), str(d)])
     _, err = capsys.readouterr()

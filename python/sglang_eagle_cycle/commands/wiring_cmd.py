@@ -2,7 +2,7 @@
 
 TARGET and DRAFT are each a model directory (with config.json), a config.json
 path, or a Hugging Face repo id already in the local cache (no network); a
-weights file (.safetensors, .bin, .pt) is refused with its folder named.  The
+weights file (.safetensors, .bin, .pt, a shard index) is refused, its folder named.  The
 draft's checkpoint, when present, gives fc.weight / lm_head.weight / d2t /
 input_norm.weight / fc_norm.0.weight shapes and the head tensors stored only under model.:
 its safetensors headers, or without safetensors its pytorch_model.bin / *.pt pickles read

@@ -193,8 +193,9 @@ def hf_cache_dir(env: Mapping = os.environ) -> Path:
     return base / "huggingface" / "hub"
 
 
-#: weight files a user may pass where a model folder or its config.json is expected
-CHECKPOINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+#: weight files (and their shard indexes, JSON but no config) a user may pass where a model folder or
+#: its config.json is expected
+CHECKPOINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".safetensors.index.json", ".bin.index.json")
 
 
 def _hf_cache_hint(folder: Path) -> str:
