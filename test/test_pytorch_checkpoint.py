@@ -186,6 +186,7 @@ def test_tensors_nested_in_a_dict_are_named(tmp_path, capsys, key):
     assert code == 1 and err == ""
     assert [p["code"] for p in doc["problems"] if p["level"] == "error"] == ["checkpoint_nested"]
     assert f"pytorch_model.bin[{key!r}]" in doc["problems"][0]["message"]
+    assert doc["problems"][0]["message"].endswith(f"torch.save(ckpt[{key!r}], 'pytorch_model.bin')")
     code, out, _ = _wiring(capsys, d)
     assert code == 1 and f"tensors nested in a dict in pytorch_model.bin[{key!r}]" in out
     # the probe, which needs the weights, names the file and the key in one line

@@ -73,6 +73,12 @@ def parse_env_ids(env: Mapping):
     return [int(t) for t in tokens]
 
 
+def _resave_hint(entry: str) -> str:
+    """``ckpt = torch.load("F"); torch.save(ckpt['key'], "F")`` for a ``"F['key']"`` marker entry."""
+    file, _, key = entry.partition("[")
+    return f"ckpt = torch.load({file!r}); torch.save(ckpt[{key.rstrip(']')}], {file!r})"
+
+
 def _resolve(inp: _Inputs) -> WiringReport:
     n, rule, env = inp.num_layers, inp.rule, inp.env
     if not _is_int(n) or not 1 <= n <= MAX_NUM_LAYERS:
@@ -89,7 +95,7 @@ def _resolve(inp: _Inputs) -> WiringReport:
         add("checkpoint_nested", f"the draft checkpoint keeps its tensors in a nested dict ({', '.join(nested_files)}): "
                                  f"SGLang {STOCK_VERSION} loads top-level name -> tensor entries only, skips these "
                                  f"and leaves the draft's weights unloaded (uninitialised), so the draft cannot "
-                                 f"work; save the inner dict: torch.save(ckpt[key], \"pytorch_model.bin\")")
+                                 f"work; save the inner dict: {_resave_hint(nested_files[0])}")
         # what else the reader found is not what SGLang loads from these files: the checks that read
         # tensors look at the rest only as far as a draft without a readable checkpoint
         rest = {k: v for k, v in inp.header.items() if k != CHECKPOINT_NESTED}
