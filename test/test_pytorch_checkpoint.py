@@ -352,3 +352,26 @@ def test_a_broken_safetensors_link_in_a_snapshot_is_named(tmp_path, capsys):
     snap = _hf_cache(tmp_path) / "snapshots" / "0123abcd"
     os.symlink("../../blobs/5afe7e05", snap / "model.safetensors")
     _one_line_exit_2(capsys, snap, "model.safetensors: a broken symlink (its target ../../blobs/5afe7e05 is missing")
+
+
+@pytest.mark.parametrize("prefix", ["module.", "_orig_mod.", "module._orig_mod."])
+def test_a_ddp_or_compiled_save_is_named(tmp_path, capsys, prefix):
+    # DistributedDataParallel saves module.X, a torch.compile'd model _orig_mod.X: SGLang strips neither,
+    # matches no parameter and skips every tensor (the Llama head silently)
+    d = _draft(tmp_path, {"pytorch_model.bin": {prefix + "fc.weight": _meta(FC_OK),
+                                                prefix + "midlayer.mlp.up_proj.weight": _meta([12288, 7168])}})
+    code, out, _ = _wiring(capsys, d, "--json")
+    problems = json.loads(out)["problems"]
+    assert code == 1
+    named = [p["message"] for p in problems if p["code"] == "weight_not_loaded"]
+    assert len(named) == 1 and f"under the prefix {prefix!r}" in named[0], problems
+    # the same names beside their plain spellings: what SGLang loads is there, nothing to say
+    torch.save({prefix + "fc.weight": _meta(FC_OK), "fc.weight": _meta(FC_OK)}, d / "pytorch_model.bin")
+    code, out, _ = _wiring(capsys, d, "--json")
+    assert code == 0 and "weight_not_loaded" not in out
+
+
+def test_a_folder_with_only_training_state_says_so(tmp_path, capsys):
+    d = _draft(tmp_path, {"training_args.bin": {"lr": 1e-4}, "optimizer.pt": {"step": 1}})
+    code, out, _ = _wiring(capsys, d)
+    assert code == 0 and "no weights found, only training state (training_args.bin, optimizer.pt)" in out

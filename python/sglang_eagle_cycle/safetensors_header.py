@@ -175,6 +175,32 @@ def mla_a_proj_dropped(names) -> list[str]:
     return sorted(dropped)
 
 
+#: marker (a list of prefixes, not a shape): the checkpoint stores the head's tensors only under a
+#: training wrapper's prefix (:data:`WRAPPER_PREFIXES`), which SGLang 0.5.23 does not strip
+WRAPPER_PREFIXED = "checkpoint.wrapper_prefix"
+#: prefixes training wrappers put before every parameter name: DistributedDataParallel / DataParallel
+#: (``module.``) and ``torch.compile`` (``_orig_mod.``); either may wrap the other
+WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+
+
+def wrapper_prefixed(names) -> list[str]:
+    """The wrapper prefixes (sorted, e.g. ``["module."]``) under which ``names`` store a
+    :data:`DRAFT_TENSORS` spelling that is not stored as it is: ``module.fc.weight`` from a DDP save,
+    ``_orig_mod.fc.weight`` from a compiled model's. SGLang's heads match no parameter to such a name
+    and skip it, the Llama head silently."""
+    names = {str(n) for n in names}
+    wanted = {sp for spellings in DRAFT_TENSORS.values() for sp in spellings}
+    found = set()
+    for name in names:
+        prefix, rest = "", name
+        while rest.startswith(WRAPPER_PREFIXES):
+            cut = next(p for p in WRAPPER_PREFIXES if rest.startswith(p))
+            prefix, rest = prefix + cut, rest[len(cut):]
+        if prefix and rest in wanted and rest not in names:
+            found.add(prefix)
+    return sorted(found)
+
+
 class NestedCheckpoint(UsageError):
     """A PyTorch checkpoint file whose tensors sit only in nested dicts: ``path`` and the top-level
     ``keys`` that hold them. A :class:`~sglang_eagle_cycle.errors.UsageError` (one line) where the
@@ -367,6 +393,7 @@ def pytorch_files(folder: str | Path) -> list[Path]:
     if not bins:
         return [f for f in pts if not f.name.endswith(PT_SKIPPED)]
     kept = [f for f in bins if not f.name.endswith(PT_SKIPPED)]
+    pts = [f for f in pts if not f.name.endswith(PT_SKIPPED)]
     if not kept and pts:
         raise UsageError(f"{folder}: SGLang {_SGLANG} finds no weights here: it takes the *.bin files when "
                          f"there are any, these ({', '.join(f.name for f in bins)}) are training state it leaves "
@@ -623,6 +650,10 @@ def _add_prefixed(found: dict, names) -> dict:
     dropped = mla_a_proj_dropped(names)
     if dropped:
         found[MLA_A_PROJ_DROPPED] = dropped
+    wrapped = wrapper_prefixed(names)
+    if wrapped:
+        found[WRAPPER_PREFIXED] = wrapped
+        found.pop(CHECKPOINT_READ, None)
     return found
 
 

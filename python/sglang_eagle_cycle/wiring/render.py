@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..safetensors_header import CHECKPOINT_NESTED, CHECKPOINT_READ, FC_DTYPE, MLA_A_PROJ_DROPPED, FC_SCALES, PREFIXED, QUANT_CONFIG_FILE, stored_name
+from ..safetensors_header import CHECKPOINT_NESTED, CHECKPOINT_READ, FC_DTYPE, MLA_A_PROJ_DROPPED, WRAPPER_PREFIXED, FC_SCALES, PREFIXED, QUANT_CONFIG_FILE, stored_name
 from .config import IDS_KEY, find_field
 from .report import WiringReport, _fmt, _same_capture
 from .resolve import contract_positions
@@ -56,6 +56,18 @@ def _arch(cfg: Mapping) -> str:
     return "(no architectures)" if archs in (None, []) else f"(architectures {_fmt(archs)}: not a list of class names)"
 
 
+def _no_checkpoint(draft_path: Path) -> str:
+    """What the draft folder of ``draft_path`` (its config.json) holds instead of weights SGLang loads."""
+    from ..safetensors_header import PT_SKIPPED, matching
+
+    folder = draft_path.parent if draft_path.suffix == ".json" else draft_path
+    state = [f.name for f in matching(folder, "*.bin") + matching(folder, "*.pt") if f.name.endswith(PT_SKIPPED)]
+    if state:
+        return (f"no weights found, only training state ({', '.join(state)}), which SGLang leaves out: tensor "
+                f"shapes unchecked, and SGLang would find no weights to load")
+    return "no checkpoint found (no *.safetensors, *.bin nor *.pt file): tensor shapes unchecked"
+
+
 def render_report(report: WiringReport, target_path: Path, target_cfg: Mapping, draft_path: Path,
                   draft_cfg: Mapping, header: Mapping | None) -> str:
     """``eagle-cycle wiring``'s text report: the two configs in a line each, the startup line, one
@@ -72,7 +84,8 @@ def render_report(report: WiringReport, target_path: Path, target_cfg: Mapping, 
     else:
         lines.append("        stock SGLang: no known rule for this architecture")
     lines.append(f"draft   {draft_path}")
-    markers = (FC_DTYPE, FC_SCALES, QUANT_CONFIG_FILE, CHECKPOINT_READ, CHECKPOINT_NESTED, MLA_A_PROJ_DROPPED)   # no tensors: fc.weight's dtype is shown beside it
+    markers = (FC_DTYPE, FC_SCALES, QUANT_CONFIG_FILE, CHECKPOINT_READ, CHECKPOINT_NESTED, MLA_A_PROJ_DROPPED,
+               WRAPPER_PREFIXED)   # no tensors: fc.weight's dtype is shown beside it
     shown = {k: v for k, v in (header or {}).items() if not (v == [] and k.startswith(PREFIXED)) and k not in markers}
 
     def tensor(k, v) -> str:
@@ -84,7 +97,7 @@ def render_report(report: WiringReport, target_path: Path, target_cfg: Mapping, 
     tensors = ", ".join(f"tensors nested in a dict in {', '.join(header[k])}" if k == CHECKPOINT_NESTED else
                         tensor(k, v) for k, v in shown.items()) or (
         "checkpoint read: no fc, lm_head, d2t, input_norm nor fc_norm tensor in it" if header else
-        "no checkpoint found (no *.safetensors, *.bin nor *.pt file): tensor shapes unchecked")
+        _no_checkpoint(draft_path))
     lines.append(f"        {_arch(draft_cfg)}; {tensors}")
     if report.variant:
         lines.append(f"        variant: {report.variant}")

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from ..errors import UsageError
-from ..safetensors_header import CHECKPOINT_NESTED, stored_name
+from ..safetensors_header import CHECKPOINT_NESTED, WRAPPER_PREFIXED, stored_name
 from .checks import _CAPTURE_OFF_CODES, _LLAMA_HEAD, _MLA_HEAD, _Inputs, _eagle3_arch, _is_mla_head, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, fc_scale_problems, is_eagle3_head, misspelt_key_problems, mla_prefixed_problems, normalize_algorithm, variant_problems
 from .config import ENV_ALLOW_EMBEDDING, ENV_CONVENTION, ENV_IDS, IDS_KEY, MAX_NUM_LAYERS, _all_ints, _checked_target_field, _declared, _is_int, _nested_ids, _short, find_field, find_num_layers
 from .report import CHECK_LEVELS, Problem, WiringReport, _LEVEL_ORDER, _SOURCE_WORDS, _fmt, _same_capture, stock_capture_words
@@ -90,6 +90,14 @@ def _resolve(inp: _Inputs) -> WiringReport:
     def add(code: str, message: str) -> None:
         problems.append(Problem(CHECK_LEVELS[code], code, message))
 
+    wrapped = (inp.header or {}).get(WRAPPER_PREFIXED)
+    if wrapped:
+        add("weight_not_loaded", f"the draft checkpoint stores the head's tensors under the prefix "
+                                 f"{' / '.join(map(repr, wrapped))} (a DistributedDataParallel or torch.compile "
+                                 f"save: {wrapped[0]}fc.weight and the like): SGLang {STOCK_VERSION} strips no "
+                                 f"such prefix, matches no parameter to these names and skips them, so the draft's "
+                                 f"weights stay unloaded (uninitialised); save the unwrapped model's state_dict, "
+                                 f"or the tensors with the prefix removed")
     nested_files = (inp.header or {}).get(CHECKPOINT_NESTED)
     if nested_files:
         add("checkpoint_nested", f"the draft checkpoint keeps its tensors in a nested dict ({', '.join(nested_files)}): "
