@@ -375,3 +375,19 @@ def test_a_folder_with_only_training_state_says_so(tmp_path, capsys):
     d = _draft(tmp_path, {"training_args.bin": {"lr": 1e-4}, "optimizer.pt": {"step": 1}})
     code, out, _ = _wiring(capsys, d)
     assert code == 0 and "no weights found, only training state (training_args.bin, optimizer.pt)" in out
+
+
+def test_no_false_refusal_beside_loadable_spellings():
+    # a pre-fused attention name beside both shards: the shards fill the fused parameter; a wrapped fc beside
+    # model.fc.weight (which the Llama head loads): SGLang has what it needs in both
+    from sglang_eagle_cycle.safetensors_header import mla_a_proj_dropped, wrapper_prefixed
+
+    attn = "layers.0.self_attn.{}.weight"
+    both = [attn.format("q_a_proj"), attn.format("kv_a_proj_with_mqa")]
+    assert mla_a_proj_dropped(both + [attn.format("fused_qkv_a_proj_with_mqa")]) == []
+    assert mla_a_proj_dropped([both[0], attn.format("fused_qkv_a_proj_with_mqa")]) == sorted(
+        [both[0], attn.format("fused_qkv_a_proj_with_mqa")])
+    assert wrapper_prefixed(["module.fc.weight", "model.fc.weight"]) == []
+    assert wrapper_prefixed(["module.fc.weight", "module.lm_head.weight"]) == ["module."]
+    # a wrapped lm_head alone (a stray copy) says nothing of the fc
+    assert wrapper_prefixed(["fc.weight", "module.lm_head.weight"]) == []

@@ -170,13 +170,17 @@ def mla_a_proj_dropped(names) -> list[str]:
     dropped = []
     for (kind, leaf), spelt in stored.items():
         partner = {"q_a_proj": "kv_a_proj_with_mqa", "kv_a_proj_with_mqa": "q_a_proj"}.get(kind)
-        if partner is None or (partner, leaf) not in stored:
+        if partner is None:
+            # a pre-fused name is dropped, but matters only where the two shards do not fill the parameter
+            if not {("q_a_proj", leaf), ("kv_a_proj_with_mqa", leaf)} <= stored.keys():
+                dropped += spelt
+        elif (partner, leaf) not in stored:
             dropped += spelt
     return sorted(dropped)
 
 
-#: marker (a list of prefixes, not a shape): the checkpoint stores the head's tensors only under a
-#: training wrapper's prefix (:data:`WRAPPER_PREFIXES`), which SGLang 0.5.23 does not strip
+#: marker (a list of prefixes, not a shape): the checkpoint stores the draft's fc only under a training
+#: wrapper's prefix (:data:`WRAPPER_PREFIXES`), which SGLang 0.5.23 does not strip (:func:`wrapper_prefixed`)
 WRAPPER_PREFIXED = "checkpoint.wrapper_prefix"
 #: prefixes training wrappers put before every parameter name: DistributedDataParallel / DataParallel
 #: (``module.``) and ``torch.compile`` (``_orig_mod.``); either may wrap the other
@@ -184,19 +188,22 @@ WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
 
 def wrapper_prefixed(names) -> list[str]:
-    """The wrapper prefixes (sorted, e.g. ``["module."]``) under which ``names`` store a
-    :data:`DRAFT_TENSORS` spelling that is not stored as it is: ``module.fc.weight`` from a DDP save,
-    ``_orig_mod.fc.weight`` from a compiled model's. SGLang's heads match no parameter to such a name
-    and skip it, the Llama head silently."""
+    """The wrapper prefixes (sorted, e.g. ``["module."]``) under which ``names`` store the draft's fc
+    (``fc.weight`` or ``model.fc.weight``) where neither spelling is stored as it is: ``module.fc.weight``
+    from a DDP save, ``_orig_mod.fc.weight`` from a compiled model's. SGLang's heads match no parameter
+    to such names and skip them, the Llama head silently; the fc, which no head takes from the target,
+    tells a wrapped save from a stray copy of one tensor."""
     names = {str(n) for n in names}
-    wanted = {sp for spellings in DRAFT_TENSORS.values() for sp in spellings}
+    fc = set(DRAFT_TENSORS["fc.weight"])
+    if fc & names:
+        return []
     found = set()
     for name in names:
         prefix, rest = "", name
         while rest.startswith(WRAPPER_PREFIXES):
             cut = next(p for p in WRAPPER_PREFIXES if rest.startswith(p))
             prefix, rest = prefix + cut, rest[len(cut):]
-        if prefix and rest in wanted and rest not in names:
+        if prefix and rest in fc:
             found.add(prefix)
     return sorted(found)
 
