@@ -161,15 +161,15 @@ def mla_a_proj_dropped(names) -> list[str]:
     ``layers.0.`` and legacy ``midlayer.`` spellings pair with each other), drops a shard whose partner
     never comes, and drops a pre-fused ``fused_qkv_a_proj_with_mqa`` name, all without a log line
     (test/test_mla_head_sglang.py). ``model.``-prefixed names are left to :func:`prefixed_only`."""
-    names = {str(n) for n in names}
-    stored = {}
-    for name in names:
+    stored: dict[tuple[str, str], list[str]] = {}   # (shard, leaf) -> its stored spellings
+    for name in {str(n) for n in names}:
         m = _A_PROJ.fullmatch(name)
         if m:
-            stored[(m.group(2), m.group(3))] = stored.get((m.group(2), m.group(3)), []) + [name]
+            stored.setdefault((m.group(2), m.group(3)), []).append(name)
+    partners = {"q_a_proj": "kv_a_proj_with_mqa", "kv_a_proj_with_mqa": "q_a_proj"}
     dropped = []
     for (kind, leaf), spelt in stored.items():
-        partner = {"q_a_proj": "kv_a_proj_with_mqa", "kv_a_proj_with_mqa": "q_a_proj"}.get(kind)
+        partner = partners.get(kind)
         if partner is None:
             # a pre-fused name is dropped, but matters only where the two shards do not fill the parameter
             if not {("q_a_proj", leaf), ("kv_a_proj_with_mqa", leaf)} <= stored.keys():
@@ -598,8 +598,8 @@ def read_draft_shapes(location: str | Path, load_legacy: bool = True) -> dict:
     if [f.name for f in files] == ["consolidated.safetensors", SINGLE_FILE]:
         files = files[1:]   # SGLang skips a Mistral consolidated file beside model.safetensors
     # without an index SGLang loads every *.safetensors, model.safetensors and whatever lies beside it
-    shapes = {}
-    dtypes = {}
+    shapes: dict[str, list[int]] = {}
+    dtypes: dict[str, object] = {}
     for file in files:
         header = read_header(file)
         shapes.update({k: v["shape"] for k, v in header.items()})
@@ -660,7 +660,6 @@ def _add_prefixed(found: dict, names) -> dict:
     wrapped = wrapper_prefixed(names)
     if wrapped:
         found[WRAPPER_PREFIXED] = wrapped
-        found.pop(CHECKPOINT_READ, None)
     return found
 
 

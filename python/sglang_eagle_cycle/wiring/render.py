@@ -92,10 +92,10 @@ def render_report(report: WiringReport, target_path: Path, target_cfg: Mapping, 
         dtype = f" {header[FC_DTYPE]}" if k == "fc.weight" and FC_DTYPE in header else ""
         return f"{stored_name(header, k)} {v}{dtype}"
 
+    parts = [tensor(k, v) for k, v in shown.items()]
     if header and header.get(CHECKPOINT_NESTED):
-        shown[CHECKPOINT_NESTED] = None
-    tensors = ", ".join(f"tensors nested in a dict in {', '.join(header[k])}" if k == CHECKPOINT_NESTED else
-                        tensor(k, v) for k, v in shown.items()) or (
+        parts.append(f"tensors nested in a dict in {', '.join(header[CHECKPOINT_NESTED])}")
+    tensors = ", ".join(parts) or (
         "checkpoint read: no fc, lm_head, d2t, input_norm nor fc_norm tensor in it" if header else
         _no_checkpoint(draft_path))
     lines.append(f"        {_arch(draft_cfg)}; {tensors}")
