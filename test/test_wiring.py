@@ -78,6 +78,7 @@ CODE_CASES = {
                                                                          "vocab_size": 201088},
                                              header={"fc.weight": [2880, 8640]})),
     "fc_width_mismatch": (dict(header={"fc.weight": [4096, 16384]}), dict(header={"fc.weight": [4096, 12288]})),
+    "fc_out_mismatch": (dict(header={"fc.weight": [2048, 12288]}), dict(header={"fc.weight": [4096, 12288]})),
     "draft_fc_built_mismatch": (dict(env={"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": "1,8,15,28"}, header=None),
                                 dict(env={"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": "1,8,15,28"}, header=None,
                                      draft_over={"num_aux_hidden_states": 4})),
@@ -139,7 +140,8 @@ def test_code_table_covers_design():
     assert set(CODE_CASES) == set(CHECK_LEVELS)
     errors = {c for c, level in CHECK_LEVELS.items() if level == "error"}
     assert errors == {"non_integer_ids", "duplicate_ids", "id_out_of_range", "embedding_capture",
-                      "final_layer_capture_unsupported", "fc_width_mismatch", "draft_fc_built_mismatch",
+                      "final_layer_capture_unsupported", "fc_width_mismatch", "fc_out_mismatch",
+                      "draft_fc_built_mismatch",
                       "not_eagle3_architecture", "target_hidden_mismatch", "vocab_mismatch",
                       "lm_head_shape_mismatch", "lm_head_not_loaded", "weight_not_loaded", "fc_scale_dropped",
                       "d2t_missing", "checkpoint_nested",

@@ -148,6 +148,18 @@ CHECKPOINT_READ = "checkpoint.read"
 CHECKPOINT_NESTED = "checkpoint.nested"
 
 
+#: marker (a list of tensor names, not a shape): the tensors inside the nested dicts of
+#: :data:`CHECKPOINT_NESTED`, as named within them (``fc.weight`` for ``{"state_dict": {"fc.weight": ...}}``):
+#: SGLang loads none of them, so a check that misses one of these names is seeing the same cause
+CHECKPOINT_NESTED_TENSORS = "checkpoint.nested.tensors"
+#: the shard index of a sharded PyTorch checkpoint; SGLang 0.5.23 never reads it (it globs ``*.bin``)
+PT_INDEX_FILE = "pytorch_model.bin.index.json"
+#: marker (an object, not a shape): shard -> the tensor names :data:`PT_INDEX_FILE` places in it, for each
+#: listed shard missing from the draft folder whose names no file SGLang 0.5.23 loads holds: it loads the
+#: rest without a word and leaves these unloaded (:func:`unloaded_index_shards`)
+CHECKPOINT_MISSING_SHARDS = "checkpoint.missing_shards"
+
+
 #: marker (a list of stored names, not a shape): the decoder layer's MLA attention shards that
 #: SGLang 0.5.23's ``Eagle3DeepseekV2ForCausalLM`` drops silently (:func:`mla_a_proj_dropped`)
 MLA_A_PROJ_DROPPED = "mla.a_proj.dropped"
@@ -189,7 +201,8 @@ WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
 def wrapper_prefixed(names) -> list[str]:
     """The wrapper prefixes (sorted, e.g. ``["module."]``) under which ``names`` store the draft's fc
-    (``fc.weight`` or ``model.fc.weight``) where neither spelling is stored as it is: ``module.fc.weight``
+    (``fc.weight`` or ``model.fc.weight``, or a quantised fc's ``fc.qweight`` and the like,
+    :data:`FC_QUANTIZED`) where neither plain spelling is stored as it is: ``module.fc.weight``
     from a DDP save, ``_orig_mod.fc.weight`` from a compiled model's. SGLang's heads match no parameter
     to such names and skip them, the Llama head silently; the fc, which no head takes from the target,
     tells a wrapped save from a stray copy of one tensor."""
@@ -203,20 +216,21 @@ def wrapper_prefixed(names) -> list[str]:
         while rest.startswith(WRAPPER_PREFIXES):
             cut = next(p for p in WRAPPER_PREFIXES if rest.startswith(p))
             prefix, rest = prefix + cut, rest[len(cut):]
-        if prefix and rest in fc:
+        if prefix and (rest in fc or FC_QUANTIZED.fullmatch(rest)):
             found.add(prefix)
     return sorted(found)
 
 
 class NestedCheckpoint(UsageError):
     """A PyTorch checkpoint file whose tensors sit only in nested dicts: ``path`` and the top-level
-    ``keys`` that hold them. A :class:`~sglang_eagle_cycle.errors.UsageError` (one line) where the
+    ``keys`` that hold them, and ``names``, the tensors' names inside those dicts (``fc.weight``; a dict
+    nested deeper joins its keys with ``.``). A :class:`~sglang_eagle_cycle.errors.UsageError` (one line) where the
     caller needs the weights (the probe); :func:`read_draft_shapes` reports it as the
     :data:`CHECKPOINT_NESTED` marker instead."""
 
-    def __init__(self, message: str, path: Path, keys: list[str]):
+    def __init__(self, message: str, path: Path, keys: list[str], names: list[str] | None = None):
         super().__init__(message)
-        self.path, self.keys = path, keys
+        self.path, self.keys, self.names = path, keys, list(names or [])
 
 
 #: a tensor found only under its ``model.``-prefixed spelling is also reported as ``PREFIXED + canonical``
@@ -335,10 +349,17 @@ def _from_index(index_path: Path) -> dict:
                 raise UsageError(f"{shard_path}: index says it holds {name}, its header does not list it")
             shapes[name] = header[name]["shape"]
             dtypes[name] = header[name].get("dtype")
+    listed = set(map(str, weight_map.values()))
+    absent = sorted(shard for shard in listed if not (index_path.parent / shard).is_file())
+    if absent:
+        # SGLang 0.5.23 checks every shard the index lists before loading any (filter_duplicate_safetensors_files)
+        raise UsageError(f"{index_path}: lists {len(absent)} shard{'s' * (len(absent) != 1)} missing here "
+                         f"({_short_list(absent)}; an incomplete download?): SGLang {_SGLANG} refuses to load "
+                         f"the draft (\"references {len(absent)} shard file(s) missing\"); download "
+                         f"{'it' if len(absent) == 1 else 'them'}")
     for name in weight_map:   # an fc stored quantised, named by the index
         if FC_QUANTIZED.fullmatch(str(name)):
             shapes[str(name)] = []
-    listed = set(map(str, weight_map.values()))
     if not {"fc.weight", "fc.quantized"} & _pick(shapes, dtypes).keys():
         # SGLang loads every tensor of each shard the index lists, not only the names its weight_map
         # spells out: an fc an incomplete weight_map leaves out still loads, so look for it there
@@ -451,6 +472,19 @@ def _torch_load_error(exc: BaseException) -> str:
     return (text.splitlines() or [type(exc).__name__])[0][:160]
 
 
+def _nested_names(value, depth: int = 3, prefix: str = "") -> list[str]:
+    """The names of the tensors in the dict ``value``, a dict inside it joining its key with ``.``."""
+    import torch
+
+    names = []
+    for key, item in value.items():
+        if isinstance(item, torch.Tensor):
+            names.append(prefix + str(key))
+        elif depth > 0 and isinstance(item, dict):
+            names += _nested_names(item, depth - 1, f"{prefix}{key}.")
+    return names
+
+
 def _nests_tensors(value, depth: int = 3) -> bool:
     import torch
 
@@ -507,12 +541,14 @@ def load_pytorch_file(path: str | Path, meta: bool = True, load_legacy: bool = T
         raise UsageError(f"{path}: a PyTorch checkpoint that is no state dict (it holds a "
                          f"{type(state).__name__}, SGLang loads name -> tensor mappings)")
     tensors = {k: v for k, v in state.items() if isinstance(k, str) and isinstance(v, torch.Tensor)}
-    nested = [str(k) for k, v in state.items() if isinstance(v, dict) and _nests_tensors(v)]
+    inner = {str(k): v for k, v in state.items() if isinstance(v, dict) and _nests_tensors(v)}
+    nested = list(inner)
     if not tensors and nested:
         raise NestedCheckpoint(f"{path}: its tensors are nested under {', '.join(map(repr, nested[:3]))}, not at "
                                f"the top level: SGLang {_SGLANG} loads top-level name -> tensor entries only, so it "
                                f"would load none and leave the draft uninitialised; save the inner dict: "
-                               f"torch.save(ckpt[{nested[0]!r}], path)", path, nested)
+                               f"torch.save(ckpt[{nested[0]!r}], path)", path, nested,
+                               [n for v in inner.values() for n in _nested_names(v)])
     return tensors
 
 
@@ -566,12 +602,17 @@ def read_draft_shapes(location: str | Path, load_legacy: bool = True) -> dict:
         the folder holds that file beside a checkpoint. Two markers hold no shape:
         :data:`FC_DTYPE` (a dtype string such as ``"F8_E4M3"``) where ``fc.weight`` is stored in a dtype
         outside :data:`FLOAT_DTYPES`, and beside it :data:`FC_SCALES` (a list of names) where its scale
-        tensors are stored (with an index: those the weight_map names).
+        tensors are stored (with an index: those the weight_map names). For PyTorch files:
+        :data:`CHECKPOINT_NESTED` and :data:`CHECKPOINT_NESTED_TENSORS` (tensors in a nested dict), and
+        :data:`CHECKPOINT_MISSING_SHARDS` (shards a ``pytorch_model.bin.index.json`` lists that are not
+        there; SGLang never reads that index, :func:`unloaded_index_shards`).
 
     Raises:
-        UsageError: a corrupt header or index, a shard the index names is missing, an unusable
-            PyTorch checkpoint file (:func:`load_pytorch_file`), or ``*.bin`` files that are all training
-            state beside ``*.pt`` files (:func:`pytorch_files`).
+        UsageError: a corrupt header or index, a shard a ``model.safetensors.index.json`` lists is missing
+            (SGLang checks them all before loading), an unusable PyTorch checkpoint file
+            (:func:`load_pytorch_file`), ``*.bin`` files that are all training state beside ``*.pt`` files
+            (:func:`pytorch_files`), or a ``pytorch_model.bin.index.json`` whose shards are all missing with
+            no other weights (SGLang finds none).
     """
     path = Path(location)
     if path.is_file() and path.suffix in (".bin", ".pt"):
@@ -589,7 +630,14 @@ def read_draft_shapes(location: str | Path, load_legacy: bool = True) -> dict:
         # consults no index, not even a model.safetensors.index.json left beside them
         pt_files = pytorch_files(folder)
         if pt_files:
-            return _with_quant_file(_read_pytorch(pt_files, load_legacy), folder)
+            return _with_quant_file(_read_pytorch(pt_files, load_legacy, folder), folder)
+        listed = sorted(set((_bin_index_map(folder) or {}).values()))
+        if listed and not (folder / INDEX_FILE).exists():
+            # the shards of a sharded .bin checkpoint, none of them here: SGLang finds no weights at all
+            raise UsageError(f"{folder / PT_INDEX_FILE}: lists {len(listed)} shard{'s' * (len(listed) != 1)} "
+                             f"({_short_list(listed)}) and none is here (an incomplete download?): SGLang "
+                             f"{_SGLANG} finds no weights to load (\"Cannot find any model weights\"); download "
+                             f"{'it' if len(listed) == 1 else 'them'}")
     index = folder / INDEX_FILE
     if index.exists() and not index.is_file():   # a FIFO would block the read
         raise UsageError(f"{index}: not a regular file")
@@ -607,18 +655,23 @@ def read_draft_shapes(location: str | Path, load_legacy: bool = True) -> dict:
     return _with_quant_file(_mark_read(_with_markers(shapes, dtypes), bool(shapes)), folder) if files else {}
 
 
-def _read_pytorch(files: list[Path], load_legacy: bool) -> dict:
+def _read_pytorch(files: list[Path], load_legacy: bool, folder: Path | None = None) -> dict:
     """:func:`read_draft_shapes` of the PyTorch checkpoint ``files`` SGLang loads: their tensors' markers,
-    with :data:`CHECKPOINT_NESTED` naming the files whose tensors sit in a nested dict; files SGLang
-    loads were read, so without a tensor in them the draft loads none (:data:`CHECKPOINT_READ`)."""
+    with :data:`CHECKPOINT_NESTED` naming the files whose tensors sit in a nested dict (and
+    :data:`CHECKPOINT_NESTED_TENSORS` the names inside); files SGLang loads were read, so without a
+    tensor in them the draft loads none (:data:`CHECKPOINT_READ`). With ``folder`` (the draft folder
+    ``files`` were found in), :data:`CHECKPOINT_MISSING_SHARDS` for the shards its
+    :data:`PT_INDEX_FILE` lists that SGLang does not load (:func:`unloaded_index_shards`)."""
     shapes: dict[str, list[int]] = {}
     dtypes: dict[str, object] = {}
     nested: list[str] = []
+    nested_names: list[str] = []
     for file in files:
         try:
             part_shapes, part_dtypes = read_pytorch_shapes(file, load_legacy)
         except NestedCheckpoint as exc:
             nested += [f"{file.name}[{key!r}]" for key in exc.keys]
+            nested_names += exc.names
             continue
         shapes.update(part_shapes)
         dtypes.update(part_dtypes)
@@ -626,7 +679,52 @@ def _read_pytorch(files: list[Path], load_legacy: bool) -> dict:
     if nested:
         found.pop(CHECKPOINT_READ, None)
         found[CHECKPOINT_NESTED] = nested
+        found[CHECKPOINT_NESTED_TENSORS] = sorted(set(nested_names))
+    missed = unloaded_index_shards(folder, files, shapes) if folder is not None else {}
+    if missed:
+        found[CHECKPOINT_MISSING_SHARDS] = missed
     return found
+
+
+def _bin_index_map(folder: Path) -> dict[str, str] | None:
+    """The weight_map (tensor name -> shard file name) of ``folder``'s :data:`PT_INDEX_FILE`, or None where
+    there is none, or it cannot be read or is no such map: SGLang never reads this file, so a damaged
+    one changes nothing it does."""
+    index = folder / PT_INDEX_FILE
+    if not index.is_file():
+        return None
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map")
+    except (OSError, ValueError, RecursionError, AttributeError):
+        return None
+    if not isinstance(weight_map, dict):
+        return None
+    return {str(name): shard for name, shard in weight_map.items() if isinstance(shard, str)}
+
+
+def unloaded_index_shards(folder: Path, loaded: list[Path], names_read) -> dict[str, list[str]]:
+    """Shard -> tensor names (sorted) for each shard ``folder``'s :data:`PT_INDEX_FILE` lists that is not in
+    ``folder`` (nor one of the ``loaded`` files), keeping the names that no loaded file holds (``names_read``).
+
+    SGLang 0.5.23 loads a PyTorch checkpoint by globbing ``*.bin`` (else ``*.pt``) and never reads this
+    index (``DefaultModelLoader._prepare_weights``), so a shard it lists that is missing (an interrupted
+    download) is not noticed: the tensors the index places there are simply never loaded. A name a loaded
+    file holds anyway (the shards merged into one file, the index left stale) loads, and is left out.
+    ``{}`` where there is no usable index."""
+    weight_map = _bin_index_map(folder)
+    if not weight_map:
+        return {}
+    loaded_names = {f.name for f in loaded}
+    read = set(names_read)
+    missed: dict[str, list[str]] = {}
+    for name, shard in weight_map.items():
+        if shard not in loaded_names and name not in read and not os.path.lexists(folder / shard):
+            missed.setdefault(shard, []).append(name)
+    return {shard: sorted(names) for shard, names in sorted(missed.items())}
+
+
+def _short_list(names: list[str], shown: int = 3) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def _mark_read(found: dict, any_tensor: bool) -> dict:

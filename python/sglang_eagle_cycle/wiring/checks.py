@@ -12,7 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..safetensors_header import FC_DTYPE, FC_SCALES, MLA_A_PROJ_DROPPED, PREFIXED, QUANT_CONFIG_FILE, module_of, stored_name
+from ..safetensors_header import (CHECKPOINT_MISSING_SHARDS, CHECKPOINT_NESTED_TENSORS, FC_DTYPE, FC_QUANTIZED,
+                                  FC_SCALES, MLA_A_PROJ_DROPPED, PREFIXED, PT_INDEX_FILE, QUANT_CONFIG_FILE,
+                                  WRAPPER_PREFIXED, WRAPPER_PREFIXES, module_of, stored_name)
 from .config import IDS_KEY, _is_int, _nested_ids, _short
 from .report import Problem, _fmt, _problem
 from .stock import FamilyRule, STOCK_VERSION
@@ -256,16 +258,27 @@ def fc_scale_problems(draft: Mapping, header: Mapping, fc_used: bool) -> list[Pr
                                                 "draft config" if arch == _MLA_HEAD else ""))]
 
 
-def _header_checks(draft: Mapping, header: Mapping, add) -> None:
+def _header_checks(draft: Mapping, header: Mapping, add, explained: frozenset = frozenset(),
+                   width_reported: bool = False) -> None:
+    """``lm_head_shape_mismatch``, ``d2t_missing``, ``lm_head_not_loaded`` from the checkpoint's tensors.
+
+    ``explained``: head tensors (:func:`_head_tensor` names) whose absence an error already reported
+    accounts for (a nested dict, a missing shard): ``d2t`` there is no ``d2t_missing``.
+    ``width_reported``: ``fc_out_mismatch`` was raised; where lm_head is as wide as fc's rows, it already
+    says the checkpoint's width differs from the config's ``hidden_size``: lm_head's columns are not
+    reported again."""
     lm_head = header.get("lm_head.weight")
     if not isinstance(lm_head, list):
         return
     vocab, dvocab, hidden = draft.get("vocab_size"), draft.get("draft_vocab_size"), draft.get("hidden_size")
     rows = dvocab if _is_int(dvocab) else vocab
-    if _is_int(rows) and _is_int(hidden) and list(lm_head) != [rows, hidden]:
+    fc = header.get("fc.weight")
+    same_width = width_reported and len(lm_head) == 2 and isinstance(fc, list) and fc[:1] == lm_head[1:]
+    want = [rows, lm_head[1] if same_width else hidden]
+    if _is_int(rows) and _is_int(hidden) and list(lm_head) != want:
         add("lm_head_shape_mismatch", f"lm_head.weight {list(lm_head)} != [{rows}, {hidden}] "
                                       f"([draft_vocab_size or vocab_size, hidden_size])")
-    if _is_int(dvocab) and _is_int(vocab) and dvocab < vocab and "d2t" not in header:
+    if _is_int(dvocab) and _is_int(vocab) and dvocab < vocab and "d2t" not in header and "d2t" not in explained:
         add("d2t_missing", f"draft_vocab_size {dvocab} < vocab_size {vocab} but the checkpoint has no d2t "
                            f"tensor to map draft tokens to target tokens")
     # both 0.5.23 heads load lm_head.weight only: model.lm_head.weight becomes model.model.lm_head.weight,
@@ -277,6 +290,162 @@ def _header_checks(draft: Mapping, header: Mapping, add) -> None:
                                   f"SGLang {STOCK_VERSION}'s EAGLE-3 heads skip (they load lm_head.weight): with "
                                   f"draft_vocab_size {dvocab} and untied embeddings its lm_head stays unloaded "
                                   f"(uninitialised); save it as lm_head.weight")
+
+
+def fc_out_problems(draft: Mapping, header: Mapping, fc_used: bool) -> list[Problem]:
+    """``fc_out_mismatch``: ``fc.weight``'s rows (its out_features) differ from the draft config's
+    ``hidden_size``, the width SGLang 0.5.23 builds fc to project to.
+
+    * ``LlamaForCausalLMEagle3``: fc is a ``torch.nn.Linear`` loaded by SGLang's default weight loader,
+      which asserts the shapes match: the launch fails at load ("Attempted to load weight ... into
+      parameter ..."), whether or not fc is applied. ``model.fc.weight`` loads the same way.
+    * ``Eagle3DeepseekV2ForCausalLM``: fc is a ``ColumnParallelLinear`` whose loader narrows the stored
+      rows to its own: with more rows it keeps the first ``hidden_size`` of them without a word (an
+      error where fc is applied, ``fc_used``); with fewer the GPU load fails (``narrow``: "start (0) +
+      length exceeds dimension size"; SGLang's CPU branch zero-fills the missing rows instead). Not for
+      ``model.fc.weight``, which this head skips (``fc_width_mismatch``).
+
+    Where ``lm_head.weight`` is stored as wide as fc's rows, the message says the checkpoint was trained
+    at that width (the config's ``hidden_size`` is what is wrong). test/test_wiring_gaps.py loads such an
+    fc into both classes on the CPU.
+
+    Returns:
+        Zero or one :class:`Problem`.
+    """
+    fc, hidden = header.get("fc.weight"), draft.get("hidden_size")
+    if not (isinstance(fc, list) and len(fc) == 2 and _is_int(hidden) and fc[0] != hidden):
+        return []
+    arch, name, rows = _eagle3_arch(draft), stored_name(header, "fc.weight"), fc[0]
+    if arch == _LLAMA_HEAD:
+        what = (f"its loader asserts the shapes match and the launch fails at load (\"Attempted to load weight "
+                f"(torch.Size([{rows}, {fc[1]}])) into parameter (torch.Size([{hidden}, {fc[1]}]))\")")
+    elif arch == _MLA_HEAD and name == "fc.weight" and (rows < hidden or fc_used):
+        what = (f"its loader narrows the stored rows to {hidden}: " +
+                (f"it keeps the first {hidden} of the {rows} rows without a word, so fc projects the aux states "
+                 f"onto the wrong features and the draft's proposals are noise" if rows > hidden else
+                 f"with only {rows} rows the load fails on the GPU (\"start (0) + length ({hidden}) exceeds "
+                 f"dimension size ({rows})\")"))
+    else:
+        return []
+    lm_head = header.get("lm_head.weight")
+    if isinstance(lm_head, list) and len(lm_head) == 2 and lm_head[1] == rows:
+        fix = (f"lm_head.weight {list(lm_head)} is {rows} wide too, so the checkpoint was trained at hidden_size "
+               f"{rows}: set \"hidden_size\": {rows} in the draft's config.json")
+    else:
+        fix = (f"set \"hidden_size\": {rows} in the draft's config.json if the rest of the checkpoint is {rows} "
+               f"wide, else store the fc this draft was trained with ([{hidden}, {fc[1]}])")
+    return [_problem("fc_out_mismatch",
+                     f"{name} {list(fc)} has {rows} rows (fc's out_features) but the draft's hidden_size is "
+                     f"{hidden}: SGLang {STOCK_VERSION}'s {arch} builds fc to project to {hidden} features and "
+                     f"{what}. Fix: {fix}")]
+
+
+def _head_tensor(name: str) -> str | None:
+    """The head tensor a checkpoint name stands for, with or without its ``model.`` prefix: ``fc``
+    (``fc.weight``, a quantised fc's tensors), ``d2t``, ``lm_head``; None for any other."""
+    name = name[len(PREFIXED):] if name.startswith(PREFIXED) else name
+    if name == "fc.weight" or FC_QUANTIZED.fullmatch(name):
+        return "fc"
+    if name == "d2t":
+        return "d2t"
+    return "lm_head" if name == "lm_head.weight" else None
+
+
+def explained_absences(header: Mapping, draft: Mapping | None, fc_used: bool) -> frozenset:
+    """The head tensors (:func:`_head_tensor` names) an error about the checkpoint already accounts for
+    not being loaded: the fc of a wrapped save (``weight_not_loaded``: the wrapper is read off the fc),
+    and, of those the head would load (:func:`_used_by_head`), the ones a nested dict holds
+    (``checkpoint_nested``; a wrapper prefix inside it aside) and the ones a missing shard holds
+    (``weight_not_loaded``). A check that finds one of these missing reports nothing more: one cause,
+    one error. A tensor the head would skip however it was stored (``model.fc.weight`` in the MLA head)
+    is not accounted for: its own error stands."""
+    def unwrapped(name: str) -> str:
+        while name.startswith(WRAPPER_PREFIXES):
+            name = name[len(next(p for p in WRAPPER_PREFIXES if name.startswith(p))):]
+        return name
+
+    names = [unwrapped(n) for n in header.get(CHECKPOINT_NESTED_TENSORS) or []]
+    for missed in (header.get(CHECKPOINT_MISSING_SHARDS) or {}).values():
+        names += missed
+    if isinstance(draft, Mapping):
+        names = [n for n in names if _used_by_head(draft, n, fc_used)]
+    found = {_head_tensor(n) for n in names} - {None}
+    if header.get(WRAPPER_PREFIXED):
+        found.add("fc")
+    return frozenset(found)
+
+
+_LEGACY_NAMES = (("midlayer.", "layers.0."), ("aux_norm_low.", "fc_norm.0."), ("aux_norm_mid.", "fc_norm.1."),
+                 ("aux_norm_high.", "fc_norm.2."))
+
+
+def _used_by_head(draft: Mapping, name: str, fc_used: bool) -> bool:
+    """Whether SGLang 0.5.23's head loads the checkpoint tensor ``name`` into a parameter it uses, so
+    that not loading it leaves the draft wrong: fc (where applied), its per-state norms (``fc_norm`` on)
+    and ``input_norm`` (``norm_before_fc``, Llama head), the final norm, the decoder layer, lm_head (a
+    draft vocabulary of its own, untied), d2t (a draft vocabulary smaller than the target's) and the
+    embedding (where the head keeps its own). A name the head skips anyway (``model.X`` in the MLA head,
+    a wrapper-prefixed one, ``t2d``, a rotary buffer) is not used."""
+    arch = _eagle3_arch(draft)
+    if name.startswith(WRAPPER_PREFIXES):
+        return False
+    vocab, dvocab = draft.get("vocab_size"), draft.get("draft_vocab_size")
+    if name == "d2t" or name.endswith(".d2t"):   # both heads load any name ending so
+        return _is_int(dvocab) and _is_int(vocab) and dvocab != vocab
+    if name.startswith(PREFIXED):
+        if arch == _MLA_HEAD:
+            return False   # it adds model. itself and skips model.X (model.d2t aside, above)
+        name = name[len(PREFIXED):]
+    for legacy, new in _LEGACY_NAMES:
+        if name.startswith(legacy):
+            name = new + name[len(legacy):]
+    module = name.rsplit(".", 1)[0]
+    if module == "fc":
+        return fc_used
+    if module.startswith("fc_norm."):
+        return fc_used and bool(draft.get("fc_norm") or draft.get("use_aux_norm"))
+    if module == "input_norm":
+        return fc_used and arch == _LLAMA_HEAD and _norm_before_fc(draft)
+    if module == "norm":
+        return True
+    if module == "embed_tokens":
+        return _mla_own_embedding(draft)
+    if module == "lm_head":
+        return _is_int(dvocab) and not draft.get("tie_word_embeddings")
+    if name.startswith("layers.0."):
+        if arch == _MLA_HEAD:
+            return module in {"layers.0." + m for m in MLA_LAYER_MODULES}
+        return not name.endswith("inv_freq")
+    return False
+
+
+def missing_shard_problems(draft: Mapping, header: Mapping, fc_used: bool) -> list[Problem]:
+    """``weight_not_loaded``: the shards ``pytorch_model.bin.index.json`` lists that are not in the draft
+    folder (the :data:`~sglang_eagle_cycle.safetensors_header.CHECKPOINT_MISSING_SHARDS` marker) hold
+    tensors the head uses (:func:`_used_by_head`). SGLang 0.5.23 never reads that index: it loads the
+    ``*.bin`` files there are and leaves these parameters as built (uninitialised on a GPU), silently.
+    A missing shard holding only tensors the head does not use (``t2d``; the embedding it takes from the
+    target) is not reported.
+
+    Returns:
+        Zero or one :class:`Problem` naming the shards and the tensors.
+    """
+    missing = header.get(CHECKPOINT_MISSING_SHARDS) or {}
+    if not is_eagle3_head(draft) or not isinstance(draft.get("architectures"), list):
+        return []
+    used = {shard: [n for n in names if _used_by_head(draft, n, fc_used)] for shard, names in missing.items()}
+    used = {shard: names for shard, names in used.items() if names}
+    if not used:
+        return []
+    shards = sorted(used)
+    names = [n for shard in shards for n in used[shard]]
+    one = len(shards) == 1
+    return [_problem("weight_not_loaded",
+                     f"the draft's {PT_INDEX_FILE} places {_names(names)} in {_names(shards)}, which "
+                     f"{'is' if one else 'are'} not in the draft folder (an incomplete download?): SGLang "
+                     f"{STOCK_VERSION} never reads that index, loads the *.bin files there are and leaves "
+                     f"these tensors unloaded (uninitialised) without an error, so the draft's proposals are "
+                     f"noise; download the missing shard{'' if one else 's'}")]
 
 
 def normalize_algorithm(value) -> str:

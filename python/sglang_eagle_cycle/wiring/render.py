@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..safetensors_header import CHECKPOINT_NESTED, CHECKPOINT_READ, FC_DTYPE, MLA_A_PROJ_DROPPED, WRAPPER_PREFIXED, FC_SCALES, PREFIXED, QUANT_CONFIG_FILE, stored_name
+from ..safetensors_header import (CHECKPOINT_MISSING_SHARDS, CHECKPOINT_NESTED, CHECKPOINT_NESTED_TENSORS,
+                                  CHECKPOINT_READ, FC_DTYPE, FC_SCALES, MLA_A_PROJ_DROPPED, PREFIXED,
+                                  QUANT_CONFIG_FILE, WRAPPER_PREFIXED, stored_name)
 from .config import IDS_KEY, find_field
 from .report import WiringReport, _fmt, _same_capture
 from .resolve import contract_positions
@@ -84,8 +86,9 @@ def render_report(report: WiringReport, target_path: Path, target_cfg: Mapping, 
     else:
         lines.append("        stock SGLang: no known rule for this architecture")
     lines.append(f"draft   {draft_path}")
-    markers = (FC_DTYPE, FC_SCALES, QUANT_CONFIG_FILE, CHECKPOINT_READ, CHECKPOINT_NESTED, MLA_A_PROJ_DROPPED,
-               WRAPPER_PREFIXED)   # no tensors: fc.weight's dtype is shown beside it
+    # no tensors: fc.weight's dtype is shown beside it
+    markers = (FC_DTYPE, FC_SCALES, QUANT_CONFIG_FILE, CHECKPOINT_READ, CHECKPOINT_NESTED, CHECKPOINT_NESTED_TENSORS,
+               CHECKPOINT_MISSING_SHARDS, MLA_A_PROJ_DROPPED, WRAPPER_PREFIXED)
     shown = {k: v for k, v in (header or {}).items() if not (v == [] and k.startswith(PREFIXED)) and k not in markers}
 
     def tensor(k, v) -> str:
@@ -95,6 +98,8 @@ def render_report(report: WiringReport, target_path: Path, target_cfg: Mapping, 
     parts = [tensor(k, v) for k, v in shown.items()]
     if header and header.get(CHECKPOINT_NESTED):
         parts.append(f"tensors nested in a dict in {', '.join(header[CHECKPOINT_NESTED])}")
+    if header and header.get(CHECKPOINT_MISSING_SHARDS):
+        parts.append(f"shards the index lists but the folder lacks: {', '.join(header[CHECKPOINT_MISSING_SHARDS])}")
     tensors = ", ".join(parts) or (
         "checkpoint read: no fc, lm_head, d2t, input_norm nor fc_norm tensor in it" if header else
         _no_checkpoint(draft_path))

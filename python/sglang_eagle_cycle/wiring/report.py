@@ -28,6 +28,7 @@ CHECK_LEVELS: dict[str, str] = {
     "embedding_capture": ERROR,
     "final_layer_capture_unsupported": ERROR,
     "fc_width_mismatch": ERROR,
+    "fc_out_mismatch": ERROR,
     "draft_fc_built_mismatch": ERROR,
     "not_eagle3_architecture": ERROR,
     "target_hidden_mismatch": ERROR,

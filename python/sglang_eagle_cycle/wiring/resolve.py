@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from ..errors import UsageError
-from ..safetensors_header import CHECKPOINT_NESTED, WRAPPER_PREFIXED, stored_name
-from .checks import _CAPTURE_OFF_CODES, _LLAMA_HEAD, _MLA_HEAD, _Inputs, _eagle3_arch, _is_mla_head, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, fc_scale_problems, is_eagle3_head, misspelt_key_problems, mla_prefixed_problems, normalize_algorithm, variant_problems
+from ..safetensors_header import CHECKPOINT_NESTED, CHECKPOINT_NESTED_TENSORS, WRAPPER_PREFIXED, stored_name
+from .checks import _CAPTURE_OFF_CODES, _LLAMA_HEAD, _MLA_HEAD, _Inputs, _eagle3_arch, _is_mla_head, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, explained_absences, fc_out_problems, fc_scale_problems, is_eagle3_head, misspelt_key_problems, missing_shard_problems, mla_prefixed_problems, normalize_algorithm, variant_problems
 from .config import ENV_ALLOW_EMBEDDING, ENV_CONVENTION, ENV_IDS, IDS_KEY, MAX_NUM_LAYERS, _all_ints, _checked_target_field, _declared, _is_int, _nested_ids, _short, find_field, find_num_layers
 from .report import CHECK_LEVELS, Problem, WiringReport, _LEVEL_ORDER, _SOURCE_WORDS, _fmt, _same_capture, stock_capture_words
 from .stock import FamilyRule, STOCK_VERSION, _A, _stock_captures, family_rule, stock_layers_to_capture, target_rule
@@ -96,8 +96,9 @@ def _resolve(inp: _Inputs) -> WiringReport:
                                  f"{' / '.join(map(repr, wrapped))} (a DistributedDataParallel or torch.compile "
                                  f"save: {wrapped[0]}fc.weight and the like): SGLang {STOCK_VERSION} strips no "
                                  f"such prefix, matches no parameter to these names and skips them, so the draft's "
-                                 f"weights stay unloaded (uninitialised); save the unwrapped model's state_dict, "
-                                 f"or the tensors with the prefix removed")
+                                 f"weights, its fc among them, stay unloaded (uninitialised); save the unwrapped "
+                                 f"model's state_dict, or the tensors with the prefix removed")
+    as_read = inp.header   # with every marker, for the absences these errors account for
     nested_files = (inp.header or {}).get(CHECKPOINT_NESTED)
     if nested_files:
         add("checkpoint_nested", f"the draft checkpoint keeps its tensors in a nested dict ({', '.join(nested_files)}): "
@@ -106,7 +107,7 @@ def _resolve(inp: _Inputs) -> WiringReport:
                                  f"work; save the inner dict: {_resave_hint(nested_files[0])}")
         # what else the reader found is not what SGLang loads from these files: the checks that read
         # tensors look at the rest only as far as a draft without a readable checkpoint
-        rest = {k: v for k, v in inp.header.items() if k != CHECKPOINT_NESTED}
+        rest = {k: v for k, v in inp.header.items() if k not in (CHECKPOINT_NESTED, CHECKPOINT_NESTED_TENSORS)}
         inp = replace(inp, header=rest or None)
 
     env_ids = parse_env_ids(env)
@@ -227,11 +228,14 @@ def _resolve(inp: _Inputs) -> WiringReport:
     # wide as the draft's embeddings)
     fc_used = n_aux is not None and not (width and draft_cfg is not None
                                          and n_aux * width == draft_cfg.get("hidden_size"))
+    # head tensors whose absence an error above or below already accounts for (a wrapper, a nested dict,
+    # a missing shard): one cause, one error
+    explained = explained_absences(as_read or {}, draft_cfg, fc_used)
     # an fc stored quantised ("fc.quantized": fc.qweight, fc.weight_scale, ...) may load in the head whose
     # fc is quantisable (the Kimi-K2.5 one, given a quantisation config): not checked there, so that it
     # never stops a launch that would work. LlamaForCausalLMEagle3's fc is a plain torch Linear that loads
     # fc.weight / model.fc.weight alone (test/test_mla_head_sglang.py)
-    if inp.header and fc_shape is None and fc_used and is_eagle3_head(draft_cfg):
+    if inp.header and fc_shape is None and fc_used and is_eagle3_head(draft_cfg) and "fc" not in explained:
         if "fc.quantized" not in header:
             # the checkpoint was read (other draft tensors, or the checkpoint.read marker), but SGLang's draft
             # loads its fc from fc.weight / model.fc.weight only: without one, fc stays as built
@@ -252,7 +256,15 @@ def _resolve(inp: _Inputs) -> WiringReport:
                                  f"{STOCK_VERSION}'s {_MLA_HEAD} skips (it loads fc.weight, adding the model. "
                                  f"prefix itself): its fc stays unloaded (uninitialised); save the draft's "
                                  f"tensors without the model. prefix")
-    if draft_cfg is not None:   # the MLA head's other model.-prefixed tensors (a quantised fc, norms, layer)
+    width_reported = False
+    if draft_cfg is not None:
+        # shards a pytorch_model.bin.index.json lists that are not there: SGLang never reads the index
+        problems.extend(missing_shard_problems(draft_cfg, header, fc_used=fc_used))
+        # fc's rows against the draft's hidden_size
+        out = fc_out_problems(draft_cfg, header, fc_used=fc_used)
+        problems.extend(out)
+        width_reported = bool(out)
+        # the MLA head's other model.-prefixed tensors (a quantised fc, norms, layer)
         problems.extend(mla_prefixed_problems(draft_cfg, header, fc_used=fc_used))
         # an fc.weight stored quantised (fp8) with its scale, where SGLang's fc is a plain float layer
         problems.extend(fc_scale_problems(draft_cfg, header, fc_used=fc_used))
@@ -260,7 +272,7 @@ def _resolve(inp: _Inputs) -> WiringReport:
         add("fc_width_mismatch", f"{n_aux} aux hidden states x {width} = {n_aux * width} != fc.weight "
                                  f"in_features {fc_in} (fc.weight {list(fc_shape)})")
     if draft_cfg is not None:
-        _header_checks(draft_cfg, header, add)
+        _header_checks(draft_cfg, header, add, explained, width_reported)
 
     if draft_cfg is not None:
         problems.extend(misspelt_key_problems(draft_cfg))
