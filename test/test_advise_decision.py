@@ -1304,6 +1304,21 @@ def test_one_wide_run_keeps_a_compute_knee_below_it():
     assert np.mean(two[:, 0] <= y0 / 2 + 1e-9) < 0.05
 
 
+def test_a_knee_hypothesis_stays_compute_bound_above_the_run(monkeypatch):
+    """A hypothesis is one curve: one that puts a compute knee below the one measured width (128
+    tokens at bs 32) grows past it as compute does, ``y0 (x / x0)^a``: at 256 tokens between 2 and
+    2^1.25 times y0, not along the secant from the decode step (``y0 + u s (x - x0)``, ``u`` 0-1.5)
+    that the other hypotheses continue, 39.3-88.9 ms there. Every hypothesis is a knee here
+    (``KNEE_SHARE`` 1); the shipped share is checked above."""
+    monkeypatch.setattr(unc, "KNEE_SHARE", 1.0)
+    anchor, y0 = (32.0, 14.5), 39.3
+    c = unc.sample_curve([(128.0, y0)], [64.0, 256.0], 4000, np.random.default_rng(3), anchor=anchor)
+    assert c[:, 1].min() >= 2.0 * y0 - 1e-6
+    assert c[:, 1].max() <= y0 * 2.0 ** unc.KNEE_EXPONENT[1] + 1e-6
+    # below the run, the same hypotheses: at most y0 / 2 unless their verify at bs is above it
+    assert np.all(c[:, 0] <= np.maximum(y0 / 2, 14.5 * (1 + unc.VERIFY_MODE_OVERHEAD[1])) + 1e-6)
+
+
 def test_a_large_batch_run_past_the_knee_does_not_settle_on_speculation_off(tmp_path):
     """The 3-step run alone loses to the baseline at every measured figure; the one run that
     decides is a shallower one, and with it advise picks the true best, 1 step."""

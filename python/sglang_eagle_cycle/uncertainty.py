@@ -51,8 +51,11 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   measured width past :data:`KNEE_MIN_TOKENS`, :data:`KNEE_SHARE` of the hypotheses are a compute
   knee instead: ``max(b (1 + f), y0 (x / x0)^a)``, ``a ~ U`` :data:`KNEE_EXPONENT` (compute time
   proportional to the width, or a per-token cost that rises with it), the memory-bound decode
-  step below. At a large batch a knee between ``bs`` and the measured width makes one step far
-  cheaper than the chord says; one measured width cannot tell the two apart. With two
+  step below; above the measured width such a hypothesis stays compute-bound on the same curve
+  (one hypothesis is one curve: a knee below the run and a flat or chord-slope rise above it made
+  deep depths look cheap in exactly the worlds where one step is best). At a large batch a knee
+  between ``bs`` and the measured width makes one step far cheaper than the chord says; one
+  measured width cannot tell the two apart. With two
   measured widths the curve keeps the bend they show against the anchor: a measured slope
   steeper than any chord from the anchor drops the saturating alternative (a knee), one flatter
   than any chord drops the roofline (saturation). With no decode step to bound the curve (the
@@ -652,6 +655,10 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
             out[:, qi] = ny[:, 0] * ratio ** beta
         elif x > nx[-1]:
             out[:, qi] = ny[:, -1] + bslope * (x - nx[-1])
+            if knee_a is not None:
+                # a compute knee below the one measured width stays compute-bound above it, on the
+                # same power law, not on the secant from the anchor that its memory-bound part flattens
+                out[:, qi] = np.where(np.isnan(knee_a), out[:, qi], y0 * (x / x0) ** np.nan_to_num(knee_a, nan=1.0))
             # an MoE shape carries the last secant in distinct experts, not in tokens: the expert
             # loads saturate as the width grows (each hypothesis takes its own shape)
             for si, shape in enumerate(shapes):
