@@ -678,8 +678,8 @@ def _scan_array(text: str, n: int, drop: bool = False):
         values = grid.values(start, end, head)
         if values is None:
             return None
-        if key == "graph":   # graph=0 or graph=1
-            if not ((values == 48) | (values == 49)).all():
+        if key == "graph":   # graph=0 or graph=1 (a value past 8 bytes has raw-byte keys: no digit)
+            if values.dtype.kind != "u" or not ((values == 48) | (values == 49)).all():
                 return None
             continue
         columns[key] = (start, end, values)
