@@ -670,6 +670,9 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
             setups.setdefault(repr([run_with.get(k) for k in ("server_args", "ignore_eos", "stream")]),
                               []).append(what)
         if steps == 0:
+            if tok is None:   # a baseline is its throughput: None had failed the mean below with a TypeError
+                raise UsageError(f"{what}.output_tok_s: a no-speculation record (steps 0) with status ok and no "
+                                 "throughput (null): not a measured baseline")
             base_runs.setdefault(bs, []).append(tok)
             base_models.append((rec.get("model"), what))
             if baseline_models is not None:
