@@ -18,7 +18,8 @@ teacher-forced with SGLang's shift, and only generated positions are scored. Bas
 zeroed, the most frequent token, and the same draft fed the positions shifted by -1 and +1.
 
 Deterministic for a seed on one machine and torch build (byte-identical config.json and
-model.safetensors). Existing OUT/target, OUT/draft or OUT/pair.json are kept unless --force.
+model.safetensors). Existing OUT/target, OUT/draft or OUT/pair.json are kept unless --force, and
+--force replaces them only where OUT/pair.json is one make-tiny-pair wrote (a tiny pair).
 Exit codes: 0 made, 2 unusable input.
 """
 
@@ -68,6 +69,8 @@ def main(args: argparse.Namespace) -> int:
     if str(args.out).strip() == "":
         raise UsageError("OUT is empty")
     _check_writable(out)
+    if args.force:
+        _check_replaceable(out)
     log = (lambda msg: print(f"make-tiny-pair: {msg}", file=sys.stderr, flush=True))
     summary = make_pair(out, spec, force=args.force, log=log)
     if args.json:
@@ -92,6 +95,30 @@ def _check_writable(out: Path) -> None:
         raise UsageError(f"cannot write {out}: {base} is not a directory")
     if not os.access(base, os.W_OK | os.X_OK):
         raise UsageError(f"cannot write {out}: {base} is not writable")
+
+
+#: keys every pair.json written by make-tiny-pair holds: a folder whose pair.json lacks one holds no pair
+_PAIR_KEYS = ("arch", "aux_layer_ids", "draft_top1_agreement")
+
+
+def _check_replaceable(out: Path) -> None:
+    """With --force, refuse, before the training, to replace what is not a tiny pair: an OUT whose
+    target/, draft/, pair.json or eval_prompts.json exists while its pair.json is no summary of
+    make-tiny-pair (a model folder of the user's named ``target`` would be deleted whole)."""
+    from ..tiny.pair import OUTPUTS
+
+    present = [sub for sub in OUTPUTS if os.path.lexists(out / sub)]
+    if not present:
+        return
+    summary = None
+    try:
+        summary = json.loads((out / "pair.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        pass
+    if isinstance(summary, dict) and all(k in summary for k in _PAIR_KEYS):
+        return
+    raise UsageError(f"{out}: --force would replace {', '.join(present)} there, but no pair.json written by "
+                     "make-tiny-pair says it is a tiny pair; nothing replaced: choose another OUT")
 
 
 def _pct(x) -> str:
