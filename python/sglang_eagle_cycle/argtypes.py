@@ -112,3 +112,18 @@ def baseline_item(text: str) -> tuple[int, float]:
         raise argparse.ArgumentTypeError(f"{value:.10g} tok/s is not a throughput (expected {MIN_TOK_S:g} to "
                                          f"{MAX_TOK_S:.0e}), got {text!r}")
     return key, value
+
+
+class StoreOnce(argparse.Action):
+    """``store`` for an output file's option: the option given twice with two different values is an
+    error (``--csv a.csv --csv b.csv``), where argparse's last-one-wins would silently leave out
+    an output the user asked for. The same value twice is taken. An option whose default is not
+    None cannot tell its default given explicitly from none given; the default then passes as unset.
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        before = getattr(namespace, self.dest, None)
+        if before is not None and before != self.default and before != values:
+            raise argparse.ArgumentError(self, f"given twice ({before} and {values}); "
+                                               "give it once: it names one file")
+        setattr(namespace, self.dest, values)

@@ -23,7 +23,7 @@ import signal
 import sys
 
 from . import __version__
-from .errors import UsageError
+from .errors import UsageError, one_line
 
 # subcommand -> (module under sglang_eagle_cycle.commands, one-line help)
 SUBCOMMANDS = {
@@ -39,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that exits 2 with one line instead of the usage block plus message."""
 
     def error(self, message: str):  # noqa: D401 - argparse API
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,7 +90,7 @@ def _main(argv: list[str]) -> int:
     try:
         return int(args._main(args) or 0)
     except UsageError as exc:
-        print(f"eagle-cycle {args.command}: error: {exc}", file=sys.stderr)
+        print(f"eagle-cycle {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("eagle-cycle: interrupted", file=sys.stderr)
@@ -104,7 +104,8 @@ def _main(argv: list[str]) -> int:
     except OSError as exc:  # a full disk, a closed terminal: the output cannot be written
         _silence_stdout()
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"eagle-cycle {args.command}: error: cannot write output: {where}{exc.strerror or exc}", file=sys.stderr)
+        print(f"eagle-cycle {args.command}: error: cannot write output: {one_line(f'{where}{exc.strerror or exc}')}",
+              file=sys.stderr)
         return 2
     finally:
         if previous is not None:

@@ -43,8 +43,8 @@ from typing import Any, Optional
 
 from ..sweep.records import SCHEMA as BENCH_SCHEMA
 
-from ..argtypes import (MAX_BS, MAX_STEPS, MAX_TOK_S, MIN_STOCK_INTERVALS, MIN_TOK_S, baseline_item, int_in,
-                        negative_values_are_values, strict_int)
+from ..argtypes import (MAX_BS, MAX_STEPS, MAX_TOK_S, MIN_STOCK_INTERVALS, MIN_TOK_S, StoreOnce, baseline_item,
+                        int_in, negative_values_are_values, strict_int)
 
 DEFAULT_MAX_STEPS = 10
 
@@ -88,9 +88,9 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                    help="batch sizes to advise for (default: the measured ones; given twice, both lists)")
     o = parser.add_argument_group("output")
     o.add_argument("--json", action="store_true", help="print one JSON object")
-    o.add_argument("--adaptive-config", metavar="OUT.json",
+    o.add_argument("--adaptive-config", metavar="OUT.json", action=StoreOnce,
                    help="write an SGLang --speculative-adaptive-config pinning the depth per batch-size bucket")
-    o.add_argument("--adaptive-candidates", metavar="OUT.json",
+    o.add_argument("--adaptive-candidates", metavar="OUT.json", action=StoreOnce,
                    help="write a --speculative-adaptive-config for SGLANG_EAGLE_CYCLE_ADAPTIVE=cost: the depths "
                         "still in contention per batch-size bucket, and the no-spec tok/s")
     o.add_argument("--cuda-graph-bs", nargs="+", action="extend", type=int_in(1, MAX_BS), metavar="BS",
@@ -313,6 +313,8 @@ def _readable_again(name: str, spool: Path) -> Path:
     from ..errors import UsageError
 
     path = Path(name)
+    if name != "-" and str(path) == "-":   # "./-", a file named "-": Path drops the "./", and "-" is stdin
+        path = Path(os.path.abspath(name))
     try:
         if name == "-" or stat.S_ISREG(path.stat().st_mode):
             return path

@@ -35,19 +35,21 @@ import sys
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
-    from ..argtypes import int_in, negative_values_are_values
+    from ..argtypes import StoreOnce, int_in, negative_values_are_values
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter   # keep the examples' lines
     parser.add_argument("logs", nargs="+", metavar="LOG", help="server log, .gz log, JSONL, or - for stdin")
     parser.add_argument("--json", action="store_true", help="print the eagle-cycle-inspect/1 JSON document")
-    parser.add_argument("--csv", metavar="FILE", help="write one CSV row per group to FILE (- for stdout)")
-    parser.add_argument("--plot", metavar="PNG", help="write phase bars, accept-length histogram and "
+    parser.add_argument("--csv", metavar="FILE", action=StoreOnce,
+                        help="write one CSV row per group to FILE (- for stdout)")
+    parser.add_argument("--plot", metavar="PNG", action=StoreOnce, help="write phase bars, accept-length histogram and "
                         "per-position acceptance to an image (.png, .svg, .pdf)")
-    parser.add_argument("--trace", metavar="JSON", help="write a Chrome/Perfetto trace-event file "
+    parser.add_argument("--trace", metavar="JSON", action=StoreOnce, help="write a Chrome/Perfetto trace-event file "
                         "(one track per rank, one slice per phase per cycle)")
     parser.add_argument("--trace-max-cycles", type=int, default=100_000, metavar="N",
                         help="cycles per track written to --trace (default 100000; 0: no limit)")
-    parser.add_argument("--prometheus", metavar="FILE", help="write the cycle series in the Prometheus text "
+    parser.add_argument("--prometheus", metavar="FILE", action=StoreOnce,
+                        help="write the cycle series in the Prometheus text "
                         "exposition format (- for stdout)")
     parser.add_argument("--model-name", default="", metavar="NAME", type=_label_text,
                         help="model_name label of the --prometheus series (a log does not carry it; default empty)")

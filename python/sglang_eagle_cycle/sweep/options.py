@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from ..argtypes import int_in
-from ..errors import UsageError
+from ..argtypes import StoreOnce, int_in
+from ..errors import UsageError, one_line
 
 PROG = "bench_eagle_cycle.py"
 
@@ -54,7 +54,7 @@ exit codes: 0 something was measured (now or by an earlier run), 1 nothing was, 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # noqa: D401 - argparse API
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
 
 
 def _check_url(url: str) -> None:
@@ -169,12 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="every request generates exactly --max-new-tokens")
 
     g = p.add_argument_group("output")
-    g.add_argument("--output", type=Path, default=Path("eagle_cycle_bench.jsonl"),
+    g.add_argument("--output", type=Path, action=StoreOnce, default=Path("eagle_cycle_bench.jsonl"),
                    help="JSONL file records are appended to (default eagle_cycle_bench.jsonl); an "
                         "existing file that holds no eagle-cycle-bench/1 records is refused")
     g.add_argument("--force", action="store_true",
                    help="append to an existing --output even if it holds no eagle-cycle-bench/1 records")
-    g.add_argument("--plot", type=Path, default=None,
+    g.add_argument("--plot", type=Path, action=StoreOnce, default=None,
                    help="plot path, .png/.svg/.pdf/... (default: OUTPUT_STEM.png; an existing file "
                         "is never replaced: STEM.1.png... is used instead)")
     g.add_argument("--no-plot", action="store_true", help="no plot")
@@ -247,7 +247,7 @@ def main(argv: Optional[list[str]] = None, prog: str = PROG) -> int:
         try:
             return _run(parse(argv))
         except UsageError as exc:
-            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            print(f"{PROG}: error: {one_line(str(exc))}", file=sys.stderr)
             return 2
 
 
