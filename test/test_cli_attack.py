@@ -160,3 +160,24 @@ def test_advise_reads_a_file_named_dash_given_as_dot_slash_dash(tmp_path, repo_r
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert [(r["source"], r["steps"], r["bs"], r["cycles"]) for r in doc["inputs"]["runs"]] == [("./-#0", 2, 1, 40)]
+
+
+def test_a_log_whose_lines_are_all_damaged_says_how_to_see_why(tmp_path):
+    """Fields out of order (a hand-edited or foreign log): "no [eagle-cycle] line" alone, for a file
+    full of them, read as the wrong file given; the error now names the option that shows why."""
+    def swapped(line: str) -> str:
+        head, _, rest = line.partition(" cycle=")
+        fields = ("cycle=" + rest).split(" ")
+        fields[1], fields[2] = fields[2], fields[1]   # bs and steps
+        return f"{head} {' '.join(fields)}"
+
+    log = cycle_log(tmp_path / "swapped.log", edit=swapped)
+    assert " steps=2 bs=1 " in log.read_text()
+    for command in ("inspect", "advise"):
+        rc, _, err = call(command, log)
+        assert rc == 2
+        one_error_line(err, "swapped.log: no [eagle-cycle], JSONL or Decode batch line (0 other, 40 damaged lines: "
+                            "`eagle-cycle inspect LOG --show-rejected 5` says why)")
+    rc, _, err = call("inspect", log, "--show-rejected", "1")
+    assert rc == 2 and err.count("\n") == 2
+    assert err.startswith(f"eagle-cycle inspect: rejected: {log}:1: not the [eagle-cycle] layout")

@@ -751,14 +751,16 @@ def decode_findings(label: str, d: DecodeBatchStats, baseline: Optional[Baseline
 def _nothing_message(files: list[FileResult]) -> str:
     parts = []
     for f in files:
+        # lines of ours, every one damaged: "no line" alone had read as the wrong file given
+        why = ": `eagle-cycle inspect LOG --show-rejected 5` says why" if f.unparsed_lines else ""
         if f.error:
             parts.append(f"{f.label}: {f.error}")
         elif f.stopped:
             parts.append(f"{f.label}: reading stopped early: {f.stopped}; no [eagle-cycle], JSONL or "
-                         f"Decode batch line before it ({f.other_lines} other, {f.unparsed_lines} damaged lines)")
+                         f"Decode batch line before it ({f.other_lines} other, {f.unparsed_lines} damaged lines{why})")
         else:
             parts.append(f"{f.label}: no [eagle-cycle], JSONL or Decode batch line "
-                         f"({f.other_lines} other, {f.unparsed_lines} damaged lines)")
+                         f"({f.other_lines} other, {f.unparsed_lines} damaged lines{why})")
     return "nothing to inspect: " + "; ".join(parts)
 
 
