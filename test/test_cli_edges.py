@@ -278,10 +278,11 @@ def test_inspect_names_a_sweeps_bench_jsonl_and_the_command_that_reads_it(tmp_pa
                                  "status": "ok", "output_tok_s": 88.0}) + "\n")
     rc, out, err = call("inspect", bench)
     assert rc == 2 and out == "" and err.count("\n") == 1
-    assert "nothing to inspect" in err and f"eagle-cycle bench JSONL: read it with `eagle-cycle advise {bench}`" in err
+    assert err == (f"eagle-cycle inspect: error: nothing to inspect: {bench}: eagle-cycle bench JSONL (a sweep's "
+                   f"records), not a server log: read it with `eagle-cycle advise {bench}`\n")
     log = repo_root / "data" / "logs" / "decode_batch_variants.log"
     rc, out, err = call("inspect", bench, log)
-    assert rc in (0, 1) and f"{bench}: no [eagle-cycle]" in err and "read it with `eagle-cycle advise" in err
+    assert rc in (0, 1) and f"{bench}: skipped: eagle-cycle bench JSONL" in err and "read it with `eagle-cycle advise" in err
     # an ordinary log with nothing in it gets no such hint
     plain = tmp_path / "plain.log"
     plain.write_text("nothing here\n")

@@ -474,9 +474,8 @@ def test_same_file_twice_is_read_once_with_a_warning(capsys, log, tmp_path):
     assert rc == 0 and doc["files"] == [str(log)]
     assert [g["cycles"] for g in doc["groups"]] == [g["cycles"] for g in once["groups"]]
     assert doc["decode_batch"]["decode_lines_seen"] == once["decode_batch"]["decode_lines_seen"] == 1
-    lines = err.splitlines()
-    assert len(lines) == 2 and all(f"same file as {log}" in ln for ln in lines)
-    assert lines[1].startswith(f"eagle-cycle inspect: warning: {alias}:")
+    assert err.splitlines() == [f"eagle-cycle inspect: warning: {log}: given twice; read once",
+                                f"eagle-cycle inspect: warning: {alias}: same file as {log}; read once"]
 
 
 def test_stdin_given_twice_is_refused(capsys, log, monkeypatch):
@@ -838,7 +837,7 @@ def test_prometheus_of_every_ranks_lines_warns_that_its_phase_sums_count_each_ra
     out = tmp_path / "m.prom"
     rc, _, err = run_cli(capsys, log, "--prometheus", str(out))
     assert rc == 0 and out.exists()
-    assert ("1 group(s) hold every rank's line of each cycle (80 lines for 40 cycles): their phase histograms count "
+    assert ("1 group holds every rank's line of each cycle (80 lines for 40 cycles): its phase histograms count "
             "each rank's times") in " ".join(err.split())
     one = tmp_path / "one.log"     # one rank's lines: no warning
     one.write_text("\n".join(ln for ln in log.read_text().splitlines() if "TP1]" not in ln) + "\n")

@@ -2,7 +2,8 @@
 
 Logs are read in chunks of whole lines (never the whole file), decoded as UTF-8 with
 undecodable bytes replaced, ANSI escape sequences (terminal colours) removed wherever they are in
-a line, and gzip is recognised by its magic bytes (whatever the name). An input is refused as
+a line, and gzip is recognised by its magic bytes (whatever the name); bz2, xz and zstd are
+recognised the same way and refused with a one-line reason (decompress first). An input is refused as
 binary only when most of its first :data:`SNIFF_WINDOW` bytes are not text: a damaged line (a NUL
 from a crash mid-write) costs that line only. Anything that cannot be a text log raises
 :class:`LogUnreadable` with a short reason, so the caller can skip it and go on with the other
@@ -214,6 +215,19 @@ def _read_error(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+#: other compressors, by the magic bytes their files start with: refused by name, not as binary data
+#: (bz2: ``BZh``, the block size, and a block's or the empty stream's marker)
+_COMPRESSED = (("bz2", re.compile(rb"\ABZh[1-9](?:\x31\x41\x59\x26\x53\x59|\x17\x72\x45\x38\x50\x90)")),
+               ("xz", re.compile(rb"\A\xfd7zXZ\x00")),
+               ("zstd", re.compile(rb"\A\x28\xb5\x2f\xfd")))
+
+
+def compressed_with(head: bytes) -> Optional[str]:
+    """``"bz2"``, ``"xz"`` or ``"zstd"`` when ``head`` (an input's first bytes) opens such a stream;
+    None otherwise."""
+    return next((name for name, magic in _COMPRESSED if magic.match(head)), None)
+
+
 def _peek(stream, n: int) -> bytes:
     if hasattr(stream, "peek"):
         return stream.peek(n)[:n]
@@ -237,8 +251,9 @@ def _sniffed(raw: BinaryIO, label: str) -> tuple[BinaryIO, bytes, Optional[BaseE
     when it did not).
 
     Raises:
-        LogUnreadable: empty; binary (less than :data:`MIN_TEXT_SHARE` of ``head`` is text, the
-            share given in the reason); a gzip that yields nothing.
+        LogUnreadable: empty; bz2, xz or zstd data (:func:`compressed_with`; inside gzip too);
+            binary (less than :data:`MIN_TEXT_SHARE` of ``head`` is text, the share given in the
+            reason); a gzip that yields nothing.
     """
     if not hasattr(raw, "peek"):
         raw = io.BufferedReader(raw)  # pragma: no cover - stdin is buffered in CPython
@@ -253,6 +268,11 @@ def _sniffed(raw: BinaryIO, label: str) -> tuple[BinaryIO, bytes, Optional[BaseE
         if isinstance(exc, EOFError):
             reason = "truncated gzip: the data ends before anything could be decoded"
         raise LogUnreadable(label, reason) from None
+    packed = compressed_with(head)
+    if packed is not None:   # not "binary data": say what it is and what to do
+        raise LogUnreadable(label, f"compressed with {packed}: decompress it first (gzip is read directly)"
+                            if stream is raw else f"gzip of {packed}-compressed data: decompress the {packed} "
+                            "inside too (gzip alone is read directly)")
     if head[:1] == b"\x00":
         _skip_nul_run(stream, label)
     blocks: list[bytes] = []
@@ -380,6 +400,50 @@ def json_wrapper(head: bytes) -> Optional[str]:
             if _wrapped_text(rec, key) is not None and any(k in rec for k in beside):
                 return key
         return None
+    return None
+
+
+#: characters of an input's first text kept to say what it is when nothing in it could be read
+HEAD_CHARS = 1 << 14
+_TRACE_START = re.compile(r'\A\s*\{\s*"traceEvents"\s*:')
+_SCHEMA_START = re.compile(r'\A\s*\{\s*"schema"\s*:\s*"([^"\\\n]{1,100})"')
+#: the start of a JSON document or record: an object, or an array of arrays, objects or strings (a
+#: line that starts "[" is more often a log line's prefix: "[2026-12-01 10:00:00 TP0] ...")
+_JSON_START = re.compile(r'\A\s*(?:\{|\[\s*(?:[\[{"\]]|\Z))')
+
+
+def _command_arg(name: str) -> str:
+    """``name`` as a shell argument in a suggested command (``-`` for stdin)."""
+    import shlex
+
+    return "-" if name == STDIN_LABEL else shlex.quote(name)
+
+
+def other_json(head: str, name: str, damaged: bool = False) -> Optional[str]:
+    """What an input is when it gave nothing to inspect and its text (``head``: its first
+    characters as read) is JSON of another kind than ours, in words for ``"NAME: ..."``; None
+    otherwise. Known kinds: a Chrome trace (inspect's ``--trace`` or another tool's), an inspect
+    ``--json`` document, a sweep's bench JSONL and other ``eagle-cycle-*`` schemas; any other JSON
+    only when none of its lines was a damaged line of ours (``damaged``: those keep their own hint).
+    ``name``: the input's label, for the command that reads it instead."""
+    if _TRACE_START.match(head):
+        if '"accept_len":' in head and '"draft_tokens":' in head:
+            return ("a Chrome trace written by `eagle-cycle inspect --trace` (open it in https://ui.perfetto.dev), "
+                    "not a server log")
+        return "a Chrome trace (trace-event JSON), not a server log"
+    schema = _SCHEMA_START.match(head)
+    kind = schema.group(1) if schema else None
+    if kind == "eagle-cycle-inspect/1":
+        return f"an `eagle-cycle inspect --json` document, not a server log: read it with `eagle-cycle advise " \
+               f"{_command_arg(name)}`"
+    if kind == "eagle-cycle-bench/1":
+        return f"eagle-cycle bench JSONL (a sweep's records), not a server log: read it with `eagle-cycle advise " \
+               f"{_command_arg(name)}`"
+    if kind is not None and kind.startswith("eagle-cycle-"):
+        return f"a {kind} document, not a server log"
+    if not damaged and _JSON_START.match(head):
+        return ("JSON of another kind, not a server log (no [eagle-cycle] line, eagle-cycle JSONL record or "
+                "Decode batch line in it)")
     return None
 
 
@@ -530,27 +594,6 @@ def check_output(path_text: str, flag: str, force: bool, inputs: Iterable[tuple[
     if not parent.is_dir():
         raise UsageError(f"{flag} {path}: no directory {parent}")
     return path
-
-
-def is_bench_jsonl(path: PathLike) -> bool:
-    """True when ``path`` (a regular file, plain or gzip) starts with an ``eagle-cycle-bench/1`` record:
-    the depth sweep's JSONL, which ``eagle-cycle advise`` reads and ``inspect`` does not. Never raises."""
-    import json
-
-    from .sweep.records import SCHEMA
-
-    try:
-        if str(path) == "-" or not os.path.isfile(path):
-            return False
-        for chunk in iter_chunks(path):
-            line = next((ln for ln in chunk.lstrip("\ufeff").splitlines() if ln.strip()), None)
-            if line is None:
-                continue
-            rec = json.loads(line)
-            return isinstance(rec, dict) and rec.get("schema") == SCHEMA
-    except Exception:  # noqa: BLE001 - a hint only: anything unreadable is not bench JSONL
-        return False
-    return False
 
 
 def _is_fd(path: PathLike, fd: int) -> bool:

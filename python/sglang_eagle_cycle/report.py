@@ -54,8 +54,8 @@ from .argtypes import MAX_TOK_S, MIN_TOK_S
 from .errors import UsageError
 from .bulkscan import scan_chunk, scan_chunk_dropping
 from .series import CycleSeries
-from .logfiles import (CHUNK_CHARS, LogReadStopped, LogUnreadable, cut_reason, iter_chunks, label_of, text_safe,
-                       unmarked)
+from .logfiles import (CHUNK_CHARS, HEAD_CHARS, LogReadStopped, LogUnreadable, cut_reason, iter_chunks, label_of,
+                       other_json, text_safe, unmarked)
 
 SCHEMA = "eagle-cycle-inspect/1"
 PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
@@ -89,6 +89,12 @@ Baseline = Union[float, int, str, "os.PathLike[str]", Mapping[int, float], None]
 # ---------------------------------------------------------------------------------------------
 # Per-group accumulation
 # ---------------------------------------------------------------------------------------------
+
+
+def count_of(n: int, noun: str, plural: Optional[str] = None) -> str:
+    """``n`` and ``noun``, in the plural unless ``n`` is 1: ``"1 cycle"``, ``"0 cycles"``, ``"2 damaged lines"``
+    (``plural``: where adding an ``s`` is wrong)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
 def _round(x: Optional[float], digits: int = DIGITS) -> Optional[float]:
@@ -374,10 +380,19 @@ class FileResult:
     error: Optional[str] = None     # could not be read at all
     stopped: Optional[str] = None   # reading stopped part-way
     wiring: list = field(default_factory=list)  # start-up wiring lines (metrics.parse_wiring_line), in order
+    head: str = ""   # the input's first HEAD_CHARS characters as read: what it is, when nothing was usable
 
     @property
     def usable(self) -> bool:
         return self.cycles > 0 or self.decode.intervals > 0
+
+    @property
+    def not_a_log(self) -> Optional[str]:
+        """What the input is, in words, when it was read whole, gave nothing and is JSON of another
+        kind (a Chrome trace, an inspect document, bench JSONL: :func:`logfiles.other_json`); None otherwise."""
+        if self.usable or self.error or self.stopped:
+            return None
+        return other_json(self.head, self.label, damaged=self.unparsed_lines > 0)
 
 
 #: Cycle ids remembered per replica to merge other ranks' lines of one cycle (the oldest are
@@ -440,6 +455,8 @@ class LogReader:
         base = 0   # lines before the chunk (counted while damaged lines are wanted with their numbers)
         try:
             for chunk in iter_chunks(path, self.chunk_chars):
+                if not res.head:
+                    res.head = chunk[:HEAD_CHARS]
                 tracking = self._tracking()
                 self._chunk(chunk, res, base if tracking else None)
                 if tracking:
@@ -641,7 +658,7 @@ def group_findings(g: Group, baseline: Optional[BaselineRef]) -> list[dict[str, 
         ones = g.hist.get(1, 0) / requests if requests else None
         out.append(_finding(
             "accept_len_stuck_at_1",
-            f"{_where(g)}: mean accept length {mean_len:.2f} over {g.cycles} cycles"
+            f"{_where(g)}: mean accept length {mean_len:.2f} over {count_of(g.cycles, 'cycle')}"
             + (f" ({ones:.0%} of requests accepted no draft token)" if ones is not None else "")
             + ": the draft or its aux-layer wiring is broken; run `eagle-cycle wiring TARGET DRAFT`",
             g.file, cfg, {"accept_len_mean": mean_len, "share_accept_len_1": ones, "cycles": g.cycles,
@@ -650,9 +667,9 @@ def group_findings(g: Group, baseline: Optional[BaselineRef]) -> list[dict[str, 
     if requests >= MIN_REQUESTS and set(g.hist) == {full}:
         out.append(_finding(
             "accept_len_equals_draft_tokens",
-            f"{_where(g)}: every request of all {g.cycles} cycles accepted every draft token (accept "
-            f"length {full} = draft_tokens): no real draft is that good; suspect NaN/inf logits "
-            "in the target or the draft, which make verification accept anything",
+            f"{_where(g)}: every request of {'the one cycle' if g.cycles == 1 else f'all {g.cycles} cycles'} accepted "
+            f"every draft token (accept length {full} = draft_tokens): no real draft is that good; suspect "
+            "NaN/inf logits in the target or the draft, which make verification accept anything",
             g.file, cfg, {"accept_len": full, "requests": requests, "cycles": g.cycles}))
     verify_share = g.share("verify_ms")
     if verify_share is not None and verify_share > VERIFY_BOUND_SHARE:
@@ -710,13 +727,14 @@ def decode_findings(label: str, d: DecodeBatchStats, baseline: Optional[Baseline
         out.append(_finding(
             "accept_len_stuck_at_1",
             f"{label}: stock Decode batch lines report mean accept length {mean_len:.2f} over "
-            f"{d.accept_len.count} intervals: the draft or its aux-layer wiring is broken; "
+            f"{count_of(d.accept_len.count, 'interval')}: the draft or its aux-layer wiring is broken; "
             "run `eagle-cycle wiring TARGET DRAFT`",
             label, None, {"accept_len_mean": mean_len, "intervals_with_accept": d.accept_len.count}))
     if d.accept_rate.count and d.all_accepted:
         out.append(_finding(
             "accept_len_equals_draft_tokens",
-            f"{label}: every one of {d.accept_rate.count} Decode batch intervals reports accept rate 1.00 "
+            f"{label}: " + ("the one Decode batch interval" if d.accept_rate.count == 1 else
+                            f"every one of {d.accept_rate.count} Decode batch intervals") + " reports accept rate 1.00 "
             "(all draft tokens accepted): suspect NaN/inf logits, which make verification accept anything",
             label, None, {"accept_rate_mean": d.accept_rate.value, "intervals": d.accept_rate.count}))
     for bs, spec, p10, p90, n in d.spread():
@@ -724,7 +742,7 @@ def decode_findings(label: str, d: DecodeBatchStats, baseline: Optional[Baseline
             "stock_throughput_spread",
             f"{label}: Decode batch " + ("gen throughput over accept length" if spec else "gen throughput")
             + f" at {bs} running requests ({'speculative' if spec else 'no-spec'} lines) spans {p10:.1f}-{p90:.1f} "
-            f"(10th-90th percentile of {n} intervals, those over 5x the low median time left out"
+            f"(10th-90th percentile of {count_of(n, 'interval')}, those over 5x the low median time left out"
             + (f"; {p90 / p10:.1f}x): " if p10 > 0 else "): ") +
             "intervals that hold idle time between requests (a client that pauses) or other work; means over "
             "them understate the server: measure under a steady load",
@@ -748,6 +766,11 @@ def decode_findings(label: str, d: DecodeBatchStats, baseline: Optional[Baseline
 # ---------------------------------------------------------------------------------------------
 
 
+def _line_counts(f: FileResult) -> str:
+    """``"3 other, 1 damaged line"``: the lines of an input that gave nothing."""
+    return f"{f.other_lines} other, {count_of(f.unparsed_lines, 'damaged line')}"
+
+
 def _nothing_message(files: list[FileResult]) -> str:
     parts = []
     for f in files:
@@ -757,10 +780,11 @@ def _nothing_message(files: list[FileResult]) -> str:
             parts.append(f"{f.label}: {f.error}")
         elif f.stopped:
             parts.append(f"{f.label}: reading stopped early: {f.stopped}; no [eagle-cycle], JSONL or "
-                         f"Decode batch line before it ({f.other_lines} other, {f.unparsed_lines} damaged lines{why})")
+                         f"Decode batch line before it ({_line_counts(f)}{why})")
+        elif f.not_a_log:   # a trace, an inspect document, bench JSONL: said in words, not as lines
+            parts.append(f"{f.label}: {f.not_a_log}")
         else:
-            parts.append(f"{f.label}: no [eagle-cycle], JSONL or Decode batch line "
-                         f"({f.other_lines} other, {f.unparsed_lines} damaged lines{why})")
+            parts.append(f"{f.label}: no [eagle-cycle], JSONL or Decode batch line ({_line_counts(f)}{why})")
     return "nothing to inspect: " + "; ".join(parts)
 
 
@@ -799,6 +823,8 @@ def server_starts(path) -> list[tuple[Optional[dict[str, Any]], "FileResult"]]:
     segs: list[tuple[Optional[dict[str, Any]], FileResult]] = [(None, FileResult(label_of(path)))]
     try:
         for chunk in iter_chunks(path):
+            if not segs[0][1].head:
+                segs[0][1].head = chunk[:HEAD_CHARS]
             if "server_args=" not in chunk:
                 reader.feed(chunk, segs[-1][1])
                 continue
@@ -861,6 +887,9 @@ def load_baseline(baseline: Baseline) -> Optional[BaselineRef]:
     if not by_bs and speculative:
         raise UsageError(f"baseline log {label}: its server_args= line names speculative_algorithm "
                          f"{speculative[0]}: not a no-speculation server")
+    what = starts[0][1].not_a_log if len(starts) == 1 else None
+    if not by_bs and what:   # a trace or an inspect document given as the baseline log
+        raise UsageError(f"baseline log {label}: {what}")
     if not by_bs:
         raise UsageError(f"baseline log {label} has no Decode batch line of a no-speculation server "
                          "(lines without accept len)")
@@ -877,7 +906,8 @@ def _file_identity(path) -> Union[tuple[int, int], str]:
 
 
 def _distinct_inputs(paths: list, baseline: Baseline, warn: Callable[[str], None]) -> list:
-    """``paths`` with later copies of the same file dropped (one warning each).
+    """``paths`` with later copies of the same file dropped (a warning per name given again:
+    :func:`repeats_read_once`).
 
     Raises:
         UsageError: stdin (``-``) given twice, as a log twice or as a log and the baseline log.
@@ -887,20 +917,35 @@ def _distinct_inputs(paths: list, baseline: Baseline, warn: Callable[[str], None
         raise UsageError("- (stdin) is given more than once; stdin can be read only once")
     if stdin_logs and isinstance(baseline, (str, os.PathLike)) and os.fspath(baseline) == "-":
         raise UsageError("- (stdin) is given as a log and as the baseline log; stdin can be read only once")
-    seen: dict[Any, str] = {}
-    out = []
+    out: list = []
+    for msg in repeats_read_once(paths, _file_identity, label_of, out):
+        warn(msg)
+    return out
+
+
+def repeats_read_once(paths: Iterable, identity: Callable[[Any], Any], label: Callable[[Any], str],
+                      out: list) -> list[str]:
+    """Append each file of ``paths`` to ``out`` once (``-`` every time: the callers refuse it twice)
+    and return a warning per name given again, in the order of their first repeat: ``"a.log: given
+    twice; read once"`` (``given 3 times``) where the same name came again, ``"b.log: same file as
+    a.log; read once"`` where another name of the file (a link, another path) came after it.
+    ``identity``: what makes two paths one file; ``label``: a path's name in the messages."""
+    first_of: dict[Any, str] = {}   # file -> the name it was first given as
+    again: dict[str, list] = {}     # a name given again -> [the file's first name, times given in all]
     for path in paths:
         if os.fspath(path) == "-":
             out.append(path)
             continue
-        key = _file_identity(path)
-        first = seen.get(key)
-        if first is not None:
-            warn(f"{label_of(path)}: same file as {first}; read once")
+        name, key = label(path), identity(path)
+        if key not in first_of:
+            first_of[key] = name
+            out.append(path)
             continue
-        seen[key] = label_of(path)
-        out.append(path)
-    return out
+        first = first_of[key]
+        seen = again.setdefault(name, [first, 1 if name == first else 0])
+        seen[1] += 1
+    return [f"{name}: given {'twice' if n == 2 else f'{n} times'}; read once" if name == first else
+            f"{name}: same file as {first}; read once" for name, (first, n) in again.items()]
 
 
 def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: Baseline = None,
@@ -954,9 +999,10 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
             warn(f"{f.label}: skipped: {f.error}")
         elif f.stopped:
             warn(f"{f.label}: reading stopped early ({f.stopped}); the lines before it are in the report")
+        elif f.not_a_log:
+            warn(f"{f.label}: skipped: {f.not_a_log}")
         elif not f.usable:
-            warn(f"{f.label}: no [eagle-cycle], JSONL or Decode batch line "
-                 f"({f.other_lines} other, {f.unparsed_lines} damaged lines)")
+            warn(f"{f.label}: no [eagle-cycle], JSONL or Decode batch line ({_line_counts(f)})")
 
     # one order whichever reader counted them (the bulk reader meets a chunk's configurations in
     # token order, the per-line path in line order): by input, then configuration, then timing kind

@@ -14,7 +14,7 @@ from typing import Any, Optional, TextIO
 
 from .cycle import ALL_PHASES, PHASES
 from .logfiles import text_label
-from .report import PERCENTILES
+from .report import PERCENTILES, count_of
 
 _PHASE_NAMES = {"draft_prep_ms": "draft prep", "draft_ms": "draft", "verify_ms": "verify",
                 "verify_fwd_ms": "  target forward", "extend_ms": "draft-extend", "other_ms": "other",
@@ -44,8 +44,8 @@ def render_table(doc: dict[str, Any], console=None) -> None:
     con = console or PipeConsole(highlight=False)
     for g in doc["groups"]:
         # the configuration first: a long file name then wraps after it, never through it
-        title = (f"{_config(g)}  {escape(text_label(str(g.get('file', ''))))}\n{g['cycles']} cycles, accept length "
-                 f"{_f(g.get('accept_len_mean'))}, {_f(g.get('tok_s'), '.1f')} tok/s")
+        title = (f"{_config(g)}  {escape(text_label(str(g.get('file', ''))))}\n{count_of(g['cycles'], 'cycle')}, "
+                 f"accept length {_f(g.get('accept_len_mean'))}, {_f(g.get('tok_s'), '.1f')} tok/s")
         if g.get("ranks"):
             title += f", ranks {escape(', '.join(g['ranks']))}"
             lines = g.get("cycle_lines")
@@ -112,7 +112,7 @@ def render_table(doc: dict[str, Any], console=None) -> None:
             idle = db.get("intervals_idle") or 0
             caption = ("gen tok/s: speculative intervals over their time together, no-spec ones likewise "
                        "(tokens over seconds)"
-                       + (f"; {idle} interval{'s' if idle != 1 else ''} that held idle time (the first line after "
+                       + (f"; {count_of(idle, 'interval')} that held idle time (the first line after "
                           "a pause, or #running-req 0) left out" if idle else ""))
             table = Table(title="Stock Decode batch lines by batch size (#running-req)", title_justify="left",
                           caption=caption, caption_justify="left", pad_edge=False)

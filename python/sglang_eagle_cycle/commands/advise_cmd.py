@@ -290,18 +290,22 @@ def _distinct_inputs(names: list[str]) -> list[str]:
         UsageError: ``-`` given more than once.
     """
     from ..errors import UsageError
-    from ..logfiles import same_file
+    from ..report import repeats_read_once
 
     if names.count("-") > 1:
         raise UsageError("stdin (-) can be read only once")
+
+    def identity(name: str):
+        # one file through links and other paths; a name that is not there stays apart (its error comes later)
+        try:
+            st = os.stat(name)
+            return (st.st_dev, st.st_ino)
+        except (OSError, ValueError):
+            return object()
+
     out: list[str] = []
-    for name in names:
-        twin = next((o for o in out if name != "-" and o != "-" and os.path.exists(name)
-                     and same_file(o, name)), None)
-        if twin is not None:
-            _warn(f"{name}: same file as {twin}; read once")
-        else:
-            out.append(name)
+    for msg in repeats_read_once(names, identity, str, out):   # "a.log: given twice; read once"
+        _warn(msg)
     return out
 
 

@@ -259,9 +259,7 @@ def _write_file(path: str, write, mode: str = "w") -> None:
 def main(args: argparse.Namespace) -> int:
     import json
 
-    from ..errors import UsageError
-    from ..logfiles import is_bench_jsonl, label_of
-    from ..report import inspect_paths
+    from ..report import count_of, inspect_paths
     from ..trace import TraceWriter
     from ..report_table import render_table, write_csv
 
@@ -274,23 +272,11 @@ def main(args: argparse.Namespace) -> int:
     try:
         groups: list = []
         base = _baseline(args.baseline)
-        # a sweep's bench JSONL is named as such, with the command that reads it; looked for only
-        # in an input that gave nothing, so an ordinary run reads no file twice
-        def warn(msg: str) -> None:
-            hit = next((p for p in args.logs if msg.startswith(f"{label_of(p)}: no [eagle-cycle]") and is_bench_jsonl(p)),
-                       None)
-            _warn(msg if hit is None else f"{msg}; it is eagle-cycle bench JSONL: read it with `eagle-cycle advise {hit}`")
-
-        try:
-            doc = inspect_paths(args.logs, baseline=base, warn=warn,
-                                on_record=_guarded(writer.add, trace_out) if writer else None,
-                                on_rejected=_show_rejected, max_rejected=args.show_rejected, groups_out=groups)
-        except UsageError as exc:
-            bench = [p for p in args.logs if is_bench_jsonl(p)] if str(exc).startswith("nothing to inspect: ") else []
-            if bench:
-                raise UsageError(f"{exc}; {', '.join(bench)}: eagle-cycle bench JSONL: read it with "
-                                 f"`eagle-cycle advise {' '.join(bench)}`") from None
-            raise
+        # an input that is JSON of another kind (a sweep's bench JSONL, a trace, an inspect document)
+        # is named as such in its warning or in the error, with the command that reads it
+        doc = inspect_paths(args.logs, baseline=base, warn=_warn,
+                            on_record=_guarded(writer.add, trace_out) if writer else None,
+                            on_rejected=_show_rejected, max_rejected=args.show_rejected, groups_out=groups)
         if isinstance(base, dict) and doc["groups"]:
             unused = sorted(set(base) - {g["bs"] for g in doc["groups"]})
             if unused:
@@ -302,8 +288,9 @@ def main(args: argparse.Namespace) -> int:
             if writer.records_written:
                 trace_out.commit()
                 if writer.records_dropped:
-                    _warn(f"{args.trace}: {writer.records_dropped} cycle records beyond "
-                          f"--trace-max-cycles {args.trace_max_cycles} per track were left out")
+                    dropped = writer.records_dropped
+                    _warn(f"{args.trace}: {count_of(dropped, 'cycle record')} beyond --trace-max-cycles "
+                          f"{args.trace_max_cycles} per track {'was' if dropped == 1 else 'were'} left out")
             else:
                 _warn(f"{args.trace} not written: no [eagle-cycle] cycles in the input")
                 rc = 1
@@ -338,11 +325,13 @@ def main(args: argparse.Namespace) -> int:
             if many:
                 # every rank's line of a cycle is in the phase histograms, each cycle once in the
                 # counters: a rate over the phase sums reads the ranks-per-cycle factor low (helper 48)
-                _warn(f"{args.prometheus}: {len(many)} group(s) hold every rank's line of each cycle "
-                      f"({sum(g.lines for g in many)} lines for {sum(g.cycles for g in many)} cycles): their phase "
-                      "histograms count each rank's times, their cycle and acceptance counters each cycle once, so "
-                      "a rate over the phase sums reads low by the ranks per cycle; export one rank's lines "
-                      "(the default, without SGLANG_EAGLE_CYCLE_ALL_RANKS)")
+                one = len(many) == 1
+                _warn(f"{args.prometheus}: {count_of(len(many), 'group')} {'holds' if one else 'hold'} every rank's "
+                      f"line of each cycle ({count_of(sum(g.lines for g in many), 'line')} for "
+                      f"{count_of(sum(g.cycles for g in many), 'cycle')}): {'its' if one else 'their'} phase "
+                      f"histograms count each rank's times, {'its' if one else 'their'} cycle and acceptance counters "
+                      "each cycle once, so a rate over the phase sums reads low by the ranks per cycle; export one "
+                      "rank's lines (the default, without SGLANG_EAGLE_CYCLE_ALL_RANKS)")
             text = exposition(groups, model_name=args.model_name, wiring=doc["wiring"])
             if args.prometheus == "-":
                 sys.stdout.write(text)
