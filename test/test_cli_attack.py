@@ -3,8 +3,6 @@ nothing the user wrote lost, and valid input that had been refused (helper 75)."
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import random
@@ -15,19 +13,8 @@ from pathlib import Path
 import pytest
 
 from cyclegen import generate
-from sglang_eagle_cycle import cli
+from test_cli_edges import call
 from sglang_eagle_cycle.cycle import format_line
-
-
-def call(*argv, stdin: str | None = None):
-    """``(rc, stdout, stderr)`` of ``eagle-cycle ARGV`` in this process."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = cli.main([str(a) for a in argv])
-        except SystemExit as exc:  # argparse's own errors
-            rc = exc.code
-    return rc, out.getvalue(), err.getvalue()
 
 
 def one_error_line(err: str, *words: str) -> str:

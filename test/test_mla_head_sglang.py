@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import tiny_mla
+
 import pytest
 
 if importlib.util.find_spec("sglang") is None:
@@ -30,13 +32,7 @@ from sglang_eagle_cycle.wiring import check_pair  # noqa: E402
 HERE = Path(__file__).resolve().parent
 MLA, LLAMA = "Eagle3DeepseekV2ForCausalLM", "LlamaForCausalLMEagle3"
 # a tiny MLA head: 3 aux states of a 64-wide target into a 64-wide draft (fc 192 -> 64)
-DRAFT = {"architectures": [MLA], "model_type": "deepseek_v3", "hidden_size": 64,
-         "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 1,
-         "vocab_size": 256, "draft_vocab_size": 128, "q_lora_rank": 32, "kv_lora_rank": 32,
-         "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "rms_norm_eps": 1e-6,
-         "max_position_embeddings": 256, "rope_theta": 10000.0, "tie_word_embeddings": False,
-         "target_hidden_size": 64, "hidden_act": "silu", "torch_dtype": "float32",
-         "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}}
+DRAFT = dict(tiny_mla.CONFIG)
 TARGET = {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 6, "hidden_size": 64, "vocab_size": 256}
 # the same head where every module it builds is used: fc_norm on, and its own embedding (a 96-wide
 # target: SGLang shares the target's embedding only when target_hidden_size equals hidden_size)

@@ -30,18 +30,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import tiny_mla
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 KIMI = REPO / "examples" / "kimi-k25"
 LLAMA, MLA = "LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM"
 #: a tiny MLA head: 3 aux states of a 64-wide target into a 64-wide draft (fc [64, 192])
-TINY = {"architectures": [MLA], "model_type": "deepseek_v3", "hidden_size": 64,
-        "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 1,
-        "vocab_size": 256, "draft_vocab_size": 128, "q_lora_rank": 32, "kv_lora_rank": 32,
-        "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "rms_norm_eps": 1e-6,
-        "max_position_embeddings": 256, "rope_theta": 10000.0, "tie_word_embeddings": False,
-        "target_hidden_size": 64, "hidden_act": "silu", "torch_dtype": "float32",
-        "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}}
+TINY = dict(tiny_mla.CONFIG)
 #: fc.weight row counts loaded into the tiny heads' [64, 192] fc
 FC_ROWS = (48, 80)
 #: the two shards of a sharded PyTorch checkpoint
