@@ -58,6 +58,11 @@ class Prompts:
     ids: list[list[int]]
     tokens: int
     source: str
+    #: where each prompt came from, for messages: ``FILE:LINE`` or ``FILE probe_prompts[i]``
+    where: list[str] = field(default_factory=list)
+
+    def place(self, i: int) -> str:
+        return self.where[i] if i < len(self.where) else self.source
 
 
 def _tokenizer(target_dir: Path):
@@ -72,6 +77,17 @@ def _tokenizer(target_dir: Path):
 
 def read_prompt_texts(path: Path) -> list[str]:
     """The ``prompt`` strings of a JSONL file, one ``{"prompt": ...}`` object a line."""
+    return [text for _, text in read_prompt_lines(path)]
+
+
+def read_prompt_lines(path: Path) -> list[tuple[int, str]]:
+    """``(line number, prompt)`` for each ``{"prompt": ...}`` line of a JSONL file (blank lines skipped).
+
+    Raises:
+        UsageError: one line naming the file (and line): unreadable, not UTF-8, invalid JSON, no
+            non-empty string ``prompt``, a prompt that is no text (a lone surrogate such as ``\\ud800``,
+            which JSON's escapes can write but no tokenizer takes), or no prompt at all.
+    """
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -89,7 +105,15 @@ def read_prompt_texts(path: Path) -> list[str]:
             raise UsageError(f"{path}:{no}: invalid JSON ({str(exc).splitlines()[0][:100]})") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str) or not obj["prompt"]:
             raise UsageError(f'{path}:{no}: expected an object with a non-empty string "prompt"')
-        texts.append(obj["prompt"])
+        text = obj["prompt"]
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:   # a \ud800 escape: valid JSON, no text
+            bad = text[exc.start]
+            raise UsageError(f'{path}:{no}: "prompt" holds a lone surrogate (\\u{ord(bad):04x} at character '
+                             f"{exc.start}), which is no text and no tokenizer takes; write the character itself "
+                             "or its surrogate pair") from None
+        texts.append((no, text))
     if not texts:
         raise UsageError(f"{path}: no prompts")
     return texts
@@ -111,14 +135,51 @@ def load_prompts(target_dir: Path, prompts_file: Path | None, tokens: int | None
             raise UsageError(f"{eval_file}: not a tiny pair's prompt file ({exc})") from None
         if not ids or not all(ids):
             raise UsageError(f"{eval_file}: no prompts")
-        return Prompts(ids, gen if tokens is None else tokens, str(eval_file))
+        return Prompts(ids, gen if tokens is None else tokens, str(eval_file),
+                       [f"{eval_file} {key}[{i}]" for i in range(len(ids))])
     path = Path(prompts_file) if prompts_file is not None else BUNDLED_PROMPTS
-    texts = read_prompt_texts(path)
+    lines = read_prompt_lines(path)
     tok = _tokenizer(target_dir)
-    ids = [list(tok(t)["input_ids"]) for t in texts]
-    if not all(ids):
-        raise UsageError(f"{path}: a prompt tokenizes to no tokens")
-    return Prompts(ids, DEFAULT_TOKENS if tokens is None else tokens, str(path))
+    ids = []
+    for no, text in lines:
+        try:
+            # verbose=False: no "longer than the maximum" warning line; check_context says it in one
+            ids.append(list(tok(text, verbose=False)["input_ids"]))
+        except Exception as exc:  # noqa: BLE001 - a prompt the tokenizer refuses is unusable input
+            raise UsageError(f"{path}:{no}: the target's tokenizer refuses this prompt ({_short_exc(exc)})") from None
+        if not ids[-1]:
+            raise UsageError(f"{path}:{no}: the prompt tokenizes to no tokens")
+    return Prompts(ids, DEFAULT_TOKENS if tokens is None else tokens, str(path), [f"{path}:{no}" for no, _ in lines])
+
+
+def check_context(prompts: Prompts, target_cfg: dict, target_json: Path | None = None) -> None:
+    """Refuse prompts that cannot fit the target's context: the longest prompt plus ``prompts.tokens``
+    generated tokens must not exceed its ``max_position_embeddings`` (read where :func:`find_field`
+    looks; nothing is checked without one). ``transformers`` would run on past it, extrapolating RoPE
+    (or running out of memory: attention over a 200k-token prompt), for minutes or until killed.
+
+    Raises:
+        UsageError: one line naming the prompt (``FILE:LINE``), its length, ``--tokens`` and the limit.
+    """
+    from . import find_field
+
+    found = find_field(target_cfg, "max_position_embeddings")
+    if found is None or found[0] < 1:
+        return
+    limit, key = found
+    i = max(range(len(prompts.ids)), key=lambda k: len(prompts.ids[k]))
+    n = len(prompts.ids[i])
+    if n + prompts.tokens <= limit:
+        return
+    where = f"{target_json}: {key}" if target_json is not None else f"the target's {key}"
+    if n < limit:
+        fix = f"use --tokens {limit - n} or fewer, or a shorter prompt"
+    elif prompts.tokens < limit:
+        fix = f"shorten it to {limit - prompts.tokens} tokens or fewer"
+    else:
+        fix = "shorten it and lower --tokens"
+    raise UsageError(f"{prompts.place(i)}: a prompt of {n} tokens plus {prompts.tokens} generated (--tokens) is "
+                     f"{n + prompts.tokens} tokens, more than the target's context of {limit} ({where}): {fix}")
 
 
 # ----------------------------------------------------------------------------- target
@@ -643,6 +704,8 @@ def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None
     prompts = load_prompts(target_dir, Path(prompts_file) if prompts_file else None, tokens)
     if prompts.tokens < 1:
         raise UsageError(f"--tokens {prompts.tokens}: expected at least 1")
+    check_context(prompts, target_cfg, target_json)
+    _stretch_draft_rope(dr, max(len(p) for p in prompts.ids) + prompts.tokens - 1)
     bad = next((t for p in prompts.ids for t in p if not 0 <= t < vocab), None)
     if bad is not None:   # the target's embedding would raise IndexError mid-run
         raise UsageError(f"{prompts.source}: prompt token id {bad} outside the target's vocabulary of {vocab}")
@@ -727,6 +790,24 @@ def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None
         "prompts": len(prompts.ids), "tokens": prompts.tokens, "prompts_source": prompts.source,
         "notes": dr.notes, "seconds": round(time.perf_counter() - t0, 2),
     }
+
+
+def _stretch_draft_rope(dr: "Draft", rows: int) -> None:
+    """Give the draft head RoPE tables for ``rows`` positions (the longest teacher-forced sequence) where
+    its ``max_position_embeddings`` is shorter, with a note: the head's tables end there and a longer
+    sequence failed on a shape mismatch. SGLang 0.5.23 serves such a draft only by overriding its
+    ``max_position_embeddings`` with the served context (``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1``),
+    which computes the same rotary angles on past it."""
+    from ..tiny.models import rope_tables
+
+    head = dr.head
+    have = int(head._cos.shape[0])
+    if rows <= have:
+        return
+    head._cos, head._sin = rope_tables(rows, head.s.head_dim, head.s.theta)
+    dr.notes.append(f"the draft's max_position_embeddings {have} is below the probe's longest sequence "
+                    f"({rows} draft positions): its RoPE is computed on past it, as SGLang does where it "
+                    "overrides the draft's max_position_embeddings (SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1)")
 
 
 def _model_folder(arg, what: str) -> tuple[Path, Path]:
