@@ -238,6 +238,24 @@ def locate_config(arg: str, revision: str | None = None, env: Mapping = os.envir
         raise UsageError(f"{arg}: cannot read ({exc.strerror or exc})") from None
 
 
+def _not_a_config_file(config: Path) -> None:
+    """Raise a one-line UsageError naming what ``config`` (a folder's ``config.json`` that is no regular
+    file) is, where something is there: a FIFO or a device (whose read would block or never end), a
+    directory, a broken or looping symbolic link. Return where nothing is."""
+    if config.is_symlink() and not config.exists():
+        try:
+            os.stat(config)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UsageError(f"{config}: symbolic link loop (it resolves to itself)") from None
+        raise UsageError(f"{config}: broken symbolic link (its target {os.readlink(config)} does not exist)")
+    if config.is_dir():
+        raise UsageError(f"{config}: a directory, not a config file")
+    if config.exists():
+        raise UsageError(f"{config}: not a regular file (a FIFO, socket or device); expected the model's "
+                         "config.json")
+
+
 def _locate_config(arg: str, revision: str | None, env: Mapping) -> Path:
     """Find a model's ``config.json``: a model directory, a ``config.json`` path, or a cached HF repo id.
 
@@ -267,6 +285,7 @@ def _locate_config(arg: str, revision: str | None, env: Mapping) -> Path:
     if path.is_dir():
         config = path / "config.json"
         if not config.is_file():
+            _not_a_config_file(config)
             raise UsageError(f"{arg}: directory has no config.json{_hf_cache_hint(path)}")
         return config
     if path.is_file():
