@@ -52,8 +52,19 @@ DRAFT_TENSORS: dict[str, tuple[str, ...]] = {
     "fc_norm.0.weight": ("fc_norm.0.weight", "model.fc_norm.0.weight"),
 }
 
-#: a header larger than this is not a real header (safetensors itself caps it at 100 MB)
-MAX_HEADER_BYTES = 100 * 1024 * 1024
+#: a header larger than this is not a real header: safetensors refuses it ("header too large")
+MAX_HEADER_BYTES = 100_000_000
+
+#: the dtypes the safetensors library (0.8) reads, with the bits one element takes; any other dtype
+#: string makes it refuse the whole file (``unknown variant``), so SGLang loads none of it. A superset of
+#: older releases' lists, so a file an older library reads is never refused here
+SAFETENSORS_DTYPE_BITS = {
+    "BOOL": 8, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8,
+    "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
+    "I32": 32, "U32": 32, "F32": 32, "C64": 64, "F64": 64, "I64": 64, "U64": 64,
+}
+#: safetensors reads shapes and offsets as 64-bit unsigned integers
+_U64 = 1 << 64
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
@@ -89,27 +100,113 @@ def read_header(path: str | Path) -> dict[str, dict]:
             if n == 0 or n > MAX_HEADER_BYTES:
                 raise UsageError(f"{path}: corrupt safetensors header (declared length {n} bytes)")
             raw = fh.read(n)
+            data_bytes = os.fstat(fh.fileno()).st_size - 8 - n
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if len(raw) < n:
         raise UsageError(f"{path}: corrupt safetensors header (declares {n} bytes, file has {len(raw)})")
     try:
-        header = json.loads(raw.decode("utf-8"))
+        # parse_constant: NaN and Infinity are no JSON; safetensors' parser refuses them
+        header = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
     except RecursionError:
         raise UsageError(f"{path}: corrupt safetensors header (JSON nested too deeply to read)") from None
     except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise UsageError(f"{path}: corrupt safetensors header ({str(exc).splitlines()[0][:120]})") from None
     if not isinstance(header, dict):
         raise UsageError(f"{path}: corrupt safetensors header (not a JSON object)")
-    header.pop("__metadata__", None)
+    metadata = header.pop("__metadata__", None)
+    if metadata is not None and not (isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())):
+        what = (f"a {_json_type(metadata)}" if not isinstance(metadata, dict) else
+                "an object whose values are not all strings")
+        _refused(path, f"__metadata__ is {what}; the format wants an object of strings")
     for name, entry in header.items():
         if not isinstance(entry, dict) or not _is_shape(entry.get("shape")):
-            raise UsageError(f"{path}: corrupt safetensors header (entry {name!r} has no integer shape)")
+            raise UsageError(f"{path}: corrupt safetensors header (entry {_short_name(name)} has no integer shape)")
+    _check_entries(path, header, data_bytes)
     return header
 
 
 def _is_shape(value) -> bool:
-    return isinstance(value, list) and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value)
+    return isinstance(value, list) and all(_is_u64(d) for d in value)
+
+
+def _is_u64(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _U64
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_type(value) -> str:
+    return {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "value")
+
+
+def _short_name(name: str, limit: int = 60) -> str:
+    """A tensor name for a one-line message: quoted, control characters escaped, cut to ``limit``."""
+    text = repr(str(name))
+    return text if len(text) <= limit else text[:limit - 4] + "...'"
+
+
+def _refused(path: Path, why: str) -> None:
+    raise UsageError(f"{path}: a safetensors header the safetensors library refuses ({why}): SGLang "
+                     f"{_SGLANG}'s loader fails on this file; save the checkpoint again with safetensors")
+
+
+def _dtype_of(entry: dict) -> str | None:
+    """The dtype name of a header entry as safetensors reads it: a known name, or the one-key object
+    ``{"F32": null}`` it also accepts; None for anything it refuses."""
+    dtype = entry.get("dtype")
+    if isinstance(dtype, dict) and len(dtype) == 1 and next(iter(dtype.values())) is None:
+        dtype = next(iter(dtype))
+    return dtype if isinstance(dtype, str) and dtype in SAFETENSORS_DTYPE_BITS else None
+
+
+def _check_entries(path: Path, header: dict, data_bytes: int) -> None:
+    """Refuse (a one-line :class:`UsageError` naming the file and the tensor) a header the safetensors
+    library refuses to open, so that SGLang could load nothing from it: a dtype it does not know (``"ZZ"``,
+    ``null``, ``5``; :data:`SAFETENSORS_DTYPE_BITS`), ``data_offsets`` missing or not two unsigned integers,
+    or ending before they begin. Where the file holds tensor data (``data_bytes`` > 0), also what it checks
+    of the layout: each tensor starting where the previous one ends (ordered by offsets), its byte size
+    that of its shape and dtype, and the last ending at the end of the file (a truncated download).
+
+    A header-only file (``data_bytes`` 0: nothing after the header) has its layout left unchecked: such
+    files describe shapes for ``eagle-cycle wiring`` (the project's fixtures, ``write_header_only``) and
+    no loader is meant to read them."""
+    spans = []
+    for name, entry in header.items():
+        dtype = _dtype_of(entry)
+        if dtype is None:
+            given = entry.get("dtype")
+            shown = ("missing" if "dtype" not in entry else
+                     _short_name(given) if isinstance(given, str) else json.dumps(given)[:40])
+            _refused(path, f"tensor {_short_name(name)} has dtype {shown}, not one safetensors knows")
+        offsets = entry.get("data_offsets")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_u64(o) for o in offsets)):
+            shown = "missing" if "data_offsets" not in entry else json.dumps(offsets)[:40]
+            _refused(path, f"tensor {_short_name(name)} has data_offsets {shown}, not two unsigned integers")
+        begin, end = offsets
+        if end < begin:
+            _refused(path, f"tensor {_short_name(name)} has data_offsets [{begin}, {end}], ending before they begin")
+        spans.append((begin, end, name, dtype, entry["shape"]))
+    if data_bytes <= 0:
+        return
+    at = 0
+    for begin, end, name, dtype, shape in sorted(spans, key=lambda s: s[:2]):
+        if begin != at:
+            _refused(path, f"tensor {_short_name(name)} has data_offsets [{begin}, {end}], but the previous "
+                           f"tensor's data ends at byte {at}")
+        count = 1
+        for d in shape:
+            count *= d
+        bits = count * SAFETENSORS_DTYPE_BITS[dtype]
+        if count >= _U64 or bits >= _U64 or bits % 8 or end - begin != bits // 8:
+            _refused(path, f"tensor {_short_name(name)}: {dtype} {list(shape)} takes "
+                           f"{bits / 8:g} bytes, its data_offsets [{begin}, {end}] hold {end - begin}")
+        at = end
+    if at != data_bytes:
+        why = "a truncated download?" if data_bytes < at else "bytes after the last tensor"
+        _refused(path, f"the file holds {data_bytes} bytes of tensor data, its header describes {at}: {why}")
 
 
 #: an fc stored quantised (no plain fc.weight): a quantisable fc (SGLang's Kimi-K2.5 EAGLE-3 head)
@@ -767,14 +864,13 @@ def write_header_only(path: str | Path, shapes: dict[str, list[int]], dtype: str
     For tests and examples: the result is readable by :func:`read_header`, not
     loadable as weights.  Offsets are laid out as if the data followed.
     """
-    itemsize = {"BF16": 2, "F16": 2, "F32": 4, "I64": 8, "I32": 4}.get(dtype, 2)
     header, offset = {}, 0
     for name, shape in shapes.items():
         count = 1
         for d in shape:
             count *= d
         kind = "I64" if name in ("d2t", "t2d") else dtype
-        size = count * (8 if kind == "I64" else itemsize)
+        size = (count * SAFETENSORS_DTYPE_BITS.get(kind, 16) + 7) // 8
         header[name] = {"dtype": kind, "shape": list(shape), "data_offsets": [offset, offset + size]}
         offset += size
     blob = json.dumps(header, separators=(",", ":")).encode("utf-8")
