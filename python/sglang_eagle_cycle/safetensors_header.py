@@ -257,6 +257,26 @@ PT_INDEX_FILE = "pytorch_model.bin.index.json"
 CHECKPOINT_MISSING_SHARDS = "checkpoint.missing_shards"
 
 
+#: marker (a string, not a shape): the name ``d2t`` was read from where it is stored neither as ``d2t``
+#: nor as ``model.d2t`` but under another name ending in ``.d2t`` (``module.d2t`` from a DistributedDataParallel
+#: save): both SGLang 0.5.23 heads load any such name as d2t (:func:`d2t_names`)
+D2T_STORED = "d2t.stored_as"
+#: marker (a list of names, not a shape): names holding ``d2t`` that only ``LlamaForCausalLMEagle3`` loads
+#: as d2t (it takes every name containing ``d2t``; ``Eagle3DeepseekV2ForCausalLM`` only ``d2t`` and names
+#: ending in ``.d2t``), where no name both load is stored
+D2T_LLAMA_ONLY = "d2t.llama_head_only"
+
+
+def d2t_names(names) -> tuple[list[str], list[str]]:
+    """``(both, llama_only)``: the checkpoint names (sorted) SGLang 0.5.23 loads as the draft's d2t in both
+    EAGLE-3 heads (``d2t`` and any name ending in ``.d2t``: ``model.d2t``, ``module.d2t``), and the further
+    names only ``LlamaForCausalLMEagle3`` loads so (any name containing ``d2t``, ``d2t_map``); measured with
+    both classes on the CPU (test/test_wiring_inputs.py)."""
+    names = sorted({str(n) for n in names if "d2t" in str(n)})
+    both = [n for n in names if n == "d2t" or n.endswith(".d2t")]
+    return both, [n for n in names if n not in both]
+
+
 #: marker (a list of stored names, not a shape): the decoder layer's MLA attention shards that
 #: SGLang 0.5.23's ``Eagle3DeepseekV2ForCausalLM`` drops silently (:func:`mla_a_proj_dropped`)
 MLA_A_PROJ_DROPPED = "mla.a_proj.dropped"
@@ -373,6 +393,8 @@ def prefixed_only(names) -> dict[str, list[int]]:
 def stored_name(header, canonical: str) -> str:
     """The name ``canonical`` (a :data:`DRAFT_TENSORS` key) is stored under in the checkpoint
     :func:`read_draft_shapes` read: ``"model.fc.weight"`` where only the prefixed spelling is there."""
+    if canonical == "d2t" and isinstance((header or {}).get(D2T_STORED), str):
+        return header[D2T_STORED]
     return PREFIXED + canonical if (PREFIXED + canonical) in (header or {}) else canonical
 
 
@@ -397,6 +419,13 @@ def _pick(shapes_by_name: dict[str, list[int]], dtypes: dict[str, object] | None
                 break
     if "fc.weight" not in found and any(FC_QUANTIZED.fullmatch(n) for n in shapes_by_name):
         found["fc.quantized"] = []
+    if "d2t" not in found:
+        both, llama_only = d2t_names(shapes_by_name)
+        if both:   # module.d2t and the like: loaded by both heads
+            found["d2t"] = list(shapes_by_name[both[0]])
+            found[D2T_STORED] = both[0]
+        elif llama_only:
+            found[D2T_LLAMA_ONLY] = llama_only
     return found
 
 
@@ -413,7 +442,10 @@ def _from_index(index_path: Path) -> dict:
     if not isinstance(weight_map, dict):
         raise UsageError(f"{index_path}: no 'weight_map' object")
     shards: dict[str, list[str]] = {}
-    for spellings in DRAFT_TENSORS.values():
+    for canonical, spellings in DRAFT_TENSORS.items():
+        if canonical == "d2t" and not any(n in weight_map for n in spellings):
+            # module.d2t and the like, which both heads load as d2t (d2t_names)
+            spellings = tuple(d2t_names(weight_map)[0][:1])
         for name in spellings:
             if name in weight_map:
                 shards.setdefault(str(weight_map[name]), []).append(name)
@@ -469,6 +501,8 @@ def _from_index(index_path: Path) -> dict:
         scan(listed, lambda n: n in only_prefixed)
         picked = _pick(shapes, dtypes)
     names = set(map(str, weight_map))
+    if "d2t" not in picked and d2t_names(names)[1]:
+        picked[D2T_LLAMA_ONLY] = d2t_names(names)[1]
     if prefixed_only(names):
         # the same for any head module named only as model.X: read every listed shard's names, so that
         # an unprefixed tensor of that module the weight_map leaves out still counts

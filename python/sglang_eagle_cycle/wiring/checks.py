@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..safetensors_header import (CHECKPOINT_MISSING_SHARDS, CHECKPOINT_NESTED_TENSORS, FC_DTYPE, FC_QUANTIZED,
-                                  FC_SCALES, MLA_A_PROJ_DROPPED, PREFIXED, PT_INDEX_FILE, QUANT_CONFIG_FILE,
-                                  WRAPPER_PREFIXED, WRAPPER_PREFIXES, module_of, stored_name)
+from ..safetensors_header import (CHECKPOINT_MISSING_SHARDS, CHECKPOINT_NESTED_TENSORS, D2T_LLAMA_ONLY, FC_DTYPE,
+                                  FC_QUANTIZED, FC_SCALES, MLA_A_PROJ_DROPPED, PREFIXED, PT_INDEX_FILE,
+                                  QUANT_CONFIG_FILE, WRAPPER_PREFIXED, WRAPPER_PREFIXES, module_of, stored_name)
 from .config import IDS_KEY, _is_int, _nested_ids, _short
 from .report import Problem, _fmt, _problem
 from .stock import FamilyRule, STOCK_VERSION
@@ -278,7 +278,11 @@ def _header_checks(draft: Mapping, header: Mapping, add, explained: frozenset = 
     if _is_int(rows) and _is_int(hidden) and list(lm_head) != want:
         add("lm_head_shape_mismatch", f"lm_head.weight {list(lm_head)} != [{rows}, {hidden}] "
                                       f"([draft_vocab_size or vocab_size, hidden_size])")
-    if _is_int(dvocab) and _is_int(vocab) and dvocab < vocab and "d2t" not in header and "d2t" not in explained:
+    # a d2t stored as module.d2t and the like is "d2t" here (both heads load it); one stored under a name
+    # only LlamaForCausalLMEagle3 loads as d2t (any name containing "d2t") counts but for the MLA head
+    llama_d2t = bool(header.get(D2T_LLAMA_ONLY)) and _eagle3_arch(draft) != _MLA_HEAD
+    if _is_int(dvocab) and _is_int(vocab) and dvocab < vocab and "d2t" not in header and "d2t" not in explained \
+            and not llama_d2t:
         add("d2t_missing", f"draft_vocab_size {dvocab} < vocab_size {vocab} but the checkpoint has no d2t "
                            f"tensor to map draft tokens to target tokens")
     # both 0.5.23 heads load lm_head.weight only: model.lm_head.weight becomes model.model.lm_head.weight,
@@ -343,11 +347,11 @@ def fc_out_problems(draft: Mapping, header: Mapping, fc_used: bool) -> list[Prob
 def _head_tensor(name: str) -> str | None:
     """The head tensor a checkpoint name stands for, with or without its ``model.`` prefix: ``fc``
     (``fc.weight``, a quantised fc's tensors), ``d2t``, ``lm_head``; None for any other."""
+    if name == "d2t" or name.endswith(".d2t"):   # model.d2t, module.d2t: both heads load these as d2t
+        return "d2t"
     name = name[len(PREFIXED):] if name.startswith(PREFIXED) else name
     if name == "fc.weight" or FC_QUANTIZED.fullmatch(name):
         return "fc"
-    if name == "d2t":
-        return "d2t"
     return "lm_head" if name == "lm_head.weight" else None
 
 
@@ -387,11 +391,11 @@ def _used_by_head(draft: Mapping, name: str, fc_used: bool) -> bool:
     embedding (where the head keeps its own). A name the head skips anyway (``model.X`` in the MLA head,
     a wrapper-prefixed one, ``t2d``, a rotary buffer) is not used."""
     arch = _eagle3_arch(draft)
+    vocab, dvocab = draft.get("vocab_size"), draft.get("draft_vocab_size")
+    if name == "d2t" or name.endswith(".d2t"):   # both heads load any name ending so, module.d2t included
+        return _is_int(dvocab) and _is_int(vocab) and dvocab != vocab
     if name.startswith(WRAPPER_PREFIXES):
         return False
-    vocab, dvocab = draft.get("vocab_size"), draft.get("draft_vocab_size")
-    if name == "d2t" or name.endswith(".d2t"):   # both heads load any name ending so
-        return _is_int(dvocab) and _is_int(vocab) and dvocab != vocab
     if name.startswith(PREFIXED):
         if arch == _MLA_HEAD:
             return False   # it adds model. itself and skips model.X (model.d2t aside, above)

@@ -368,6 +368,12 @@ def _read_draft_tensors(draft_dir: Path) -> dict:
     for name, t in tensors.items():
         for old, new in _LEGACY_NAMES:
             name = name.replace(old, new)
+        # as LlamaForCausalLMEagle3.load_weights: any name containing d2t is the d2t (module.d2t of a
+        # DistributedDataParallel save too), any containing t2d is skipped
+        if "d2t" in name:
+            name = "d2t"
+        elif "t2d" in name:
+            continue
         if name.startswith("model."):
             name = name[len("model."):]
         out[name] = t

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..safetensors_header import (CHECKPOINT_MISSING_SHARDS, CHECKPOINT_NESTED, CHECKPOINT_NESTED_TENSORS,
-                                  CHECKPOINT_READ, FC_DTYPE, FC_SCALES, MLA_A_PROJ_DROPPED, PREFIXED,
-                                  QUANT_CONFIG_FILE, WRAPPER_PREFIXED, stored_name)
+                                  CHECKPOINT_READ, D2T_LLAMA_ONLY, D2T_STORED, FC_DTYPE, FC_SCALES,
+                                  MLA_A_PROJ_DROPPED, PREFIXED, QUANT_CONFIG_FILE, WRAPPER_PREFIXED, stored_name)
 from .config import IDS_KEY, find_field
 from .report import WiringReport, _fmt, _same_capture
 from .resolve import contract_positions
@@ -88,7 +88,7 @@ def render_report(report: WiringReport, target_path: Path, target_cfg: Mapping, 
     lines.append(f"draft   {draft_path}")
     # no tensors: fc.weight's dtype is shown beside it
     markers = (FC_DTYPE, FC_SCALES, QUANT_CONFIG_FILE, CHECKPOINT_READ, CHECKPOINT_NESTED, CHECKPOINT_NESTED_TENSORS,
-               CHECKPOINT_MISSING_SHARDS, MLA_A_PROJ_DROPPED, WRAPPER_PREFIXED)
+               CHECKPOINT_MISSING_SHARDS, MLA_A_PROJ_DROPPED, WRAPPER_PREFIXED, D2T_STORED, D2T_LLAMA_ONLY)
     shown = {k: v for k, v in (header or {}).items() if not (v == [] and k.startswith(PREFIXED)) and k not in markers}
 
     def tensor(k, v) -> str:
