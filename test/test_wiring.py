@@ -764,6 +764,33 @@ def test_keys_that_are_not_misspellings_are_quiet():
     assert "ids_key_misspelt" not in {p.code for p in check_pair(LLAMA_8B, draft, header=FC_OK, env={}).problems}
 
 
+def test_draft_context_shorter_reads_the_context_as_sglang_derives_it():
+    """SGLang 0.5.23 hands the draft the target's context and refuses to start where the draft's own,
+    derived as SGLang derives it (the first of max_sequence_length, seq_length, max_seq_len,
+    model_max_length, max_position_embeddings, times rope_scaling.factor unless llama3's or with
+    original_max_position_embeddings), is shorter, unless SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN is
+    set (model_config.py, _derive_context_length). The note says which of the two happens."""
+    target = {**LLAMA_8B, "max_position_embeddings": 131072}
+    msg = run(target=target, draft_over={"max_position_embeddings": 2048}).infos[0].message
+    assert "refuses to start" in msg and "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1" in msg
+    assert "--context-length is at most 2048" in msg
+    served = run(target=target, draft_over={"max_position_embeddings": 2048},
+                 env={"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"}).infos[0].message
+    assert "is set, so SGLang" in served and "refuses" not in served and "#6783" in served
+    # a draft whose rope scaling stretches 2048 positions to 131072: SGLang starts it, no note
+    stretched = {"max_position_embeddings": 2048, "rope_scaling": {"type": "linear", "factor": 64.0}}
+    assert run(target=target, draft_over=stretched).problems == []
+    # llama3 scaling and original_max_position_embeddings do not multiply
+    for rope in ({"rope_type": "llama3", "factor": 8.0}, {"factor": 8.0, "original_max_position_embeddings": 2048}):
+        note = run(target=target, draft_over={"max_position_embeddings": 2048, "rope_scaling": rope}).infos
+        assert "2048 tokens" in note[0].message
+    # seq_length comes before max_position_embeddings, for the target as for the draft
+    assert run(target={**LLAMA_8B, "max_position_embeddings": 131072, "seq_length": 4096},
+               draft_over={"max_position_embeddings": 4096}).problems == []
+    note = run(target=target, draft_over={"max_position_embeddings": 131072, "seq_length": 8192}).infos[0].message
+    assert "8192 tokens (seq_length)" in note
+
+
 def test_draft_context_shorter_is_an_info_note():
     target = {**LLAMA_8B, "max_position_embeddings": 131072}
     r = run(target=target, draft_over={"max_position_embeddings": 2048})

@@ -707,18 +707,39 @@ def variant_problems(draft_cfg: Mapping, header: Mapping | None) -> list[Problem
     return draft_variant(draft_cfg, header)[1]
 
 
-def context_note(draft_cfg: Mapping, context_length: int | None, target_max_positions: int | None) -> Problem | None:
-    """``draft_context_shorter`` (level info) when the draft's ``max_position_embeddings`` (tokens)
-    is below the context it will serve: ``context_length`` (the server's ``--context-length``) when
-    given, else ``target_max_positions`` (the target's ``max_position_embeddings``). None otherwise,
-    or when either number is unknown."""
-    draft_max = draft_cfg.get("max_position_embeddings")
+#: the SGLang variable that lets a draft serve a context longer than its own
+ENV_LONGER_CONTEXT = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+
+
+def context_note(draft_cfg: Mapping, context_length: int | None, target_context: int | None,
+                 env: Mapping | None = None) -> Problem | None:
+    """``draft_context_shorter`` (level info) when the draft's context (tokens, as SGLang 0.5.23
+    derives it: :func:`~.config.derived_context_length`) is below the context it will serve:
+    ``context_length`` (the server's ``--context-length``) when given, else ``target_context`` (the
+    target's derived context). SGLang hands the draft that context and, unless ``env`` sets
+    ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN``, refuses to start (a ``ValueError`` building the
+    draft's model config); with it set, it serves past the draft's positions and acceptance may
+    fall there (SGLang issue #6783). The message says which. None otherwise, or when either number
+    is unknown. The level stays info: SGLang's own refusal names the variable."""
+    from .config import derived_context_length
+
+    derived = derived_context_length(draft_cfg)
     if context_length is not None:
         serve, where = context_length, "--context-length"
     else:
-        serve, where = target_max_positions, "the target's max_position_embeddings"
-    if not _is_int(draft_max) or not _is_int(serve) or draft_max >= serve:
+        serve, where = target_context, "the target's context"
+    if derived is None or not _is_int(serve) or derived[0] >= serve:
         return None
-    return _problem("draft_context_shorter",
-                    f"the draft's max_position_embeddings is {draft_max} but it will serve contexts up to {serve} "
-                    f"tokens ({where}): past {draft_max} tokens its acceptance may fall (SGLang issue #6783)")
+    draft_ctx, how = derived
+    head = (f"the draft's context is {draft_ctx} tokens ({how}) but it will serve contexts up to {serve} "
+            f"tokens ({where}): ")
+    raw = str((env or {}).get(ENV_LONGER_CONTEXT, "")).strip().lower()
+    if raw in ("1", "true", "yes", "on"):
+        tail = (f"{ENV_LONGER_CONTEXT} is set, so SGLang {STOCK_VERSION} serves it; past {draft_ctx} tokens "
+                f"its acceptance may fall (SGLang issue #6783)")
+    else:
+        tail = (f"stock SGLang {STOCK_VERSION} refuses to start the pair (ValueError: the target's "
+                f"context_length {serve} is greater than the draft's derived {draft_ctx}) unless "
+                f"{ENV_LONGER_CONTEXT}=1 is set or --context-length is at most {draft_ctx}; with the "
+                f"variable set, past {draft_ctx} tokens its acceptance may fall (SGLang issue #6783)")
+    return _problem("draft_context_shorter", head + tail)

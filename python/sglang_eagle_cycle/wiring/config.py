@@ -64,6 +64,42 @@ def field_values(cfg: Mapping, key: str) -> list[tuple[object, str]]:
             if isinstance(inner, Mapping) and inner.get(key) is not None]
 
 
+#: the keys SGLang 0.5.23 reads a model's context length from, first found wins
+#: (``sglang.srt.utils.hf_transformers.common``)
+CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length",
+                       "max_position_embeddings")
+
+
+def derived_context_length(cfg: Mapping) -> tuple[int, str] | None:
+    """The context length SGLang 0.5.23 derives from a config (tokens), as ``(tokens, how)``.
+
+    Read from the language-model config (a text wrapper's when there is one): the first of
+    :data:`CONTEXT_LENGTH_KEYS` present, times ``rope_scaling.factor`` unless the scaling names
+    ``original_max_position_embeddings`` or is ``llama3``'s. ``how`` names the key (and the factor).
+    None where no key holds a positive integer (SGLang then takes 2048; the check stays silent)."""
+    text = _text_config(cfg) if isinstance(cfg, Mapping) else None
+    text = text if isinstance(text, Mapping) else cfg
+    if not isinstance(text, Mapping):
+        return None
+    rope = text.get("rope_scaling")
+    factor = 1
+    if isinstance(rope, Mapping) and rope:
+        factor = rope.get("factor", 1)
+        if "original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3":
+            factor = 1
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not factor > 0:
+            factor = 1
+    for key in CONTEXT_LENGTH_KEYS:
+        val = text.get(key)
+        if val is None:
+            continue
+        if not _is_int(val) or val < 1:
+            return None
+        tokens = int(factor * val)
+        return tokens, key if factor == 1 else f"{key} {val} x rope_scaling.factor {factor:g}"
+    return None
+
+
 def find_field(cfg: Mapping, key: str) -> tuple[int, str] | None:
     """Find an integer language-model field, top level first, then a text wrapper.
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 from ..errors import UsageError
 from ..safetensors_header import CHECKPOINT_NESTED, CHECKPOINT_NESTED_TENSORS, WRAPPER_PREFIXED, stored_name
 from .checks import _CAPTURE_OFF_CODES, _LLAMA_HEAD, _MLA_HEAD, _Inputs, _eagle3_arch, _is_mla_head, _draft_checks, _draft_target_hidden, _header_checks, capture_problems, context_note, draft_variant, explained_absences, fc_out_problems, fc_scale_problems, is_eagle3_head, misspelt_key_problems, missing_shard_problems, mla_prefixed_problems, normalize_algorithm, variant_problems
-from .config import ENV_ALLOW_EMBEDDING, ENV_CONVENTION, ENV_IDS, IDS_KEY, MAX_NUM_LAYERS, _all_ints, _checked_target_field, _declared, _is_int, _nested_ids, _short, find_field, find_num_layers
+from .config import ENV_ALLOW_EMBEDDING, ENV_CONVENTION, ENV_IDS, IDS_KEY, MAX_NUM_LAYERS, _all_ints, _checked_target_field, _declared, _is_int, _nested_ids, _short, derived_context_length, find_field, find_num_layers
 from .report import CHECK_LEVELS, Problem, WiringReport, _LEVEL_ORDER, _SOURCE_WORDS, _fmt, _same_capture, stock_capture_words
 from .stock import FamilyRule, STOCK_VERSION, _A, _stock_captures, family_rule, stock_layers_to_capture, target_rule
 
@@ -277,7 +277,7 @@ def _resolve(inp: _Inputs) -> WiringReport:
     if draft_cfg is not None:
         problems.extend(misspelt_key_problems(draft_cfg))
         problems.extend(variant_problems(draft_cfg, header))
-        note = context_note(draft_cfg, inp.context_length, inp.target_max_positions)
+        note = context_note(draft_cfg, inp.context_length, inp.target_max_positions, inp.env)
         if note is not None:
             problems.append(note)
 
@@ -363,7 +363,7 @@ def check_pair(target_cfg: Mapping, draft_cfg: Mapping, header: Mapping | None =
     algorithm = normalize_algorithm(algorithm)
     if context_length is not None and (not _is_int(context_length) or context_length < 1):
         raise UsageError(f"context length {_short(context_length)}: expected a positive integer (tokens)")
-    max_pos = find_field(target_cfg, "max_position_embeddings")
+    max_pos = derived_context_length(target_cfg)
     if _checked_target_field(target_cfg, "num_hidden_layers", MAX_NUM_LAYERS) is None:
         find_num_layers(target_cfg)  # raises its "no integer num_hidden_layers" message
     return _resolve(_Inputs(
