@@ -126,6 +126,26 @@ def computed_once(tmp_path_factory, name: str, compute):
         return value
 
 
+def self_probe(tmp_path_factory, script: Path, name: str, timeout: float = 300):
+    """The last stdout line, as JSON, of ``python SCRIPT WORK`` (``WORK`` a fresh temporary folder) in a
+    fresh interpreter whose environment holds none of the plugin's nor SGLang's plugin variables
+    (``OMP_NUM_THREADS`` 1 unless set): a test file that runs itself as a probe of SGLang's own classes
+    on the CPU. Once per test session (:func:`computed_once`); the run must exit 0."""
+    import subprocess
+    import sys
+
+    def compute():
+        work = tmp_path_factory.mktemp(name)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_EAGLE_CYCLE", "SGLANG_PLUGINS"))}
+        env.setdefault("OMP_NUM_THREADS", "1")
+        proc = subprocess.run([sys.executable, str(script), str(work)], capture_output=True, text=True,
+                              env=env, timeout=timeout)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    return computed_once(tmp_path_factory, name, compute)
+
+
 def write_safetensors_header(path: Path, tensors: dict[str, list[int]], dtypes: dict[str, str] | None = None) -> Path:
     """A safetensors file with a header and no tensor bytes, written by the format's definition (an 8-byte
     little-endian length, then the JSON header), independent of the package's own writer: each tensor

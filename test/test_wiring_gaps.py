@@ -26,7 +26,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -162,6 +161,7 @@ if __name__ == "__main__":
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from conftest import self_probe  # noqa: E402
 from sglang_eagle_cycle import cli  # noqa: E402
 from sglang_eagle_cycle.safetensors_header import read_draft_shapes, write_header_only  # noqa: E402
 from sglang_eagle_cycle.wiring import resolve_at_setter  # noqa: E402
@@ -181,13 +181,7 @@ def _clean_env(monkeypatch):
 def sglang_probe(tmp_path_factory):
     if importlib.util.find_spec("sglang") is None:
         pytest.skip("SGLang is not installed")
-    work = tmp_path_factory.mktemp("gaps_probe")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_EAGLE_CYCLE", "SGLANG_PLUGINS"))}
-    env.setdefault("OMP_NUM_THREADS", "1")
-    proc = subprocess.run([sys.executable, str(Path(__file__)), str(work)], capture_output=True, text=True,
-                          env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return self_probe(tmp_path_factory, Path(__file__), "gaps_probe")
 
 
 def _meta(shape, dtype=torch.bfloat16) -> torch.Tensor:

@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 from pathlib import Path
 
@@ -136,22 +135,17 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from safetensors import safe_open  # noqa: E402
 
+from conftest import self_probe  # noqa: E402
 from sglang_eagle_cycle import cli  # noqa: E402
 from sglang_eagle_cycle.safetensors_header import read_draft_shapes, write_header_only  # noqa: E402
-from sglang_eagle_cycle.wiring import resolve_at_setter  # noqa: E402
+import test_wiring_gaps as gaps  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def sglang_probe(tmp_path_factory):
     if importlib.util.find_spec("sglang") is None:
         pytest.skip("SGLang is not installed")
-    work = tmp_path_factory.mktemp("inputs_probe")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_EAGLE_CYCLE", "SGLANG_PLUGINS"))}
-    env.setdefault("OMP_NUM_THREADS", "1")
-    proc = subprocess.run([sys.executable, str(Path(__file__)), str(work)], capture_output=True, text=True,
-                          env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return self_probe(tmp_path_factory, Path(__file__), "inputs_probe")
 
 
 @pytest.fixture(scope="module")
@@ -365,13 +359,8 @@ def _errors(capsys, draft: Path) -> tuple[int, list[str]]:
     return code, [p["code"] for p in json.loads(out)["problems"] if p["level"] == "error"]
 
 
-def _server_codes(draft: Path) -> list[str]:
-    cfg = json.loads((draft / "config.json").read_text())
-    report = resolve_at_setter(family="KimiK25ForConditionalGeneration", num_layers=61,
-                               passed_ids=cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"], draft_cfg=cfg,
-                               env={}, target_hidden_size=7168, target_vocab_size=163840,
-                               header=read_draft_shapes(draft, load_legacy=False) or None)
-    return [p.code for p in report.errors]
+#: the server's start-up check's error codes for a draft folder (a Kimi-K2.5 target)
+_server_codes = gaps._server_codes
 
 
 @pytest.mark.parametrize("arch", [LLAMA, MLA])

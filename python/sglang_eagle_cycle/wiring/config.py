@@ -274,17 +274,24 @@ def locate_config(arg: str, revision: str | None = None, env: Mapping = os.envir
         raise UsageError(f"{arg}: cannot read ({exc.strerror or exc})") from None
 
 
+def _refuse_dangling_link(path: Path, shown: str) -> None:
+    """Raise a one-line UsageError where ``path`` is a symbolic link that leads nowhere: a loop, or a
+    target that does not exist (``shown`` is the name the message gives). Return otherwise."""
+    if not (path.is_symlink() and not path.exists()):
+        return
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UsageError(f"{shown}: symbolic link loop (it resolves to itself)") from None
+    raise UsageError(f"{shown}: broken symbolic link (its target {os.readlink(path)} does not exist)")
+
+
 def _not_a_config_file(config: Path) -> None:
     """Raise a one-line UsageError naming what ``config`` (a folder's ``config.json`` that is no regular
     file) is, where something is there: a FIFO or a device (whose read would block or never end), a
     directory, a broken or looping symbolic link. Return where nothing is."""
-    if config.is_symlink() and not config.exists():
-        try:
-            os.stat(config)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise UsageError(f"{config}: symbolic link loop (it resolves to itself)") from None
-        raise UsageError(f"{config}: broken symbolic link (its target {os.readlink(config)} does not exist)")
+    _refuse_dangling_link(config, str(config))
     if config.is_dir():
         raise UsageError(f"{config}: a directory, not a config file")
     if config.exists():
@@ -309,13 +316,7 @@ def _locate_config(arg: str, revision: str | None, env: Mapping) -> Path:
         raise UsageError("'-': configs are not read from stdin; give a model directory, a config.json "
                          "or a cached Hugging Face repo id")
     path = Path(arg).expanduser()
-    if path.is_symlink() and not path.exists():
-        try:
-            os.stat(path)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise UsageError(f"{arg}: symbolic link loop (it resolves to itself)") from None
-        raise UsageError(f"{arg}: broken symbolic link (its target {os.readlink(path)} does not exist)")
+    _refuse_dangling_link(path, arg)
     if path.exists() and not (path.is_dir() or path.is_file()):
         raise UsageError(f"{arg}: not a regular file or directory")
     if path.is_dir():
