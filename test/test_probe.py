@@ -505,16 +505,18 @@ def test_a_draft_saved_as_pytorch_model_bin_probes_as_its_safetensors(tmp_path, 
     # many published EAGLE-3 drafts ship only pytorch_model.bin, which SGLang's default loader reads
     from safetensors.torch import load_file
 
+    # (4 generated tokens a prompt: the same agreements either way is the point, not a verdict)
     d = cached("llama")
-    code, out, err = run([str(d / "target"), str(d / "draft"), "--json"], capsys)
-    assert code == 0, err
+    code, out, err = run([str(d / "target"), str(d / "draft"), "--json", "--tokens", "4"], capsys)
+    assert code in (0, 1), err
     want = json.loads(out)
+    assert want["scored_tokens"] > 0
     p = copy_pair(d, tmp_path / "p")
     torch.save(load_file(str(p / "draft" / "model.safetensors")), p / "draft" / "pytorch_model.bin")
     (p / "draft" / "model.safetensors").unlink()
-    code, out, err = run([str(p / "target"), str(p / "draft"), "--json"], capsys)
-    assert code == 0, err
+    code_bin, out, err = run([str(p / "target"), str(p / "draft"), "--json", "--tokens", "4"], capsys)
+    assert code_bin == code, err
     got = json.loads(out)
-    assert got["verdict"] == want["verdict"] == "plugin_best"
+    assert got["verdict"] == want["verdict"] and got["scored_tokens"] == want["scored_tokens"]
     assert [(c["positions"], c["agreement"]) for c in got["candidates"]] == \
         [(c["positions"], c["agreement"]) for c in want["candidates"]]
