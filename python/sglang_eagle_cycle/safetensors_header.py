@@ -483,7 +483,7 @@ def _from_index(index_path: Path) -> dict:
     if absent:
         # SGLang 0.5.23 checks every shard the index lists before loading any (filter_duplicate_safetensors_files)
         raise UsageError(f"{index_path}: lists {len(absent)} shard{'s' * (len(absent) != 1)} missing here "
-                         f"({_short_list(absent)}; an incomplete download?): SGLang {_SGLANG} refuses to load "
+                         f"({short_list(absent)}; an incomplete download?): SGLang {_SGLANG} refuses to load "
                          f"the draft (\"references {len(absent)} shard file(s) missing\"); download "
                          f"{'it' if len(absent) == 1 else 'them'}")
     for name in weight_map:   # an fc stored quantised, named by the index
@@ -501,8 +501,8 @@ def _from_index(index_path: Path) -> dict:
         scan(listed, lambda n: n in only_prefixed)
         picked = _pick(shapes, dtypes)
     names = set(map(str, weight_map))
-    if "d2t" not in picked and d2t_names(names)[1]:
-        picked[D2T_LLAMA_ONLY] = d2t_names(names)[1]
+    if "d2t" not in picked and (llama_only := d2t_names(names)[1]):
+        picked[D2T_LLAMA_ONLY] = llama_only
     if prefixed_only(names):
         # the same for any head module named only as model.X: read every listed shard's names, so that
         # an unprefixed tensor of that module the weight_map leaves out still counts
@@ -766,7 +766,7 @@ def read_draft_shapes(location: str | Path, load_legacy: bool = True) -> dict:
         if listed and not (folder / INDEX_FILE).exists():
             # the shards of a sharded .bin checkpoint, none of them here: SGLang finds no weights at all
             raise UsageError(f"{folder / PT_INDEX_FILE}: lists {len(listed)} shard{'s' * (len(listed) != 1)} "
-                             f"({_short_list(listed)}) and none is here (an incomplete download?): SGLang "
+                             f"({short_list(listed)}) and none is here (an incomplete download?): SGLang "
                              f"{_SGLANG} finds no weights to load (\"Cannot find any model weights\"); download "
                              f"{'it' if len(listed) == 1 else 'them'}")
     index = folder / INDEX_FILE
@@ -854,7 +854,8 @@ def unloaded_index_shards(folder: Path, loaded: list[Path], names_read) -> dict[
     return {shard: sorted(names) for shard, names in sorted(missed.items())}
 
 
-def _short_list(names: list[str], shown: int = 3) -> str:
+def short_list(names: list[str], shown: int = 3) -> str:
+    """``names`` joined for a one-line message, the first ``shown`` of them and how many more."""
     return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 

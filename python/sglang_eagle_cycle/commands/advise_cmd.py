@@ -290,18 +290,14 @@ def _distinct_inputs(names: list[str]) -> list[str]:
         UsageError: ``-`` given more than once.
     """
     from ..errors import UsageError
-    from ..report import repeats_read_once
+    from ..report import _file_identity, repeats_read_once
 
     if names.count("-") > 1:
         raise UsageError("stdin (-) can be read only once")
 
     def identity(name: str):
         # one file through links and other paths; a name that is not there stays apart (its error comes later)
-        try:
-            st = os.stat(name)
-            return (st.st_dev, st.st_ino)
-        except (OSError, ValueError):
-            return object()
+        return _file_identity(name) if os.path.exists(name) else object()
 
     out: list[str] = []
     for msg in repeats_read_once(names, identity, str, out):   # "a.log: given twice; read once"

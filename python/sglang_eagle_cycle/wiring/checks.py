@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from ..errors import UsageError
 from ..safetensors_header import (CHECKPOINT_MISSING_SHARDS, CHECKPOINT_NESTED_TENSORS, D2T_LLAMA_ONLY, FC_DTYPE,
                                   FC_QUANTIZED, FC_SCALES, MLA_A_PROJ_DROPPED, PREFIXED, PT_INDEX_FILE,
-                                  QUANT_CONFIG_FILE, WRAPPER_PREFIXED, WRAPPER_PREFIXES, module_of, stored_name)
+                                  QUANT_CONFIG_FILE, WRAPPER_PREFIXED, WRAPPER_PREFIXES, module_of, short_list,
+                                  stored_name)
 from .config import IDS_KEY, _is_int, _nested_ids, _short
 from .report import Problem, _fmt, _problem
 from .stock import FamilyRule, STOCK_VERSION
@@ -122,12 +123,8 @@ MLA_LAYER_MODULES = (
 
 
 #: at most this many stored names in a ``weight_not_loaded`` message (then "and N more")
-_NAMES_SHOWN = 3
-
-
-def _names(names: list[str]) -> str:
-    shown = ", ".join(names[:_NAMES_SHOWN])
-    return shown + (f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else "")
+#: a list of names in a message: the first three and how many more
+_names = short_list
 
 
 def _mla_own_embedding(draft: Mapping) -> bool:
