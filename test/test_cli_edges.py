@@ -232,6 +232,41 @@ def test_a_terminated_advise_leaves_no_spool_behind(tmp_path, repo_root):
     assert list(spool_root.iterdir()) == []
 
 
+def test_a_pipe_copy_hands_each_read_back_before_the_next():
+    """The spool copy of a pipe returns to Python after every system read, which is where a SIGTERM
+    is acted on. With ``shutil.copyfileobj`` the buffered reader waited in C for 64 KiB: 10 bytes on
+    a pipe that stays open never reached the copy, and a SIGTERM that landed between two reads
+    waited as long (the test above timed out after 60 s under load)."""
+    import io
+    import threading
+
+    from sglang_eagle_cycle.commands.advise_cmd import _copy_stream
+
+    class Seen(io.BytesIO):
+        def __init__(self):
+            super().__init__()
+            self.first = threading.Event()
+
+        def write(self, b):
+            n = super().write(b)
+            self.first.set()
+            return n
+
+    r, w = os.pipe()
+    src, dst = open(r, "rb"), Seen()
+    copier = threading.Thread(target=_copy_stream, args=(src, dst), daemon=True)
+    copier.start()
+    try:
+        os.write(w, b"0123456789")
+        assert dst.first.wait(10), "10 bytes read from the pipe never reached the copy"
+        assert dst.getvalue() == b"0123456789"
+        os.write(w, b"more")
+    finally:
+        os.close(w)
+    copier.join(10)
+    assert not copier.is_alive() and dst.getvalue() == b"0123456789more"
+
+
 def test_table_from_stdin_and_a_seed_wrapper_without_a_document_say_what_they_are(tmp_path):
     # --table is a file: '-' used to be looked up as a file named '-' ("-: no such file")
     rc, _, err = call("advise", "--table", "-", "--model", "m", "--benchmark", "b")

@@ -35,7 +35,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -307,7 +306,6 @@ def _distinct_inputs(names: list[str]) -> list[str]:
 
 def _readable_again(name: str, spool: Path) -> Path:
     """``name`` itself, or for a FIFO / process substitution (``<(cmd)``: read once) a copy in ``spool``."""
-    import shutil
     import stat
 
     from ..errors import UsageError
@@ -320,7 +318,7 @@ def _readable_again(name: str, spool: Path) -> Path:
             return path
         copy = spool / f"{len(list(spool.iterdir()))}-{path.name or 'input'}"
         with path.open("rb") as src, copy.open("wb") as dst:
-            shutil.copyfileobj(src, dst)
+            _copy_stream(src, dst)
     except OSError as exc:
         raise UsageError(f"{name}: cannot read ({exc.strerror or exc})") from None
     return copy
@@ -349,8 +347,22 @@ def _stdin_copy(spool: Path, file_name: str) -> Path:
     """A copy of what is left on stdin, as ``spool / file_name`` (a log: advise reads it more than once)."""
     copy = spool / file_name
     with copy.open("wb") as dst:
-        shutil.copyfileobj(getattr(sys.stdin, "buffer", sys.stdin), dst)
+        _copy_stream(getattr(sys.stdin, "buffer", sys.stdin), dst)
     return copy
+
+
+def _copy_stream(src, dst) -> None:
+    """Copy the binary stream ``src`` (a pipe, a FIFO, stdin) to ``dst`` until its end, handing each
+    system read's bytes back to Python before the next read.
+
+    ``shutil.copyfileobj`` asks a buffered reader for 64 KiB at a time, and the reader loops in C
+    until that much has come. A SIGTERM that lands between two of those reads (not during one, which
+    it would interrupt) is acted on only when the loop ends: from a slow pipe, under load, more than
+    a minute after ``timeout`` sent it. ``read1`` makes one system read per call.
+    """
+    read = getattr(src, "read1", src.read)
+    while chunk := read(1 << 16):
+        dst.write(chunk)
 
 
 _HF_SNAPSHOT = re.compile(r"(?:^|/)models--([^/]+?)--([^/]+)/snapshots/[^/]+/*$")
