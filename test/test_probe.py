@@ -48,6 +48,55 @@ def _clean_env(monkeypatch):
             monkeypatch.delenv(k)
 
 
+#: per worker: a target folder's loaded model, and each (model, input) forward, computed once
+_TARGETS: dict = {}
+_FORWARDS: dict = {}
+
+
+@pytest.fixture(autouse=True)
+def _each_target_forward_once(monkeypatch):
+    """The probe's target work (load, greedy continuation, forward with every layer's states) done
+    once per worker for the same target files and the same tokens; each test's draft still runs.
+
+    Nine tests probe the llama pair's target on its 1,024 prompts: 16 of each run's 34 s went to
+    the same target computation. A copy of a pair links the target's files, so the key is the files
+    the folder's names resolve to. Offloaded loads (``--max-memory``) are never shared. Results are
+    handed out as copies, so a test that changed one could not change another's.
+    """
+    from sglang_eagle_cycle.wiring import probe as mod
+
+    real_load, real_greedy, real_forward = mod.load_target, mod.greedy_continue, mod.target_forward
+
+    def load_target(target_dir, device="cpu", dtype="float32", max_memory=None):
+        if max_memory is not None:
+            return real_load(target_dir, device, dtype, max_memory)
+        files = tuple(sorted((f.name, str(f.resolve())) for f in Path(target_dir).iterdir()))
+        key = (files, device, dtype)
+        if key not in _TARGETS:
+            _TARGETS[key] = real_load(target_dir, device, dtype, max_memory)
+        return _TARGETS[key]
+
+    def shared(model, kind, tokens, extra, compute):
+        if not any(m is model for m in _TARGETS.values()):
+            return compute()
+        key = (id(model), kind, tuple(tokens.shape), tokens.cpu().numpy().tobytes(), extra)
+        if key not in _FORWARDS:
+            _FORWARDS[key] = compute()
+        return _FORWARDS[key]
+
+    def greedy_continue(model, prompts, n):
+        return shared(model, "greedy", prompts, n, lambda: real_greedy(model, prompts, n)).clone()
+
+    def target_forward(model, ids, keep=None):
+        states, logits = shared(model, "forward", ids, None, lambda: real_forward(model, ids))
+        rows = list(range(states.shape[0])) if keep is None else sorted(set(keep))
+        return states[rows], logits.clone()
+
+    monkeypatch.setattr(mod, "load_target", load_target)
+    monkeypatch.setattr(mod, "greedy_continue", greedy_continue)
+    monkeypatch.setattr(mod, "target_forward", target_forward)
+
+
 def copy_pair(src: Path, dest: Path, draft_cfg_edit=None) -> Path:
     """A pair folder copy (target files linked, draft copied), optionally editing the draft config."""
     dest.mkdir()
