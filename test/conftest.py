@@ -130,16 +130,15 @@ def self_probe(tmp_path_factory, script: Path, name: str, timeout: float = 300):
     """The last stdout line, as JSON, of ``python SCRIPT WORK`` (``WORK`` a fresh temporary folder) in a
     fresh interpreter whose environment holds none of the plugin's nor SGLang's plugin variables
     (``OMP_NUM_THREADS`` 1 unless set): a test file that runs itself as a probe of SGLang's own classes
-    on the CPU. Once per test session (:func:`computed_once`); the run must exit 0."""
-    import subprocess
-    import sys
+    on the CPU, forked from the CPU-engine server of ``sglang_fork`` (SGLang imported once). Once per
+    test session (:func:`computed_once`); the run must exit 0."""
+    from sglang_fork import run_python
 
     def compute():
         work = tmp_path_factory.mktemp(name)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_EAGLE_CYCLE", "SGLANG_PLUGINS"))}
         env.setdefault("OMP_NUM_THREADS", "1")
-        proc = subprocess.run([sys.executable, str(script), str(work)], capture_output=True, text=True,
-                              env=env, timeout=timeout)
+        proc = run_python([script, work], env=env, timeout=timeout, cpu_engine=True)
         assert proc.returncode == 0, proc.stderr[-4000:]
         return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -19,6 +19,12 @@ Usage (a drop-in for ``subprocess.run([sys.executable, ...], capture_output=True
     proc = run_python([str(script), "arg"], env=env, timeout=300)   # or ["-c", code, "arg"]
     proc.returncode, proc.stdout, proc.stderr
 
+``run_python(..., cpu_engine=True)`` asks a second server, for scripts that run SGLang's model code
+on the CPU (``sglang_cpu.setup()`` first): it imports SGLang with ``SGLANG_USE_CPU_ENGINE=1``, no
+visible GPU and SGLang's ``sgl_kernel`` stub (``sglang_cpu.setup`` steps 1-3, which must precede the
+import), then the CPU-engine modules of :data:`WARM_MODULES_CPU`. The child's environment carries
+the same two variables; ``sglang_cpu.setup()`` in the child does the rest (the process group).
+
 Set ``EAGLE_CYCLE_TEST_NO_FORK=1`` to run plain subprocesses instead (the slow, obvious path).
 """
 
@@ -41,15 +47,22 @@ WARM_MODULES = (
     "sglang.srt.layers.logits_processor", "sglang.srt.layers.vocab_parallel_embedding",
     "sglang.srt.layers.radix_attention", "sglang.srt.model_executor.forward_batch_info",
 )
+#: Imported once by the CPU-engine server: the same, and what the CPU model probes load besides.
+WARM_MODULES_CPU = WARM_MODULES + (
+    "sglang.srt.layers.quantization", "sglang.srt.layers.moe.fused_moe_native", "sglang.srt.layers.rotary_embedding",
+    "sglang.test.layer_ut_utils", "transformers", "safetensors.torch",
+)
+#: What a CPU-engine server and its children run under (sglang_cpu.setup, steps 1 and 2).
+CPU_ENGINE_ENV = {"SGLANG_USE_CPU_ENGINE": "1", "CUDA_VISIBLE_DEVICES": "999"}
 #: Modules the plugin hooks (or that hold hooked classes): never imported by the server itself.
 HOOKED_PREFIXES = ("sglang.srt.models.", "sglang.srt.speculative.eagle_worker_v2", "sglang.srt.managers.scheduler",
                    "sglang_eagle_cycle")
 
 _lock = threading.Lock()
-_server: "subprocess.Popen | None" = None
+_servers: dict = {}   # cpu_engine (bool) -> the server process
 
 
-def _server_main() -> None:  # runs in the server process
+def _server_main(cpu_engine: bool = False) -> None:  # runs in the server process
     import importlib
     import runpy
     import signal
@@ -59,7 +72,11 @@ def _server_main() -> None:  # runs in the server process
     import warnings
 
     warnings.simplefilter("ignore")
-    for name in WARM_MODULES:
+    if cpu_engine:   # before SGLang's import, as sglang_cpu.setup does it
+        from sglang.test.test_utils import maybe_stub_sgl_kernel
+
+        maybe_stub_sgl_kernel()
+    for name in WARM_MODULES_CPU if cpu_engine else WARM_MODULES:
         importlib.import_module(name)
     warnings.resetwarnings()
     leaked = sorted(m for m in sys.modules if m.startswith(HOOKED_PREFIXES))
@@ -124,10 +141,12 @@ def _base_env() -> dict:
     return {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_EAGLE_CYCLE", "SGLANG_PLUGINS"))}
 
 
-def _start() -> subprocess.Popen:
+def _start(cpu_engine: bool) -> subprocess.Popen:
     env = _base_env()
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), *filter(None, [env.get("PYTHONPATH")])])
-    proc = subprocess.Popen([sys.executable, "-c", "import sglang_fork; sglang_fork._server_main()"],
+    if cpu_engine:
+        env.update(CPU_ENGINE_ENV)
+    proc = subprocess.Popen([sys.executable, "-c", f"import sglang_fork; sglang_fork._server_main({cpu_engine})"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True, env=env, cwd=str(HERE))
     hello = json.loads(proc.stdout.readline() or "{}")
@@ -140,8 +159,10 @@ def _start() -> subprocess.Popen:
     return proc
 
 
-def run_python(argv: list, *, env: dict, timeout: float = 300):
-    """Run ``python *argv`` (a script path or ``-c code``) in a fresh-enough interpreter.
+def run_python(argv: list, *, env: dict, timeout: float = 300, cpu_engine: bool = False):
+    """Run ``python *argv`` (a script path or ``-c code``) in a fresh-enough interpreter; with
+    ``cpu_engine``, one forked from the CPU-engine server (the script calls ``sglang_cpu.setup()``
+    before anything else of SGLang's; ``env`` gets :data:`CPU_ENGINE_ENV`).
 
     Returns an object with ``returncode``, ``stdout`` and ``stderr`` (text), like
     ``subprocess.run(..., capture_output=True, text=True)``.
@@ -150,15 +171,16 @@ def run_python(argv: list, *, env: dict, timeout: float = 300):
         subprocess.TimeoutExpired: the run took longer than ``timeout`` seconds (it was killed).
     """
     argv = [str(a) for a in argv]
+    env = {**env, **CPU_ENGINE_ENV} if cpu_engine else dict(env)
     if os.environ.get("EAGLE_CYCLE_TEST_NO_FORK") == "1":
         return subprocess.run([sys.executable, *argv], capture_output=True, text=True, env=env, timeout=timeout)
-    global _server
     with _lock:
-        if _server is None or _server.poll() is not None:
-            _server = _start()
-        _server.stdin.write(json.dumps({"argv": argv, "env": dict(env), "timeout": timeout}) + "\n")
-        _server.stdin.flush()
-        reply = json.loads(_server.stdout.readline() or "{}")
+        server = _servers.get(cpu_engine)
+        if server is None or server.poll() is not None:
+            server = _servers[cpu_engine] = _start(cpu_engine)
+        server.stdin.write(json.dumps({"argv": argv, "env": env, "timeout": timeout}) + "\n")
+        server.stdin.flush()
+        reply = json.loads(server.stdout.readline() or "{}")
     if not reply:
         raise RuntimeError("the SGLang fork server stopped")
     if reply["timed_out"]:

@@ -15,13 +15,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import tiny_mla
 
 import pytest
+
+from sglang_fork import run_python
 
 if importlib.util.find_spec("sglang") is None:
     pytest.skip("SGLang is not installed", allow_module_level=True)
@@ -48,8 +49,7 @@ def probe(tmp_path_factory):
     (d / "config.json").write_text(json.dumps({**DRAFT, "fc_norm": True}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_EAGLE_CYCLE", "SGLANG_PLUGINS"))}
     env.setdefault("OMP_NUM_THREADS", "1")
-    proc = subprocess.run([sys.executable, str(HERE / "mla_fc_probe.py"), str(d)], capture_output=True,
-                          text=True, env=env, timeout=300)
+    proc = run_python([HERE / "mla_fc_probe.py", d], env=env, timeout=300, cpu_engine=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

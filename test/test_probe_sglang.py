@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import tiny_pairs
 from conftest import computed_once
+from sglang_fork import run_python
 
 HERE = Path(__file__).resolve().parent
 TOL = 1e-4
@@ -30,10 +29,9 @@ def compared(tmp_path_factory):
     def compute():
         drafts = [str(tiny_pairs.pair(name)[0] / "draft") for name in ("llama", "deepseek_v3")]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_EAGLE_CYCLE", "SGLANG_PLUGINS"))}
-        # its own interpreter, not the fork server: SGLang's CPU setup must precede SGLang's import
-        proc = subprocess.run([sys.executable, str(HERE / "draft_forward_equality.py"),
-                               str(tmp_path_factory.mktemp("heads")), *drafts],
-                              capture_output=True, text=True, env=env, timeout=600)
+        # forked from the CPU-engine server: SGLang imported after its CPU setup's first steps
+        proc = run_python([HERE / "draft_forward_equality.py", tmp_path_factory.mktemp("heads"), *drafts],
+                          env=env, timeout=600, cpu_engine=True)
         assert proc.returncode == 0, proc.stderr[-4000:]
         return json.loads(proc.stdout.strip().splitlines()[-1])
     return computed_once(tmp_path_factory, "draft_forward_equality", compute)

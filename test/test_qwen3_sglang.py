@@ -20,13 +20,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import computed_once
+from sglang_fork import run_python
 
 if importlib.util.find_spec("sglang") is None:   # cheap; `import sglang` itself takes ~7 s here
     pytest.skip("SGLang is not installed", allow_module_level=True)
@@ -40,17 +39,15 @@ RTOL = ATOL = 1e-5
 
 
 def _probes(work: Path) -> dict:
-    """Both modes at once, each in its own interpreter: ``{"plugin": {...}, "stock": {...}}``."""
+    """Both modes, each in its own interpreter (forked from the CPU-engine server, SGLang imported
+    once): ``{"plugin": {...}, "stock": {...}}``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_EAGLE_CYCLE", "SGLANG_PLUGINS"))}
     env.setdefault("OMP_NUM_THREADS", "1")
-    procs = {mode: subprocess.Popen([sys.executable, str(HERE / "qwen3_probe.py"), mode, str(work)],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for mode in ("plugin", "stock")}
     out = {}
-    for mode, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=300)
-        assert proc.returncode == 0, f"{mode} probe failed:\n{stderr[-4000:]}"
-        out[mode] = json.loads(stdout.strip().splitlines()[-1])
+    for mode in ("plugin", "stock"):
+        proc = run_python([HERE / "qwen3_probe.py", mode, work], env=env, timeout=300, cpu_engine=True)
+        assert proc.returncode == 0, f"{mode} probe failed:\n{proc.stderr[-4000:]}"
+        out[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
     return out
 
 

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import computed_once
+from sglang_fork import run_python
 from tiny_pairs import DECLARED_IDS, NAMES, SPECS, pair
 
 HERE = Path(__file__).resolve().parent
@@ -36,8 +35,7 @@ def close(run: dict) -> bool:
 def _probe(mode: str) -> dict:
     pairs = {name: str(pair(name)[0]) for name in NAMES}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_EAGLE_CYCLE", "SGLANG_PLUGINS"))}
-    proc = subprocess.run([sys.executable, str(HERE / "tiny_pair_probe.py"), mode, json.dumps(pairs)],
-                          capture_output=True, text=True, timeout=900, env=env)
+    proc = run_python([HERE / "tiny_pair_probe.py", mode, json.dumps(pairs)], env=env, timeout=900, cpu_engine=True)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
