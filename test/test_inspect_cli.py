@@ -145,7 +145,7 @@ def _check_trace_events(doc) -> dict:
         assert ("process_name", pid, 0) in names and ("thread_name", pid, tid) in names
         open_cycle = None
         for ev in evs:
-            if ev["name"] == "cycle" or ev["name"].endswith(" cycles (mean)"):
+            if ev["name"] == "cycle" or ev["name"].endswith((" cycles (mean)", " cycle (mean)")):
                 if open_cycle is not None:
                     assert ev["ts"] >= open_cycle["ts"] + open_cycle["dur"] - 1e-3   # cycles do not overlap
                 open_cycle = ev
@@ -366,8 +366,14 @@ def test_trace_of_aggregated_lines(capsys, tmp_path, runs):
     (evs,) = checked["slices"].values()
     slices = [e for e in evs if e["args"].get("n")]
     parsed = [cycle.parse_line(ln) for ln in log_lines(recs)]
-    assert rc == 0 and [e["name"] for e in slices] == [f"{r.n} cycles (mean)" for r in parsed]
+    assert rc == 0 and [e["name"] for e in slices] == [f"{r.n} cycle{'' if r.n == 1 else 's'} (mean)" for r in parsed]
     assert [e["dur"] for e in slices] == pytest.approx([r.n * r.total_ms * 1000.0 for r in parsed])
+    # a window of one cycle (the partial one a server flushes when it goes idle) is named in the singular
+    one = cycle.Aggregator(every=8)
+    log.write_text("\n".join(log_lines([a for a in one.add(runs[2].records[0])] + one.flush())) + "\n")
+    rc, _, _ = run_cli(capsys, log, "--trace", out, "--force")
+    names = [e["name"] for e in json.loads(out.read_text())["traceEvents"] if e.get("ph") == "X" and "mean" in e["name"]]
+    assert rc == 0 and names == ["1 cycle (mean)"]
 
 
 def test_plot_keeps_the_groups_with_most_cycles(tmp_path):

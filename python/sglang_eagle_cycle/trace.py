@@ -11,7 +11,7 @@ The log gives durations, not start times, so cycles of a track are laid end to e
 their ``gap_ms`` where a device-span line gives one (empty time: the device waiting on the host;
 older lines have no gap), and phase positions inside a cycle follow the phase order.
 An aggregated line (``n=``) becomes one slice of ``n`` x its mean duration, named
-``N cycles (mean)``. Open the file at https://ui.perfetto.dev or chrome://tracing.
+``N cycles (mean)`` (``1 cycle (mean)``). Open the file at https://ui.perfetto.dev or chrome://tracing.
 
 Usage::
 
@@ -29,6 +29,7 @@ from typing import Any, Optional, TextIO
 
 from .cycle import CycleRecord
 from .logfiles import text_label
+from .report import count_of
 
 STATS_RANK = "stats-logging rank"
 
@@ -99,7 +100,7 @@ class TraceWriter:
         name = "cycle"
         if rec.n is not None:
             args["n"] = rec.n
-            name = f"{rec.n} cycles (mean)"
+            name = f"{count_of(rec.n, 'cycle')} (mean)"   # "1 cycle (mean)", "8 cycles (mean)"
         elif rec.accepts is not None:
             args["accepts"] = rec.accepts
         base = {"ph": "X", "pid": pid, "tid": tid}
