@@ -126,6 +126,23 @@ def computed_once(tmp_path_factory, name: str, compute):
         return value
 
 
+def tensors_once(tmp_path_factory, name: str, compute):
+    """:func:`computed_once` for a value of tensors (a tensor, or tuples, lists and dicts of them):
+    shared between workers as a ``torch.save`` file (read back with ``weights_only``)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return compute()
+    import torch
+    from filelock import FileLock
+
+    path = tmp_path_factory.getbasetemp().parent / f"{name}.pt"
+    with FileLock(str(path) + ".lock"):
+        if path.is_file():
+            return torch.load(path, weights_only=True)
+        value = compute()
+        torch.save(value, path)
+        return value
+
+
 def self_probe(tmp_path_factory, script: Path, name: str, timeout: float = 300):
     """The last stdout line, as JSON, of ``python SCRIPT WORK`` (``WORK`` a fresh temporary folder) in a
     fresh interpreter whose environment holds none of the plugin's nor SGLang's plugin variables

@@ -48,24 +48,33 @@ def _clean_env(monkeypatch):
             monkeypatch.delenv(k)
 
 
-#: per worker: a target folder's loaded model, and each (model, input) forward, computed once
+#: per worker: a target folder's loaded model (by the files it holds), and the forwards and probe
+#: results already read or computed
 _TARGETS: dict = {}
 _FORWARDS: dict = {}
+_PROBES: dict = {}
 
 
 @pytest.fixture(autouse=True)
-def _each_target_forward_once(monkeypatch):
-    """The probe's target work (load, greedy continuation, forward with every layer's states) done
-    once per worker for the same target files and the same tokens; each test's draft still runs.
+def _each_target_forward_once(monkeypatch, tmp_path_factory):
+    """The probe's target work (greedy continuation, forward with every layer's states) computed
+    once per test session for the same target files and the same tokens, and the same probe of the
+    same files run once; each test's own draft still runs on those states.
 
     Nine tests probe the llama pair's target on its 1,024 prompts: 16 of each run's 34 s went to
-    the same target computation. A copy of a pair links the target's files, so the key is the files
-    the folder's names resolve to. Offloaded loads (``--max-memory``) are never shared. Results are
-    handed out as copies, so a test that changed one could not change another's.
+    the same target computation, and three ran the same probe. A copy of a pair links the target's
+    files, so the key is the files the folder's names resolve to. Under pytest-xdist the first
+    worker to need a value writes it to the session's shared folder (:func:`conftest.tensors_once`,
+    :func:`conftest.computed_once`), the others read it. Offloaded loads (``--max-memory``) are never
+    shared. Values are handed out as copies, so a test that changed one could not change another's.
     """
+    import copy
+    import hashlib
+
+    from conftest import computed_once, tensors_once
     from sglang_eagle_cycle.wiring import probe as mod
 
-    real_load, real_greedy, real_forward = mod.load_target, mod.greedy_continue, mod.target_forward
+    real_load, real_greedy, real_forward, real_probe = mod.load_target, mod.greedy_continue, mod.target_forward, mod.probe
 
     def load_target(target_dir, device="cpu", dtype="float32", max_memory=None):
         if max_memory is not None:
@@ -77,11 +86,14 @@ def _each_target_forward_once(monkeypatch):
         return _TARGETS[key]
 
     def shared(model, kind, tokens, extra, compute):
-        if not any(m is model for m in _TARGETS.values()):
+        target = next((k for k, m in _TARGETS.items() if m is model), None)
+        if target is None:
             return compute()
-        key = (id(model), kind, tuple(tokens.shape), tokens.cpu().numpy().tobytes(), extra)
+        blob = tokens.cpu().numpy().tobytes()
+        key = (target, kind, tuple(tokens.shape), blob, extra)
         if key not in _FORWARDS:
-            _FORWARDS[key] = compute()
+            digest = hashlib.sha256(repr(key[:3] + key[4:]).encode() + blob).hexdigest()[:20]
+            _FORWARDS[key] = tensors_once(tmp_path_factory, f"probe-target-{kind}-{digest}", compute)
         return _FORWARDS[key]
 
     def greedy_continue(model, prompts, n):
@@ -92,6 +104,27 @@ def _each_target_forward_once(monkeypatch):
         rows = list(range(states.shape[0])) if keep is None else sorted(set(keep))
         return states[rows], logits.clone()
 
+    def files(folder) -> tuple:
+        p = Path(folder)
+        p = p.parent if p.is_file() else p
+        return tuple(sorted((f.name, str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns)
+                            for f in p.iterdir() if f.is_file()))
+
+    def probe(target, draft, prompts_file=None, tokens=None, device="cpu", dtype="float32", max_memory=None,
+              env=None, progress=None):
+        # the same probe of the same files (eagle-cycle probe, then wiring --probe) runs once; its result
+        # is handed out as a copy. Folders that are not plain local ones (a cache's repo id) always run.
+        if max_memory is not None or env is not None or not (Path(target).exists() and Path(draft).exists()):
+            return real_probe(target, draft, prompts_file, tokens, device, dtype, max_memory, env, progress)
+        plugin_env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("SGLANG_")))
+        key = (files(target), files(draft), str(prompts_file), tokens, device, dtype, plugin_env)
+        if key not in _PROBES:
+            digest = hashlib.sha256(repr(key).encode()).hexdigest()[:20]
+            _PROBES[key] = computed_once(tmp_path_factory, f"probe-result-{digest}", lambda: real_probe(
+                target, draft, prompts_file, tokens, device, dtype, max_memory, env, progress))
+        return copy.deepcopy(_PROBES[key])
+
+    monkeypatch.setattr(mod, "probe", probe)
     monkeypatch.setattr(mod, "load_target", load_target)
     monkeypatch.setattr(mod, "greedy_continue", greedy_continue)
     monkeypatch.setattr(mod, "target_forward", target_forward)
