@@ -39,6 +39,8 @@ import threading
 from pathlib import Path
 from types import SimpleNamespace
 
+from sglang_cpu import HIDDEN_GPU_INDEX  # a constant: importing sglang_cpu loads nothing heavy
+
 HERE = Path(__file__).resolve().parent
 
 #: Imported once by the server: the slow, hook-free part of SGLang.
@@ -53,7 +55,7 @@ WARM_MODULES_CPU = WARM_MODULES + (
     "sglang.test.layer_ut_utils", "transformers", "safetensors.torch",
 )
 #: What a CPU-engine server and its children run under (sglang_cpu.setup, steps 1 and 2).
-CPU_ENGINE_ENV = {"SGLANG_USE_CPU_ENGINE": "1", "CUDA_VISIBLE_DEVICES": "999"}
+CPU_ENGINE_ENV = {"SGLANG_USE_CPU_ENGINE": "1", "CUDA_VISIBLE_DEVICES": HIDDEN_GPU_INDEX}
 #: Modules the plugin hooks (or that hold hooked classes): never imported by the server itself.
 HOOKED_PREFIXES = ("sglang.srt.models.", "sglang.srt.speculative.eagle_worker_v2", "sglang.srt.managers.scheduler",
                    "sglang_eagle_cycle")
