@@ -430,6 +430,89 @@ def test_a_sigterm_right_after_the_spool_appears_leaves_no_spool_behind(tmp_path
     assert list(spool_root.iterdir()) == []
 
 
+def _swallowed_sigterm():
+    """Run the CLI's SIGTERM handler where the interpreter ran it when the test above hung under load:
+    inside a weak-reference callback (importlib's module-lock one), whose SystemExit is reported as
+    "ignored" and lost."""
+    import signal
+    import weakref
+
+    from sglang_eagle_cycle.sigterm import terminate
+
+    class Referent:
+        pass
+
+    obj = Referent()
+    ref = weakref.ref(obj, lambda r: terminate(signal.SIGTERM, None))
+    del obj   # the callback runs here; its SystemExit goes to sys.unraisablehook
+    assert ref() is None
+
+
+def test_a_pipe_copy_stops_on_a_sigterm_whose_exit_was_swallowed(monkeypatch):
+    """The hang behind ``test_a_terminated_advise_leaves_no_spool_behind`` (2 of 4 suite runs under
+    load): the SIGTERM's exit was raised inside importlib's weak-reference callback while advise
+    imported ``logging``, lost there, and the copy of the endless pipe went on. The copy now checks
+    for a SIGTERM the handler has seen, whatever became of the exit it raised."""
+    import signal
+
+    from sglang_eagle_cycle import sigterm
+    from sglang_eagle_cycle.commands.advise_cmd import _copy_stream
+
+    lost = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: lost.append(u.exc_type))
+    sigterm.forget()
+    try:
+        _swallowed_sigterm()
+        assert lost == [SystemExit] and sigterm.received() == signal.SIGTERM
+        r, w = os.pipe()
+        os.write(w, b"a line\n" * 10)
+        copied = io.BytesIO()
+        with os.fdopen(r, "rb") as src, os.fdopen(w, "wb"):   # the write end stays open: endless
+            with pytest.raises(SystemExit) as exc:
+                _copy_stream(src, copied)
+        assert exc.value.code == 128 + signal.SIGTERM
+        assert copied.getvalue() == b""   # stopped at its first read, not after the pipe's end
+    finally:
+        sigterm.forget()
+
+
+def test_a_command_whose_sigterm_exit_was_swallowed_still_exits_143(tmp_path, monkeypatch):
+    """A SIGTERM lost the same way in a command with no loop to check it: the command finishes, its
+    temporary folder is removed as usual, and the CLI returns the signal's exit, not 0."""
+    import signal
+    import tempfile
+
+    from sglang_eagle_cycle import sigterm
+    from sglang_eagle_cycle.commands import advise_cmd
+
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: None)
+    real = advise_cmd._distinct_inputs
+
+    def distinct_then_sigterm(names):
+        _swallowed_sigterm()
+        return real(names)
+
+    monkeypatch.setattr(advise_cmd, "_distinct_inputs", distinct_then_sigterm)
+    spool_root = tmp_path / "tmp"
+    spool_root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spool_root))
+    log = tmp_path / "server.log"
+    log.write_text("[2026-12-04 10:00:00] an unrelated log line\n")
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(SystemExit) as exc:
+            cli.main(["advise", str(log)])
+        assert exc.value.code == 128 + signal.SIGTERM
+        assert list(spool_root.iterdir()) == []
+        monkeypatch.setattr(advise_cmd, "_distinct_inputs", real)
+        # the next command in the same process starts with nothing noted: its own error, not 143
+        rc, _, err = call("advise", log)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        sigterm.forget()
+    assert rc == 2 and "nothing to advise on" in err, err
+
+
 def test_a_deferred_sigterm_is_replayed_through_the_handler_it_held_off():
     """``sigterm.deferred``: a SIGTERM inside the block runs no handler there; ``replay()`` acts on
     it through the handler in place before (the CLI's exit), and that handler is back afterwards."""

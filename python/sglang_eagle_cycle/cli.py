@@ -24,6 +24,7 @@ import sys
 
 from . import __version__
 from .errors import UsageError, one_line
+from .sigterm import exit_if_received, forget, terminate
 
 # subcommand -> (module under sglang_eagle_cycle.commands, one-line help)
 SUBCOMMANDS = {
@@ -88,6 +89,17 @@ def _main(argv: list[str]) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     previous = _exit_on_sigterm()
     try:
+        rc = _run(args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    exit_if_received()   # a SIGTERM whose exit was swallowed (sigterm's note) still ends as one
+    return rc
+
+
+def _run(args) -> int:
+    """The subcommand's exit code, with its expected failures turned into a one-line error."""
+    try:
         return int(args._main(args) or 0)
     except UsageError as exc:
         print(f"eagle-cycle {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
@@ -107,23 +119,22 @@ def _main(argv: list[str]) -> int:
         print(f"eagle-cycle {args.command}: error: cannot write output: {one_line(f'{where}{exc.strerror or exc}')}",
               file=sys.stderr)
         return 2
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
 
 
-def _terminated(signum, frame):
-    raise SystemExit(128 + signum)
+_terminated = terminate   # the CLI's SIGTERM handler (sigterm.terminate: noted, then SystemExit(143))
 
 
 def _exit_on_sigterm():
     """Make SIGTERM (``timeout``, ``kill``) end the command as an exit, so that its temporary files
     (advise's stdin and pipe spool, probe's offload folder) are removed on the way out; returns the
-    handler it replaced (None where none can be set: not the main thread)."""
+    handler it replaced (None where none can be set: not the main thread). A signal noted by an
+    earlier command in this process is forgotten."""
     try:
-        return signal.signal(signal.SIGTERM, _terminated)
+        previous = signal.signal(signal.SIGTERM, terminate)
     except (ValueError, OSError):
         return None
+    forget()
+    return previous
 
 
 def _silence_stdout() -> None:

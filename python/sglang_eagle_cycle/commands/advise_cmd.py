@@ -358,11 +358,20 @@ def _copy_stream(src, dst) -> None:
     ``shutil.copyfileobj`` asks a buffered reader for 64 KiB at a time, and the reader loops in C
     until that much has come. A SIGTERM that lands between two of those reads (not during one, which
     it would interrupt) is acted on only when the loop ends: from a slow pipe, under load, more than
-    a minute after ``timeout`` sent it. ``read1`` makes one system read per call.
+    a minute after ``timeout`` sent it. ``read1`` makes one system read per call, and each call
+    checks for a SIGTERM whose exit was swallowed on the way (:mod:`..sigterm`): an endless pipe
+    would otherwise be copied until the disk is full.
+
+    Raises:
+        SystemExit: 143 once the CLI's SIGTERM handler has run.
     """
+    from ..sigterm import exit_if_received
+
     read = getattr(src, "read1", src.read)
     while chunk := read(1 << 16):
+        exit_if_received()
         dst.write(chunk)
+    exit_if_received()
 
 
 _HF_SNAPSHOT = re.compile(r"(?:^|/)models--([^/]+?)--([^/]+)/snapshots/[^/]+/*$")
