@@ -203,3 +203,40 @@ def test_speculative_launch_whose_server_reports_no_speculation_fails_instead_of
     assert [(x["steps"], x["status"]) for x in recs] == [(0, "ok"), (2, "failed")]
     assert "reports no speculative_algorithm" in recs[1]["error"]["reason"]
     assert (outcome.ok, outcome.failed, outcome.skipped) == (1, 1, 0)
+
+
+def test_a_wait_for_health_stops_on_an_interrupt_whose_exception_was_lost(monkeypatch):
+    """The interpreter runs a signal handler at the next bytecode; inside a weak-reference callback
+    (importlib's module-lock one, run at every import) or a ``__del__`` the exception it raises is
+    reported as ignored and lost (seen under load for the CLI's SIGTERM exit). The sweep's handler
+    notes the signal first, so a wait for a server that never answers stops at its next poll
+    instead of running to ``--startup-timeout``."""
+    import signal
+    import time
+    import weakref
+
+    from sglang_eagle_cycle.sweep import runner
+    from sglang_eagle_cycle.sweep.signals import forget_interrupts, interrupt
+
+    with socket.socket() as sock:   # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    lost = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: lost.append(u.exc_type))
+
+    class Referent:
+        pass
+
+    forget_interrupts()
+    try:
+        assert runner._wait_health(f"http://127.0.0.1:{port}", 0.3) is False   # nothing noted: the timeout
+        obj = Referent()
+        ref = weakref.ref(obj, lambda r: interrupt(signal.SIGINT, None))
+        del obj
+        assert ref() is None and lost == [KeyboardInterrupt]
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            runner._wait_health(f"http://127.0.0.1:{port}", 60)
+        assert time.monotonic() - t0 < 10
+    finally:
+        forget_interrupts()

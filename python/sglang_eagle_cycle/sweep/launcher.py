@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Optional
 
 from .client import health_ok
-from .signals import deferred_signals
+from .signals import deferred_signals, raise_if_interrupted
 
 #: ``python -m sglang.launch_server`` with the running interpreter.
 DEFAULT_SERVER_CMD = (sys.executable, "-m", "sglang.launch_server")
@@ -187,6 +187,7 @@ class ServerProcess:
 
         Raises:
             ServerStartError: the process exited first, or ``timeout_s`` passed.
+            KeyboardInterrupt: Ctrl-C or SIGTERM, including one whose own exception was lost.
         """
         t0 = time.monotonic()
         delay = 0.05
@@ -198,6 +199,7 @@ class ServerProcess:
                 return time.monotonic() - t0
             if time.monotonic() - t0 >= timeout_s:
                 raise ServerStartError(f"server not healthy within {timeout_s:g} s (--startup-timeout)")
+            raise_if_interrupted()
             time.sleep(delay)
             delay = min(poll_max_s, delay * 1.5)
 

@@ -19,6 +19,7 @@ from typing import Optional
 
 from ..argtypes import StoreOnce, int_in
 from ..errors import UsageError, one_line
+from .signals import forget_interrupts, interrupt
 
 PROG = "bench_eagle_cycle.py"
 
@@ -270,10 +271,11 @@ def check_plot_path(path: Path) -> None:
 
 def _raise_interrupt(signum, frame):
     """SIGINT and SIGTERM: raise KeyboardInterrupt wherever the sweep is (the server is then stopped
-    and the records kept). Being a handler of our own, it also keeps ``asyncio.run`` from installing
-    its SIGINT handler, which only cancels the running task, a cancellation that HTTP client code
-    may absorb (then the Ctrl-C would be lost)."""
-    raise KeyboardInterrupt
+    and the records kept), noted first so that one raised where the interpreter loses it still stops
+    the sweep at its next wait or record (:func:`.signals.interrupt`). Being a handler of our own, it
+    also keeps ``asyncio.run`` from installing its SIGINT handler, which only cancels the running
+    task, a cancellation that HTTP client code may absorb (then the Ctrl-C would be lost)."""
+    interrupt(signum, frame)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -333,6 +335,7 @@ def _run(args: argparse.Namespace) -> int:
     if log.skipped_lines:
         sweep.warn(f"{log.skipped_lines} line(s) of {out} are not {'eagle-cycle-bench/1'} records; "
                    "left as they are")
+    forget_interrupts()
     previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         if args.launch:

@@ -31,7 +31,7 @@ from .launcher import (DEFAULT_SERVER_CMD, ServerProcess, ServerStartError, buil
                        free_port, log_size, log_tail, port_taken, unique_path)
 from .metrics import summarize
 from .records import RecordLog, new_record, record_key
-from .signals import deferred_signals
+from .signals import deferred_signals, raise_if_interrupted
 from .workload import PromptSet
 
 #: Lines of the server log kept in a failed record.
@@ -209,6 +209,7 @@ class Sweep:
                 self._note_baseline(rec)
             else:
                 self.outcome.failed += 1
+        raise_if_interrupted()   # a Ctrl-C whose KeyboardInterrupt was lost: stop at the record
         if rec["status"] == "ok":
             tok = rec["output_tok_s"]
             sp = rec["speedup_vs_baseline"]
@@ -294,6 +295,7 @@ class Sweep:
     # -- one configuration --------------------------------------------------------------------
 
     def _run_config(self, cfg: SpecConfig) -> None:
+        raise_if_interrupted()
         s = self.s
         draft = None if cfg.is_baseline else s.draft
         pred = cfg.predicted()
@@ -475,5 +477,6 @@ def _wait_health(base_url: str, timeout_s: float) -> bool:
             return True
         if time.monotonic() >= end:
             return False
+        raise_if_interrupted()
         time.sleep(delay)
         delay = min(2.0, delay * 1.5)

@@ -22,6 +22,39 @@ from typing import Iterator
 
 HELD = (signal.SIGINT, signal.SIGTERM)
 
+_interrupted: list[int] = []
+
+
+def interrupt(signum: int, frame) -> None:
+    """The sweep's SIGINT/SIGTERM handler: note the signal, then raise ``KeyboardInterrupt``.
+
+    The interpreter runs a handler at the next bytecode, and when that belongs to a weak-reference
+    callback or a ``__del__`` (run at every import, at garbage collection) the exception is reported
+    as "ignored" and lost; the note lets the sweep's waits and its record boundaries act on it
+    anyway (:func:`raise_if_interrupted`), instead of launching and measuring to the end.
+
+    Raises:
+        KeyboardInterrupt: always.
+    """
+    _interrupted.append(signum)
+    raise KeyboardInterrupt
+
+
+def raise_if_interrupted() -> None:
+    """Raise the ``KeyboardInterrupt`` of a signal :func:`interrupt` handled, whose own may have
+    been lost (see there).
+
+    Raises:
+        KeyboardInterrupt: when a signal was noted since :func:`forget_interrupts`.
+    """
+    if _interrupted:
+        raise KeyboardInterrupt
+
+
+def forget_interrupts() -> None:
+    """Start a sweep with no signal noted (a second sweep in one process, as tests run them)."""
+    _interrupted.clear()
+
 
 @contextmanager
 def deferred_signals() -> Iterator[None]:
