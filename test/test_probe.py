@@ -212,18 +212,18 @@ def test_llama_declared_as_positions_other_best_and_fix(tmp_path, capsys):
 
 def test_deepseek_declared_ids246_positions(capsys):
     """A draft trained on positions [2, 4, 6] declaring ids 2,4,6: stock captures [2, 4, 6], the plugin
-    [3, 5, 7], one layer late, which costs this draft little; the verdict follows the McNemar test."""
+    [3, 5, 7], one layer late. The tiny drafts are trained against their neighbouring wirings
+    (``tiny.train.train_draft``'s decoys), so reading one layer late costs this one most of its
+    agreement and the McNemar test says so: other_best, with the fix that names what stock captures."""
     d = cached("deepseek_v3", declared=True)
     code, out, err = run([str(d / "target"), str(d / "draft"), "--json"], capsys)
     r = json.loads(out)
     assert r["plugin_positions"] == [3, 5, 7] and r["stock_positions"] == [2, 4, 6]
     assert r["best"]["positions"] == [2, 4, 6]
     plugin = next(c for c in r["candidates"] if "plugin" in c["names"])
-    assert -0.03 < plugin["margin_vs_best"] < 0
-    assert (plugin["p_vs_best"] > 0.05) == (r["verdict"] == "plugin_best")
-    assert code == (0 if r["verdict"] == "plugin_best" else 1)
-    if r["verdict"] == "other_best":   # the fix must name what stock already captures
-        assert r["fix"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5]
+    assert plugin["margin_vs_best"] < -0.05 and plugin["p_vs_best"] <= 0.05
+    assert (code, r["verdict"]) == (1, "other_best"), err
+    assert r["fix"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5]
 
 
 def test_random_draft_not_trained_on_target(tmp_path, capsys):

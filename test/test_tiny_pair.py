@@ -268,3 +268,17 @@ def test_an_out_that_cannot_be_made_is_refused_before_training(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "notes.txt is not a directory" in proc.stderr, proc.stderr
     assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_the_draft_is_trained_against_the_wrong_wirings_next_to_its_own():
+    """The decoys of the draft's loss: every whole shift by one or two layers, every single
+    position moved by one, the embedding for the deepest; never the draft's own wiring."""
+    from sglang_eagle_cycle.tiny.train import near_wirings
+
+    got = near_wirings([2, 4, 6], 8)
+    assert sorted(map(tuple, got)) == sorted([
+        (0, 2, 4), (1, 3, 5), (3, 5, 7), (4, 6, 8),            # whole shifts (-2 is also embedding-for-deepest)
+        (1, 4, 6), (3, 4, 6), (2, 3, 6), (2, 5, 6), (2, 4, 5), (2, 4, 7)])
+    assert [2, 4, 6] not in got and len(got) == len({tuple(g) for g in got})
+    # out of range and colliding moves are left out: [0, 1, 8] in a model of 8 layers
+    assert sorted(map(tuple, near_wirings([0, 1, 8], 8))) == [(0, 1, 7), (0, 2, 8)]

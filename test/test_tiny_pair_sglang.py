@@ -89,7 +89,14 @@ def test_sglang_draft_forward_gives_the_trainers_top1(plugin, name):
     assert run["draft_logits_finite"] is True
     assert run["draft_top1_equal_trainer"] == 1.0
     assert run["scored_positions"] == 8 * 32
-    assert run["sglang_draft_agreement"] > 0.2
+    if name == "deepseek_v3_ids246":
+        # trained on positions [2, 4, 6], declaring ids 2,4,6: the plugin captures [3, 5, 7], one layer
+        # late, and the draft (trained against its neighbouring wirings) falls to a fraction of what
+        # SGLang's own setter, which captures [2, 4, 6] here, gets from the same files
+        assert run["sglang_draft_agreement"] < 0.5 * plugin[name]["stock"]["sglang_draft_agreement"]
+        assert plugin[name]["stock"]["sglang_draft_agreement"] > 0.2
+    else:
+        assert run["sglang_draft_agreement"] > 0.2
 
 
 def test_deepseek_stock_captures_one_layer_early_and_the_plugin_does_not(plugin, stock):

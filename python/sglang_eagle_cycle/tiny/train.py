@@ -118,14 +118,47 @@ def draft_batch(embed: torch.nn.Embedding, tokens: torch.Tensor, aux: torch.Tens
     return embed(tokens[:, 1:]), aux[:, :-1], greedy[:, 1:]
 
 
+def near_wirings(positions: list[int], num_layers: int) -> list[list[int]]:
+    """The wrong wirings next to ``positions`` (sorted residual positions in ``0..num_layers``): the
+    whole set moved by -2, -1, +1 or +2 layers, one position moved by one layer, and the embedding
+    (position 0) in place of the deepest; each sorted, distinct, in range, and not ``positions``
+    itself. These are the mistakes the wiring probe must tell apart (SGLang's +1 convention read
+    the other way, an off-by-one id, the embedding fed as a state)."""
+    own = sorted(positions)
+    out: list[list[int]] = []
+
+    def add(cand):
+        cand = sorted(cand)
+        if (len(set(cand)) == len(cand) and all(0 <= p <= num_layers for p in cand)
+                and cand != own and cand not in out):
+            out.append(cand)
+
+    for by in (-2, -1, 1, 2):
+        add([p + by for p in own])
+    for i in range(len(own)):
+        for by in (-1, 1):
+            add(own[:i] + [own[i] + by] + own[i + 1:])
+    add([0] + own[:-1])
+    return out
+
+
 def train_draft(head: Eagle3Head, embed: torch.nn.Embedding, tokens: torch.Tensor, aux: torch.Tensor,
                 greedy: torch.Tensor, target_to_draft: torch.Tensor, sched: Schedule,
-                gen: torch.Generator, log=None) -> list[float]:
+                gen: torch.Generator, log=None, decoys: list[torch.Tensor] | None = None,
+                decoy_weight: float = 0.0) -> list[float]:
     """Cross-entropy on draft ids; labels outside the draft vocabulary are ignored.
 
     tokens/greedy ``[S, L]`` and aux ``[S, L, k*h]`` are precomputed target features of ``S``
     sequences; each step draws ``sched.batch`` of them. ``target_to_draft`` maps a target id to
     its draft id or -1.
+
+    ``decoys``: aux inputs ``[S, L, k*h]`` of wrong wirings (:func:`near_wirings`). Each step one of
+    them, in turn, is fed for the same rows and its output pushed toward the uniform distribution
+    (``decoy_weight`` times the mean of ``logsumexp(z) - mean(z)``, the KL divergence from uniform
+    up to a constant). A draft trained for minutes on an 8-layer model otherwise does nearly as well
+    on a neighbouring layer's states as on its own (README: one point or two, and which wiring wins
+    then moved with the CPU's kernels); a real draft's dependence on its layers is what the wiring
+    checks exist for, and this makes the tiny pair's dependence plain on every machine.
     """
     opt, lr = _optimiser(head.parameters(), sched)
     losses = []
@@ -133,10 +166,14 @@ def train_draft(head: Eagle3Head, embed: torch.nn.Embedding, tokens: torch.Tenso
     with torch.no_grad():
         embeds_all, aux_all, labels_all = draft_batch(embed, tokens, aux, greedy)
         labels_all = target_to_draft[labels_all]
+        decoys_all = [d[:, :-1] for d in (decoys or [])]
     for step in range(sched.steps):
         rows = torch.randint(0, tokens.shape[0], (sched.batch,), generator=gen)
         logits = head(embeds_all[rows], aux_all[rows])
         loss = F.cross_entropy(logits.flatten(0, 1), labels_all[rows].flatten(), ignore_index=-1)
+        if decoys_all and decoy_weight > 0:
+            wrong = head(embeds_all[rows], decoys_all[step % len(decoys_all)][rows])
+            loss = loss + decoy_weight * (torch.logsumexp(wrong, -1) - wrong.mean(-1)).mean()
         losses.append(_update(loss, head, opt, lr))
         if log is not None and (step % 100 == 0 or step == sched.steps - 1):
             log(f"draft step {step + 1}/{sched.steps} loss {loss.item():.3f}")
