@@ -518,16 +518,15 @@ def test_a_deferred_sigterm_is_replayed_through_the_handler_it_held_off():
     it through the handler in place before (the CLI's exit), and that handler is back afterwards."""
     import signal
 
-    from sglang_eagle_cycle import cli
-    from sglang_eagle_cycle.sigterm import deferred
+    from sglang_eagle_cycle.sigterm import deferred, forget, terminate
 
-    previous = signal.signal(signal.SIGTERM, cli._terminated)
+    previous = signal.signal(signal.SIGTERM, terminate)
     try:
         with deferred() as replay:
             os.kill(os.getpid(), signal.SIGTERM)
             for _ in range(1000):   # bytecodes enough for the interpreter to run a pending handler
                 pass
-        assert signal.getsignal(signal.SIGTERM) is cli._terminated
+        assert signal.getsignal(signal.SIGTERM) is terminate
         with pytest.raises(SystemExit) as exc:
             replay()
         assert exc.value.code == 128 + signal.SIGTERM
@@ -536,6 +535,7 @@ def test_a_deferred_sigterm_is_replayed_through_the_handler_it_held_off():
         quiet()                      # nothing noted: nothing happens
     finally:
         signal.signal(signal.SIGTERM, previous)
+        forget()                     # terminate noted the replayed signal
 
 
 def test_a_list_option_given_twice_keeps_both_lists(tmp_path):

@@ -121,9 +121,6 @@ def _run(args) -> int:
         return 2
 
 
-_terminated = terminate   # the CLI's SIGTERM handler (sigterm.terminate: noted, then SystemExit(143))
-
-
 def _exit_on_sigterm():
     """Make SIGTERM (``timeout``, ``kill``) end the command as an exit, so that its temporary files
     (advise's stdin and pipe spool, probe's offload folder) are removed on the way out; returns the

@@ -371,7 +371,6 @@ def _copy_stream(src, dst) -> None:
     while chunk := read(1 << 16):
         exit_if_received()
         dst.write(chunk)
-    exit_if_received()
 
 
 _HF_SNAPSHOT = re.compile(r"(?:^|/)models--([^/]+?)--([^/]+)/snapshots/[^/]+/*$")
