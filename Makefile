@@ -15,8 +15,11 @@ $(STAMP): pyproject.toml setup.py
 	$(VENV)/bin/python -m pip install -e '.[test]'
 	touch $@
 
+# Bytecode is written even where PYTHONDONTWRITEBYTECODE is set (as on the machines this was built on):
+# without .pyc files pytest rewrites every test module's asserts again in each worker, and every CLI
+# subprocess compiles the package again (cached suite on 2 cores: 465 s without, 414 s with).
 test: $(STAMP) promtool
-	$(VENV)/bin/python -m pytest -n auto --maxprocesses 4 test
+	env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/python -m pytest -n auto --maxprocesses 4 test
 
 # promtool checks the Grafana dashboard's PromQL (test/test_metrics.py). Best effort: an installed
 # one, else the binary from Debian's prometheus package (apt-get download, no root); the test skips

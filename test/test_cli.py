@@ -66,8 +66,12 @@ def test_write_error_names_the_output_not_its_temporary_file(tmp_path, repo_root
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (600, 600))
 
-    # matplotlib's font cache is written on first use: build it in a private directory before the limit
-    env = dict(os.environ, MPLCONFIGDIR=str(tmp_path / "mpl"))
+    # matplotlib's font cache is written on first use: build it in a private directory before the limit.
+    # No bytecode either: CPython's importlib does not check a short write of a .pyc, so under the limit
+    # it installs the first 600 bytes of every module it compiles, and every later import of that
+    # module in the suite fails with "EOFError: marshal data too short" (seen where
+    # PYTHONDONTWRITEBYTECODE is not set: 18 failures after this test compiled plots.py)
+    env = dict(os.environ, MPLCONFIGDIR=str(tmp_path / "mpl"), PYTHONDONTWRITEBYTECODE="1")
     subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], env=env, check=True, timeout=120)
     proc = run(["inspect", str(log), option, str(out)], repo_root, preexec_fn=small_files, env=env)
     assert proc.returncode == 2
