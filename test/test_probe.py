@@ -61,9 +61,11 @@ def _each_target_forward_once(monkeypatch, tmp_path_factory):
     once per test session for the same target files and the same tokens, and the same probe of the
     same files run once; each test's own draft still runs on those states.
 
-    Nine tests probe the llama pair's target on its 1,024 prompts: 16 of each run's 34 s went to
-    the same target computation, and three ran the same probe. A copy of a pair links the target's
-    files, so the key is the files the folder's names resolve to. Under pytest-xdist the first
+    Nine tests once probed the llama pair's target on its 1,024 prompts: 16 of each run's 34 s went
+    to the same target computation, and three ran the same probe. They now probe copies holding
+    the first 256 or 512 of them (:func:`copy_pair`), which share the full set's first batch. A copy
+    of a pair links the target's files, so the target key is the files the folder's names resolve
+    to; a probe's key is the content of the target, draft and prompt files. Under pytest-xdist the first
     worker to need a value writes it to the session's shared folder (:func:`conftest.tensors_once`,
     :func:`conftest.computed_once`), the others read it. Offloaded loads (``--max-memory``) are never
     shared. Values are handed out as copies, so a test that changed one could not change another's.
@@ -105,10 +107,22 @@ def _each_target_forward_once(monkeypatch, tmp_path_factory):
         return states[rows], logits.clone()
 
     def files(folder) -> tuple:
+        # by content, so two tests' copies of one pair with the same draft config share one probe;
+        # a config.json by what it says (copy_pair's edits rewrite it without the cache's indent)
         p = Path(folder)
         p = p.parent if p.is_file() else p
-        return tuple(sorted((f.name, str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns)
-                            for f in p.iterdir() if f.is_file()))
+        out = []
+        for f in sorted(p.iterdir()):
+            if not f.is_file():
+                continue
+            data = f.read_bytes()
+            if f.name == "config.json":
+                try:
+                    data = json.dumps(json.loads(data), sort_keys=True).encode()
+                except ValueError:
+                    pass
+            out.append((f.name, hashlib.sha256(data).hexdigest()))
+        return tuple(out)
 
     def probe(target, draft, prompts_file=None, tokens=None, device="cpu", dtype="float32", max_memory=None,
               env=None, progress=None):
@@ -117,7 +131,9 @@ def _each_target_forward_once(monkeypatch, tmp_path_factory):
         if max_memory is not None or env is not None or not (Path(target).exists() and Path(draft).exists()):
             return real_probe(target, draft, prompts_file, tokens, device, dtype, max_memory, env, progress)
         plugin_env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("SGLANG_")))
-        key = (files(target), files(draft), str(prompts_file), tokens, device, dtype, plugin_env)
+        prompts = Path(target).parent / "eval_prompts.json"   # where the probe finds a pair's prompts
+        key = (files(target), files(draft), files(prompts) if prompts.is_file() else None, str(prompts_file),
+               tokens, device, dtype, plugin_env)
         if key not in _PROBES:
             digest = hashlib.sha256(repr(key).encode()).hexdigest()[:20]
             _PROBES[key] = computed_once(tmp_path_factory, f"probe-result-{digest}", lambda: real_probe(
@@ -130,13 +146,26 @@ def _each_target_forward_once(monkeypatch, tmp_path_factory):
     monkeypatch.setattr(mod, "target_forward", target_forward)
 
 
-def copy_pair(src: Path, dest: Path, draft_cfg_edit=None) -> Path:
-    """A pair folder copy (target files linked, draft copied), optionally editing the draft config."""
+#: probe prompts of :func:`copy_pair`'s reduced copies: the first of the pair's 1,024, which the probe
+#: runs as one batch (``probe.BATCH``), so their target forwards are those of the full set's first
+#: batch. 8,192 scored tokens: the verdicts tested on them rest on margins of 20 points or more
+#: (README's tiny-pair table), where a 95% interval is about one point wide
+FEW_PROMPTS = 256
+
+
+def copy_pair(src: Path, dest: Path, draft_cfg_edit=None, prompts: int | None = None) -> Path:
+    """A pair folder copy (target files linked, draft copied), optionally editing the draft config;
+    with ``prompts``, only the first that many of the pair's probe prompts (the probe's cost grows
+    with them: 13-20 s of a test on 1,024 where the target's forwards are shared)."""
     dest.mkdir()
     (dest / "target").mkdir()
     for f in (src / "target").iterdir():
         (dest / "target" / f.name).symlink_to(f)
     shutil.copy(src / "eval_prompts.json", dest / "eval_prompts.json")
+    if prompts is not None:
+        data = json.loads((dest / "eval_prompts.json").read_text())
+        data["probe_prompts"] = data["probe_prompts"][:prompts]
+        (dest / "eval_prompts.json").write_text(json.dumps(data))
     shutil.copytree(src / "draft", dest / "draft")
     if draft_cfg_edit is not None:
         p = dest / "draft" / "config.json"
@@ -174,15 +203,22 @@ def test_states_equal_tiny_model(arch):
 
 
 # ----------------------------------------------------------------------------- verdicts
-def test_llama_pair_plugin_best(capsys):
-    d = cached("llama")
+def test_llama_pair_plugin_best(tmp_path, capsys):
+    from sglang_eagle_cycle.wiring.probe import BATCH, load_prompts
+
+    # the pair's own prompts, as the probe takes them without --prompts: its 1,024 probe_prompts,
+    # gen_tokens 32 each
+    default = load_prompts(cached("llama") / "target", None, None)
+    assert (len(default.ids), default.tokens) == (1024, 32)
+    # probed on two batches of them (the hits of each batch are joined)
+    d = copy_pair(cached("llama"), tmp_path / "p", prompts=2 * BATCH)
     code, out, err = run([str(d / "target"), str(d / "draft"), "--json"], capsys)
     assert code == 0, err
     r = json.loads(out)
     assert r["verdict"] == "plugin_best" and r["fix"] is None
     assert r["best"]["positions"] == [2, 4, 6] == r["plugin_positions"] == r["stock_positions"]
     assert set(r["best"]["names"]) >= {"plugin", "stock"}
-    assert r["scored_tokens"] == 1024 * 32 and r["prompts"] == 1024    # the pair's probe_prompts x gen_tokens
+    assert r["scored_tokens"] == 2 * BATCH * 32 and r["prompts"] == 2 * BATCH
     runner_up = r["candidates"][1]
     assert runner_up["positions"] != [2, 4, 6]
     assert runner_up["margin_vs_best"] < 0 and runner_up["p_vs_best"] <= 0.05
@@ -195,7 +231,7 @@ def test_llama_pair_plugin_best(capsys):
 def test_llama_declared_as_positions_other_best_and_fix(tmp_path, capsys):
     """Draft trained on positions [2, 4, 6], config declaring ids 2,4,6: the plugin reads [3, 5, 7]."""
     src = cached("llama")
-    bad = copy_pair(src, tmp_path / "bad", set_ids([2, 4, 6]))
+    bad = copy_pair(src, tmp_path / "bad", set_ids([2, 4, 6]), prompts=FEW_PROMPTS)
     code, out, err = run([str(bad / "target"), str(bad / "draft"), "--json"], capsys)
     r = json.loads(out)
     assert (code, r["verdict"]) == (1, "other_best"), err
@@ -204,18 +240,19 @@ def test_llama_declared_as_positions_other_best_and_fix(tmp_path, capsys):
     assert r["fix"]["aux_convention"] == "input"
     plugin = next(c for c in r["candidates"] if "plugin" in c["names"])
     assert plugin["p_vs_best"] <= 0.05
-    fixed = copy_pair(src, tmp_path / "fixed", set_ids(r["fix"]["eagle_aux_hidden_state_layer_ids"]))
+    fixed = copy_pair(src, tmp_path / "fixed", set_ids(r["fix"]["eagle_aux_hidden_state_layer_ids"]),
+                      prompts=FEW_PROMPTS)
     code, out, err = run([str(fixed / "target"), str(fixed / "draft")], capsys)
     assert code == 0, out + err
     assert "verdict: plugin_best" in out and "fix: none needed" in out
 
 
-def test_deepseek_declared_ids246_positions(capsys):
+def test_deepseek_declared_ids246_positions(tmp_path, capsys):
     """A draft trained on positions [2, 4, 6] declaring ids 2,4,6: stock captures [2, 4, 6], the plugin
     [3, 5, 7], one layer late. The tiny drafts are trained against their neighbouring wirings
     (``tiny.train.train_draft``'s decoys), so reading one layer late costs this one most of its
     agreement and the McNemar test says so: other_best, with the fix that names what stock captures."""
-    d = cached("deepseek_v3", declared=True)
+    d = copy_pair(cached("deepseek_v3", declared=True), tmp_path / "ids246", prompts=FEW_PROMPTS)
     code, out, err = run([str(d / "target"), str(d / "draft"), "--json"], capsys)
     r = json.loads(out)
     assert r["plugin_positions"] == [3, 5, 7] and r["stock_positions"] == [2, 4, 6]
@@ -231,7 +268,7 @@ def test_random_draft_not_trained_on_target(tmp_path, capsys):
     from safetensors.torch import load_file, save_file
 
     src = cached("llama")
-    d = copy_pair(src, tmp_path / "rand")
+    d = copy_pair(src, tmp_path / "rand", prompts=FEW_PROMPTS)
     w = load_file(str(d / "draft" / "model.safetensors"))
     g = torch.Generator().manual_seed(0)
     for k, v in w.items():
@@ -247,7 +284,7 @@ def test_plugin_best_with_wiring_error_exits_1(tmp_path, capsys):
     """use_aux_hidden_state false with fc 3 x hidden wide: a static wiring error, so exit 1."""
     def edit(cfg):
         cfg["eagle_config"]["use_aux_hidden_state"] = False
-    d = copy_pair(cached("llama"), tmp_path / "p", edit)
+    d = copy_pair(cached("llama"), tmp_path / "p", edit, prompts=FEW_PROMPTS)
     code, out, err = run([str(d / "target"), str(d / "draft")], capsys)
     assert code == 1, err
     assert "verdict: plugin_best" in out and "wiring errors: aux_capture_off_fc_mismatch" in out
@@ -430,11 +467,12 @@ def test_verdict_rule(gain, p, plugin_p, verdict):
     assert decide([best, plugin], best, None) == ("other_best" if trained else verdict)
 
 
-def test_other_pairs_draft_not_trained_on_target(capsys):
+def test_other_pairs_draft_not_trained_on_target(tmp_path, capsys):
     """The llama target with the DeepSeek-V3 pair's draft (same widths, so it can be fed)."""
     from sglang_eagle_cycle.wiring.probe import MIN_AUX_GAIN
 
-    code, out, err = run([str(cached("llama") / "target"), str(cached("deepseek_v3") / "draft"), "--json"], capsys)
+    d = copy_pair(cached("llama"), tmp_path / "p", prompts=FEW_PROMPTS)
+    code, out, err = run([str(d / "target"), str(cached("deepseek_v3") / "draft"), "--json"], capsys)
     r = json.loads(out)
     assert (code, r["verdict"]) == (1, "not_trained_on_target"), err
     assert r["fix"] is None
@@ -465,17 +503,17 @@ def wiring_cli(argv: list[str], capsys) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_wiring_probe_runs_the_probe_after_the_static_report(capsys):
-    d = cached("llama")
+def test_wiring_probe_runs_the_probe_after_the_static_report(tmp_path, capsys):
+    d = copy_pair(cached("llama"), tmp_path / "p", prompts=FEW_PROMPTS)
     code, out, err = wiring_cli([str(d / "target"), str(d / "draft"), "--probe"], capsys)
     assert code == 0, err
-    assert "captures" in out and "32768 scored tokens" in out and "verdict: plugin_best" in out
-    assert out.index("32768 scored tokens") > out.index("captures")  # the static report comes first
+    assert "captures" in out and "8192 scored tokens" in out and "verdict: plugin_best" in out
+    assert out.index("8192 scored tokens") > out.index("captures")  # the static report comes first
     assert "fix: none needed" in out
 
 
 def test_wiring_probe_json_other_best_exits_1(tmp_path, capsys):
-    bad = copy_pair(cached("llama"), tmp_path / "bad", set_ids([2, 4, 6]))
+    bad = copy_pair(cached("llama"), tmp_path / "bad", set_ids([2, 4, 6]), prompts=FEW_PROMPTS)
     code, out, err = wiring_cli([str(bad / "target"), str(bad / "draft"), "--probe", "--json"], capsys)
     doc = json.loads(out)
     assert code == 1, err
@@ -485,8 +523,8 @@ def test_wiring_probe_json_other_best_exits_1(tmp_path, capsys):
     assert doc["probe"]["fix"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 5]
 
 
-def test_wiring_probe_static_error_exits_1_even_when_the_probe_agrees(capsys):
-    d = cached("llama")
+def test_wiring_probe_static_error_exits_1_even_when_the_probe_agrees(tmp_path, capsys):
+    d = copy_pair(cached("llama"), tmp_path / "p", prompts=FEW_PROMPTS)
     code, out, err = wiring_cli([str(d / "target"), str(d / "draft"), "--probe", "--algorithm", "EAGLE"], capsys)
     assert code == 1, err
     assert "algorithm_not_eagle3" in out and "verdict: plugin_best" in out
@@ -588,7 +626,7 @@ def test_a_draft_saved_as_pytorch_model_bin_probes_as_its_safetensors(tmp_path, 
     from safetensors.torch import load_file
 
     # (4 generated tokens a prompt: the same agreements either way is the point, not a verdict)
-    d = cached("llama")
+    d = copy_pair(cached("llama"), tmp_path / "s", prompts=FEW_PROMPTS)
     code, out, err = run([str(d / "target"), str(d / "draft"), "--json", "--tokens", "4"], capsys)
     assert code in (0, 1), err
     want = json.loads(out)
