@@ -148,8 +148,9 @@ def _each_target_forward_once(monkeypatch, tmp_path_factory):
 
 #: probe prompts of :func:`copy_pair`'s reduced copies: the first of the pair's 1,024, which the probe
 #: runs as one batch (``probe.BATCH``), so their target forwards are those of the full set's first
-#: batch. 8,192 scored tokens: the verdicts tested on them rest on margins of 20 points or more
-#: (README's tiny-pair table), where a 95% interval is about one point wide
+#: batch. 8,192 scored tokens (2026-12-07): the Llama draft's own [2, 4, 6] at 45.0%, the family
+#: default [2, 4, 5] 6.7 points below (p = 1e-58), the rest 28 points or more; the DeepSeek-V3 draft
+#: declaring ids 2,4,6 is 27.8 points below its own where the plugin reads it (p < 1e-300)
 FEW_PROMPTS = 256
 
 
