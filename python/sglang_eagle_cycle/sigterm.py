@@ -20,38 +20,57 @@ import signal
 from typing import Callable, Iterator
 
 
-_received: list[int] = []
+class SignalNote:
+    """A signal handler that notes the signal before it raises, and the checks of that note.
 
-
-def terminate(signum: int, frame) -> None:
-    """The CLI's SIGTERM handler: note the signal, then raise ``SystemExit(128 + signum)`` (143).
-
-    Raises:
-        SystemExit: always.
+    ``exc_for(signum)`` builds the exception the handler raises. Where the interpreter loses that
+    exception (see the module's note), code that could run without end calls :meth:`raise_if_noted`
+    and raises a new one. The CLI's SIGTERM (below) and the sweep's SIGINT/SIGTERM
+    (:mod:`.sweep.signals`) each keep one.
     """
-    _received.append(signum)
-    raise SystemExit(128 + signum)
+
+    def __init__(self, exc_for: Callable[[int], BaseException]):
+        self._exc_for = exc_for
+        self._noted: list[int] = []
+
+    def handler(self, signum: int, frame) -> None:
+        """Note ``signum``, then raise ``exc_for(signum)`` (install with ``signal.signal``).
+
+        Raises:
+            BaseException: ``exc_for(signum)``, always.
+        """
+        self._noted.append(signum)
+        raise self._exc_for(signum)
+
+    def noted(self) -> int:
+        """The first signal the handler noted since :meth:`forget`, 0 when none."""
+        return self._noted[0] if self._noted else 0
+
+    def raise_if_noted(self) -> None:
+        """Raise ``exc_for`` of the first noted signal, in case the handler's own was lost.
+
+        Raises:
+            BaseException: ``exc_for(signum)`` when a signal was noted.
+        """
+        if self._noted:
+            raise self._exc_for(self._noted[0])
+
+    def forget(self) -> None:
+        """Start with no signal noted (a command run again in one process, as tests do)."""
+        self._noted.clear()
 
 
-def forget() -> None:
-    """Start a command with no signal noted (the CLI, called again in one process, as tests do)."""
-    _received.clear()
+_NOTE = SignalNote(lambda signum: SystemExit(128 + signum))
 
-
-def received() -> int:
-    """The first signal :func:`terminate` handled in this process, 0 when none."""
-    return _received[0] if _received else 0
-
-
-def exit_if_received() -> None:
-    """Raise the exit of a signal :func:`terminate` handled, in case the one it raised was lost
-    (raised inside a weak-reference callback or a ``__del__``: see the module's note).
-
-    Raises:
-        SystemExit: ``128 + signum`` when a signal was noted.
-    """
-    if _received:
-        raise SystemExit(128 + _received[0])
+#: The CLI's SIGTERM handler: notes the signal, then raises ``SystemExit(128 + signum)`` (143).
+terminate = _NOTE.handler
+#: Start a command with no signal noted.
+forget = _NOTE.forget
+#: The first signal :func:`terminate` handled in this process, 0 when none.
+received = _NOTE.noted
+#: Raise the exit (``SystemExit(128 + signum)``) of a signal :func:`terminate` handled, in case the
+#: one it raised was lost (raised inside a weak-reference callback or a ``__del__``).
+exit_if_received = _NOTE.raise_if_noted
 
 
 @contextlib.contextmanager

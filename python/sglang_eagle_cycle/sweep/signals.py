@@ -20,40 +20,22 @@ import threading
 from contextlib import contextmanager
 from typing import Iterator
 
+from ..sigterm import SignalNote
+
 HELD = (signal.SIGINT, signal.SIGTERM)
 
-_interrupted: list[int] = []
+_NOTE = SignalNote(lambda signum: KeyboardInterrupt())
 
-
-def interrupt(signum: int, frame) -> None:
-    """The sweep's SIGINT/SIGTERM handler: note the signal, then raise ``KeyboardInterrupt``.
-
-    The interpreter runs a handler at the next bytecode, and when that belongs to a weak-reference
-    callback or a ``__del__`` (run at every import, at garbage collection) the exception is reported
-    as "ignored" and lost; the note lets the sweep's waits and its record boundaries act on it
-    anyway (:func:`raise_if_interrupted`), instead of launching and measuring to the end.
-
-    Raises:
-        KeyboardInterrupt: always.
-    """
-    _interrupted.append(signum)
-    raise KeyboardInterrupt
-
-
-def raise_if_interrupted() -> None:
-    """Raise the ``KeyboardInterrupt`` of a signal :func:`interrupt` handled, whose own may have
-    been lost (see there).
-
-    Raises:
-        KeyboardInterrupt: when a signal was noted since :func:`forget_interrupts`.
-    """
-    if _interrupted:
-        raise KeyboardInterrupt
-
-
-def forget_interrupts() -> None:
-    """Start a sweep with no signal noted (a second sweep in one process, as tests run them)."""
-    _interrupted.clear()
+#: The sweep's SIGINT/SIGTERM handler: notes the signal, then raises ``KeyboardInterrupt``. The
+#: interpreter runs a handler at the next bytecode, and when that belongs to a weak-reference callback
+#: or a ``__del__`` (run at every import, at garbage collection) the exception is reported as
+#: "ignored" and lost; the note lets the sweep's waits and its record boundaries act on it anyway
+#: (:func:`raise_if_interrupted`), instead of launching and measuring to the end.
+interrupt = _NOTE.handler
+#: Raise ``KeyboardInterrupt`` when :func:`interrupt` handled a signal since :func:`forget_interrupts`.
+raise_if_interrupted = _NOTE.raise_if_noted
+#: Start a sweep with no signal noted (a second sweep in one process, as tests run them).
+forget_interrupts = _NOTE.forget
 
 
 @contextmanager
