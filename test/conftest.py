@@ -78,29 +78,31 @@ def _no_plugin_variables_from_the_caller(monkeypatch):
 #: rest of the suite (under ``pytest -n`` the first worker starts it).
 TINY_PAIR_MODULES = ("test_probe.py", "test_probe_sglang.py", "test_tiny_pair.py", "test_tiny_pair_sglang.py",
                      "test_tiny_pair_gpu.py")
-_trainer = None
+_trainers: list = []
 
 
 def pytest_collection_modifyitems(config, items):
-    global _trainer
+    global _trainers
     items.sort(key=lambda it: it.path.name in TINY_PAIR_MODULES)   # stable: tiny-pair modules last
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker in (None, "gw0") and any(it.path.name in TINY_PAIR_MODULES for it in items):
         import tiny_pairs
 
-        _trainer = tiny_pairs.start_background_training()
+        _trainers = tiny_pairs.start_background_training()
 
 
 def pytest_unconfigure(config):
-    """Stop the background trainer if the suite ends first (it keeps nothing half-written)."""
-    if _trainer is not None and _trainer.poll() is None:
-        import signal
+    """Stop the background trainers if the suite ends first (they keep nothing half-written)."""
+    import signal
 
-        _trainer.send_signal(signal.SIGINT)
+    running = [t for t in _trainers if t.poll() is None]
+    for trainer in running:
+        trainer.send_signal(signal.SIGINT)
+    for trainer in running:
         try:
-            _trainer.wait(30)
+            trainer.wait(30)
         except Exception:
-            _trainer.kill()
+            trainer.kill()
 
 
 def computed_once(tmp_path_factory, name: str, compute):
