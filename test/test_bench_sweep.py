@@ -326,8 +326,10 @@ def test_url_mode_measures_the_standin_built_values(running_standin, tmp_path, c
         # per-token ITL: a cycle committing a tokens gives a samples of cycle / a (not one of a cycle)
         itl_ms = sorted({1000 * cycle_s / a for a in plan})
         assert 0.9 * itl_ms[0] <= r["itl_ms"]["p50"] <= 1.1 * itl_ms[-1] <= r["itl_ms"]["p99"] * 1.2
-        # the first token comes with the first tick after arrival
-        assert 0.9 * cycle_s * 1000 <= r["ttft_ms"]["p50"] <= 3 * cycle_s * 1000
+        # the first token comes with the first tick after arrival, late by one stall at most (a
+        # fresh-clone run with two pairs training beside the workers on 2 cores: 80.5 ms against
+        # 3 cycles of 26 ms); a TTFT taken at the last token (15 or more cycles here) still fails
+        assert 0.9 * cycle_s * 1000 <= r["ttft_ms"]["p50"] <= (3 * cycle_s + STALL_S) * 1000
         assert r["server_log"] == str(log_path) and r["speedup_vs_baseline"] is None
         # the cycle breakdown: this measurement's [eagle-cycle] lines only, through report.inspect_paths
         cyc = r["cycle"]
