@@ -162,9 +162,10 @@ def copy_pair(src: Path, dest: Path, draft_cfg_edit=None, prompts: int | None = 
     (dest / "target").mkdir()
     for f in (src / "target").iterdir():
         (dest / "target" / f.name).symlink_to(f)
-    shutil.copy(src / "eval_prompts.json", dest / "eval_prompts.json")
-    if prompts is not None:
-        data = json.loads((dest / "eval_prompts.json").read_text())
+    if prompts is None:
+        shutil.copy(src / "eval_prompts.json", dest / "eval_prompts.json")
+    else:
+        data = json.loads((src / "eval_prompts.json").read_text())
         data["probe_prompts"] = data["probe_prompts"][:prompts]
         (dest / "eval_prompts.json").write_text(json.dumps(data))
     shutil.copytree(src / "draft", dest / "draft")

@@ -87,9 +87,10 @@ def missing() -> list[str]:
 
 
 def start_background_training() -> list:
-    """Train the missing pairs in child processes while the suite runs, one per arch on one torch
-    thread each (:func:`~sglang_eagle_cycle.tiny.cache.cached_pair` lets two archs train at once),
-    at nice 10; the ``Popen`` objects, none when no pair is missing.
+    """Train the missing pairs in child processes while the suite runs, one child per pair on one
+    torch thread, at nice 10 (the suite's pairs are of two archs, which
+    :func:`~sglang_eagle_cycle.tiny.cache.cached_pair` lets train at once); the ``Popen`` objects,
+    an empty list when no pair is missing.
 
     The children's output goes to ``training.log`` in the cache folder, each line led by its pair.
 
@@ -105,7 +106,7 @@ def start_background_training() -> list:
     cache_root().mkdir(parents=True, exist_ok=True)
     # niced: the tests run first and the trainers take what they leave (two trainers at the workers'
     # priority starved the sweep tests' stand-in server: a request served in 0.88 s against 0.44 s)
-    code = "import os, sys, tiny_pairs\nos.nice(10)\nfor n in sys.argv[1:]:\n    tiny_pairs.pair(n)\n"
+    code = "import os, sys, tiny_pairs\nos.nice(10)\ntiny_pairs.pair(sys.argv[1])\n"
     children = []
     with open(cache_root() / "training.log", "w") as log:   # the children share it, each with its own descriptor
         for name in names:
