@@ -272,7 +272,7 @@ class _Skipped(logging.Handler):
 
 def main(model_dir: str) -> None:
     sglang_cpu.setup()
-    configs = {MLA[0]: sglang_cpu.read_config(model_dir), LLAMA[0]: sglang_cpu.read_config(_llama_dir(model_dir))}
+    configs = {MLA[0]: sglang_cpu.read_config(model_dir), LLAMA[0]: _llama_config(model_dir)}
     skipped = _Skipped()
     logging.getLogger(MLA[1]).addHandler(skipped)
     result = {"loaded": {}, "fc_loaded": {}, "warned": {}, "params": {}}
@@ -296,14 +296,16 @@ def main(model_dir: str) -> None:
     print(json.dumps(result))
 
 
-def _llama_dir(model_dir: str) -> str:
-    """A folder holding the same config as a LlamaForCausalLMEagle3 (llama model_type)."""
+def _llama_config(model_dir: str):
+    """The config of ``model_dir`` read as a LlamaForCausalLMEagle3's (llama model_type), through a
+    temporary folder removed once read (one per call had been left in the temp folder)."""
     import tempfile
 
     cfg = json.loads((Path(model_dir) / "config.json").read_text())
-    folder = Path(tempfile.mkdtemp(prefix="llama-head-"))
-    (folder / "config.json").write_text(json.dumps({**cfg, "architectures": [LLAMA[0]], "model_type": "llama"}))
-    return str(folder)
+    with tempfile.TemporaryDirectory(prefix="llama-head-") as folder:
+        (Path(folder) / "config.json").write_text(
+            json.dumps({**cfg, "architectures": [LLAMA[0]], "model_type": "llama"}))
+        return sglang_cpu.read_config(folder)
 
 
 if __name__ == "__main__":

@@ -457,6 +457,21 @@ def test_adaptive_config_never_overwrites(capsys, tmp_path, seed_inspect):
     assert rc == 2 and "input" in err
 
 
+@pytest.mark.parametrize("name", ["my plan [red].json", "it's\nplan.json"])
+def test_adaptive_launch_line_names_the_file_as_one_shell_word(capsys, tmp_path, seed_inspect, name):
+    # the launch line printed a path with spaces bare, and a line feed raw (helper 79): it is a flag
+    # to copy, so the shell must read the path back from it, whatever the name holds
+    out = tmp_path / name
+    for flag in ("--adaptive-config", "--adaptive-candidates"):
+        rc, stdout, err = run_advise(capsys, seed_inspect, "--baseline-tok-s", "88.8", flag, out, "--force")
+        assert rc == 0, err
+        line = next(ln for ln in stdout.splitlines() if ln.startswith("launch with:"))
+        word = line.split("--speculative-adaptive-config ", 1)[1].split(" --speculative-num-steps")[0]
+        back = subprocess.run(["bash", "-c", f"printf %s {word}"], capture_output=True, check=True).stdout
+        assert back == os.fsencode(out), (line, back)
+        out.unlink()
+
+
 def _option_input_cases(tmp_path, shared_data):
     """Each option naming a file advise reads, as ``(argv, the file read, an --adaptive-config naming it)``."""
     table = tmp_path / "table.json"

@@ -239,6 +239,30 @@ def test_a_run_that_decides_by_itself_settles_at_once(tmp_path):
     assert all(c["tok_s_95"][1] < 400 for c in doc["candidates"] if c["steps"] > 0)
 
 
+def test_a_pick_whose_interval_does_not_clear_the_baseline_says_so(tmp_path):
+    # speculation kept by the means, but every depth's interval reaches below the no-spec figure: it
+    # had been advised as "1.02x, settled" with nothing said of it (helper 79)
+    runs = (_write(tmp_path / "seed5.json", _doc(SEED_5)), _write(tmp_path / "seed2.json", _doc(SEED_2)))
+    doc = advise_json(*runs, "--baseline-tok-s", SEED_BASELINE)
+    spec = [c for c in doc["candidates"] if c["steps"] > 0]
+    low = max(c["tok_s_95"][0] for c in spec)
+    assert low > SEED_BASELINE and doc["recommended"]["clears_baseline"] is True
+    assert "clears" not in doc["recommended"]["reason"]
+    between = (low + doc["recommended"]["predicted_tok_s"]) / 2
+    doc = advise_json(*runs, "--baseline-tok-s", f"{between:.2f}")
+    rec = doc["recommended"]
+    assert rec["steps"] > 0 and rec["clears_baseline"] is False
+    assert f"no depth's 95% interval clears the no-spec {between:.1f} tok/s" in rec["reason"]
+    assert "speculation may not pay here" in rec["reason"]
+    # ... and whether a run could change it: the one the decision names, or none
+    assert (f"a run at {doc['next_run']['steps']} step" in rec["reason"] if doc["next_run"] and
+            doc["next_run"]["useful"] else "no run at another depth" in rec["reason"] or "no single run" in rec["reason"])
+    assert doc["per_batch_size"][0]["recommended"]["clears_baseline"] is False
+    # speculation off itself carries the flag too
+    off = advise_json(runs[0], "--baseline-tok-s", 400)["recommended"]
+    assert off["steps"] == 0 and off["clears_baseline"] is False
+
+
 def test_speculation_off_says_which_run_could_change_it(tmp_path):
     # near the baseline: off is the pick, but not settled, and the reason names the run that decides
     doc = advise_json(_write(tmp_path / "seed5.json", _doc(SEED_5)), "--baseline-tok-s", 106)
@@ -275,6 +299,34 @@ def test_sweep_of_steps_1_to_5_in_one_log_recommends_the_measured_best(tmp_path)
     for s, c in measured.items():   # measurements win: each measured depth predicted within its interval
         if s:
             assert c["tok_s_95"][0] <= c["measured_tok_s"] * 1.01 and c["measured_tok_s"] * 0.99 <= c["tok_s_95"][1]
+
+
+def test_runs_whose_acceptance_disagrees_are_named_with_their_misses(tmp_path):
+    # two restarts on different prompts: acceptance 0.06 higher per position at 3 steps, 0.06 lower at
+    # 5. Their dispersion widens every interval until it holds both measurements, and 4 steps was
+    # advised between them with no word that each run says another thing (helper 79)
+    w = _sweep_world()
+    rng = random.Random(7)
+    logs = []
+    for steps, shift in ((3, 0.06), (5, -0.06)):
+        run = dataclasses.replace(w, p=tuple(min(0.99, max(0.01, q + shift)) for q in w.p), name=f"s{steps}")
+        logs.append(tmp_path / f"s{steps}.log")
+        logs[-1].write_text("\n".join(run.log_lines(steps, 1500, rng)) + "\n")
+    doc = advise_json(*logs, "--baseline-tok-s", w.true_tok_s(0))
+    (note,) = [n for n in doc["inputs"]["notes"] if "the runs disagree" in n]
+    assert not any("fits poorly" in n for n in doc["inputs"]["notes"])   # the poor-fit check passes ...
+    for steps in (3, 5):
+        c = cand(doc, steps)
+        assert abs(c["measured_tok_s"] / c["predicted_tok_s"] - 1) > 0.05
+        assert f"{steps} steps measured {c['measured_tok_s']:.1f} tok/s against {c['predicted_tok_s']:.1f}" in note
+    assert "re-run the contending depths on one workload" in note
+    # ... and runs of one workload raise no such note
+    same = []
+    for steps in (3, 5):
+        same.append(tmp_path / f"same{steps}.log")
+        same[-1].write_text("\n".join(w.log_lines(steps, 1500, rng)) + "\n")
+    doc = advise_json(*same, "--baseline-tok-s", w.true_tok_s(0))
+    assert not any("the runs disagree" in n for n in doc["inputs"]["notes"])
 
 
 # A sweep of steps 1-5 against test/standin_server.py, as `eagle-cycle sweep` writes it (figures from a
@@ -416,7 +468,10 @@ def test_the_top_level_answer_is_for_the_batch_size_the_server_ran_at(tmp_path):
     assert any("is for bs 30, the middle of the measured decode load (request-cycles: 39% at smaller batch sizes, "
                "20% at bs 30, 42% at larger)" in n for n in doc["inputs"]["notes"])
     rc, out, _ = advise(path)
-    assert rc == 0 and re.search(r"^launch: .*\(bs 30\)$", out, re.M), out[-600:]
+    launch = re.search(r"^launch: .*\(bs 30(;.*)?\)$", out, re.M)
+    assert rc == 0 and launch, out[-600:]
+    # the picks that differ by batch size are named on it, neighbours with one pick as a range
+    assert launch.group(1) is None or re.search(r"bs \d+-\d+: \d", launch.group(1)), launch.group(0)
     # --batch-sizes: the smallest of them a run measured (bs 20, asked but never run, had been it)
     assert advise_json(path, "--batch-sizes", 1, 30)["recommended"]["bs"] == 1
     assert advise_json(path, "--batch-sizes", 20, 30)["recommended"]["bs"] == 30
@@ -602,13 +657,29 @@ def test_stock_runs_at_two_batch_sizes_make_no_fall_of_the_cycle_time_across_the
     assert {(r["bs"], r["steps"]) for r in doc["inputs"]["runs"]} == {(1, 5), (4, 1)}
     assert not any("falls" in n for n in doc["inputs"]["cycle_model"]["notes"] + doc["inputs"]["notes"])
 
-def test_an_inspect_document_of_stock_lines_says_it_lacks_the_depth(tmp_path):
-    # the log itself names its depth in its server_args= line; inspect's document of it does not, and
-    # advise said only "no speculative run found in the inputs"
+def test_an_inspect_document_of_stock_lines_is_read_at_its_inferred_depth(tmp_path):
+    # inspect's document of a stock log carries no server_args= line, but the one num_draft_tokens
+    # its intervals' accept len and accept rate fit: advise refused it, though it reads the log alone
+    # at that inferred depth (helper 79)
     from sglang_eagle_cycle.report import inspect_paths
 
-    doc = inspect_paths([_stock_log(tmp_path / "stock.log", 3, 2.4, 80.0)])
-    rc, _, err = advise(_write(tmp_path / "stock.json", doc), "--baseline-tok-s", 60)
+    logs = [_stock_log(tmp_path / f"stock{s}.log", s, a, t) for s, a, t in ((3, 2.4, 80.0), (5, 2.9, 84.0))]
+    docs = [_write(tmp_path / f"stock{i}.json", inspect_paths([p])) for i, p in enumerate(logs)]
+    assert [json.loads(d.read_text())["decode_batch"]["num_draft_tokens_inferred"] for d in docs] == [4, 6]
+    from_docs = advise_json(*docs, "--baseline-tok-s", 60)
+    from_logs = advise_json(*logs, "--baseline-tok-s", 60)
+    pick = lambda d: {(r["bs"], r["steps"], round(r["accept_len"], 3), round(r["tok_s"], 2)) for r in d["inputs"]["runs"]}
+    assert pick(from_docs) == pick(from_logs) and {(b, s) for b, s, _a, _t in pick(from_docs)} == {(1, 3), (1, 5)}
+    assert any("the depth inferred from their accept len and accept rate (num_draft_tokens 4" in n
+               for n in from_docs["inputs"]["notes"])
+    # a log beside its own document counts once, as the log (which knows its throughput's error)
+    both = advise_json(logs[0], docs[0], "--baseline-tok-s", 60)
+    assert len(both["inputs"]["runs"]) == 1 and both["inputs"]["runs"][0]["tok_s_se"] is not None
+    assert any("holds the same run" in n for n in both["inputs"]["notes"])
+    # no depth fits (an accept rate of another convention): refused as before, in one line
+    bad = tmp_path / "odd.log"
+    bad.write_text(logs[0].read_text().replace("accept rate: 0.", "accept rate: 0.9"))
+    rc, _, err = advise(_write(tmp_path / "odd.json", inspect_paths([bad])), "--baseline-tok-s", 60)
     assert rc == 2 and len(err.strip().splitlines()) == 1
     assert "an inspect document does not carry the depth they ran at" in err and "give the log itself" in err
 
@@ -648,6 +719,28 @@ def test_one_baseline_value_needs_its_batch_size(tmp_path):
     doc = advise_json(_write(tmp_path / "one.json", _doc(SEED_5)), "--baseline-tok-s", 88.8, "--batch-sizes", 8, 16)
     assert doc["inputs"]["baseline_tok_s"] == {"1": 88.8}
     assert any("taken at the runs' bs 1, not at the other --batch-sizes" in n for n in doc["inputs"]["notes"])
+
+
+def test_inspect_and_advise_place_one_baseline_alike_past_a_stock_ramp(tmp_path):
+    # a serving log: a line or two at each batch size the clients passed while connecting, then the
+    # steady bs 8. Advise took a bare baseline at bs 8; inspect refused it for "several batch sizes
+    # (2, 3, 4, 6, 8)" (helper 79). Both now read the ramp as advise does, and inspect compares the
+    # value with bs 8 alone (a ramp interval's throughput is over the batch sizes it passed)
+    ramp = [(2, 2.8, 410.9), (4, 2.8, 768.0), (4, 2.85, 790.6), (6, 2.76, 1113.6)]
+    rng = random.Random(5)
+    steady = [(8, 2.8 * rng.uniform(0.98, 1.02), 1430.0 * rng.uniform(0.98, 1.02)) for _ in range(60)]
+    path = _stock_rows_log(tmp_path / "ramp.log", 3, ramp + steady + [(3, 2.8, 600.0)])
+    doc = advise_json(path, "--baseline-tok-s", 1500)
+    assert doc["inputs"]["baseline_tok_s"] == {"8": 1500.0} and doc["recommended"]["bs"] == 8
+    rc, out, err = _inspect(path, "--baseline", 1500)
+    assert rc == 0, err
+    slow = [f for f in json.loads(out)["findings"] if f["code"] == "slower_than_baseline"]
+    assert [f["evidence"]["bs"] for f in slow] == [8]          # not the ramp's bs 2-6, all below 1500
+    # a second steady batch size makes the one value ambiguous in both
+    path2 = _stock_rows_log(tmp_path / "two.log", 3, steady + [(16, 2.8, 2500.0)] * 20)
+    assert "several batch sizes (8, 16)" in advise(path2, "--baseline-tok-s", 1500)[2]
+    rc, _, err = _inspect(path2, "--baseline", 1500)
+    assert rc == 2 and "several batch sizes (8, 16)" in err
 
 
 def test_a_measured_depth_clearly_faster_than_the_measured_pick_wins():
@@ -889,7 +982,13 @@ def test_the_decode_step_at_a_batch_size_without_a_baseline_carries_an_interval(
 def test_several_batch_sizes_with_different_picks_point_to_an_adaptive_config(tmp_path):
     rc, out, _ = advise(_write(tmp_path / "one.json", _doc(SEED_5)), "--baseline-tok-s", "1:88.8", "8:600",
                         "--batch-sizes", 1, 8)
-    assert rc == 0 and "differs by batch size" in out and "--adaptive-config" in out
+    launch = next(ln for ln in out.splitlines() if ln.startswith("launch:"))
+    # the launch line itself names the batch size it is for and the adaptive config (a note above it did)
+    assert rc == 0 and "(bs 1; the best depth differs by batch size (bs 1: " in launch
+    assert "add --adaptive-config FILE" in launch
+    rc, out, _ = advise(_write(tmp_path / "one.json", _doc(SEED_5)), "--baseline-tok-s", "1:88.8", "--batch-sizes", 1)
+    launch = next(ln for ln in out.splitlines() if ln.startswith("launch:"))
+    assert rc == 0 and launch.endswith("(bs 1)") and "adaptive" not in out.split("launch:")[-1]
 
 
 def _two_workloads_log(path: Path, p_bs8: float, p_bs1: float = 0.5) -> Path:
@@ -2547,6 +2646,16 @@ def test_a_baseline_from_stock_lines_that_swing_twofold_is_flagged(tmp_path):
     bursty = advise_json(spec, _nospec_log(tmp_path / "bursty.log", 88.0, spread=0.6))
     assert any("warning: stock gen throughput at bs 1 (no-spec) spans" in n and "its baseline reads low" in n
                for n in bursty["inputs"]["notes"])
+    # every third speculative line garbled to 5,000 tok/s: the run reads high, and the warning said "low"
+    # (helper 79: 318 tok/s against a true 217)
+    garbled = tmp_path / "garbled.log"
+    lines = spec.read_text().splitlines()
+    lines = [re.sub(r"gen throughput \(token/s\): [\d.]+", "gen throughput (token/s): 5000.00", ln)
+             if "Decode batch" in ln and i % 3 == 0 else ln for i, ln in enumerate(lines)]
+    garbled.write_text("\n".join(lines) + "\n")
+    doc = advise_json(garbled, _nospec_log(tmp_path / "steady.log", 88.0))
+    (warn,) = [n for n in doc["inputs"]["notes"] if "warning: stock gen throughput over accept length" in n]
+    assert "its run reads high" in warn and "far faster than their median" in warn
 
 
 def test_a_no_spec_baseline_is_its_tokens_over_its_seconds(tmp_path):

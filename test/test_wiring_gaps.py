@@ -61,7 +61,7 @@ def _probe(workdir: str) -> dict:
 
     work = Path(workdir)
     (work / "config.json").write_text(json.dumps(TINY))
-    configs = {MLA: sglang_cpu.read_config(str(work)), LLAMA: sglang_cpu.read_config(heads._llama_dir(str(work)))}
+    configs = {MLA: sglang_cpu.read_config(str(work)), LLAMA: heads._llama_config(str(work))}
     models = {arch: heads._build((arch, module), configs[arch]) for arch, module in (heads.MLA, heads.LLAMA)}
 
     def column(values) -> list:   # fc's first column, NaN as None

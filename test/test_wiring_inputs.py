@@ -94,7 +94,7 @@ def _probe(workdir: str) -> dict:
 
     work = Path(workdir)
     (work / "config.json").write_text(json.dumps(gaps.TINY))   # draft_vocab_size 128 < vocab_size 256
-    configs = {MLA: sglang_cpu.read_config(str(work)), LLAMA: sglang_cpu.read_config(heads._llama_dir(str(work)))}
+    configs = {MLA: sglang_cpu.read_config(str(work)), LLAMA: heads._llama_config(str(work))}
     models = {arch: heads._build((arch, module), configs[arch]) for arch, module in (heads.MLA, heads.LLAMA)}
     loader = DefaultModelLoader(LoadConfig())
 

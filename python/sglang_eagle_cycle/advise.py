@@ -523,9 +523,48 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, 
                      "baseline, since an inspect document does not say which server start they came from (give "
                      "the log itself, or --baseline-tok-s)")
     elif stock_only and db.get("accept_len_mean") is not None:
-        notes.append(f"{source}: stock Decode batch lines with accept lengths, but an inspect document does not "
-                     "carry the depth they ran at (the log's server_args= line): give the log itself: not used")
+        stock = _stock_runs(db, source)
+        if stock:
+            runs += stock
+            ndt = db["num_draft_tokens_inferred"]
+            notes.append(f"{source}: stock Decode batch lines at {cm.steps_text(ndt - 1)}, the depth inferred from "
+                         f"their accept len and accept rate (num_draft_tokens {ndt}, the one value every interval "
+                         "fits; an inspect document does not carry the log's server_args= line; chain drafting, "
+                         "topk 1, assumed): per batch size its throughput and mean accept length, without a noise "
+                         "estimate or the line order that pools a wandering load (give the log itself for both)")
+        else:
+            notes.append(f"{source}: stock Decode batch lines with accept lengths, but an inspect document does not "
+                         "carry the depth they ran at (the log's server_args= line), and their accept len and "
+                         "accept rate pin none: give the log itself: not used")
     return runs, base, notes
+
+
+def _stock_runs(db: Mapping, source: str) -> list[Run]:
+    """Runs from an inspect document's speculative ``decode_batch.by_bs`` rows, at the depth its
+    ``num_draft_tokens_inferred`` gives (``num_draft_tokens - 1`` steps, topk 1), a ramp's or
+    drain's few intervals left out as the log reader leaves them out
+    (:func:`decode_batch.steady_batch_sizes`); ``[]`` when no depth was inferred or no row is
+    usable (a row of an impossible accept length or throughput is skipped)."""
+    from .decode_batch import steady_batch_sizes
+
+    ndt = db.get("num_draft_tokens_inferred")
+    rows = db.get("by_bs")
+    if isinstance(ndt, bool) or not isinstance(ndt, int) or not 2 <= ndt <= MAX_STEPS + 1 or not isinstance(rows, list):
+        return []
+    found: dict[int, tuple[float, float, int]] = {}
+    for x in rows:
+        if not isinstance(x, Mapping) or x.get("speculative") is not True:
+            continue
+        bs, n, acc, tok = x.get("bs"), x.get("intervals"), x.get("accept_len_mean"), x.get("gen_tok_s")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (bs, n)) or not 1 <= bs <= MAX_BS or n < 1:
+            continue
+        if not (_finite(acc) and 1.0 <= acc <= ndt and _finite(tok) and MIN_TOK_S <= tok <= MAX_TOK_S):
+            continue
+        found[bs] = (float(tok), float(acc), n)
+    kept, _few = steady_batch_sizes(found, lambda v: v[2])
+    return [Run(source=f"{source} (Decode batch, bs {bs}, {n} intervals)", bs=bs, steps=ndt - 1, topk=1,
+                num_draft_tokens=ndt, accept_len=acc, tok_s=tok, intervals=n)
+            for bs, (tok, acc, n) in sorted(kept.items())]
 
 
 def _plain_rows(db: Mapping, source: str) -> Optional[dict[int, float]]:
@@ -1465,6 +1504,8 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
     per_bs = []
     noisy_misses: list[str] = []
     z_fit = fit_z(sum(1 for r in fitted if r.tok_s and r.bs in sizes))
+    counted = [r for r in fitted if r.counts]
+    between = _pooled_dispersion(counted)[1] if counted else 1.0
     for bs in sizes:
         try:
             a = acc_at.get(bs, acc)
@@ -1536,6 +1577,11 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
             rec = _recommend(cands, dec, ens, run_bs, measured_pick)
             poor, within = _fit_notes(cands, [r for r in fitted if r.bs == bs], a, z_fit)
             notes += poor
+            if between >= DISPERSION_NOTE:
+                told, named = _disagreement_note(bs, cands, here, a, z_fit)
+                notes += told
+                # a miss the runs' disagreement explains is not "the run's scatter"
+                within = [w for w in within if not any(w == f"{cm.steps_text(s)} at bs {bs}" for s in named)]
             noisy_misses += within
         except ValueError as exc:
             raise UsageError(str(exc)) from None
@@ -1620,20 +1666,24 @@ def _distinct_runs(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
     counted once, and a note for each: identical batch size, depth, cycle count, accept length,
     tok/s and mean cycle time. The first copy is kept unless only a later one carries batch-means
     errors (a log beside an inspect document written before ``batch_se``). Runs without a cycle
-    count are never merged (table rows), except stock Decode batch runs, which carry the standard
-    error of their throughput instead: the same figures and the same error (a copied log)."""
+    count are never merged (table rows), except stock Decode batch runs, told by their interval
+    count instead: the same figures over as many intervals (a copied log, or a log beside its inspect
+    document, whose copy lacks the throughput's standard error: the log's is kept)."""
     seen: dict[tuple, Run] = {}
     out, notes = [], []
     pairs: dict[tuple[str, str, bool], list[tuple[Run, Run]]] = {}
     for r in runs:
         total = r.total_ms()
+        # a stock run is told by its interval count (an inspect document's copy has no standard error)
         key = (r.bs, r.steps, r.topk, r.cycles, None if r.accept_len is None else round(r.accept_len, 4),
                None if r.tok_s is None else round(r.tok_s, 3), None if total is None else round(total, 4),
+               ("stock", r.intervals) if r.intervals is not None else
                None if r.tok_s_se is None else round(r.tok_s_se, 6))
-        twin = seen.get(key) if r.cycles or r.tok_s_se is not None else None
+        twin = seen.get(key) if r.cycles or r.tok_s_se is not None or r.intervals is not None else None
         if twin is not None:
             kept = twin
-            if _has_batch_se(r) and not _has_batch_se(twin):   # keep the copy that knows its batch means
+            if (_has_batch_se(r) and not _has_batch_se(twin)) or (r.tok_s_se is not None and twin.tok_s_se is None):
+                # keep the copy that knows its batch means, or its throughput's standard error
                 out[out.index(twin)] = seen[key] = kept = r
             pairs.setdefault((_file_of(r.source), _file_of(twin.source), kept is r), []).append((r, twin))
             continue
@@ -1645,14 +1695,14 @@ def _distinct_runs(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
             notes.append(f"{r.source} holds the same run as {twin.source} (bs {r.bs}, {cm.steps_text(r.steps)}, "
                          + (f"{r.cycles} cycles, " if r.cycles else "")
                          + "identical accept length and tok/s): counted once, as "
-                         f"{r.source if later else twin.source}" + (" (its batch-means errors)" if later else ""))
+                         f"{r.source if later else twin.source}" + (" (its noise estimate)" if later else ""))
         else:   # a log beside its own inspect document: one note, not one per batch size and depth
             sizes = sorted({r.bs for r, _ in group})
             depths = sorted({r.steps for r, _ in group})
             notes.append(f"{mine} holds the same {len(group)} runs as {theirs} (bs {cm.span_text(sizes)}, "
                          f"{cm.steps_text(depths[0]) if len(depths) == 1 else cm.span_text(depths) + ' steps'}, identical "
                          "cycles, accept lengths and tok/s): each counted once, as "
-                         f"{mine if later else theirs}'s" + (" (their batch-means errors)" if later else ""))
+                         f"{mine if later else theirs}'s" + (" (their noise estimates)" if later else ""))
     return out, notes
 
 
@@ -1935,6 +1985,38 @@ def _missed_measurements(cands: Sequence[cm.Candidate], runs: Sequence[Run], acc
     return out
 
 
+def _disagreement_note(bs: int, cands: Sequence[cm.Candidate], runs: Sequence[Run], acc: cm.AcceptanceModel,
+                       z: float) -> tuple[list[str], list[int]]:
+    """One note naming the measured depths at ``bs`` whose tok/s lies more than ``z`` of the run's
+    own standard errors (:func:`_rel_se_under`, no between-run term) from the prediction's mean,
+    though inside its interval or within that noise of it (no poor fit, :func:`_fit_notes`): where
+    the runs' acceptance differs beyond their noise
+    (:func:`_pooled_dispersion`), the prediction pools every run's and its intervals count the
+    difference as noise, so the measurements pass the poor-fit check while each run says another
+    thing (helper 79: 3 steps measured 226.4 tok/s against 206.9 predicted, 5 steps 193.9 against
+    214.2, and an unmeasured 4 steps advised between them without a word). Returns ``(notes, depths
+    named)``, ``([], [])`` when none."""
+    by = {c.steps: c for c in cands}
+    parts, named = [], []
+    for steps in sorted({r.steps for r in runs if r.tok_s and r.topk == 1}):
+        c = by.get(steps)
+        rs = [r for r in runs if r.steps == steps and r.tok_s and r.topk == 1]
+        if c is None or c.tok_s_low is None or any(_rel_se_under(r, acc) is None for r in rs):
+            continue
+        r, se = pooled_runs(rs, acc)
+        outside = max(r.tok_s - c.tok_s_high, c.tok_s_low - r.tok_s)
+        if outside <= z * se < abs(r.tok_s - c.tok_s):   # a poor fit beyond that is a note of its own
+            named.append(steps)
+            parts.append(f"{cm.steps_text(steps)} measured {r.tok_s:.1f} tok/s against {c.tok_s:.1f} predicted "
+                         f"({100.0 * (r.tok_s - c.tok_s) / c.tok_s:+.1f}%, {abs(r.tok_s - c.tok_s) / se:.1f} of the "
+                         "run's own standard errors)")
+    if not parts:
+        return [], []
+    return [f"bs {bs}: the runs disagree: " + "; ".join(parts) + ". The prediction pools every run's acceptance, "
+            "and its intervals hold these measurements only by counting the runs' difference as noise: if they "
+            "served other prompts or another load, re-run the contending depths on one workload and advise on those"], named
+
+
 def _fit_notes(cands: Sequence[cm.Candidate], runs: Sequence[Run], acc: Optional[cm.AcceptanceModel] = None,
                z: float = MEASURED_WINS_Z) -> tuple[list[str], list[str]]:
     """``(notes, within_noise)``: one note per measured depth whose measured tok/s lies outside the
@@ -1995,6 +2077,8 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
     by = {c.steps: c for c in cands}
     pick = by[dec.pick]
     base_tok = pick.baseline_tok_s
+    spec = [c for c in cands if c.steps > 0 and c.tok_s_low is not None]
+    clears = None if not base_tok or not spec else any(c.tok_s_low > base_tok for c in spec)
     state = (f"settled: its 95th-percentile regret against the best depth is {100 * dec.regret_95:.1f}%"
              if dec.settled else
              f"not settled: its 95th-percentile regret is {100 * dec.regret_95:.1f}% (over "
@@ -2025,7 +2109,23 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
             reason += f"; a run at bs {pick.bs} decides"
         elif dec.next_run is not None:
             reason += f"; a run at {cm.steps_text(dec.next_run)} could change it"
-        return cm.Recommendation(0, pick, reason, base_tok)
+        return cm.Recommendation(0, pick, reason, base_tok, clears)
+    if clears is False:
+        # speculation kept, but no interval lies above speculation off: said, with what would decide it
+        low = max(spec, key=lambda c: (c.tok_s_low, -c.steps))
+        off = (f"no depth's 95% interval clears the no-spec {base_tok:.1f} tok/s (the highest low end: "
+               f"{low.tok_s_low:.1f} at {cm.steps_text(low.steps)}): speculation may not pay here")
+        if dec.settled:
+            off += (f", though the pick is expected to cost at most {100 * dec.regret_95:.1f}% against speculation "
+                    "off (its 95th-percentile regret counts it), so no run at another depth is expected to change this")
+        elif dec.no_run_at_bs:
+            off += f"; a run at bs {pick.bs} decides"
+        elif dec.next_run is not None and dec.useful:
+            off += f"; a run at {cm.steps_text(dec.next_run)} could decide whether it does"
+        else:
+            off += ("; no single run is expected to decide it (the depths lie within the runs' noise of the "
+                    "baseline: longer runs, and a no-spec run under the same load, narrow it)")
+        state = f"{state}; {off}"
     if measured_pick is not None:
         tok, se, over, noise = measured_pick
         head = (f"{cm.steps_text(dec.pick)} measured {tok:.1f} tok/s (95%: {tok - cm.Z95 * se:.1f}-"
@@ -2033,7 +2133,7 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
         if base_tok:
             head += f", {tok / base_tok:.2f}x the no-spec {base_tok:.1f}"
         return cm.Recommendation(dec.pick, pick, f"{head}; the measurement wins over the model ({over}); {state}",
-                                 base_tok)
+                                 base_tok, clears)
     head = (f"{cm.steps_text(dec.pick)} gives {pick.tok_s:.1f} tok/s (95%: {pick.tok_s_low:.1f}-"
             f"{pick.tok_s_high:.1f}{_source_clause(pick.interval_source)})")
     if base_tok:
@@ -2050,7 +2150,7 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
                      "draft-extend": (nxt.cycle.extend_ms or 0.0) - (pick.cycle.extend_ms or 0.0)}
             name = max(parts, key=parts.get)
             clause += f", mostly {name} (+{parts[name]:.2f} ms)"
-    return cm.Recommendation(dec.pick, pick, f"{head}{clause}; {state}", base_tok)
+    return cm.Recommendation(dec.pick, pick, f"{head}{clause}; {state}", base_tok, clears)
 
 
 # ---------------------------------------------------------------------------------------------

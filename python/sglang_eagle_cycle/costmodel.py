@@ -1129,6 +1129,9 @@ class Recommendation:
     candidate: Candidate
     reason: str
     baseline_tok_s: Optional[float]
+    #: whether some depth's 95% interval lies wholly above the no-spec baseline (None: no baseline
+    #: at this batch size, or no interval)
+    clears_baseline: Optional[bool] = None
 
     @property
     def speculation_off(self) -> bool:
@@ -1139,7 +1142,7 @@ class Recommendation:
         return {"steps": self.steps, "topk": 1, "num_draft_tokens": c.num_draft_tokens, "bs": c.bs,
                 "speculation": "off" if self.steps == 0 else "on",
                 "predicted_tok_s": _rnd(c.tok_s, 2), "predicted_speedup": _rnd(c.speedup(), 4),
-                "reason": self.reason}
+                "clears_baseline": self.clears_baseline, "reason": self.reason}
 
 
 def best_speculative(candidates: Sequence[Candidate]) -> Candidate:

@@ -41,7 +41,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .argtypes import MAX_STEPS
+from .argtypes import MAX_STEPS, MIN_STOCK_INTERVALS
 
 MARKER = "Decode batch"
 
@@ -449,8 +449,8 @@ class DecodeBatchStats:
         server), intervals that held idle time left out (:data:`IDLE_FACTOR`)."""
         return {bs: tok for bs, (tok, _n) in self.plain_by_bs().items()}
 
-    def spread(self, min_intervals: int = SPREAD_MIN_INTERVALS) -> list[tuple[int, bool, float, float, int]]:
-        """``[(bs, speculative, p10, p90, intervals)]``: batch sizes of at least ``min_intervals``
+    def spread(self, min_intervals: int = SPREAD_MIN_INTERVALS) -> list[tuple[int, bool, float, float, int, float]]:
+        """``[(bs, speculative, p10, p90, intervals, p50)]``: batch sizes of at least ``min_intervals``
         intervals, those that held idle time left out (:func:`_busy`), whose decode-step rate's 90th
         percentile is over :data:`SPREAD_RATIO` times its 10th. The rate is the gen throughput over
         the accept length (steps per second, times the batch; the gen throughput itself without
@@ -469,9 +469,9 @@ class DecodeBatchStats:
                 rate = r[busy] / a[busy]
                 if len(rate) < min_intervals:
                     continue
-                p10, p90 = (float(x) for x in np.percentile(rate, [10, 90]))
+                p10, p50, p90 = (float(x) for x in np.percentile(rate, [10, 50, 90]))
                 if p90 > SPREAD_RATIO * max(p10, 1e-12):
-                    out.append((bs, spec, p10, p90, int(len(rate))))
+                    out.append((bs, spec, p10, p90, int(len(rate)), p50))
         return out
 
     def relabelled(self, mapping: dict[int, int]) -> "DecodeBatchStats":
@@ -501,6 +501,16 @@ class DecodeBatchStats:
         and intervals that held idle time left out). A plain mean over the intervals weighs a short
         fast one as much as a long slow one, and read the baseline check differently from the table."""
         return {bs: round(tok, 6) for bs, (tok, _acc, _se, _n) in spec_run_by_bs(self)[0].items()}
+
+    def spec_run_sizes(self) -> list[int]:
+        """The batch sizes ``eagle-cycle advise`` makes runs at from these speculative intervals,
+        ascending: those of :meth:`spec_tok_s_by_bs` less a ramp or drain's
+        (:func:`steady_batch_sizes`), plateaus pooled as one (:func:`plateaus`). What a bare
+        baseline is checked against, in ``inspect --baseline`` as in advise (a serving log's few
+        intervals at the batch sizes it passed while clients connected count as no batch size)."""
+        kept, _few = steady_batch_sizes(spec_run_by_bs(self)[0], lambda v: v[3])
+        pooled = plateaus(self.labels_spec, {bs: v[3] for bs, v in kept.items()})
+        return sorted({pooled.get(bs, bs) for bs in kept})
 
 
 def spec_run_by_bs(stats: DecodeBatchStats, max_accept: Optional[float] = None
@@ -592,6 +602,18 @@ PLATEAU_SPAN = 1.25
 #: two batch sizes are one plateau when the load switched between them (in log order, their
 #: intervals next to each other) at least this share of the fewer intervals' count, and twice
 PLATEAU_SWITCH_SHARE = 0.2
+
+
+def steady_batch_sizes(by_bs: dict, count) -> tuple[dict, int]:
+    """``(by_bs without the batch sizes of fewer than MIN_STOCK_INTERVALS intervals, intervals left
+    out)``, where some batch size has at least that many (else all kept: a short log); ``count``
+    gives a value's interval count. SGLang prints a stock line every ``--decode-log-interval``
+    decode batches with the throughput over all of them and the batch size at the last: while
+    clients connect or finish, its batch size is not the one its throughput was measured at."""
+    if not any(count(v) >= MIN_STOCK_INTERVALS for v in by_bs.values()):
+        return by_bs, 0
+    keep = {bs: v for bs, v in by_bs.items() if count(v) >= MIN_STOCK_INTERVALS}
+    return keep, sum(count(v) for bs, v in by_bs.items() if bs not in keep)
 
 
 def plateaus(labels: Sequence[int], counts: dict[int, int]) -> dict[int, int]:

@@ -737,7 +737,7 @@ def decode_findings(label: str, d: DecodeBatchStats, baseline: Optional[Baseline
                             f"every one of {d.accept_rate.count} Decode batch intervals") + " reports accept rate 1.00 "
             "(all draft tokens accepted): suspect NaN/inf logits, which make verification accept anything",
             label, None, {"accept_rate_mean": d.accept_rate.value, "intervals": d.accept_rate.count}))
-    for bs, spec, p10, p90, n in d.spread():
+    for bs, spec, p10, p90, n, _p50 in d.spread():
         out.append(_finding(
             "stock_throughput_spread",
             f"{label}: Decode batch " + ("gen throughput over accept length" if spec else "gen throughput")
@@ -1015,7 +1015,7 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
         groups_out.extend(groups)
     # the input's batch sizes: the cycle groups' and the stock speculative lines'
     sizes = [] if base is None else \
-        sorted({g.bs for g in groups} | {bs for f in files for bs in f.decode.spec_tok_s_by_bs()})
+        sorted({g.bs for g in groups} | {bs for f in files for bs in f.decode.spec_run_sizes()})
     if base is not None and base.source.startswith("baseline log"):
         if sizes and not set(sizes) & set(base.by_bs):
             # the BS:TOK_S form warns at the command line; a log's batch sizes are known only here
@@ -1025,6 +1025,8 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
         if len(sizes) > 1:
             raise UsageError(f"one baseline {base.tok_s:g} tok/s for runs at several batch sizes "
                              f"({', '.join(map(str, sizes))}): give BS:TOK_S per batch size, or a no-spec server log")
+        if sizes:   # the runs' one batch size, as advise places it (not a ramp's or drain's stock intervals)
+            base = BaselineRef(by_bs={sizes[0]: base.tok_s}, source=base.source)
     findings = []
     for g in groups:
         findings += group_findings(g, base)

@@ -678,7 +678,7 @@ def _stock_runs(name: str, path: str):
     values the used starts' ``server_args=`` lines name (a start with ``[eagle-cycle]`` lines included:
     they are its runs)."""
     from .. import advise as adv
-    from ..decode_batch import IDLE_REASON, DecodeBatchStats, plateaus, spec_run_by_bs
+    from ..decode_batch import IDLE_REASON, DecodeBatchStats, plateaus, spec_run_by_bs, steady_batch_sizes
     from ..report import server_starts
 
     segs = [(spec, res) for spec, res in server_starts(path) if res.decode.intervals or res.cycles]
@@ -726,7 +726,7 @@ def _stock_runs(name: str, path: str):
         steps, topk = spec["num_steps"], spec.get("eagle_topk") or 1
         ndt = spec.get("num_draft_tokens")
         by_bs, dropped = spec_run_by_bs(st, steps + 1 if topk == 1 else ndt)
-        by_bs, few = _steady_batch_sizes(by_bs, lambda v: v[3])
+        by_bs, few = steady_batch_sizes(by_bs, lambda v: v[3])
         pooled = plateaus(st.labels_spec, {bs: v[3] for bs, v in by_bs.items()})
         if any(b != t for b, t in pooled.items()):
             # the pooled intervals filtered again (idle against the plateau's median): their counts
@@ -760,7 +760,7 @@ def _stock_runs(name: str, path: str):
                      f"{used} intervals, throughput and mean accept length per batch size (intervals weighted by their "
                      "time; no phase split: whole-cycle times)" + (f"; left out: {left}" if left else ""))
         notes += _spread_notes(where, st)
-    plain_by_bs, few = _steady_batch_sizes(
+    plain_by_bs, few = steady_batch_sizes(
         {bs: (tok, n) for bs, (tok, n) in plain.plain_by_bs().items()
          if 1 <= bs <= MAX_BS and tok is not None and MIN_TOK_S <= tok <= MAX_TOK_S}, lambda v: v[1])
     pooled = plateaus(plain.labels_plain, {bs: n for bs, (_tok, n) in plain_by_bs.items()})
@@ -786,11 +786,22 @@ def _stock_runs(name: str, path: str):
 
 def _spread_notes(where: str, stats) -> list[str]:
     """A warning per batch size whose stock throughput swings over twofold
-    (:meth:`decode_batch.DecodeBatchStats.spread`, inspect's ``stock_throughput_spread``)."""
-    return [f"{where}: warning: stock " + ("gen throughput over accept length" if spec else "gen throughput")
-            + f" at bs {bs} ({'speculative' if spec else 'no-spec'}) spans {p10:.1f}-{p90:.1f} over the {n} intervals "
-            "kept (10th-90th percentile): idle time between requests or other work beyond what the 5x-median rule "
-            "leaves out: its " + ("run" if spec else "baseline") + " reads low" for bs, spec, p10, p90, n in stats.spread()]
+    (:meth:`decode_batch.DecodeBatchStats.spread`, inspect's ``stock_throughput_spread``): low
+    where its slow tail is the wider (idle time, other work), high where its fast one is (intervals
+    faster than the server's steady rate: garbled lines, a clock step, a drain's interval labelled
+    with its last batch size), since an interval counts by its time."""
+    out = []
+    for bs, spec, p10, p90, n, p50 in stats.spread():
+        run = "run" if spec else "baseline"
+        if p90 / max(p50, 1e-12) > p50 / max(p10, 1e-12):
+            why = (f"intervals far faster than their median {p50:.1f} (garbled lines, a clock step, a drain's interval "
+                   f"labelled with its last batch size): its {run} reads high")
+        else:
+            why = f"idle time between requests or other work beyond what the 5x-median rule leaves out: its {run} reads low"
+        out.append(f"{where}: warning: stock " + ("gen throughput over accept length" if spec else "gen throughput")
+                   + f" at bs {bs} ({'speculative' if spec else 'no-spec'}) spans {p10:.1f}-{p90:.1f} over the {n} "
+                   f"intervals kept (10th-90th percentile): {why}")
+    return out
 
 
 def _plateau_text(pooled: dict[int, int]) -> str:
@@ -809,18 +820,6 @@ def _plateau_text(pooled: dict[int, int]) -> str:
 
 FEW_REASON = (f"too few at their batch size (under {MIN_STOCK_INTERVALS} where another has more: a ramp or "
               "drain, whose interval's throughput spans the batch sizes it passed and whose #running-req is the last)")
-
-
-def _steady_batch_sizes(by_bs: dict, count) -> tuple[dict, int]:
-    """``(by_bs without the batch sizes of fewer than MIN_STOCK_INTERVALS intervals, intervals left
-    out)``, where some batch size has at least that many (else all kept: a short log); ``count``
-    gives a value's interval count. SGLang prints a stock line every ``--decode-log-interval``
-    decode batches with the throughput over all of them and the batch size at the last: while
-    clients connect or finish, its batch size is not the one its throughput was measured at."""
-    if not any(count(v) >= MIN_STOCK_INTERVALS for v in by_bs.values()):
-        return by_bs, 0
-    keep = {bs: v for bs, v in by_bs.items() if count(v) >= MIN_STOCK_INTERVALS}
-    return keep, sum(count(v) for bs, v in by_bs.items() if bs not in keep)
 
 
 def _resolve_baselines(runs, found: dict, given, batch_sizes=None) -> tuple[dict[int, float], list[str]]:
@@ -1008,6 +1007,38 @@ def _measured(advice, bs: int) -> int:
 FULL_TABLES_UP_TO = 8
 
 
+def shell_word(path) -> str:
+    """``path`` as one word a POSIX shell reads back as that path, for a launch line to copy: as it
+    is where it needs no quoting, in single quotes where it holds spaces or shell syntax, and in
+    bash's ``$'...'`` form, control characters as ``\\n`` or ``\\xHH``, where it holds any (a single-
+    quoted line feed would break the line). A name's undecodable bytes are written as ``\\xff`` escapes
+    (:func:`logfiles.text_label`), which the ``$'...'`` form reads back as those bytes."""
+    import shlex
+
+    from ..logfiles import text_label
+
+    raw = os.fsdecode(path)
+    text = text_label(raw)
+    if text == raw and not re.search("[\x00-\x1f\x7f-\x9f]", text):
+        return shlex.quote(text)
+    out = []
+    for ch in raw:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:                      # an undecodable byte of the name
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif ch in "\\'":
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif code < 0x20 or 0x7F <= code <= 0x9F:         # C1 controls as their UTF-8 bytes
+            out.append("".join(f"\\x{b:02x}" for b in ch.encode("utf-8")))
+        else:
+            out.append(ch)
+    return "$'" + "".join(out) + "'"
+
+
 def _render(advice, plan, plan_path, desc, shape_note, console, full: bool = True) -> None:
     """The human output. ``full``: a per-depth table for every batch size, else for the top-level
     one alone and a summary row for each other (:data:`FULL_TABLES_UP_TO`)."""
@@ -1090,26 +1121,36 @@ def _render(advice, plan, plan_path, desc, shape_note, console, full: bool = Tru
         console.print(f"  not modelled: steps {item['steps']} topk {item['topk']}: {escape(item['reason'])}")
     p = advice.primary.recommendation
     picks = {b.bs: b.recommendation.steps for b in advice.per_bs}
-    if plan is None and len(set(picks.values())) > 1:
-        console.print("note: the best depth differs by batch size (" + ", ".join(f"bs {k}: {v}" for k, v in picks.items())
-                      + "): --adaptive-config FILE writes an SGLang adaptive config that switches by batch size")
+    # where the best depth differs by batch size the launch line names the adaptive config that switches
+    # by it (issue 13: the launch line names the batch size it is for, and an adaptive config then)
+    runs_of: list[list] = []   # neighbouring batch sizes with one pick, as "bs 2-8: 3"
+    for k, v in picks.items():
+        if runs_of and runs_of[-1][2] == v:
+            runs_of[-1][1] = k
+        else:
+            runs_of.append([k, k, v])
+    adaptive = ("; the best depth differs by batch size (" + ", ".join(
+        f"bs {lo}: {v}" if lo == hi else f"bs {lo}-{hi}: {v}" for lo, hi, v in runs_of)
+        + "): add --adaptive-config FILE to this advise command for an SGLang adaptive config that "
+        "switches by batch size") if len(set(picks.values())) > 1 else ""
     if plan is None:
         if p.speculation_off:
             console.print("launch: without --speculative-algorithm (speculation does not pay here; "
-                          f"bs {advice.primary.bs})")
+                          f"bs {advice.primary.bs}{adaptive})", soft_wrap=True)
         else:
             console.print(f"launch: --speculative-num-steps {p.steps} --speculative-eagle-topk 1 "
-                          f"--speculative-num-draft-tokens {p.steps + 1} (bs {advice.primary.bs})", soft_wrap=True)
+                          f"--speculative-num-draft-tokens {p.steps + 1} (bs {advice.primary.bs}{adaptive})",
+                          soft_wrap=True)
         _print_unsettled(advice.primary, console, _measured(advice, advice.primary.bs))
         return
-    console.print(f"wrote {plan_path}: buckets " + ", ".join(f"bs>={k}: {v} steps" for k, v in plan.buckets.items()))
+    console.print(f"wrote {escape(shell_word(plan_path))}: buckets " + ", ".join(f"bs>={k}: {v} steps" for k, v in plan.buckets.items()))
     for msg in plan.merged:
         console.print(f"  note: {escape(msg)}")
     for k in plan.off_buckets:
         console.print(f"  [yellow]warning[/]: bucket bs>={k}: speculation is predicted slower than none; "
                       f"it pins its fastest depth {plan.buckets[k]} (steps 0 would still run draft-extend): "
                       "disable speculation for that load instead")
-    console.print(f"launch with: --speculative-adaptive --speculative-adaptive-config {plan_path} "
+    console.print(f"launch with: --speculative-adaptive --speculative-adaptive-config {escape(shell_word(plan_path))} "
                   f"--speculative-num-steps {plan.launch_steps} --speculative-eagle-topk 1", soft_wrap=True)
     _print_unsettled(advice.primary, console, _measured(advice, advice.primary.bs))
 
@@ -1215,17 +1256,20 @@ def main(args: argparse.Namespace) -> int:
                                           "notes": cand_plan.merged}
         print(json.dumps(text_safe(out), indent=1))   # the inputs' names as the text output writes them
     else:
+        from rich.markup import escape
+
         from ..termout import PipeConsole
 
         console = PipeConsole(file=sys.stdout, width=None if sys.stdout.isatty() else 100)
         _render(advice, plan, plan_path, desc, shape_note, console,
                 full=bool(args.batch_sizes) or len(advice.per_bs) <= FULL_TABLES_UP_TO)
         if cand_plan is not None:
-            console.print(f"wrote {cand_path}: candidates " + ", ".join(
+            console.print(f"wrote {escape(shell_word(cand_path))}: candidates " + ", ".join(
                 f"bs>={k}: {v}" for k, v in cand_plan.buckets.items()))
             for msg in cand_plan.merged:
-                console.print(f"  note: {msg}")
+                console.print(f"  note: {escape(msg)}")
             console.print(f"launch with: SGLANG_EAGLE_CYCLE_ADAPTIVE=cost ... --speculative-adaptive "
-                          f"--speculative-adaptive-config {cand_path} --speculative-num-steps {cand_plan.launch_steps} "
+                          f"--speculative-adaptive-config {escape(shell_word(cand_path))} "
+                          f"--speculative-num-steps {cand_plan.launch_steps} "
                           "--speculative-eagle-topk 1", soft_wrap=True)
     return 0
