@@ -75,12 +75,17 @@ def _time(policy, bs: int, draws: dict, cycles: int) -> float:
 
 
 def run(batch_sizes, candidates, reps: int, cycles: int, seed: int = 0) -> list[dict]:
+    with tempfile.TemporaryDirectory(prefix="bench-adaptive-policy-") as tmp:   # a run had left its folder behind
+        cfg = Path(tmp) / "adaptive.json"
+        cfg.write_text(json.dumps({"1": {"candidate_steps": list(candidates)}}))
+        return _rows(cfg, batch_sizes, candidates, reps, cycles, seed)
+
+
+def _rows(cfg: Path, batch_sizes, candidates, reps: int, cycles: int, seed: int) -> list[dict]:
     from sglang.srt.speculative.adaptive_spec_params import AdaptiveSpeculativeParams
 
     from sglang_eagle_cycle.adaptive import CostAwarePolicy
 
-    cfg = Path(tempfile.mkdtemp()) / "adaptive.json"
-    cfg.write_text(json.dumps({"1": {"candidate_steps": list(candidates)}}))
     initial = sorted(candidates)[len(candidates) // 2]
     rows = []
     for bs in batch_sizes:

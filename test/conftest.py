@@ -73,6 +73,26 @@ def _no_plugin_variables_from_the_caller(monkeypatch):
             monkeypatch.delenv(name)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _temp_folder_of_the_run(tmp_path_factory):
+    """Every temporary file of the run, the test processes' and their children's (ours, SGLang's,
+    torch's), goes under pytest's own base folder, which pytest prunes: a child ended by a signal or
+    a library that never removes its folder had left empty ``tmp*`` folders in the user's temp
+    folder, a few a run. The background trainers started at collection keep the caller's."""
+    import tempfile
+
+    folder = tmp_path_factory.mktemp("tmp")
+    saved = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"] = str(folder)
+    tempfile.tempdir = str(folder)
+    yield
+    if saved[0] is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = saved[0]
+    tempfile.tempdir = saved[1]
+
+
 #: Modules that need the trained tiny pairs (``tiny_pairs.pair``). They run last; on a clean
 #: clone a child process starts training the pairs at collection, so the training overlaps the
 #: rest of the suite (under ``pytest -n`` the first worker starts it).
