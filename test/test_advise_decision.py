@@ -736,6 +736,15 @@ def test_inspect_and_advise_place_one_baseline_alike_past_a_stock_ramp(tmp_path)
     assert rc == 0, err
     slow = [f for f in json.loads(out)["findings"] if f["code"] == "slower_than_baseline"]
     assert [f["evidence"]["bs"] for f in slow] == [8]          # not the ramp's bs 2-6, all below 1500
+    # a load that wandered over 28-32 is one plateau in both: advise puts the value at bs 30, the
+    # plateau's, and inspect compares every member with it (the ramp's bs 2 and 8 still with none)
+    rng = random.Random(3)
+    wander = [(28 + i % 5, 2.8, 30.0 * (28 + i % 5) * rng.uniform(0.98, 1.02)) for i in range(300)]
+    plateau = _stock_rows_log(tmp_path / "plateau.log", 3, [(2, 2.8, 60.0), (8, 2.8, 240.0)] + wander)
+    assert advise_json(plateau, "--baseline-tok-s", 2000)["inputs"]["baseline_tok_s"] == {"30": 2000.0}
+    rc, out, err = _inspect(plateau, "--baseline", 2000)
+    slow = [f for f in json.loads(out)["findings"] if f["code"] == "slower_than_baseline"]
+    assert rc == 0 and sorted(f["evidence"]["bs"] for f in slow) == [28, 29, 30, 31, 32], err
     # a second steady batch size makes the one value ambiguous in both
     path2 = _stock_rows_log(tmp_path / "two.log", 3, steady + [(16, 2.8, 2500.0)] * 20)
     assert "several batch sizes (8, 16)" in advise(path2, "--baseline-tok-s", 1500)[2]

@@ -502,15 +502,15 @@ class DecodeBatchStats:
         fast one as much as a long slow one, and read the baseline check differently from the table."""
         return {bs: round(tok, 6) for bs, (tok, _acc, _se, _n) in spec_run_by_bs(self)[0].items()}
 
-    def spec_run_sizes(self) -> list[int]:
-        """The batch sizes ``eagle-cycle advise`` makes runs at from these speculative intervals,
-        ascending: those of :meth:`spec_tok_s_by_bs` less a ramp or drain's
-        (:func:`steady_batch_sizes`), plateaus pooled as one (:func:`plateaus`). What a bare
-        baseline is checked against, in ``inspect --baseline`` as in advise (a serving log's few
-        intervals at the batch sizes it passed while clients connected count as no batch size)."""
+    def spec_run_sizes(self) -> dict[int, int]:
+        """``{batch size: the batch size advise makes its run at}`` for these speculative intervals:
+        those of :meth:`spec_tok_s_by_bs` less a ramp's or drain's (:func:`steady_batch_sizes`), each
+        member of a plateau sent to the one it is pooled as (:func:`plateaus`). What a bare baseline
+        is placed by, in ``inspect --baseline`` as in advise (a serving log's few intervals at the
+        batch sizes it passed while clients connected count as no batch size)."""
         kept, _few = steady_batch_sizes(spec_run_by_bs(self)[0], lambda v: v[3])
         pooled = plateaus(self.labels_spec, {bs: v[3] for bs, v in kept.items()})
-        return sorted({pooled.get(bs, bs) for bs in kept})
+        return {bs: pooled.get(bs, bs) for bs in sorted(kept)}
 
 
 def spec_run_by_bs(stats: DecodeBatchStats, max_accept: Optional[float] = None

@@ -1014,8 +1014,9 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
     if groups_out is not None:
         groups_out.extend(groups)
     # the input's batch sizes: the cycle groups' and the stock speculative lines'
-    sizes = [] if base is None else \
-        sorted({g.bs for g in groups} | {bs for f in files for bs in f.decode.spec_run_sizes()})
+    # the stock speculative lines' batch sizes as advise makes runs of them (a plateau's members as one)
+    stock = {} if base is None else {b: t for f in files for b, t in f.decode.spec_run_sizes().items()}
+    sizes = [] if base is None else sorted({g.bs for g in groups} | set(stock.values()))
     if base is not None and base.source.startswith("baseline log"):
         if sizes and not set(sizes) & set(base.by_bs):
             # the BS:TOK_S form warns at the command line; a log's batch sizes are known only here
@@ -1026,7 +1027,7 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
             raise UsageError(f"one baseline {base.tok_s:g} tok/s for runs at several batch sizes "
                              f"({', '.join(map(str, sizes))}): give BS:TOK_S per batch size, or a no-spec server log")
         if sizes:   # the runs' one batch size, as advise places it (not a ramp's or drain's stock intervals)
-            base = BaselineRef(by_bs={sizes[0]: base.tok_s}, source=base.source)
+            base = BaselineRef(by_bs={**{b: base.tok_s for b in stock}, sizes[0]: base.tok_s}, source=base.source)
     findings = []
     for g in groups:
         findings += group_findings(g, base)
