@@ -30,7 +30,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from . import costmodel as cm
 from . import uncertainty as unc
@@ -523,7 +523,7 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, 
                      "baseline, since an inspect document does not say which server start they came from (give "
                      "the log itself, or --baseline-tok-s)")
     elif stock_only and db.get("accept_len_mean") is not None:
-        stock = _stock_runs(db, source)
+        stock = _stock_runs_of_document(db, source)
         if stock:
             runs += stock
             ndt = db["num_draft_tokens_inferred"]
@@ -539,7 +539,7 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, 
     return runs, base, notes
 
 
-def _stock_runs(db: Mapping, source: str) -> list[Run]:
+def _stock_runs_of_document(db: Mapping, source: str) -> list[Run]:
     """Runs from an inspect document's speculative ``decode_batch.by_bs`` rows, at the depth its
     ``num_draft_tokens_inferred`` gives (``num_draft_tokens - 1`` steps, topk 1), a ramp's or
     drain's few intervals left out as the log reader leaves them out
@@ -1961,15 +1961,13 @@ def fit_z(checked: int) -> float:
     return statistics.NormalDist().inv_cdf(1.0 - 0.025 / max(1, checked))
 
 
-def _missed_measurements(cands: Sequence[cm.Candidate], runs: Sequence[Run], acc: cm.AcceptanceModel,
-                         z: float) -> dict[int, tuple[float, float]]:
-    """``{steps: (tok/s, standard error)}`` of the measured depths whose runs
-    (pooled, :func:`pooled_runs`; a bench record by its decode throughput) lie outside their
-    prediction's 95% interval by more than ``z`` of their standard errors: what :func:`_fit_notes`
-    calls a poor fit, for the decision to weigh as measured (:func:`uncertainty.with_measurements`).
-    Runs without a noise estimate are left to the model."""
+def _measured_beside(cands: Sequence[cm.Candidate], runs: Sequence[Run], acc: cm.AcceptanceModel
+                     ) -> Iterator[tuple[int, cm.Candidate, float, float, float]]:
+    """``(steps, candidate, measured tok/s, its standard error, outside)`` per measured depth with a
+    prediction interval: the depth's runs pooled (:func:`pooled_runs`; a bench record by its decode
+    throughput, :func:`decode_tok_s`), ``outside`` how far (tok/s) the measurement lies outside the
+    interval (negative inside it). Depths whose runs have no noise estimate are left out."""
     by = {c.steps: c for c in cands}
-    out = {}
     for steps in sorted({r.steps for r in runs if r.tok_s and r.topk == 1}):
         c = by.get(steps)
         if c is None or c.tok_s_low is None:
@@ -1979,36 +1977,36 @@ def _missed_measurements(cands: Sequence[cm.Candidate], runs: Sequence[Run], acc
         if any(_rel_se_under(r, acc) is None for r in rs):
             continue
         r, se = pooled_runs(rs, acc)
-        outside = max(r.tok_s - c.tok_s_high, c.tok_s_low - r.tok_s)
-        if outside > z * se:
-            out[steps] = (r.tok_s, se)
-    return out
+        yield steps, c, r.tok_s, se, max(r.tok_s - c.tok_s_high, c.tok_s_low - r.tok_s)
+
+
+def _missed_measurements(cands: Sequence[cm.Candidate], runs: Sequence[Run], acc: cm.AcceptanceModel,
+                         z: float) -> dict[int, tuple[float, float]]:
+    """``{steps: (tok/s, standard error)}`` of the measured depths (:func:`_measured_beside`) that
+    lie outside their prediction's 95% interval by more than ``z`` of their standard errors: what
+    :func:`_fit_notes` calls a poor fit, for the decision to weigh as measured
+    (:func:`uncertainty.with_measurements`). Runs without a noise estimate are left to the model."""
+    return {steps: (tok, se) for steps, _c, tok, se, outside in _measured_beside(cands, runs, acc)
+            if outside > z * se}
 
 
 def _disagreement_note(bs: int, cands: Sequence[cm.Candidate], runs: Sequence[Run], acc: cm.AcceptanceModel,
                        z: float) -> tuple[list[str], list[int]]:
-    """One note naming the measured depths at ``bs`` whose tok/s lies more than ``z`` of the run's
-    own standard errors (:func:`_rel_se_under`, no between-run term) from the prediction's mean,
-    though inside its interval or within that noise of it (no poor fit, :func:`_fit_notes`): where
-    the runs' acceptance differs beyond their noise
+    """One note naming the measured depths at ``bs`` (:func:`_measured_beside`) whose tok/s lies
+    more than ``z`` of the run's own standard errors (:func:`_rel_se_under`, no between-run term)
+    from the prediction's mean, though inside its interval or within that noise of it (no poor fit,
+    :func:`_missed_measurements`): where the runs' acceptance differs beyond their noise
     (:func:`_pooled_dispersion`), the prediction pools every run's and its intervals count the
     difference as noise, so the measurements pass the poor-fit check while each run says another
     thing (helper 79: 3 steps measured 226.4 tok/s against 206.9 predicted, 5 steps 193.9 against
     214.2, and an unmeasured 4 steps advised between them without a word). Returns ``(notes, depths
     named)``, ``([], [])`` when none."""
-    by = {c.steps: c for c in cands}
     parts, named = [], []
-    for steps in sorted({r.steps for r in runs if r.tok_s and r.topk == 1}):
-        c = by.get(steps)
-        rs = [r for r in runs if r.steps == steps and r.tok_s and r.topk == 1]
-        if c is None or c.tok_s_low is None or any(_rel_se_under(r, acc) is None for r in rs):
-            continue
-        r, se = pooled_runs(rs, acc)
-        outside = max(r.tok_s - c.tok_s_high, c.tok_s_low - r.tok_s)
-        if outside <= z * se < abs(r.tok_s - c.tok_s):   # a poor fit beyond that is a note of its own
+    for steps, c, tok, se, outside in _measured_beside(cands, runs, acc):
+        if outside <= z * se < abs(tok - c.tok_s):   # a poor fit beyond that is a note of its own
             named.append(steps)
-            parts.append(f"{cm.steps_text(steps)} measured {r.tok_s:.1f} tok/s against {c.tok_s:.1f} predicted "
-                         f"({100.0 * (r.tok_s - c.tok_s) / c.tok_s:+.1f}%, {abs(r.tok_s - c.tok_s) / se:.1f} of the "
+            parts.append(f"{cm.steps_text(steps)} measured {tok:.1f} tok/s against {c.tok_s:.1f} predicted "
+                         f"({100.0 * (tok - c.tok_s) / c.tok_s:+.1f}%, {abs(tok - c.tok_s) / se:.1f} of the "
                          "run's own standard errors)")
     if not parts:
         return [], []

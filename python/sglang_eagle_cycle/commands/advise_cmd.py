@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -1123,16 +1124,13 @@ def _render(advice, plan, plan_path, desc, shape_note, console, full: bool = Tru
     picks = {b.bs: b.recommendation.steps for b in advice.per_bs}
     # where the best depth differs by batch size the launch line names the adaptive config that switches
     # by it (issue 13: the launch line names the batch size it is for, and an adaptive config then)
-    runs_of: list[list] = []   # neighbouring batch sizes with one pick, as "bs 2-8: 3"
-    for k, v in picks.items():
-        if runs_of and runs_of[-1][2] == v:
-            runs_of[-1][1] = k
-        else:
-            runs_of.append([k, k, v])
+    # neighbouring batch sizes with one pick as a range: "bs 2-8: 3"
+    spans = [(sizes[0], sizes[-1], v) for v, grp in itertools.groupby(picks.items(), key=lambda kv: kv[1])
+             for sizes in [[k for k, _ in grp]]]
     adaptive = ("; the best depth differs by batch size (" + ", ".join(
-        f"bs {lo}: {v}" if lo == hi else f"bs {lo}-{hi}: {v}" for lo, hi, v in runs_of)
+        f"bs {lo}: {v}" if lo == hi else f"bs {lo}-{hi}: {v}" for lo, hi, v in spans)
         + "): add --adaptive-config FILE to this advise command for an SGLang adaptive config that "
-        "switches by batch size") if len(set(picks.values())) > 1 else ""
+        "switches by batch size") if len(spans) > 1 else ""
     if plan is None:
         if p.speculation_off:
             console.print("launch: without --speculative-algorithm (speculation does not pay here; "
