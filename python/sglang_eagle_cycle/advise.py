@@ -143,12 +143,15 @@ class Run:
 
     def total_se_ms(self) -> Optional[float]:
         """Standard error of the mean cycle time (ms): for a measured one, the larger of
-        ``total_sd / sqrt(cycles)`` and the batch-means ``period_se``; for one derived from tok/s
-        (stock Decode batch lines), the tok/s error's share of it; None when neither is known."""
+        ``total_sd / sqrt(cycles)`` and the batch-means ``period_se`` (either alone where the other
+        is unknown: aggregated lines, ``SGLANG_EAGLE_CYCLE_LOG_EVERY`` > 1, have no per-cycle sd but
+        their batch means); for one derived from tok/s (stock Decode batch lines), the tok/s error's
+        share of it; None when neither is known."""
         if self.phases and self.phases.get("total_ms"):
-            if self.total_sd is None or not self.cycles:
+            per_cycle = self.total_sd / math.sqrt(self.cycles) if self.total_sd is not None and self.cycles else None
+            if per_cycle is None and self.period_se is None:
                 return None
-            return max(self.total_sd / math.sqrt(self.cycles), self.period_se or 0.0)
+            return max(per_cycle or 0.0, self.period_se or 0.0)
         total = self.total_ms()
         if self.tok_s_se is None or total is None:
             return None
