@@ -130,7 +130,9 @@ def _aggregated(lines: list[str], every: int) -> list[str]:
 def test_aggregated_lines_advise_as_the_per_cycle_lines_they_fold(aw, tmp_path):
     # a server run with LOG_EVERY=20 logs one line of means per 20 cycles: no per-cycle sd, no
     # per-cycle accepts. The same runs read that way must advise as their per-cycle lines do (over
-    # sim_advise.py seeds 0-3, our worlds: the same picks and regret, coverage 97.7% against 98.8%)
+    # sim_advise.py seeds 0-3, our worlds: the same picks and regret, coverage 99.0% against 98.8%).
+    # Until a run without a per-cycle sd took its batch means as its cycle-time error, it counted as
+    # exact, and w05's measured 3-step interval was a third as wide as its per-cycle one's
     tail = ["--json", "--steps-candidates", *map(str, range(9))]
     for w in aw.make_worlds(6, 2):
         rng = random.Random(4)
