@@ -19,6 +19,7 @@ Usage::
     python benchmarks/sim_advise.py --wide                # broader ranges, some outside the model's
     python benchmarks/sim_advise.py --blind [--iid]       # a generator written without the model
     python benchmarks/sim_advise.py --third               # a third generator, by another hand, also without it
+    python benchmarks/sim_advise.py --fourth              # a fourth, by a third hand: its own line formatting
     python benchmarks/sim_advise.py --lines legacy        # cycle lines without device spans
     python benchmarks/sim_advise.py --moe-config          # MoE worlds get their own --target-config
     python benchmarks/sim_advise.py --overhead-scale 0    # the decode step on the verify curve
@@ -42,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import advise_worlds as aw  # noqa: E402
 import advise_worlds_blind as awb  # noqa: E402
+import advise_worlds_fourth as aw4  # noqa: E402
 import advise_worlds_third as awt  # noqa: E402
 from sglang_eagle_cycle.argtypes import int_in, strict_float  # noqa: E402
 
@@ -94,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="worlds from advise_worlds_third.py, a third generator written from the issue's "
                            "text by another hand, also without reading the advisor's model (fixed-length "
                            "requests, a calibrated Kimi-K2.5-like world in every seed)")
+    kind.add_argument("--fourth", action="store_true",
+                      help="worlds from advise_worlds_fourth.py, a fourth generator written from the issue's "
+                           "text and the line contract by a third hand, without the advisor's model; it "
+                           "formats its own lines (start-up and Decode batch lines mixed in, warm-up cycles)")
     p.add_argument("--iid", action="store_true",
                    help="with --blind: no per-request difficulty, drift or persistent easy/hard text, so "
                         "every cycle is an independent sample as the advisor assumes")
@@ -110,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="multiply each of our worlds' verify-mode overhead (drawn in 0-40%%) by X: 0 puts the "
                         "no-spec decode step on the verify curve, as the advisor before issue 13 assumed; "
                         "0.3 makes that advisor score about as the issue measured it (docs/advise.md). "
-                        "Our generator only (not with --wide, --blind or --third); default 1")
+                        "Our generator only (not with --wide, --blind, --third or --fourth); default 1")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     return p
 
@@ -130,11 +136,14 @@ def _fmt_pct(x) -> str:
 
 
 def make(worlds: int, seed: int, wide: bool = False, blind: bool = False, iid: bool = False,
-         third: bool = False, overhead_scale: float = 1.0) -> list:
+         third: bool = False, overhead_scale: float = 1.0, fourth: bool = False) -> list:
     """The worlds of one seed: :func:`advise_worlds.make_worlds` (``wide``: its broader ranges;
     ``overhead_scale``: its verify-mode overheads scaled), or ``blind``:
     :func:`advise_worlds_blind.make_worlds` (``iid``: without persistent per-request differences or
-    drift), or ``third``: :func:`advise_worlds_third.make_worlds`."""
+    drift), or ``third``: :func:`advise_worlds_third.make_worlds`, or ``fourth``:
+    :func:`advise_worlds_fourth.make_worlds`."""
+    if fourth:
+        return aw4.make_worlds(worlds, seed)
     if third:
         return awt.make_worlds(worlds, seed)
     if blind:
@@ -158,8 +167,8 @@ def moe_config(world) -> Optional[dict]:
 
 def run(worlds: int, seed: int, first_mode: str, wide: bool = False, blind: bool = False,
         iid: bool = False, lines: str = "spans", with_moe_config: bool = False,
-        third: bool = False, overhead_scale: float = 1.0) -> tuple[list, list, float]:
-    ws = make(worlds, seed, wide, blind, iid, third, overhead_scale)
+        third: bool = False, overhead_scale: float = 1.0, fourth: bool = False) -> tuple[list, list, float]:
+    ws = make(worlds, seed, wide, blind, iid, third, overhead_scale, fourth)
     results = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sim-advise-") as tmp:
@@ -240,7 +249,7 @@ def print_text(ws, results, summ, elapsed: float) -> None:
 def _world_doc(w) -> dict:
     """A world as JSON: the dataclass fields of :class:`advise_worlds.World`; for a ``third`` world
     the fields of :class:`advise_worlds_third.World` and its noise-free tok/s per depth; for a blind
-    world, its label fields and noise-free tok/s per depth."""
+    or fourth world, its label fields and noise-free tok/s per depth."""
     if isinstance(w, awt.World):
         return {**asdict(w), "true_tok_s": [w.true_tok_s(s) for s in aw.DEPTHS]}
     try:
@@ -255,14 +264,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.iid and not args.blind:
         parser.error("--iid goes with --blind")
-    if args.overhead_scale != 1.0 and (args.wide or args.blind or args.third):
-        parser.error("--overhead-scale goes with our own worlds only (not --wide, --blind or --third)")
+    if args.overhead_scale != 1.0 and (args.wide or args.blind or args.third or args.fourth):
+        parser.error("--overhead-scale goes with our own worlds only (not --wide, --blind, --third or --fourth)")
     ws, results, elapsed = run(args.worlds, args.seed, args.first_steps, args.wide, args.blind, args.iid,
-                               args.lines, args.moe_config, args.third, args.overhead_scale)
+                               args.lines, args.moe_config, args.third, args.overhead_scale, args.fourth)
     summ = aw.score(results)
     if args.json:
         doc = {"schema": "eagle-cycle-sim-advise/1", "seed": args.seed, "first_steps": args.first_steps,
-               "wide": args.wide, "blind": args.blind, "third": args.third, "iid": args.iid,
+               "wide": args.wide, "blind": args.blind, "third": args.third, "fourth": args.fourth, "iid": args.iid,
                "lines": args.lines, "moe_config": args.moe_config, "overhead_scale": args.overhead_scale,
                "summary": summ,
                "targets": [{"figure": k, "op": op, "target": t} for k, op, t in TARGETS],

@@ -340,14 +340,53 @@ def test_third_worlds_cover_every_kind_and_their_logs_reach_advise(aw, awt, tmp_
     assert k.best_steps() == 2 and 90.0 <= k.true_tok_s(2) <= 100.0
 
 
-def test_sim_advise_refuses_third_with_blind_or_wide():
+@pytest.fixture(scope="module")
+def aw4(aw):
+    spec = importlib.util.spec_from_file_location("advise_worlds_fourth", REPO / "benchmarks" / "advise_worlds_fourth.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_fourth_worlds_format_their_own_lines_and_the_protocol_runs_on_them(aw, aw4, tmp_path):
+    """``advise_worlds_fourth.py`` (a fourth generator, written without the model, formatting its own
+    lines): one seed's worlds hold all six kinds with a finite positive truth at depths 0-8 and are
+    seeded; a run's cycle lines parse as what the world logged (start-up and ``Decode batch.`` lines
+    mixed in), a long run's mean accept length and tok/s agree with the truth, and two worlds go
+    through the protocol."""
+    ws = aw4.make_worlds(6, 1)
+    assert [w.kind for w in ws] == list(aw4.KINDS)
+    for w in ws:
+        tps = [w.true_tok_s(s) for s in aw.DEPTHS]
+        assert all(math.isfinite(x) and x > 0 for x in tps), (w.name, tps)
+    assert [w.true_tok_s(2) for w in ws] == [w.true_tok_s(2) for w in aw4.make_worlds(6, 1)]
+    w = ws[0]
+    lines = w.log_lines(3, 3000, random.Random(3))
+    assert lines == w.log_lines(3, 3000, random.Random(3)) and lines != w.log_lines(3, 3000, random.Random(4))
+    recs = [r for r in map(parse_line, lines) if r is not None]
+    assert len(recs) == 3000 and len(lines) == 3000 + 2 + 3000 // 200
+    assert all(r.config == (w.bs, 3, 1, 4) and not r.device_spans for r in recs)
+    steady = recs[3:]   # the first three cycles run at twice the cost (warm-up)
+    acc = sum(r.accept_len for r in steady) / len(steady)
+    assert acc == pytest.approx(w.accept_len(3), rel=0.05)
+    period = sum(r.total_ms for r in steady) / len(steady)
+    assert 1000 * w.bs * w.accept_len(3) / period == pytest.approx(w.true_tok_s(3), rel=0.06)
+    results = [aw.run_protocol(v, aw.advise_in_process, first, random.Random(f"test-fourth:{i}"), tmp_path)
+               for i, (v, first) in enumerate(((ws[1], 3), (ws[4], 5)))]
+    assert all(r.failure is None and r.pick is not None and 1 <= r.runs <= 2 for r in results), results
+
+
+def test_sim_advise_refuses_third_or_fourth_with_another_generator():
     sys.path.insert(0, str(REPO / "benchmarks"))
     import sim_advise
 
-    for other in ("--blind", "--wide"):
+    for one, other in (("--third", "--blind"), ("--third", "--wide"), ("--fourth", "--third"), ("--fourth", "--blind")):
         with pytest.raises(SystemExit) as exc:
-            sim_advise.main(["--third", other, "--worlds", "1"])
+            sim_advise.main([one, other, "--worlds", "1"])
         assert exc.value.code == 2
+    with pytest.raises(SystemExit) as exc:
+        sim_advise.main(["--fourth", "--overhead-scale", "0.3", "--worlds", "1"])
+    assert exc.value.code == 2
 
 
 def test_overhead_scale_changes_only_the_verify_mode_overhead(aw, capsys):
