@@ -16,7 +16,6 @@ import pytest
 from sglang_eagle_cycle.cycle import parse_line
 
 REPO = Path(__file__).resolve().parents[1]
-WORLDS = REPO / "benchmarks" / "advise_worlds.py"
 
 #: Looser versions of the targets ``benchmarks/sim_advise.py`` prints (23/24, 0.5%, 3%, 90%, 1.8).
 MIN_WITHIN_2PCT = 20          # of 24 worlds, regret <= 2%
@@ -28,13 +27,19 @@ MAX_MEDIAN_WIDTH = 0.25      # of the prediction
 SIM_WORLDS, SIM_SEED = 24, 0
 
 
-@pytest.fixture(scope="module")
-def aw():
-    spec = importlib.util.spec_from_file_location("advise_worlds", WORLDS)
+def _benchmark_module(name: str):
+    """``benchmarks/NAME.py`` imported as module ``NAME`` (registered in ``sys.modules``: dataclasses
+    look their module up)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
-    sys.modules["advise_worlds"] = mod  # dataclasses look their module up
+    sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture(scope="module")
+def aw():
+    return _benchmark_module("advise_worlds")
 
 
 def _hand_world(aw, **kw):
@@ -223,10 +228,7 @@ def test_wide_worlds_reach_outside_the_default_ranges_and_advise_never_fails_on_
 
 @pytest.fixture(scope="module")
 def awb(aw):
-    spec = importlib.util.spec_from_file_location("advise_worlds_blind", REPO / "benchmarks" / "advise_worlds_blind.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _benchmark_module("advise_worlds_blind")
 
 
 def test_blind_worlds_log_what_their_truth_says_and_the_protocol_runs_on_them(aw, awb, tmp_path):
@@ -298,11 +300,7 @@ def test_the_next_run_can_be_the_neighbour_that_tells_a_padding_step(aw, tmp_pat
 
 @pytest.fixture(scope="module")
 def awt(aw):
-    spec = importlib.util.spec_from_file_location("advise_worlds_third", REPO / "benchmarks" / "advise_worlds_third.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["advise_worlds_third"] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return _benchmark_module("advise_worlds_third")
 
 
 def test_third_worlds_cover_every_kind_and_their_logs_reach_advise(aw, awt, tmp_path):
@@ -342,10 +340,7 @@ def test_third_worlds_cover_every_kind_and_their_logs_reach_advise(aw, awt, tmp_
 
 @pytest.fixture(scope="module")
 def aw4(aw):
-    spec = importlib.util.spec_from_file_location("advise_worlds_fourth", REPO / "benchmarks" / "advise_worlds_fourth.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _benchmark_module("advise_worlds_fourth")
 
 
 def test_fourth_worlds_format_their_own_lines_and_the_protocol_runs_on_them(aw, aw4, tmp_path):
