@@ -508,8 +508,7 @@ class DecodeBatchStats:
         member of a plateau sent to the one it is pooled as (:func:`plateaus`). What a bare baseline
         is placed by, in ``inspect --baseline`` as in advise (a serving log's few intervals at the
         batch sizes it passed while clients connected count as no batch size)."""
-        kept, _few = steady_batch_sizes(spec_run_by_bs(self)[0], lambda v: v[3])
-        pooled = plateaus(self.labels_spec, {bs: v[3] for bs, v in kept.items()})
+        kept, _dropped, _few, pooled = steady_spec_runs(self)
         return {bs: pooled.get(bs, bs) for bs in sorted(kept)}
 
 
@@ -602,6 +601,22 @@ PLATEAU_SPAN = 1.25
 #: two batch sizes are one plateau when the load switched between them (in log order, their
 #: intervals next to each other) at least this share of the fewer intervals' count, and twice
 PLATEAU_SWITCH_SHARE = 0.2
+
+
+def steady_spec_runs(stats: DecodeBatchStats, max_accept: Optional[float] = None
+                     ) -> tuple[dict[int, tuple[float, float, Optional[float], int]], dict[str, int], int, dict[int, int]]:
+    """The speculative intervals of ``stats`` at the batch sizes a run is made at: ``(by_bs,
+    dropped, few, pooled)``.
+
+    ``by_bs`` and ``dropped`` are :func:`spec_run_by_bs`'s (``max_accept`` as there) less the batch
+    sizes of a ramp or drain (:func:`steady_batch_sizes`; ``few`` counts their intervals);
+    ``pooled`` maps each kept batch size to the one its plateau is pooled as (:func:`plateaus`).
+    One reading for ``inspect --baseline`` (:meth:`DecodeBatchStats.spec_run_sizes`) and advise's
+    stock runs, so that both place a bare baseline at the same batch sizes."""
+    by_bs, dropped = spec_run_by_bs(stats, max_accept)
+    by_bs, few = steady_batch_sizes(by_bs, lambda v: v[3])
+    pooled = plateaus(stats.labels_spec, {bs: v[3] for bs, v in by_bs.items()})
+    return by_bs, dropped, few, pooled
 
 
 def steady_batch_sizes(by_bs: dict, count) -> tuple[dict, int]:

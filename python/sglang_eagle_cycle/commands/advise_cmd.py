@@ -679,7 +679,8 @@ def _stock_runs(name: str, path: str):
     values the used starts' ``server_args=`` lines name (a start with ``[eagle-cycle]`` lines included:
     they are its runs)."""
     from .. import advise as adv
-    from ..decode_batch import IDLE_REASON, DecodeBatchStats, plateaus, spec_run_by_bs, steady_batch_sizes
+    from ..decode_batch import (IDLE_REASON, DecodeBatchStats, plateaus, spec_run_by_bs, steady_batch_sizes,
+                                steady_spec_runs)
     from ..report import server_starts
 
     segs = [(spec, res) for spec, res in server_starts(path) if res.decode.intervals or res.cycles]
@@ -726,9 +727,7 @@ def _stock_runs(name: str, path: str):
             continue
         steps, topk = spec["num_steps"], spec.get("eagle_topk") or 1
         ndt = spec.get("num_draft_tokens")
-        by_bs, dropped = spec_run_by_bs(st, steps + 1 if topk == 1 else ndt)
-        by_bs, few = steady_batch_sizes(by_bs, lambda v: v[3])
-        pooled = plateaus(st.labels_spec, {bs: v[3] for bs, v in by_bs.items()})
+        by_bs, dropped, few, pooled = steady_spec_runs(st, steps + 1 if topk == 1 else ndt)
         if any(b != t for b, t in pooled.items()):
             # the pooled intervals filtered again (idle against the plateau's median): their counts
             # stand, beside the first pass's at the batch sizes no plateau holds (ramp, out of range)
