@@ -982,10 +982,22 @@ def test_the_decode_step_at_a_batch_size_without_a_baseline_carries_an_interval(
     assert not any(c["steps"] == 0 for c in doc["per_batch_size"][0]["candidates"])
     assert any(n.startswith("bs 1: no no-spec decode step") and "--baseline-tok-s 1:TOK_S" in n
                for n in doc["inputs"]["notes"])
-    # one baseline (bs 4): the step at bs 16 is the verify curve's (a verify forward's slope), no range
+    # one baseline (bs 4): the step at bs 16 is carried along the verify curve's slope, leaning from flat
+    # (the bs-4 step: 16 / 4 x 320 tok/s at most) to twice that slope; it had no range, and speculation
+    # off at a batch size no baseline measured could be settled on a margin the carry cannot promise
     doc = advise_json(log, "--baseline-tok-s", "4:320", "--batch-sizes", 4, 16)
-    c = next(c for c in doc["per_batch_size"][1]["candidates"] if c["steps"] == 0)
-    assert c["tok_s_95"] is None and "one baseline: no interval" in c["interval_source"]
+    b16 = doc["per_batch_size"][1]
+    c = next(c for c in b16["candidates"] if c["steps"] == 0)
+    lo, hi = c["tok_s_95"]
+    assert lo < c["predicted_tok_s"] < hi <= 4 * 320 * 1.001 and hi - lo > 0.05 * c["predicted_tok_s"]
+    assert c["interval_source"] == "no-spec decode step (no baseline at this bs)"
+    # where not settled there, a no-spec run at bs 16 is named beside the depth run, with its forecast
+    if b16["settled"] is False:
+        br = b16["baseline_run"]
+        assert br["bs"] == 16 and 0 <= br["regret_95_after"] <= b16["regret_95"]
+        assert "--baseline-tok-s 16:TOK_S" in br["why"]
+    # at bs 4, where the baseline was given, there is none
+    assert doc["per_batch_size"][0].get("baseline_run") is None
 
 
 def test_several_batch_sizes_with_different_picks_point_to_an_adaptive_config(tmp_path):
@@ -2219,7 +2231,8 @@ def test_stair_hypotheses_pad_depths_to_their_cell_and_keep_a_measured_cell(monk
 def test_one_baseline_and_a_verify_at_one_width_carry_the_decode_step_along_their_chord(tmp_path):
     """The seed's one run (verify 28.1 ms at 6 tokens) and its bs-1 baseline: at bs 8 the decode
     step grows along the chord from the decode step (times the central verify-mode overhead, 1.25)
-    to the measured verify, as the verify hypotheses do; it had stayed at 11.26 ms, 8 x 88.8 tok/s."""
+    to the measured verify, as the verify hypotheses do; it had stayed at 11.26 ms, 8 x 88.8 tok/s.
+    That slope is a verify's, not a decode step's: the hypotheses take half of it to half again."""
     doc = advise_json(_write(tmp_path / "seed5.json", _doc(SEED_5)), "--baseline-tok-s", SEED_BASELINE,
                       "--batch-sizes", 1, 8)
     b0 = 1000.0 / SEED_BASELINE
@@ -2227,7 +2240,13 @@ def test_one_baseline_and_a_verify_at_one_width_carry_the_decode_step_along_thei
     step8 = b0 * (anchor + (28.1 - anchor) * (8 - 1) / (6 - 1)) / anchor
     bs8 = next(b for b in doc["per_batch_size"] if b["bs"] == 8)
     off = next(c for c in bs8["candidates"] if c["steps"] == 0)
-    assert off["predicted_tok_s"] == pytest.approx(8000.0 / step8, rel=1e-3)
+    # the row is the mean over the step's hypotheses (that slope, half of it to half again as steep):
+    # near the carried step's tok/s, which its interval holds, and the slopes' ends bound it
+    lo, hi = off["tok_s_95"]
+    assert off["predicted_tok_s"] == pytest.approx(8000.0 / step8, rel=0.03)
+    assert lo < 8000.0 / step8 < hi
+    slope = (step8 - b0) / 7
+    assert 8000.0 / (b0 + 1.5 * slope * 7) * 0.999 <= lo and hi <= 8000.0 / (b0 + 0.5 * slope * 7) * 1.001
     assert off["predicted_tok_s"] < 0.5 * 8 * SEED_BASELINE
     assert not bs8["settled"] and bs8["next_run"]["bs"] == 8
     # the centre is the middle of the ensemble's verify-mode overheads
@@ -3095,3 +3114,24 @@ def test_an_adaptive_servers_lines_pin_no_depth(tmp_path):
     log.write_text("\n".join(lines) + "\n")
     rc, _, err = advise(log, "--baseline-tok-s", 70)
     assert rc == 2 and "an adaptive server's (an accept rate above 1)" in err, err
+
+
+def test_runs_of_one_depth_without_noise_estimates_take_their_scatter_as_noise(tmp_path):
+    """Two bench records of 3 steps without cycle groups (no noise estimate each) at 141.6 and 60 tok/s
+    (helper 81): their mean cycle had counted as exact, the 3-step interval 1% wide (83.4-85.1) beside
+    two 'fits poorly' notes. Their scatter is now the mean's noise: the interval holds both records,
+    nothing is settled. Two records that agree keep a narrow interval."""
+    def rec(steps, tok, acc=None):
+        return {"schema": "eagle-cycle-bench/1", "model": "m", "draft": "d", "steps": steps,
+                "topk": 1 if steps else None, "num_draft_tokens": steps + 1 if steps else None,
+                "concurrency": 1, "status": "ok", "output_tok_s": tok, "accept_len_mean": acc}
+
+    base = rec(0, 88.1)
+    doc = advise_json(_bench_file(tmp_path / "far.jsonl", [base, rec(3, 141.6, 2.29), rec(3, 60.0, 2.29)]))
+    c3 = cand(doc, 3)
+    lo, hi = c3["tok_s_95"]
+    assert lo < 60.0 * 1.05 and hi > 141.6 * 0.95, c3["tok_s_95"]
+    assert doc["settled"] is False and "no noise estimate" not in c3["interval_source"]
+    near = advise_json(_bench_file(tmp_path / "near.jsonl", [base, rec(3, 141.6, 2.29), rec(3, 140.2, 2.29)]))
+    lo, hi = cand(near, 3)["tok_s_95"]
+    assert (hi - lo) / cand(near, 3)["predicted_tok_s"] < 0.05

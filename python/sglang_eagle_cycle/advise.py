@@ -1033,7 +1033,26 @@ class BatchAdvice:
                         "depths narrow it)")
             nxt = {"steps": dec.next_run, "topk": 1, "num_draft_tokens": dec.next_run + 1,
                    "regret_95_after": round(dec.regret_95_after, 4), "useful": dec.useful, "why": why}
-        return {"settled": dec.settled, "regret_95": round(dec.regret_95, 4), "next_run": nxt}
+        out = {"settled": dec.settled, "regret_95": round(dec.regret_95, 4), "next_run": nxt}
+        if not dec.settled and dec.baseline_after is not None:
+            # the no-spec decode step here is carried from another batch size's baseline: a no-spec
+            # run at this batch size measures it (next_run stays the most useful depth)
+            better = nxt is None or nxt["regret_95_after"] is None or dec.baseline_after < nxt["regret_95_after"]
+            out["baseline_run"] = {
+                "bs": self.bs, "regret_95_after": round(dec.baseline_after, 4), "before_next_run": better,
+                "why": (f"the no-spec tok/s at bs {self.bs} is carried from another batch size's baseline; a run "
+                        f"without --speculative-algorithm at bs {self.bs} (then --baseline-tok-s {self.bs}:TOK_S) is "
+                        f"expected to leave a 95th-percentile regret of {100 * dec.baseline_after:.1f}%"
+                        + (", less than the depth run would" if better and nxt is not None else ""))}
+        return out
+
+
+def baseline_run_first(dec) -> bool:
+    """Whether a no-spec run at the batch size (a baseline there) is expected to settle more than
+    ``dec.next_run`` (:attr:`uncertainty.Decision.baseline_after`)."""
+    if dec is None or dec.settled or dec.baseline_after is None:
+        return False
+    return dec.next_run is None or dec.regret_95_after is None or dec.baseline_after < dec.regret_95_after
 
 
 @dataclass
@@ -1521,8 +1540,7 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
                 raise UsageError("no candidate depth above 0 (check --steps-candidates / --max-steps)")
             ens = unc.build(a, cost, obs, bs, [c.steps for c in cands],
                             draft_fixed_share=0.0 if any(r.device_spans for r in fitted) else unc.DRAFT_FIXED_SHARE)
-            cands = _from_ensemble(cands, ens, one_baseline=len(cost.baseline_ms) == 1,
-                                   whole_cycle=cost.mode != "phases")
+            cands = _from_ensemble(cands, ens)
             dec = unc.decide(ens, measured=[r.steps for r in fitted if r.bs == bs])
             # the runs that may overrule the model here: not one whose mean accept length the counted
             # positions cannot give (another workload or draft)
@@ -1871,13 +1889,13 @@ def _measured_over_prediction(pick: int, cands: Sequence[cm.Candidate], runs: Se
     return best
 
 
-def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble, one_baseline: bool = False,
-                   whole_cycle: bool = False) -> list[cm.Candidate]:
+def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble) -> list[cm.Candidate]:
     """Candidates whose predictions are the ensemble's: mean tok/s, 95% intervals, median phases.
 
     At a batch size without a baseline of its own, the speculation-off row is the mean over the
-    decode step's hypotheses (``one_baseline``: the verify curve's value, no interval), and every
-    candidate's speedup is against it: the figures the decision compares."""
+    decode step's hypotheses (:func:`uncertainty._decode_step_at`, from one baseline or several),
+    with their 95% interval, and every candidate's speedup is against it: the figures the decision
+    compares."""
     import numpy as np
 
     out = []
@@ -1885,13 +1903,7 @@ def _from_ensemble(cands: Sequence[cm.Candidate], ens: unc.Ensemble, one_baselin
     for c in cands:
         i = ens.steps.index(c.steps)
         if c.steps == 0:
-            if "baseline" in c.extrapolated and one_baseline:   # uncertainty._decode_step_at: no range
-                how = ("the one baseline carried flat (whole-cycle inputs have no verify curve to scale it)"
-                       if whole_cycle else "from the verify curve through one baseline")
-                c = dataclasses.replace(c, tok_s_low=None, tok_s_high=None,
-                                        interval_source=f"no-spec decode step {how}: no interval (give a "
-                                                        "baseline at this bs)")
-            elif "baseline" in c.extrapolated:   # the decode step's own hypotheses
+            if "baseline" in c.extrapolated:   # the decode step's own hypotheses
                 base_mean = float(ens.tok_s[:, i].mean())
                 lo, hi = np.percentile(ens.tok_s[:, i], unc.LEVELS)
                 # the step that gives that mean tok/s, so that the row's cycle and tok/s agree
@@ -2108,6 +2120,9 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
             reason += "; no run at another depth is expected to change that"
         elif dec.no_run_at_bs:
             reason += f"; a run at bs {pick.bs} decides"
+        elif baseline_run_first(dec):
+            reason += (f"; its no-spec figure is carried from another batch size's baseline: a no-spec run at "
+                       f"bs {pick.bs} could change it")
         elif dec.next_run is not None:
             reason += f"; a run at {cm.steps_text(dec.next_run)} could change it"
         return cm.Recommendation(0, pick, reason, base_tok, clears)
@@ -2121,6 +2136,9 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
                     "off (its 95th-percentile regret counts it), so no run at another depth is expected to change this")
         elif dec.no_run_at_bs:
             off += f"; a run at bs {pick.bs} decides"
+        elif baseline_run_first(dec):
+            off += (f"; the no-spec figure is carried from another batch size's baseline: a no-spec run at "
+                    f"bs {pick.bs} could decide whether it does")
         elif dec.next_run is not None and dec.useful:
             off += f"; a run at {cm.steps_text(dec.next_run)} could decide whether it does"
         else:

@@ -254,6 +254,13 @@ DRAFT_STEP_SHARE = (0.005, 0.08)
 #: outside the baselines, the steep extreme of the decode step's slope over the batch size is at
 #: least this share of proportional growth from the nearest baseline (:func:`_decode_step_at`)
 DECODE_PROPORTIONAL_SHARE = 0.25
+#: with one baseline, the decode step's slope over the batch size (the verify curve's, which it is
+#: carried along) leans by up to this share of it either way (:func:`_decode_step_at`): over more
+#: requests a decode step reads the weights a verify over as many tokens reads (the distinct experts
+#: of an MoE target among them) and, beside them, each request's KV cache, while a verify-mode overhead
+#: in proportion to the forward drops out; half either way, not flat: a verify that grows with its
+#: width says the forward does
+ONE_BASELINE_SLOPE = 0.5
 #: Range of ``K`` (tokens, log-uniform): the draft-extend's fixed cost in tokens of its per-token
 #: cost, for a draft-extend measured at one width (:func:`_extend_one_width`).
 EXTEND_KNEE_TOKENS = (16.0, 1024.0)
@@ -782,12 +789,33 @@ def measurement_noise(obs: Sequence[cm.CycleObservation], xq: Sequence[float], n
 
 def _pooled_variance(obs: Sequence[cm.CycleObservation]) -> dict[float, float]:
     """``{width: variance}`` (ms^2) of the mean cycle time at each verified width, its runs'
-    ``total_se_ms`` pooled by inverse variance; 0 where a run there has no noise estimate (exact)."""
+    ``total_se_ms`` pooled by inverse variance; 0 where a run there has no noise estimate (exact).
+
+    Where two runs or more of one configuration (batch size and depth) measured that width, never
+    below what their scatter gives the weighted mean their curve passes through:
+    ``sum w (y - ybar)^2 / sum w / (k_eff - 1)``, ``w`` the runs' cycles, ``k_eff = (sum w)^2 /
+    sum w^2`` (a random-effects floor: two bench records of 3 steps at 16.2 and 38.2 ms, neither with
+    a noise estimate, had made their mean exact and its tok/s interval 1% wide)."""
     inv: dict[float, float] = {}
+    groups: dict[tuple[int, int], list[cm.CycleObservation]] = {}
     for o in obs:
         x = float(o.verified_tokens)
         inv[x] = inv.get(x, 0.0) + (1.0 / o.total_se_ms ** 2 if o.total_se_ms else math.inf)
-    return {x: 1.0 / v for x, v in inv.items()}
+        groups.setdefault((o.bs, o.steps), []).append(o)
+    out = {x: 1.0 / v for x, v in inv.items()}
+    for runs in groups.values():
+        if len(runs) < 2:
+            continue
+        w = np.array([max(float(o.weight), 1e-9) for o in runs])
+        y = np.array([float(o.total_ms) for o in runs])
+        k_eff = w.sum() ** 2 / float((w ** 2).sum())
+        if k_eff <= 1.0 + 1e-9:
+            continue
+        ybar = float((w * y).sum() / w.sum())
+        floor = float((w * (y - ybar) ** 2).sum() / w.sum()) / (k_eff - 1.0)
+        x = float(runs[0].verified_tokens)
+        out[x] = max(out[x], floor)
+    return out
 
 
 def _other_over_width(runs: Sequence[cm.CycleObservation]) -> Optional[list[tuple[float, float]]]:
@@ -961,20 +989,36 @@ def _decode_step_at(cost: cm.CycleCostModel, bs: int, central: float, n: int, rn
     leave room to grow), not proportional growth itself: a first version took that, and where the
     secant was an eighth of it the mean over the hypotheses doubled the slope the table printed, so
     advise recommended 2 steps "at 0.94x the no-spec" tok/s. Never above a cycle period a run
-    measured at ``bs`` (``step_ceiling``). With one baseline: ``central`` itself
-    (that baseline scaled along the verify curve, whose slope is a verify forward's, not a decode
-    step's: no range is drawn)."""
+    measured at ``bs`` (``step_ceiling``). With one baseline at ``b0``: the slope from it to
+    ``central`` (that baseline scaled along the verify curve, :meth:`costmodel.CycleCostModel.baseline_step_ms`)
+    leaning to half of it and to half again as steep (:data:`ONE_BASELINE_SLOPE`; where that slope
+    is flat, whole-cycle inputs having no verify curve to scale by, from flat to
+    :data:`DECODE_PROPORTIONAL_SHARE` of proportional growth): the verify
+    curve's slope is a verify forward's over more tokens of the same requests, while a decode step
+    over more requests also reads their KV caches, so the carried step is a guess whose range the
+    decision must see (a carried step with no range had settled speculation off at a batch size no
+    baseline measured, on a 3% margin, and named a run that could not test it)."""
     pts = sorted((float(b), float(ms)) for b, ms in cost.baseline_ms.items())
-    if len(pts) < 2:
+    if not pts or (len(pts) == 1 and math.isclose(pts[0][0], bs)):
         return np.full(n, central)
     ceiling = cost.step_ceiling.get(bs, math.inf)   # never above a cycle a run measured here
     up, mag = _toward(rng, n)
-    if pts[0][0] <= bs <= pts[-1][0]:
+    if len(pts) >= 2 and pts[0][0] <= bs <= pts[-1][0]:
         return np.minimum(np.maximum(sample_curve(pts, [float(bs)], n, rng)[:, 0], 0.01 * central), ceiling)
     # outside the baselines: the nearest secant, leaning to flat and to a steeper extreme: half again
     # as steep, or a quarter of proportional growth where the secant is flatter than that (flat
     # baselines still leave room to grow); the two sides about as far apart, so that the mean over
-    # the hypotheses stays near the central step the table prints
+    # the hypotheses stays near the central step the table prints. One baseline: the slope to the
+    # central step, leaning to half of it and to half again as steep
+    if len(pts) == 1:
+        (b0, y0), = pts
+        sec = abs(central - y0) / abs(bs - b0)
+        if sec > 0:   # from half the verify curve's slope to half again as steep
+            slope = sec * (1.0 + np.where(up, mag, -mag) * ONE_BASELINE_SLOPE)
+        else:         # no slope to scale (whole-cycle inputs carry the baseline flat): flat to a quarter
+            slope = mag * DECODE_PROPORTIONAL_SHARE * y0 / b0   # of proportional growth
+        out = np.maximum(y0 - slope * (b0 - bs), y0 * math.sqrt(bs / b0)) if bs < b0 else y0 + slope * (bs - b0)
+        return np.minimum(np.maximum(out, 0.01 * central), ceiling)
     (xa, ya), (xb, yb) = pts[:2] if bs < pts[0][0] else pts[-2:]
     near = (xa, ya) if bs < xa else (xb, yb)
     sec = max(0.0, (yb - ya) / (xb - xa))
@@ -1102,11 +1146,19 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
                                       np.random.default_rng([seed, 5]))
     # the measured means' own errors: this batch size's runs, or where none ran here, those of the
     # runs the curves were carried over from
-    noisy = [o for o in obs if o.bs == bs and o.total_se_ms] or \
-        ([o for o in obs if o.total_se_ms] if not any(o.bs == bs for o in obs) else [])
+    # (a run without a noise estimate counts where another run of its configuration measured
+    # it too: their scatter is its noise, :func:`_pooled_variance`)
+    reps: dict[tuple[int, int], int] = {}
+    for o in obs:
+        reps[(o.bs, o.steps)] = reps.get((o.bs, o.steps), 0) + 1
+    known = [o for o in obs if o.total_se_ms or reps[(o.bs, o.steps)] > 1]
+    noisy = [o for o in known if o.bs == bs] or (known if not any(o.bs == bs for o in obs) else [])
     shape_total = total
     if noisy and spec:
         total = total + measurement_noise(noisy, widths, n, rng)
+        # a draw of a wide error never takes a cycle below the no-spec decode step (a cycle verifies
+        # at least as many tokens), nor, without one, below a twentieth of its curve
+        total = np.maximum(total, base[0] if base is not None else 0.05 * shape_total)
     if np.any(~np.isfinite(total)) or np.any(total <= 0):
         raise ValueError(f"a hypothesis predicts a cycle time that is not positive at bs {bs}: the measured "
                          "phase times cannot be extrapolated there")
@@ -1222,6 +1274,9 @@ class Decision:
         useful: whether ``next_run`` is expected to cut the regret by at least :data:`MIN_CUT`
             of it; when not, no single run is expected to settle the decision (the best depths
             lie within the measurements' noise, or the doubt is one no run resolves).
+        baseline_after: where speculation off is a candidate whose tok/s the hypotheses do not
+            agree on (a no-spec decode step carried from another batch size's baseline), the
+            95th-percentile regret expected after a no-spec run at this batch size; else None.
     """
 
     pick: int
@@ -1231,6 +1286,7 @@ class Decision:
     regret_95_after: Optional[float]
     useful: bool = True
     no_run_at_bs: bool = False
+    baseline_after: Optional[float] = None
 
 
 def unmeasured_batch(dec: Decision, best_speculative: int) -> Decision:
@@ -1344,6 +1400,18 @@ def decide(ens: Ensemble, measured: Sequence[int] = (), bins: int = 10, pick: Op
     # counts for what it can show; the forecast is the smooth ensemble's, as the regret it cuts
     stair_tok = _stairs(ens, tok, measured, len(tok))
     stair_shape = _stairs(ens, shape, measured, len(tok))
+    # a no-spec run here, where the decode step is carried from another batch size (its column
+    # varies over the hypotheses): what it would leave, a baseline taken as exact
+    base_after = None
+    if 0 in ens.steps:
+        i0 = ens.steps.index(0)
+        if float(np.ptp(tok[:, i0])) > 1e-9 * float(np.abs(tok[:, i0]).max()):
+            idx = np.argsort(shape[:, i0], kind="stable")
+            left = np.empty(len(idx))
+            for grp in np.array_split(idx, bins):
+                sub = tok[grp]
+                left[grp] = _regret(sub, int(np.argmax(sub.mean(axis=0))))
+            base_after = float(np.percentile(left, 95))
     best = None
     for ci, c in enumerate(ens.steps):
         if c <= 0 or c in measured:
@@ -1353,6 +1421,7 @@ def decide(ens: Ensemble, measured: Sequence[int] = (), bins: int = 10, pick: Op
         if best is None or key < best[0]:
             best = (key, c, ci)
     if best is None:
-        return Decision(ens.steps[pc], r95, False, None, None, False)
+        return Decision(ens.steps[pc], r95, False, None, None, False, baseline_after=base_after)
     forecast = float(np.percentile(after(tok, shape, best[2]), 95))
-    return Decision(ens.steps[pc], r95, False, best[1], forecast, forecast <= (1.0 - MIN_CUT) * r95)
+    return Decision(ens.steps[pc], r95, False, best[1], forecast, forecast <= (1.0 - MIN_CUT) * r95,
+                    baseline_after=base_after)

@@ -963,6 +963,17 @@ def _print_unsettled(b, console, measured: int = 1) -> None:
     dec = b.decision
     if dec is None or dec.settled:
         return
+    from ..advise import baseline_run_first
+    if baseline_run_first(dec) and not dec.no_run_at_bs:
+        # the doubt is the no-spec figure, carried here from another batch size's baseline
+        console.print(f"[bold yellow]not settled[/] at bs {b.bs} (95th-percentile regret {100 * dec.regret_95:.1f}%): "
+                      f"its no-spec tok/s is carried from another batch size's baseline; run the server without "
+                      f"--speculative-algorithm at bs {b.bs} once and pass --baseline-tok-s {b.bs}:TOK_S (expected "
+                      f"95th-percentile regret after it: {100 * dec.baseline_after:.1f}%"
+                      + (f"; a run at {cm.steps_text(dec.next_run)}: {100 * dec.regret_95_after:.1f}%)"
+                         if dec.next_run is not None and dec.regret_95_after is not None else ")"),
+                      soft_wrap=True)
+        return
     if dec.next_run is None:
         console.print(f"[bold yellow]not settled[/] at bs {b.bs}, and no single further run is expected to settle it: "
                       "the best depths differ by less than the measurements can tell")
