@@ -3135,3 +3135,27 @@ def test_runs_of_one_depth_without_noise_estimates_take_their_scatter_as_noise(t
     near = advise_json(_bench_file(tmp_path / "near.jsonl", [base, rec(3, 141.6, 2.29), rec(3, 140.2, 2.29)]))
     lo, hi = cand(near, 3)["tok_s_95"]
     assert (hi - lo) / cand(near, 3)["predicted_tok_s"] < 0.05
+
+
+def test_a_carried_baseline_that_holds_the_doubt_names_a_no_spec_run():
+    """Speculation off at 270-340 tok/s (a no-spec step carried from another batch size's baseline)
+    against depths known to about 1%: only a no-spec run at this batch size tells them apart, and the
+    decision says so (baseline_after), where a run at another depth cannot; with the no-spec figure
+    exact (a baseline given here) there is no such forecast."""
+    from sglang_eagle_cycle.advise import baseline_run_first
+
+    rng = np.random.default_rng(0)
+    n, steps = 2000, [0, 1, 2, 3]
+    off = rng.uniform(270.0, 340.0, n)
+    tok = np.column_stack([off, 280 + 2 * rng.standard_normal(n), 305 + 2 * rng.standard_normal(n),
+                           300 + 2 * rng.standard_normal(n)])
+    ens = unc.Ensemble(4, steps, tok, np.ones_like(tok), {}, 3, [None] * 4, run_se=np.full(4, 0.01))
+    d = unc.decide(ens, measured=[2])
+    assert not d.settled and d.regret_95 > 0.05
+    assert d.baseline_after is not None and d.baseline_after < 0.5 * d.regret_95
+    assert d.next_run is not None and d.baseline_after < d.regret_95_after and baseline_run_first(d)
+    exact = tok.copy()
+    exact[:, 0] = 300.0
+    d = unc.decide(unc.Ensemble(4, steps, exact, np.ones_like(exact), {}, 3, [None] * 4, run_se=np.full(4, 0.01)),
+                   measured=[2])
+    assert d.baseline_after is None and not baseline_run_first(d)
