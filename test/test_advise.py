@@ -290,6 +290,11 @@ def test_a_broken_draft_is_named_in_the_advice(capsys, tmp_path, p, words):
     _write_log(good, {3: 200})
     assert not [n for n in advise_json(capsys, good, "--baseline-tok-s", "300")["inputs"]["notes"]
                 if "looks broken" in n]
+    # two cycles (8 request-cycles, under inspect's 10) are no finding, as in inspect (helper 81)
+    short = tmp_path / "short.log"
+    _write_log(short, {3: 2}, p=p)
+    assert not [n for n in advise_json(capsys, short, "--baseline-tok-s", "300")["inputs"]["notes"]
+                if "looks broken" in n]
 
 
 def test_bench_records_and_no_spec_log_inputs(capsys, tmp_path):

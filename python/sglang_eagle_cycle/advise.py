@@ -1197,7 +1197,9 @@ def broken_draft_notes(runs: Sequence[Run]) -> list[str]:
     :data:`report.STUCK_ACCEPT_LEN` (practically no draft token accepted: wrong aux-layer wiring
     accepted 1.12 in the seed deployment), or every request accepting every draft token (no real
     draft is that good: NaN/inf logits make verification accept anything). The advice still takes
-    such a run at face value; the warning says it should not be trusted until the draft is fixed."""
+    such a run at face value; the warning says it should not be trusted until the draft is fixed.
+    Where the request-cycles behind the mean are known, both take :data:`report.MIN_REQUESTS` of them
+    (one cycle of accept length 1 is no finding in ``inspect``, and was one here)."""
     from .report import MIN_REQUESTS, STUCK_ACCEPT_LEN
 
     out = []
@@ -1205,7 +1207,9 @@ def broken_draft_notes(runs: Sequence[Run]) -> list[str]:
         if r.steps < 1 or r.accept_len is None:
             continue
         where = f"{r.source} ({cm.steps_text(r.steps)}, bs {r.bs})"
-        if r.accept_len <= STUCK_ACCEPT_LEN:
+        # request-cycles behind the mean, where known: fewer than inspect's MIN_REQUESTS say nothing
+        seen = r.counts[0][1] if r.counts else (r.cycles * r.bs if r.cycles else None)
+        if r.accept_len <= STUCK_ACCEPT_LEN and (seen is None or seen >= MIN_REQUESTS):
             out.append(f"{where}: the draft looks broken: mean accept length {r.accept_len:.2f}, practically no "
                        "draft token accepted (its aux-layer wiring? run `eagle-cycle wiring TARGET DRAFT`); the "
                        "advice takes this acceptance at face value")
