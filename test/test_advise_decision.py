@@ -3159,3 +3159,19 @@ def test_a_carried_baseline_that_holds_the_doubt_names_a_no_spec_run():
     d = unc.decide(unc.Ensemble(4, steps, exact, np.ones_like(exact), {}, 3, [None] * 4, run_se=np.full(4, 0.01)),
                    measured=[2])
     assert d.baseline_after is None and not baseline_run_first(d)
+
+
+def test_a_stock_log_beside_its_own_inspect_document_counts_once_at_a_rounding_boundary(tmp_path):
+    """40 stock intervals whose mean accept length is 2.38875, the half-way point of the key's 4
+    decimals: the log's float (2.3887500000000004) and its inspect document's 6-decimal copy had
+    rounded to two keys, and the one run counted twice without a note (helper 81)."""
+    rows = [(1, 2.39 if i < 35 else 2.38, 99.5 + 0.01 * i) for i in range(40)]
+    log = _stock_rows_log(tmp_path / "stock3.log", 3, rows)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["inspect", str(log), "--json"]) == 0
+    doc_path = tmp_path / "stock3.json"
+    doc_path.write_text(out.getvalue())
+    doc = advise_json(doc_path, log, "--baseline-tok-s", 88)
+    assert len(doc["inputs"]["runs"]) == 1, doc["inputs"]["runs"]
+    assert any("holds the same run as" in n and "counted once" in n for n in doc["inputs"]["notes"])

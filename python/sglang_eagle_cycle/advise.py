@@ -1700,8 +1700,11 @@ def _distinct_runs(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
     for r in runs:
         total = r.total_ms()
         # a stock run is told by its interval count (an inspect document's copy has no standard error)
-        key = (r.bs, r.steps, r.topk, r.cycles, None if r.accept_len is None else round(r.accept_len, 4),
-               None if r.tok_s is None else round(r.tok_s, 3), None if total is None else round(total, 4),
+        # rounded first to the 6 decimals an inspect document keeps, so that a log's value and its
+        # document's copy never fall on two sides of a rounding boundary (2.38875 against
+        # 2.3887500000000004 had made a stock log and its own document two runs; helper 81)
+        key = (r.bs, r.steps, r.topk, r.cycles, _key_round(r.accept_len, 4), _key_round(r.tok_s, 3),
+               _key_round(total, 4),
                ("stock", r.intervals) if r.intervals is not None else
                None if r.tok_s_se is None else round(r.tok_s_se, 6))
         twin = seen.get(key) if r.cycles or r.tok_s_se is not None or r.intervals is not None else None
@@ -1729,6 +1732,11 @@ def _distinct_runs(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
                          "cycles, accept lengths and tok/s): each counted once, as "
                          f"{mine if later else theirs}'s" + (" (their noise estimates)" if later else ""))
     return out, notes
+
+
+def _key_round(x: Optional[float], digits: int) -> Optional[float]:
+    """``x`` rounded to 6 decimals, then to ``digits`` (None stays None): :func:`_distinct_runs`' key."""
+    return None if x is None else round(round(float(x), 6), digits)
 
 
 def _file_of(source: str) -> str:
