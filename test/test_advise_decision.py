@@ -2905,12 +2905,12 @@ def test_a_measured_pick_below_the_no_spec_baseline_is_not_recommended(tmp_path)
     doc = advise_json(path)
     assert cand(doc, 1)["predicted_tok_s"] > 88.056      # the model still ranks 1 step above the baseline
     assert doc["recommended"]["steps"] == 0 and doc["recommended"]["speculation"] == "off"
-    assert any("1 step, the model's first, measured" in n and "below the no-spec 88.1: the measurement wins" in n
+    assert any("1 step, the model's first, measured" in n and "below the no-spec 88.1 tok/s: the measurement wins" in n
                for n in doc["inputs"]["notes"])
     out = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "advise", str(path)], capture_output=True,
                          text=True, timeout=300).stdout
     flat = " ".join(out.split())
-    assert "1 step, the model's first, measured" in flat and "below the no-spec 88.1; the measurement wins" in flat
+    assert "1 step, the model's first, measured" in flat and "below the no-spec 88.1 tok/s; the measurement wins" in flat
     assert "launch: without --speculative-algorithm (speculation does not pay here; bs 1)" in flat
 
 
@@ -3175,3 +3175,44 @@ def test_a_stock_log_beside_its_own_inspect_document_counts_once_at_a_rounding_b
     doc = advise_json(doc_path, log, "--baseline-tok-s", 88)
     assert len(doc["inputs"]["runs"]) == 1, doc["inputs"]["runs"]
     assert any("holds the same run as" in n and "counted once" in n for n in doc["inputs"]["notes"])
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda g: g.update(tok_s=g["tok_s"] * 10), "tok_s"),
+    (lambda g: g.update(accept_len_mean=1.1), "accept_hist's mean"),
+    (lambda g: g.update(cycles=5), "more than cycles x bs"),
+    (lambda g: g["phases"]["verify_fwd_ms"].update(mean=g["phases"]["verify_ms"]["mean"] + 30.0), "verify_fwd_ms"),
+])
+def test_an_inspect_document_that_contradicts_itself_is_refused(tmp_path, edit, words):
+    """Hand-edited inspect documents (helper 81): a tok_s ten times what its accept length and cycle
+    time give had shown 1000 tok/s measured beside a pick predicted at 105.6; an accept_len_mean beside
+    a histogram of another mean, a histogram of more request-cycles than the group's cycles, a target
+    forward longer than its verify were all advised on. Now one line and exit 2; the document as
+    written by inspect is advised."""
+    from cyclegen import generate, log_lines
+
+    log = tmp_path / "run.log"
+    log.write_text("\n".join(log_lines(generate(random.Random(3), 1, 2, 300, [0.8, 0.6], spans=True).records)) + "\n")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["inspect", str(log), "--json"]) == 0
+    doc = json.loads(out.getvalue())
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(doc))
+    assert advise(good, "--baseline-tok-s", 88)[0] == 0
+    edit(doc["groups"][0])
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    rc, _, err = advise(bad, "--baseline-tok-s", 88)
+    assert rc == 2 and err.count("\n") == 1 and words in err and "contradicts itself" in err, err
+
+
+def test_a_bench_record_of_another_schema_version_is_named_as_such(tmp_path):
+    """Bench JSONL whose records say eagle-cycle-bench/9 had been read as one JSON document and refused
+    as "invalid JSON (line 2 column 1: Extra data)" (helper 81)."""
+    rec = {"schema": "eagle-cycle-bench/9", "model": "m", "draft": "d", "steps": 3, "topk": 1,
+           "num_draft_tokens": 4, "concurrency": 1, "status": "ok", "output_tok_s": 140.0}
+    path = _bench_file(tmp_path / "v9.jsonl", [rec, dict(rec, steps=0, topk=None, num_draft_tokens=None)])
+    rc, _, err = advise(path)
+    assert rc == 2 and err.count("\n") == 1
+    assert "schema 'eagle-cycle-bench/9' is not eagle-cycle-bench/1" in err and "Extra data" not in err

@@ -12,6 +12,8 @@ import lzma
 import random
 from pathlib import Path
 
+import pytest
+
 from cyclegen import generate, log_lines
 from sglang_eagle_cycle import cli
 from sglang_eagle_cycle.cycle import format_line, make_record
@@ -114,6 +116,17 @@ def test_one_trace_record_left_out_is_singular(tmp_path):
     assert rc == 0
     assert err == (f"eagle-cycle inspect: warning: {trace}: 1 cycle record beyond --trace-max-cycles 1 per track "
                    "was left out\n")
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--trace-max-cycles", 5], "--trace-max-cycles applies to the --trace file: give --trace FILE.json too"),
+    (["--model-name", "kimi"], "--model-name labels the --prometheus series: give --prometheus FILE too"),
+])
+def test_an_option_of_an_output_not_asked_for_is_refused(tmp_path, flags, words):
+    # helper 81: both were dropped without a word
+    log = cycles_log(tmp_path / "two.log", cycles=2)
+    rc, out, err = call("inspect", log, *flags)
+    assert rc == 2 and out == "" and err == f"eagle-cycle inspect: error: {words}\n"
 
 
 def test_one_group_of_every_ranks_lines_is_singular(tmp_path):

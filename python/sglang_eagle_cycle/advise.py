@@ -325,6 +325,56 @@ def _check_phase_sum(phases: Mapping[str, Optional[float]], what: str) -> None:
                          f"{total:.3f} ms: not one cycle's breakdown")
 
 
+#: an inspect group's ``tok_s`` may lie this far (relative) from ``1000 bs accept_len_mean / period``
+#: before the group is refused as inconsistent: the two are one ratio of the same cycles (cycles
+#: without an accept length or a time make them differ a little), so only an edit moves it this far
+TOK_S_CONSISTENCY = 0.25
+#: an inspect group's ``accept_len_mean`` may lie this far (tokens) from its ``accept_hist``'s mean
+ACCEPT_CONSISTENCY = 0.05
+
+
+def _check_group_consistency(g: Mapping, phases_doc: Mapping, phases: Mapping[str, Optional[float]],
+                             accept: Optional[float], bs: int, steps: int, cycles: Optional[int],
+                             what: str) -> None:
+    """An inspect group whose figures contradict each other (a hand-edited document) is refused, not
+    advised on: the measured column would show one figure and the model fit another.
+
+    Checked where both sides are present: ``verify_fwd_ms`` (the target forward) within
+    ``verify_ms`` (beyond 1% + 0.05 ms of rounding); ``accept_len_mean`` within
+    :data:`ACCEPT_CONSISTENCY` of the mean of ``accept_hist``; the histogram's request-cycles at most
+    ``cycles x bs``; ``tok_s`` within :data:`TOK_S_CONSISTENCY` of ``1000 bs accept_len_mean /
+    (total_ms + gap_ms)`` (the period the plugin divides by).
+
+    Raises:
+        UsageError: one line naming the fields that disagree.
+    """
+    fwd = _phase_mean(phases_doc, "verify_fwd_ms", f"{what}.phases")
+    verify = phases.get("verify_ms")
+    if fwd is not None and verify is not None and fwd > verify * 1.01 + 0.05:
+        raise UsageError(f"{what}.phases: verify_fwd_ms {fwd:.3f} exceeds verify_ms {verify:.3f} (the target forward "
+                         "is part of the verify): the document contradicts itself (edited?); regenerate it with "
+                         "eagle-cycle inspect LOG --json")
+    hist = g.get("accept_hist")
+    if isinstance(hist, Mapping) and hist:
+        pairs = [(int(str(k).strip()), int(v)) for k, v in hist.items()]
+        n = sum(c for _, c in pairs)
+        if n and accept is not None:
+            mean = sum(k * c for k, c in pairs) / n
+            if abs(mean - accept) > ACCEPT_CONSISTENCY:
+                raise UsageError(f"{what}: accept_len_mean {accept:g} but its accept_hist's mean is {mean:.3f}: the "
+                                 "document contradicts itself (edited?); regenerate it with eagle-cycle inspect LOG --json")
+        if cycles is not None and n > cycles * bs + 1:
+            raise UsageError(f"{what}: accept_hist counts {n} request-cycles, more than cycles x bs = {cycles} x {bs}: "
+                             "the document contradicts itself (edited?); regenerate it with eagle-cycle inspect LOG --json")
+    tok = g.get("tok_s")
+    total = phases.get("total_ms")   # gap included for device-span groups (the caller's period)
+    if _finite(tok) and tok > 0 and accept is not None and total:
+        expect = 1000.0 * bs * accept / total
+        if abs(tok / expect - 1.0) > TOK_S_CONSISTENCY:
+            raise UsageError(f"{what}: tok_s {tok:g} but bs x accept_len_mean / total_ms gives {expect:.1f} tok/s: "
+                             "the document contradicts itself (edited?); regenerate it with eagle-cycle inspect LOG --json")
+
+
 def counts_from_hist(hist: Any, steps: int, what: str) -> Optional[list[tuple[int, int]]]:
     """Per-position ``(accepted, reached)`` from an ``accept_hist`` object ``{"L": request-cycles}``.
 
@@ -467,6 +517,8 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, 
         if accept is not None and not 1.0 <= accept <= steps + 1 + 1e-9:
             raise UsageError(f"{what}: accept_len_mean {accept} impossible with {cm.steps_text(steps)}")
         counts = _counts_from_group(g, steps, what)  # validated whatever the topk
+        cycles = _int(g.get("cycles"), f"{what}.cycles", maximum=MAX_COUNT, allow_none=True)
+        _check_group_consistency(g, phases_doc, phases, accept, bs, steps, cycles, what)
         ndt = _int(g.get("draft_tokens"), f"{what}.draft_tokens", allow_none=True)
         _check_chain_tokens(topk, steps, ndt, what)
         total_doc = phases_doc.get("total_ms")
@@ -478,7 +530,7 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, 
         runs.append(Run(
             source=f"{source}#{i}", bs=bs, steps=steps, topk=topk,
             num_draft_tokens=ndt,
-            cycles=_int(g.get("cycles"), f"{what}.cycles", maximum=MAX_COUNT, allow_none=True),
+            cycles=cycles,
             accept_len=accept, counts=counts if topk == 1 else None,
             phases=phases if any(v is not None for v in phases.values()) else None,
             tok_s=_tok(g.get("tok_s"), f"{what}.tok_s", positive=True),
@@ -1588,7 +1640,7 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
             if below is not None:
                 r, z, se_r = below
                 notes.append(f"bs {bs}: {cm.steps_text(r.steps)}, the model's first, measured {r.tok_s:.1f} tok/s, "
-                             f"{z:.1f} of its standard errors below the no-spec {base_tok:.1f}: the measurement wins "
+                             f"{z:.1f} of its standard errors below the no-spec {base_tok:.1f} tok/s: the measurement wins "
                              f"(the model predicted {next(c.tok_s for c in cands if c.steps == r.steps):.1f} there)")
                 measured_pick = (r.tok_s, se_r, f"{cm.steps_text(r.steps)}, the model's first", "")
                 dec = unc.decide(unc.with_measurements(ens, {**missed, r.steps: (r.tok_s, se_r)}),
@@ -2119,7 +2171,7 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
         tok, se, first, _ = measured_pick
         reason = (f"turn speculation off (restart without --speculative-algorithm; adaptive steps 0 still runs "
                   f"draft-extend): {first}, measured {tok:.1f} tok/s (95%: {tok - cm.Z95 * se:.1f}-"
-                  f"{tok + cm.Z95 * se:.1f}), below the no-spec {base_tok:.1f}; the measurement wins over the "
+                  f"{tok + cm.Z95 * se:.1f}), below the no-spec {base_tok:.1f} tok/s; the measurement wins over the "
                   f"model; {state}")
     elif dec.pick == 0:
         best = cm.best_speculative(cands)
@@ -2142,7 +2194,7 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
         # speculation kept, but no interval lies above speculation off: said, with what would decide it
         low = max(spec, key=lambda c: (c.tok_s_low, -c.steps))
         off = (f"no depth's 95% interval clears the no-spec {base_tok:.1f} tok/s (the highest low end: "
-               f"{low.tok_s_low:.1f} at {cm.steps_text(low.steps)}): speculation may not pay here")
+               f"{low.tok_s_low:.1f} tok/s at {cm.steps_text(low.steps)}): speculation may not pay here")
         if dec.settled:
             off += (f", though the pick is expected to cost at most {100 * dec.regret_95:.1f}% against speculation "
                     "off (its 95th-percentile regret counts it), so no run at another depth is expected to change this")
@@ -2162,13 +2214,13 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
         head = (f"{cm.steps_text(dec.pick)} measured {tok:.1f} tok/s (95%: {tok - cm.Z95 * se:.1f}-"
                 f"{tok + cm.Z95 * se:.1f}, {noise})")
         if base_tok:
-            head += f", {tok / base_tok:.2f}x the no-spec {base_tok:.1f}"
+            head += f", {tok / base_tok:.2f}x the no-spec {base_tok:.1f} tok/s"
         return cm.Recommendation(dec.pick, pick, f"{head}; the measurement wins over the model ({over}); {state}",
                                  base_tok, clears)
     head = (f"{cm.steps_text(dec.pick)} gives {pick.tok_s:.1f} tok/s (95%: {pick.tok_s_low:.1f}-"
             f"{pick.tok_s_high:.1f}{_source_clause(pick.interval_source)})")
     if base_tok:
-        head += f", {pick.speedup():.2f}x the no-spec {base_tok:.1f}"
+        head += f", {pick.speedup():.2f}x the no-spec {base_tok:.1f} tok/s"
     nxt = by.get(dec.pick + 1)
     clause = ""
     if nxt is not None and nxt.gain_tokens is not None:

@@ -115,10 +115,13 @@ def _open_text(path: Path):
     return path.open(encoding="utf-8")
 
 
-def _sniff(path: Path) -> str:
+def _sniff(path: Path, label: Optional[str] = None) -> str:
     """What an INPUT is, by its content, not its name: ``"json"`` (one JSON document: an inspect
     document, a seed file, a table), ``"bench"`` (eagle-cycle-bench/1 JSONL) or ``"log"`` (anything
-    inspect reads, our cycle JSONL included). Unreadable files are ``"log"``: inspect says why."""
+    inspect reads, our cycle JSONL included). Unreadable files are ``"log"``: inspect says why.
+
+    Raises:
+        UsageError: a bench record of another schema version (named as ``label``, the INPUT as given)."""
     import gzip
 
     from ..logfiles import json_wrapper
@@ -154,6 +157,13 @@ def _sniff(path: Path) -> str:
         return "json" if body.startswith("{") or body[1:].lstrip()[:1] in ("", "[", "{", '"', "]") else "log"
     if isinstance(obj, dict) and obj.get("schema") == BENCH_SCHEMA:
         return "bench"
+    if isinstance(obj, dict) and isinstance(obj.get("schema"), str) and obj["schema"].startswith(
+            BENCH_SCHEMA.split("/")[0] + "/"):
+        # another version's bench record: said so, not read as one document ("Extra data" at line 2)
+        from ..errors import UsageError
+
+        raise UsageError(f"{label or path}:1: bench record schema {obj['schema']!r} is not {BENCH_SCHEMA}, the one this "
+                         "version reads (rerun benchmarks/bench_eagle_cycle.py with this version)")
     if isinstance(obj, dict) and "cycle" in obj and "bs" in obj and "groups" not in obj:
         return "log"           # one JSON object per line: our cycle JSONL, read by inspect
     if json_wrapper(first.encode("utf-8", "replace")) is not None:
@@ -409,7 +419,7 @@ def _collect_inputs(args, names: list[str], spool: Path):
         path = _readable_again(name, spool)
         if name == "-":
             path = _stdin_document(spool) or path
-        kind = "log" if name == "-" and str(path) == "-" else _sniff(path)
+        kind = "log" if name == "-" and str(path) == "-" else _sniff(path, name)
         if kind == "log" and str(path) == "-":
             # a log on stdin is read more than once here (stock Decode batch lines need its start-up
             # server_args= line, and a second pass for their batch sizes): a copy in the spool

@@ -46,12 +46,12 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                         "per-position acceptance to an image (.png, .svg, .pdf)")
     parser.add_argument("--trace", metavar="JSON", action=StoreOnce, help="write a Chrome/Perfetto trace-event file "
                         "(one track per rank, one slice per phase per cycle)")
-    parser.add_argument("--trace-max-cycles", type=int, default=100_000, metavar="N",
+    parser.add_argument("--trace-max-cycles", type=int, default=None, metavar="N",
                         help="cycles per track written to --trace (default 100000; 0: no limit)")
     parser.add_argument("--prometheus", metavar="FILE", action=StoreOnce,
                         help="write the cycle series in the Prometheus text "
                         "exposition format (- for stdout)")
-    parser.add_argument("--model-name", default="", metavar="NAME", type=_label_text,
+    parser.add_argument("--model-name", default=None, metavar="NAME", type=_label_text,
                         help="model_name label of the --prometheus series (a log does not carry it; default empty)")
     parser.add_argument("--baseline", metavar="TOK_S|BS:TOK_S|LOG", action="append",
                         help="no-speculation throughput in tok/s (one batch size in the logs), BS:TOK_S "
@@ -91,6 +91,15 @@ def _check_outputs(args: argparse.Namespace) -> None:
     if len(stdout) > 1:
         raise UsageError(f"{' and '.join(stdout)} {'both' if len(stdout) == 2 else 'all'} write to stdout; "
                          "give the others a file name")
+    # an option of an output that was not asked for would be dropped without a word
+    if args.trace_max_cycles is not None and args.trace is None:
+        raise UsageError("--trace-max-cycles applies to the --trace file: give --trace FILE.json too")
+    if args.model_name is not None and args.prometheus is None:
+        raise UsageError("--model-name labels the --prometheus series: give --prometheus FILE too")
+    if args.trace_max_cycles is None:
+        args.trace_max_cycles = 100_000
+    if args.model_name is None:
+        args.model_name = ""
     if args.trace_max_cycles < 0:
         raise UsageError("--trace-max-cycles must be >= 0")
     if args.plot:
