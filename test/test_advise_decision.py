@@ -555,8 +555,8 @@ def test_a_stock_plateau_is_one_batch_size_and_a_carried_step_stays_below_the_me
     nospec = _nospec_log(tmp_path / "nospec.log", 1200.0, lines_n=60, seed=5, spread=0.01,
                          bs=lambda rng: rng.randint(28, 32))
     chain = {1: 400, 2: 500, 3: 500, 4: 600}
-    plugin = _write(tmp_path / "plugin.json", _doc(_counted_group(1, 3, 1000, chain),
-                                                   _counted_group(30, 3, 1000, {k: 30 * v for k, v in chain.items()})))
+    plugin = _write(tmp_path / "plugin.json", _doc(_counted_group(1, 3, 2000, chain),
+                                                   _counted_group(30, 3, 2000, {k: 30 * v for k, v in chain.items()})))
     doc = advise_json(nospec, plugin)
     assert sorted(doc["inputs"]["baseline_tok_s"]) == ["30"]
     assert doc["inputs"]["baseline_tok_s"]["30"] == pytest.approx(1200.0, rel=0.01)
@@ -1801,7 +1801,7 @@ def test_a_named_logs_other_runs_count_and_extra_cycles_are_said(tmp_path):
     assert sorted(r["bs"] for r in got["inputs"]["runs"]) == [1, 4]
     assert any("bs 1, 3 steps, which no bench record holds, are used" in n for n in got["inputs"]["notes"])
     # the record's group cut to half its cycles: the log's other half is not used, and that is said
-    half = dict(g4, cycles=150)
+    half = dict(g4, cycles=150, accept_hist={k: v // 2 for k, v in g4["accept_hist"].items()})
     rc, out, err = advise(_bench_file(tmp_path / "half.jsonl", [dict(rec, cycle=half)]), log,
                           "--baseline-tok-s", f"4:{w4.true_tok_s(0)}", "--baseline-tok-s", f"1:{w1.true_tok_s(0)}")
     assert rc == 0 and "300 cycles at bs 4, 3 steps, where bench record" in err and "holds 150" in err

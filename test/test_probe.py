@@ -642,3 +642,25 @@ def test_a_draft_saved_as_pytorch_model_bin_probes_as_its_safetensors(tmp_path, 
     assert got["verdict"] == want["verdict"] and got["scored_tokens"] == want["scored_tokens"]
     assert [(c["positions"], c["agreement"]) for c in got["candidates"]] == \
         [(c["positions"], c["agreement"]) for c in want["candidates"]]
+
+
+@pytest.mark.parametrize("text, value", [("20GiB", "20GiB"), ("20gib", "20GiB"), ("500MB", "500MB"),
+                                         ("1.5GB", "1.5GB"), ("1073741824", 1073741824)])
+def test_max_memory_takes_the_sizes_accelerate_reads(text, value):
+    from accelerate.utils.modeling import convert_file_size_to_int
+
+    from sglang_eagle_cycle.argtypes import memory_size
+
+    assert memory_size(text) == value and convert_file_size_to_int(value) > 0
+
+
+@pytest.mark.parametrize("bad", ["abc", "1TB", "0GB", "-1GB", "1.5"])
+def test_a_bad_max_memory_is_refused_before_any_model_is_read(tmp_path, capsys, bad):
+    # helper 81: --max-memory abc had reported the draft's missing weights first, then failed in accelerate
+    from sglang_eagle_cycle import cli
+
+    missing = tmp_path / "nowhere"
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["probe", str(missing), str(missing), f"--max-memory={bad}"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "argument --max-memory: expected a memory size" in err and "nowhere" not in err

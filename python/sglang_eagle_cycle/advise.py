@@ -325,10 +325,11 @@ def _check_phase_sum(phases: Mapping[str, Optional[float]], what: str) -> None:
                          f"{total:.3f} ms: not one cycle's breakdown")
 
 
-#: an inspect group's ``tok_s`` may lie this far (relative) from ``1000 bs accept_len_mean / period``
-#: before the group is refused as inconsistent: the two are one ratio of the same cycles (cycles
-#: without an accept length or a time make them differ a little), so only an edit moves it this far
-TOK_S_CONSISTENCY = 0.25
+#: an inspect group's ``tok_s`` may lie up to this factor either way from ``1000 bs accept_len_mean /
+#: period`` before the group is refused as inconsistent: the two are one ratio of the same cycles
+#: (cycles without an accept length or a time make them differ a little), so only an edit moves it
+#: this far; a smaller disagreement is left to the poor-fit notes, which name it
+TOK_S_CONSISTENCY = 2.0
 #: an inspect group's ``accept_len_mean`` may lie this far (tokens) from its ``accept_hist``'s mean
 ACCEPT_CONSISTENCY = 0.05
 
@@ -342,8 +343,8 @@ def _check_group_consistency(g: Mapping, phases_doc: Mapping, phases: Mapping[st
     Checked where both sides are present: ``verify_fwd_ms`` (the target forward) within
     ``verify_ms`` (beyond 1% + 0.05 ms of rounding); ``accept_len_mean`` within
     :data:`ACCEPT_CONSISTENCY` of the mean of ``accept_hist``; the histogram's request-cycles at most
-    ``cycles x bs``; ``tok_s`` within :data:`TOK_S_CONSISTENCY` of ``1000 bs accept_len_mean /
-    (total_ms + gap_ms)`` (the period the plugin divides by).
+    ``cycles x bs``; ``tok_s`` within a factor :data:`TOK_S_CONSISTENCY` of ``1000 bs
+    accept_len_mean / (total_ms + gap_ms)`` (the period the plugin divides by).
 
     Raises:
         UsageError: one line naming the fields that disagree.
@@ -370,7 +371,7 @@ def _check_group_consistency(g: Mapping, phases_doc: Mapping, phases: Mapping[st
     total = phases.get("total_ms")   # gap included for device-span groups (the caller's period)
     if _finite(tok) and tok > 0 and accept is not None and total:
         expect = 1000.0 * bs * accept / total
-        if abs(tok / expect - 1.0) > TOK_S_CONSISTENCY:
+        if not 1.0 / TOK_S_CONSISTENCY <= tok / expect <= TOK_S_CONSISTENCY:
             raise UsageError(f"{what}: tok_s {tok:g} but bs x accept_len_mean / total_ms gives {expect:.1f} tok/s: "
                              "the document contradicts itself (edited?); regenerate it with eagle-cycle inspect LOG --json")
 
@@ -518,6 +519,7 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, 
             raise UsageError(f"{what}: accept_len_mean {accept} impossible with {cm.steps_text(steps)}")
         counts = _counts_from_group(g, steps, what)  # validated whatever the topk
         cycles = _int(g.get("cycles"), f"{what}.cycles", maximum=MAX_COUNT, allow_none=True)
+        tok_s = _tok(g.get("tok_s"), f"{what}.tok_s", positive=True)   # its range first, then its agreement
         _check_group_consistency(g, phases_doc, phases, accept, bs, steps, cycles, what)
         ndt = _int(g.get("draft_tokens"), f"{what}.draft_tokens", allow_none=True)
         _check_chain_tokens(topk, steps, ndt, what)
@@ -533,7 +535,7 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, 
             cycles=cycles,
             accept_len=accept, counts=counts if topk == 1 else None,
             phases=phases if any(v is not None for v in phases.values()) else None,
-            tok_s=_tok(g.get("tok_s"), f"{what}.tok_s", positive=True),
+            tok_s=tok_s,
             device_spans=spans if spans is not None else (False if phases_doc else None), host_ms=host,
             prep_ms=prep,
             total_sd=total_sd, accept_se=accept_se, period_se=period_se,

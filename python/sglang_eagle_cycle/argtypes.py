@@ -74,6 +74,27 @@ def int_in(lo: int, hi: Optional[int] = None) -> Callable[[str], int]:
     return parse
 
 
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B)?\s*$", re.IGNORECASE)
+
+
+def memory_size(text: str):
+    """A memory size as accelerate's ``max_memory`` takes it: ``20GiB``, ``500MB``, ``1.5GB`` (the
+    unit's spelling normalised, ``20gib`` -> ``20GiB``: accelerate reads a lower-case ``b`` as bits), or
+    a whole number of bytes (``1073741824``, returned as an int).
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (accelerate 1.x knows no TB), or not positive.
+    """
+    m = _MEMORY.match(text)
+    if not m or float(m.group(1)) <= 0 or (m.group(2) is None and "." in m.group(1)):
+        raise argparse.ArgumentTypeError(f"expected a memory size such as 20GiB, 500MB or a number of bytes, "
+                                         f"got {text!r}")
+    if m.group(2) is None:
+        return int(m.group(1))
+    unit = m.group(2).upper().replace("IB", "iB")
+    return f"{m.group(1)}{unit}"
+
+
 def negative_values_are_values(parser: argparse.ArgumentParser) -> None:
     """Let ``parser`` read ``-inf``, ``-1e3``, ``-1:88`` or ``-3,1,4`` as option values.
 

@@ -37,7 +37,7 @@ import argparse
 import json
 import sys
 
-from ..argtypes import int_in
+from ..argtypes import int_in, memory_size
 
 
 def add_cli_args(parser: argparse.ArgumentParser) -> None:
@@ -58,7 +58,7 @@ def add_probe_options(parser: argparse.ArgumentParser) -> None:
                         help="greedy tokens generated per prompt (default 32, or the tiny pair's gen_tokens)")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the target runs")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"), help="target weights dtype")
-    parser.add_argument("--max-memory", default=None, metavar="SIZE",
+    parser.add_argument("--max-memory", default=None, metavar="SIZE", type=memory_size,
                         help="CPU memory cap for the target (e.g. 20GiB): accelerate offloads the rest to disk")
 
 
