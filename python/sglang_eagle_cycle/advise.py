@@ -1091,7 +1091,7 @@ class BatchAdvice:
             nxt = {"steps": dec.next_run, "topk": 1, "num_draft_tokens": dec.next_run + 1,
                    "regret_95_after": round(dec.regret_95_after, 4), "useful": dec.useful, "why": why}
         out = {"settled": dec.settled, "regret_95": round(dec.regret_95, 4), "next_run": nxt}
-        if not dec.settled and dec.baseline_after is not None:
+        if not dec.settled and dec.baseline_after is not None and dec.baseline_after < dec.regret_95 - 1e-4:
             # the no-spec decode step here is carried from another batch size's baseline: a no-spec
             # run at this batch size measures it (next_run stays the most useful depth)
             better = nxt is None or nxt["regret_95_after"] is None or dec.baseline_after < nxt["regret_95_after"]
@@ -1105,9 +1105,9 @@ class BatchAdvice:
 
 
 def baseline_run_first(dec) -> bool:
-    """Whether a no-spec run at the batch size (a baseline there) is expected to settle more than
-    ``dec.next_run`` (:attr:`uncertainty.Decision.baseline_after`)."""
-    if dec is None or dec.settled or dec.baseline_after is None:
+    """Whether a no-spec run at the batch size (a baseline there) is expected to lower the regret, and
+    more than ``dec.next_run`` would (:attr:`uncertainty.Decision.baseline_after`)."""
+    if dec is None or dec.settled or dec.baseline_after is None or dec.baseline_after >= dec.regret_95 - 1e-4:
         return False
     return dec.next_run is None or dec.regret_95_after is None or dec.baseline_after < dec.regret_95_after
 
