@@ -790,6 +790,14 @@ def test_target_config_must_be_a_usable_target(capsys, shared_data, seed_inspect
     plain = shared_data / "configs" / "12-llama31-8b-arch-llamaforcausallm" / "draft"
     assert_refused(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--target-config", plain,
                    match="a draft model's config (it has draft_vocab_size)")
+    # the draft's checkpoint file: said to be a draft's at once (helper 81: "give its folder", which
+    # was then refused as a draft's config)
+    ckpt = tmp_path / "draft"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text((draft / "config.json").read_text())
+    (ckpt / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+    assert_refused(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--target-config", ckpt / "model.safetensors",
+                   match="a draft model's checkpoint (its folder's config.json: architecture LlamaForCausalLMEagle3)")
 
 
 @pytest.mark.parametrize("argv,match", [

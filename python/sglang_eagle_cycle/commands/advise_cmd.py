@@ -928,23 +928,43 @@ def _shape(args):
     from ..advise import shape_from_config
     from ..errors import UsageError
     from ..wiring import find_field, load_config, locate_config
+    from ..wiring.config import CHECKPOINT_SUFFIXES
 
     if not args.target_config:
         return cm.LINEAR, "no --target-config: verify cost interpolated linearly in verified tokens", None
     what = f"--target-config {args.target_config}"
+
+    def read(path):
+        try:
+            return load_config(path)
+        except RecursionError:
+            raise UsageError(f"{path}: invalid JSON (nested too deeply)") from None
+        except ValueError as exc:  # e.g. an integer literal beyond Python's digit limit
+            raise UsageError(f"{path}: invalid JSON ({str(exc).splitlines()[0]})") from None
+
+    def draft_why(cfg) -> Optional[str]:
+        """why ``cfg`` is an EAGLE draft head's config, or None"""
+        archs = cfg.get("architectures") if isinstance(cfg, dict) else None
+        archs = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+        eagle = [a for a in archs if "eagle" in a.lower()]
+        keys = [k for k in _DRAFT_KEYS if isinstance(cfg, dict) and k in cfg]
+        return f"architecture {eagle[0]}" if eagle else (f"it has {keys[0]}" if keys else None)
+
+    given = Path(args.target_config).expanduser()
+    if given.is_file() and given.name.endswith(CHECKPOINT_SUFFIXES) and (given.parent / "config.json").is_file():
+        # a checkpoint file: its folder is the model; a draft's folder is said to be one at once (the
+        # checkpoint message had sent the user to the folder, which was then refused as a draft)
+        try:
+            why = draft_why(load_config(given.parent / "config.json"))
+        except (UsageError, ValueError, RecursionError):
+            why = None
+        if why is not None:
+            raise UsageError(f"{what}: a draft model's checkpoint (its folder's config.json: {why}): give the "
+                             "target model's config")
     path = locate_config(args.target_config)
-    try:
-        cfg = load_config(path)
-    except RecursionError:
-        raise UsageError(f"{path}: invalid JSON (nested too deeply)") from None
-    except ValueError as exc:  # e.g. an integer literal beyond Python's digit limit
-        raise UsageError(f"{path}: invalid JSON ({str(exc).splitlines()[0]})") from None
-    archs = cfg.get("architectures")
-    archs = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
-    eagle = [a for a in archs if "eagle" in a.lower()]
-    keys = [k for k in _DRAFT_KEYS if k in cfg]
-    if eagle or keys:
-        why = f"architecture {eagle[0]}" if eagle else f"it has {keys[0]}"
+    cfg = read(path)
+    why = draft_why(cfg)
+    if why is not None:
         raise UsageError(f"{what}: a draft model's config ({why}): give the target model's config")
     layers = find_field(cfg, "num_hidden_layers")
     if layers is None or not 1 <= layers[0] <= _MAX_LAYERS:
