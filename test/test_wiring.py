@@ -1093,3 +1093,28 @@ def test_an_fp8_fc_with_its_scale_is_an_error_where_sglang_builds_a_float_fc():
     off = run(header=FP8_FC, draft_over={"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28],
                                                           "use_aux_hidden_state": False}})
     assert "fc_scale_dropped" not in {p.code for p in off.problems}
+
+
+def test_the_server_reads_an_unparsable_allow_embedding_as_unset(monkeypatch, caplog):
+    """A typo in SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING had stopped the launch of a correctly wired draft
+    ("configuration error"; helper 83). The server now warns once and reads it as unset: a draft
+    without id -1 is wired as it would be anyway, and one declaring -1 still meets embedding_capture."""
+    import logging
+
+    from sglang_eagle_cycle.patches import wiring as pw
+
+    monkeypatch.setattr(pw, "_ENV_WARNED", set())
+    monkeypatch.setenv("SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING", "fasle")
+    model = SimpleNamespace(config=SimpleNamespace(num_hidden_layers=32, hidden_size=4096, vocab_size=128256))
+    with caplog.at_level(logging.WARNING):
+        report = _resolve_or_config_error("llama", model, [1, 15, 28])
+        again = _resolve_or_config_error("llama", model, [1, 15, 28])
+    assert not isinstance(report, str) and report.positions == [2, 16, 29] and again.positions == [2, 16, 29]
+    warned = [r for r in caplog.records if "SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING='fasle'" in r.getMessage()]
+    assert len(warned) == 1 and "read as unset" in warned[0].getMessage()
+    # id -1 with the typo: refused as a wiring error (embedding_capture), as with the variable unset
+    assert any("embedding_capture" in c for c in codes(_resolve_or_config_error("llama", model, [-1, 15, 28])))
+    # the CLI and resolve_at_setter itself still refuse the value (exit 2 there)
+    with pytest.raises(UsageError):
+        resolve_at_setter(family="llama", num_layers=32, passed_ids=[1, 15, 28], draft_cfg=None,
+                          env={"SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING": "fasle"})

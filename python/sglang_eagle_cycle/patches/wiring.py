@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 from . import HookSpec
 
@@ -187,6 +188,32 @@ def _read_draft():
     return cfg, header
 
 
+_ENV_WARNED: set = set()
+
+
+def _server_env() -> dict:
+    """The environment the server's wiring reads: ``os.environ`` less an unparsable
+    ``SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING``, warned once and read as its default (off). It only
+    permits id -1; refused there, a draft that declares -1 still stops the launch as
+    ``embedding_capture``, and one that does not is wired as it would be anyway: a typo in it is no
+    reason to stop a server (helper 83). The overrides that choose the layers
+    (``SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS``, ``SGLANG_EAGLE_CYCLE_AUX_CONVENTION``) stay refused when
+    unusable: the wiring the operator asked for is then unknown."""
+    from ..errors import UsageError
+    from ..wiring.config import ENV_ALLOW_EMBEDDING
+    from ..wiring.resolve import _allow_embedding
+
+    env = dict(os.environ)
+    try:
+        _allow_embedding(env)
+    except UsageError as exc:
+        env.pop(ENV_ALLOW_EMBEDDING, None)
+        if ENV_ALLOW_EMBEDDING not in _ENV_WARNED:
+            _ENV_WARNED.add(ENV_ALLOW_EMBEDDING)
+            logger.warning("sglang-eagle-cycle: %s; read as unset (id -1 not accepted)", exc)
+    return env
+
+
 def _resolve_or_config_error(family: str, model, layer_ids):
     """The wiring report, or a message string when an environment override is unusable."""
     from ..errors import UsageError
@@ -213,7 +240,8 @@ def _resolve(family: str, model, layer_ids):
 
     draft_cfg, header = _read_draft()
     return resolve_at_setter(family=family, num_layers=num_layers_of(model), passed_ids=layer_ids,
-                             draft_cfg=draft_cfg, header=header, target_hidden_size=field("hidden_size"),
+                             draft_cfg=draft_cfg, header=header, env=_server_env(),
+                             target_hidden_size=field("hidden_size"),
                              target_vocab_size=field("vocab_size"), context_length=_published_context_length(),
                              target_max_positions=field("max_position_embeddings"))
 
