@@ -154,7 +154,9 @@ def test_prompt_file_errors_are_usage_errors(tmp_path):
     ps = workload.load_prompt_set(good)
     assert [p.text for p in ps.prompts] == ["a b", "c"] and ps.prompts[1].category == "code"
     for body, needle in [("not json\n", ":1: not a JSON object"), ('{"prompt": ""}\n', "non-empty"),
-                         ("", "no prompt"), ('[1]\n', "not a JSON object")]:
+                         ("", "no prompt"), ('[1]\n', "not a JSON object"),
+                         # helper 83: a lone surrogate had raised UnicodeEncodeError from the prompt hash
+                         ('{"prompt": "\\ud800"}\n', ":1: the prompt holds '\\\\ud800', a lone surrogate")]:
         bad = tmp_path / "bad.jsonl"
         bad.write_text(body)
         with pytest.raises(UsageError, match=needle):

@@ -97,6 +97,11 @@ def load_prompt_set(path: Optional[str | Path]) -> PromptSet:
         text = obj.get("prompt", obj.get("text"))
         if not isinstance(text, str) or not text.strip():
             raise UsageError(f"{p}:{lineno}: needs a non-empty \"prompt\" string")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:   # a lone surrogate (\ud800): no text a server can be sent
+            raise UsageError(f"{p}:{lineno}: the prompt holds {text[exc.start]!r}, a lone surrogate that is no "
+                             "text (UTF-8 cannot encode it)") from None
         prompts.append(Prompt(
             id=str(obj.get("id", f"line-{lineno}")),
             category=str(obj.get("category", "unspecified")),
