@@ -282,3 +282,13 @@ def test_the_draft_is_trained_against_the_wrong_wirings_next_to_its_own():
     assert [2, 4, 6] not in got and len(got) == len({tuple(g) for g in got})
     # out of range and colliding moves are left out: [0, 1, 8] in a model of 8 layers
     assert sorted(map(tuple, near_wirings([0, 1, 8], 8))) == [(0, 1, 7), (0, 2, 8)]
+
+
+def test_an_out_where_no_folder_can_be_made_is_refused_before_training(tmp_path):
+    """Under /proc os.access says root may write, yet no folder can be made there: make-tiny-pair
+    trained first (helper 83). A folder made and removed beforehand tells."""
+    if not Path("/proc").is_dir():
+        pytest.skip("no /proc")
+    proc = _run_cli("/proc/eagle-cycle-pair", "--target-steps", "1", "--draft-steps", "1", timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "step" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "cannot write /proc/eagle-cycle-pair: /proc" in proc.stderr

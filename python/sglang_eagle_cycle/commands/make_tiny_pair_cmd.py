@@ -95,6 +95,14 @@ def _check_writable(out: Path) -> None:
         raise UsageError(f"cannot write {out}: {base} is not a directory")
     if not os.access(base, os.W_OK | os.X_OK):
         raise UsageError(f"cannot write {out}: {base} is not writable")
+    # os.access says yes to root wherever the mode bits do (/proc, /sys, a read-only mount): a folder
+    # made and removed now tells (helper 83: make-tiny-pair /proc/x trained first)
+    try:
+        import tempfile
+
+        os.rmdir(tempfile.mkdtemp(prefix=".make-tiny-pair-", dir=base))
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {base}: {exc.strerror or exc}") from None
 
 
 #: keys every pair.json written by make-tiny-pair holds: a folder whose pair.json lacks one holds no pair
