@@ -85,6 +85,17 @@ def _launch(out: Path, tmp_path: Path, *extra: str) -> list[str]:
             "--log-dir", str(tmp_path / "logs"), "--output", str(out), *extra]
 
 
+@pytest.mark.parametrize("flag", ["--output", "--plot"])
+def test_an_output_name_ending_in_a_separator_is_refused(tmp_path, flag):
+    # helper 83: `--output adir/` wrote the records to a file named adir (Path drops the slash)
+    args = _launch(tmp_path / "out.jsonl", tmp_path)
+    if flag == "--plot":
+        args = [a for a in args if a != "--no-plot"]
+    r = run_bench([*args, flag, str(tmp_path / "adir") + "/"])
+    one_line_exit_2(r, f"argument {flag}: '{tmp_path / 'adir'}/' names a folder")
+    assert not (tmp_path / "adir").exists() and not list((tmp_path / "logs").glob("*.log"))
+
+
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc")
 def test_output_that_cannot_be_written_is_refused_before_any_server_starts(tmp_path):
     # /proc takes no new files, whoever runs the test (root ignores a read-only directory's mode)

@@ -107,6 +107,19 @@ def _draft_tokens(text: str) -> Optional[int]:
     return v
 
 
+def _file_path(text: str) -> Path:
+    """A file name for ``--output`` / ``--plot``: one ending in a path separator names a folder, and
+    ``Path`` drops the separator (``adir/`` had written the records to a file named ``adir``).
+
+    Raises:
+        argparse.ArgumentTypeError: the text ends in a separator.
+    """
+    if text.endswith(("/", os.sep)):
+        raise argparse.ArgumentTypeError(f"{text!r} names a folder (it ends in {text[-1]!r}): give a file name, "
+                                         f"e.g. {text}eagle_cycle_bench.jsonl")
+    return Path(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -170,12 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="every request generates exactly --max-new-tokens")
 
     g = p.add_argument_group("output")
-    g.add_argument("--output", type=Path, action=StoreOnce, default=Path("eagle_cycle_bench.jsonl"),
+    g.add_argument("--output", type=_file_path, action=StoreOnce, default=Path("eagle_cycle_bench.jsonl"),
                    help="JSONL file records are appended to (default eagle_cycle_bench.jsonl); an "
                         "existing file that holds no eagle-cycle-bench/1 records is refused")
     g.add_argument("--force", action="store_true",
                    help="append to an existing --output even if it holds no eagle-cycle-bench/1 records")
-    g.add_argument("--plot", type=Path, action=StoreOnce, default=None,
+    g.add_argument("--plot", type=_file_path, action=StoreOnce, default=None,
                    help="plot path, .png/.svg/.pdf/... (default: OUTPUT_STEM.png; an existing file "
                         "is never replaced: STEM.1.png... is used instead)")
     g.add_argument("--no-plot", action="store_true", help="no plot")
