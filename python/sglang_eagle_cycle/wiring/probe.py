@@ -529,6 +529,12 @@ def load_draft(draft_dir: Path, draft_cfg: dict, target_hidden: int, target_voca
             raise UsageError(f"{draft_dir}/config.json: {key} must be a positive number, got {v!r}")
         return v
 
+    layers = draft_cfg.get("num_hidden_layers", 1)
+    if isinstance(layers, bool) or not isinstance(layers, int) or layers != 1:
+        # SGLang 0.5.23's EAGLE-3 heads build config.num_hidden_layers decoder layers; the probe's head
+        # has one: with 2 it would score a model SGLang does not run (helper 83)
+        raise UsageError(f"{draft_dir}/config.json: num_hidden_layers {layers!r}: the probe runs one-layer EAGLE-3 "
+                         "heads (SGLang 0.5.23 builds as many decoder layers as this field says)")
     hidden = int(num("hidden_size", lm.shape[1]))
     heads = int(num("num_attention_heads"))
     head_dim = int(num("head_dim")) if draft_cfg.get("head_dim") is not None else \
