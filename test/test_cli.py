@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +109,24 @@ def test_eval_specbundle_reads_the_repository_copy_and_refuses_a_bad_table(tmp_p
     spec.loader.exec_module(mod)
     assert mod.DEFAULT_TABLE == repo_root / "data" / "benchmarks" / "specbundle_subset.json"
     assert mod.DEFAULT_TABLE.is_file()
+
+
+def test_wiring_names_a_switch_that_keeps_stock_wiring_and_a_lower_case_typo(tmp_path):
+    """helper 83: with SGLANG_EAGLE_CYCLE_WIRING=0 (or SGLANG_EAGLE_CYCLE=0) set, `wiring` reported
+    the plugin's positions without a word, though a server so launched captures stock SGLang's; a
+    lower-case SGLANG_EAGLE_CYCLE_aux_layer_ids got no 'did you mean'."""
+    import os
+
+    from sglang_eagle_cycle.runtime import unknown_env
+
+    repo = Path(__file__).resolve().parents[1]
+    pair = [str(repo / "examples" / "kimi-k25" / "target"), str(repo / "examples" / "kimi-k25" / "draft")]
+    for name in ("SGLANG_EAGLE_CYCLE_WIRING", "SGLANG_EAGLE_CYCLE"):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_EAGLE_CYCLE")}
+        proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "wiring", *pair],
+                              capture_output=True, text=True, timeout=120, env={**env, name: "0"})
+        assert proc.returncode == 0 and proc.stderr.splitlines() == [
+            f"eagle-cycle wiring: warning: {name}=0 is set: a server launched with it captures the stock SGLang "
+            "0.5.23 positions this report names, not the plugin's"], proc.stderr
+    assert unknown_env({"SGLANG_EAGLE_CYCLE_aux_layer_ids": "2"}) == [
+        "SGLANG_EAGLE_CYCLE_aux_layer_ids is set but nothing reads it; did you mean SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS?"]

@@ -150,7 +150,8 @@ def unknown_env(env: Optional[Mapping[str, str]] = None) -> list[str]:
     out = []
     for name in sorted(os.environ if env is None else env):
         if name.startswith("SGLANG_EAGLE_CYCLE") and name not in KNOWN_ENV:
-            close = difflib.get_close_matches(name[len(head):], suffixes, n=1, cutoff=0.75)
+            # any case: SGLANG_EAGLE_CYCLE_aux_layer_ids is the known name in lower case
+            close = difflib.get_close_matches(name[len(head):].upper(), suffixes, n=1, cutoff=0.75)
             out.append(f"{name} is set but nothing reads it" + (f"; did you mean {head}{close[0]}?" if close else ""))
     return out
 

@@ -82,6 +82,12 @@ def main(args: argparse.Namespace) -> int:
                   f"(revisions select a snapshot of a cached Hugging Face repo id)", file=sys.stderr)
     for msg in unknown_env():
         print(f"eagle-cycle wiring: warning: {msg}", file=sys.stderr)
+    for off in ("SGLANG_EAGLE_CYCLE", "SGLANG_EAGLE_CYCLE_WIRING"):
+        if os.environ.get(off, "").strip().lower() in ("0", "false", "no", "off"):
+            # the report is the plugin's wiring; a server launched with this environment keeps stock's
+            print(f"eagle-cycle wiring: warning: {off}={os.environ[off]} is set: a server launched with it captures "
+                  "the stock SGLang 0.5.23 positions this report names, not the plugin's", file=sys.stderr)
+            break
     target_cfg = load_config(target_path)
     draft_cfg = load_config(draft_path)
     refuse_swapped(args.target, args.draft, target_cfg, draft_cfg, "wiring")
