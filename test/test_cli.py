@@ -130,3 +130,15 @@ def test_wiring_names_a_switch_that_keeps_stock_wiring_and_a_lower_case_typo(tmp
             "0.5.23 positions this report names, not the plugin's"], proc.stderr
     assert unknown_env({"SGLANG_EAGLE_CYCLE_aux_layer_ids": "2"}) == [
         "SGLANG_EAGLE_CYCLE_aux_layer_ids is set but nothing reads it; did you mean SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS?"]
+
+
+@pytest.mark.parametrize("flags, words", [(["--device", "cuda"], "--device applies to the probe: add --probe"),
+                                          (["--tokens", "4", "--dtype", "bfloat16"],
+                                           "--tokens, --dtype apply to the probe: add --probe")])
+def test_wiring_refuses_probe_options_without_probe(flags, words):
+    # helper 83: `wiring T D --device cuda` exited 0 on a machine without CUDA, the option dropped
+    repo = Path(__file__).resolve().parents[1]
+    pair = [str(repo / "examples" / "kimi-k25" / "target"), str(repo / "examples" / "kimi-k25" / "draft")]
+    proc = subprocess.run([sys.executable, "-m", "sglang_eagle_cycle.cli", "wiring", *pair, *flags],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "" and proc.stderr == f"eagle-cycle wiring: error: {words}\n"

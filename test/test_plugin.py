@@ -194,3 +194,17 @@ def test_a_plugin_loaded_after_ours_keeps_its_hooks_on_a_target_already_imported
     out, _ = probe("later_plugin")
     assert out["calls"] == {"around": 1, "before": 1, "after": 1}
     assert out["ours_in_chain"] == 1 and out["status"] == "applied"
+
+
+def test_a_force_typo_is_warned_of_on_the_supported_release_too(monkeypatch, caplog):
+    """SGLANG_EAGLE_CYCLE_FORCE=yess was read only off 0.5.23, so no warning named it there (helper 83)."""
+    import logging
+
+    from sglang_eagle_cycle import plugin, runtime
+
+    monkeypatch.setattr(runtime, "_flags_warned", set())
+    monkeypatch.setenv("SGLANG_EAGLE_CYCLE_FORCE", "yess")
+    with caplog.at_level(logging.WARNING, logger="sglang_eagle_cycle"):
+        ok, installed = plugin.version_ok()
+    assert ok is (installed == __import__("sglang_eagle_cycle").SUPPORTED_SGLANG)
+    assert any("SGLANG_EAGLE_CYCLE_FORCE='yess'" in r.getMessage() for r in caplog.records)

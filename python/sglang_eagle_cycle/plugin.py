@@ -65,7 +65,9 @@ def version_ok() -> tuple[bool, str]:
         installed = version("sglang")
     except PackageNotFoundError:
         installed = "not installed"
-    return installed == SUPPORTED_SGLANG or env_flag("SGLANG_EAGLE_CYCLE_FORCE", False), installed
+    # read whatever the version, so that a typo (FORCE=yess) is warned of on 0.5.23 too (helper 83)
+    force = env_flag("SGLANG_EAGLE_CYCLE_FORCE", False)
+    return installed == SUPPORTED_SGLANG or force, installed
 
 
 AREA_MODULES = {"core": "banner", "wiring": "wiring", "timing": "cycle", "adaptive": "adaptive"}

@@ -73,6 +73,18 @@ def main(args: argparse.Namespace) -> int:
     from ..wiring import check_pair, load_config, locate_config, render_report
     from ..wiring.checks import refuse_swapped
 
+    from ..errors import UsageError
+
+    if not getattr(args, "probe", False):
+        # probe options away from their defaults without --probe would be dropped without a word
+        # (helper 83: `wiring T D --device cuda` exited 0 on a machine without CUDA)
+        given = [flag for flag, attr, default in (("--prompts", "prompts", None), ("--tokens", "tokens", None),
+                                                  ("--device", "device", "cpu"), ("--dtype", "dtype", "float32"),
+                                                  ("--max-memory", "max_memory", None))
+                 if getattr(args, attr, default) != default]
+        if given:
+            raise UsageError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to the probe: "
+                             "add --probe")
     target_path = locate_config(args.target, args.target_revision)
     draft_path = locate_config(args.draft, args.draft_revision)
     for flag, arg, revision in (("--target-revision", args.target, args.target_revision),
