@@ -1091,10 +1091,10 @@ class BatchAdvice:
             nxt = {"steps": dec.next_run, "topk": 1, "num_draft_tokens": dec.next_run + 1,
                    "regret_95_after": round(dec.regret_95_after, 4), "useful": dec.useful, "why": why}
         out = {"settled": dec.settled, "regret_95": round(dec.regret_95, 4), "next_run": nxt}
-        if not dec.settled and dec.baseline_after is not None and dec.baseline_after < dec.regret_95 - 1e-4:
+        if _baseline_run_helps(dec):
             # the no-spec decode step here is carried from another batch size's baseline: a no-spec
             # run at this batch size measures it (next_run stays the most useful depth)
-            better = nxt is None or nxt["regret_95_after"] is None or dec.baseline_after < nxt["regret_95_after"]
+            better = baseline_run_first(dec)
             out["baseline_run"] = {
                 "bs": self.bs, "regret_95_after": round(dec.baseline_after, 4), "before_next_run": better,
                 "why": (f"the no-spec tok/s at bs {self.bs} is carried from another batch size's baseline; a run "
@@ -1104,12 +1104,18 @@ class BatchAdvice:
         return out
 
 
+def _baseline_run_helps(dec) -> bool:
+    """Whether a no-spec run at the batch size (a baseline there) is expected to lower the pick's
+    95th-percentile regret (:attr:`uncertainty.Decision.baseline_after`)."""
+    return (dec is not None and not dec.settled and dec.baseline_after is not None
+            and dec.baseline_after < dec.regret_95 - 1e-4)
+
+
 def baseline_run_first(dec) -> bool:
-    """Whether a no-spec run at the batch size (a baseline there) is expected to lower the regret, and
-    more than ``dec.next_run`` would (:attr:`uncertainty.Decision.baseline_after`)."""
-    if dec is None or dec.settled or dec.baseline_after is None or dec.baseline_after >= dec.regret_95 - 1e-4:
-        return False
-    return dec.next_run is None or dec.regret_95_after is None or dec.baseline_after < dec.regret_95_after
+    """Whether a no-spec run at the batch size is expected to lower the regret, and more than
+    ``dec.next_run`` would (:func:`_baseline_run_helps`)."""
+    return _baseline_run_helps(dec) and (dec.next_run is None or dec.regret_95_after is None
+                                         or dec.baseline_after < dec.regret_95_after)
 
 
 @dataclass

@@ -1386,9 +1386,11 @@ def decide(ens: Ensemble, measured: Sequence[int] = (), bins: int = 10, pick: Op
     z = np.random.default_rng(len(tok)).standard_normal(len(tok))
     shape = tok if ens.tok_s_shape is None else ens.tok_s_shape
 
-    def after(t: np.ndarray, seen: np.ndarray, ci: int) -> np.ndarray:
-        """each hypothesis' regret once a run at column ci has shown it"""
-        se = float(ens.run_se[ci]) if ens.run_se is not None else 0.0
+    def after(t: np.ndarray, seen: np.ndarray, ci: int, se: Optional[float] = None) -> np.ndarray:
+        """each hypothesis' regret once a run at column ci has shown it (``se``: that run's relative
+        sampling error, default the ensemble's :attr:`Ensemble.run_se` there)"""
+        if se is None:
+            se = float(ens.run_se[ci]) if ens.run_se is not None else 0.0
         idx = np.argsort(seen[:, ci] * (1.0 + se * z), kind="stable")
         out = np.empty(len(idx))
         for grp in np.array_split(idx, bins):
@@ -1406,12 +1408,7 @@ def decide(ens: Ensemble, measured: Sequence[int] = (), bins: int = 10, pick: Op
     if 0 in ens.steps:
         i0 = ens.steps.index(0)
         if float(np.ptp(tok[:, i0])) > 1e-9 * float(np.abs(tok[:, i0]).max()):
-            idx = np.argsort(shape[:, i0], kind="stable")
-            left = np.empty(len(idx))
-            for grp in np.array_split(idx, bins):
-                sub = tok[grp]
-                left[grp] = _regret(sub, int(np.argmax(sub.mean(axis=0))))
-            base_after = float(np.percentile(left, 95))
+            base_after = float(np.percentile(after(tok, shape, i0, se=0.0), 95))
     best = None
     for ci, c in enumerate(ens.steps):
         if c <= 0 or c in measured:

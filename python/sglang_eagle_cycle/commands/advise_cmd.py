@@ -934,14 +934,6 @@ def _shape(args):
         return cm.LINEAR, "no --target-config: verify cost interpolated linearly in verified tokens", None
     what = f"--target-config {args.target_config}"
 
-    def read(path):
-        try:
-            return load_config(path)
-        except RecursionError:
-            raise UsageError(f"{path}: invalid JSON (nested too deeply)") from None
-        except ValueError as exc:  # e.g. an integer literal beyond Python's digit limit
-            raise UsageError(f"{path}: invalid JSON ({str(exc).splitlines()[0]})") from None
-
     def draft_why(cfg) -> Optional[str]:
         """why ``cfg`` is an EAGLE draft head's config, or None"""
         archs = cfg.get("architectures") if isinstance(cfg, dict) else None
@@ -962,7 +954,12 @@ def _shape(args):
             raise UsageError(f"{what}: a draft model's checkpoint (its folder's config.json: {why}): give the "
                              "target model's config")
     path = locate_config(args.target_config)
-    cfg = read(path)
+    try:
+        cfg = load_config(path)
+    except RecursionError:
+        raise UsageError(f"{path}: invalid JSON (nested too deeply)") from None
+    except ValueError as exc:  # e.g. an integer literal beyond Python's digit limit
+        raise UsageError(f"{path}: invalid JSON ({str(exc).splitlines()[0]})") from None
     why = draft_why(cfg)
     if why is not None:
         raise UsageError(f"{what}: a draft model's config ({why}): give the target model's config")

@@ -68,7 +68,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from ..runtime import unknown_env
+    from ..runtime import _FLAG_OFF, unknown_env
     from ..safetensors_header import read_draft_shapes
     from ..wiring import check_pair, load_config, locate_config, render_report
     from ..wiring.checks import refuse_swapped
@@ -95,7 +95,7 @@ def main(args: argparse.Namespace) -> int:
     for msg in unknown_env():
         print(f"eagle-cycle wiring: warning: {msg}", file=sys.stderr)
     for off in ("SGLANG_EAGLE_CYCLE", "SGLANG_EAGLE_CYCLE_WIRING"):
-        if os.environ.get(off, "").strip().lower() in ("0", "false", "no", "off"):
+        if os.environ.get(off, "").strip().lower() in _FLAG_OFF:   # the words the plugin's switches take
             # the report is the plugin's wiring; a server launched with this environment keeps stock's
             print(f"eagle-cycle wiring: warning: {off}={os.environ[off]} is set: a server launched with it captures "
                   "the stock SGLang 0.5.23 positions this report names, not the plugin's", file=sys.stderr)
