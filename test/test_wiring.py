@@ -405,7 +405,7 @@ def test_find_fields_on_wrapped_configs():
     assert find_num_layers(KIMI_TARGET) == 61
     assert find_hidden_size(KIMI_TARGET) == 7168
     assert find_vocab_size(KIMI_TARGET) == 163840
-    assert find_num_layers({"num_hidden_layers": 32, "text_config": {"num_hidden_layers": 99}}) == 32
+    assert find_num_layers({"num_hidden_layers": 32, "text_config": {"num_hidden_layers": 99}}) == 99
     only_vision = {"architectures": ["KimiK25ForConditionalGeneration"],
                    "vision_config": {"num_hidden_layers": 27, "vt_num_hidden_layers": 27}}
     with pytest.raises(UsageError, match="num_hidden_layers"):
@@ -414,6 +414,29 @@ def test_find_fields_on_wrapped_configs():
         find_num_layers({"num_hidden_layers": True})
     with pytest.raises(UsageError, match="hidden_size"):
         find_hidden_size({"num_hidden_layers": 3})
+
+
+def test_a_wrapper_text_config_wins_over_the_top_level():
+    # the decoder the aux states come from is the wrapper's language model: SGLang 0.5.23 builds it from
+    # get_hf_text_config(), i.e. text_config. A top-level num_hidden_layers 27 beside text_config's 61
+    # was read first and refused the draft's ids [2, 30, 58] as id_out_of_range
+    target = {**KIMI_TARGET, "num_hidden_layers": 27, "hidden_size": 1152, "vocab_size": 1000}
+    assert find_num_layers(target) == 61 and find_hidden_size(target) == 7168 and find_vocab_size(target) == 163840
+    r = check_pair(target, KIMI_DRAFT, header={"fc.weight": [7168, 21504]}, env={})
+    assert (r.num_layers, r.positions, codes(r)) == (61, [3, 31, 59], (set(), {"stock_differs"}))
+    # the same for language_config / llm_config / thinker_config.text_config wrappers
+    for wrapper in ({"language_config": {"num_hidden_layers": 61}}, {"llm_config": {"num_hidden_layers": 61}},
+                    {"thinker_config": {"text_config": {"num_hidden_layers": 61}}}):
+        assert find_num_layers({"num_hidden_layers": 27, **wrapper}) == 61, wrapper
+    # SGLang's non-HF LLaVA classes (Llava*ForCausalLM) are built from the top level, text_config unused
+    llava = {"architectures": ["LlavaQwenForCausalLM"], "num_hidden_layers": 28, "text_config": {"num_hidden_layers": 32}}
+    assert find_num_layers(llava) == 28
+    assert find_num_layers({**llava, "architectures": ["LlavaForConditionalGeneration"]}) == 32
+    # the server hook reads the live config the same way
+    from sglang_eagle_cycle.patches.wiring import num_layers_of
+    live = SimpleNamespace(config=SimpleNamespace(num_hidden_layers=27, text_config=SimpleNamespace(num_hidden_layers=61)))
+    assert num_layers_of(live) == 61
+    assert num_layers_of(SimpleNamespace(config=SimpleNamespace(num_hidden_layers=27))) == 27
 
 
 def test_stock_hints():

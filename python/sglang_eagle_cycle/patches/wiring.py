@@ -133,9 +133,10 @@ def _strict() -> bool:
 
 
 def num_layers_of(model) -> int:
-    """Decoder layers of the target from its config (``text_config`` for wrappers), else its layer list."""
+    """Decoder layers of the target from its config (its ``text_config`` first, where it has one: the
+    language model's), else its layer list."""
     cfg = getattr(model, "config", None)
-    for holder in (cfg, getattr(cfg, "text_config", None)):
+    for holder in (getattr(cfg, "text_config", None), cfg):
         n = getattr(holder, "num_hidden_layers", None)
         if isinstance(n, int) and not isinstance(n, bool):
             return n

@@ -51,16 +51,33 @@ def _text_config(cfg: Mapping):
     return None
 
 
+def _reads_top_level(cfg: Mapping) -> bool:
+    """True for the configs whose language model SGLang 0.5.23 builds from the top level even beside
+    a ``text_config``: ``architectures[0]`` ``Llava*ForCausalLM`` (its ``get_hf_text_config`` keeps
+    the whole config for these non-HF LLaVA classes and leaves their default ``text_config`` unused)."""
+    archs = cfg.get("architectures")
+    first = archs[0] if isinstance(archs, list) and archs else None
+    return isinstance(first, str) and first.startswith("Llava") and first.endswith("ForCausalLM")
+
+
+def _language_holders(cfg: Mapping) -> list[tuple[str, object]]:
+    """Where a language-model field is read, in order, as ``(json_path_prefix, holder)``: the text
+    wrappers first (``text_config``, ``language_config``, ``llm_config``, ``thinker_config.text_config``:
+    SGLang 0.5.23 builds the decoder, the one the aux hidden states come from, from the wrapper's
+    config), then the top level; the top level first for :func:`_reads_top_level` configs."""
+    thinker = cfg.get("thinker_config")
+    wrappers = [(f"{w}.", cfg.get(w)) for w in _TEXT_WRAPPERS]
+    wrappers.append(("thinker_config.text_config.", thinker.get("text_config") if isinstance(thinker, Mapping) else None))
+    return [("", cfg)] + wrappers if _reads_top_level(cfg) else wrappers + [("", cfg)]
+
+
 def field_values(cfg: Mapping, key: str) -> list[tuple[object, str]]:
-    """Every value of a language-model field, whatever its type, as ``(value, json_path)``:
-    top level first, then the text wrappers (``vision_config`` and others are never read)."""
+    """Every value of a language-model field, whatever its type, as ``(value, json_path)``, in the
+    order of :func:`_language_holders` (the text wrappers before the top level; ``vision_config`` and
+    other sub-configs are never read)."""
     if not isinstance(cfg, Mapping):
         return []
-    places: list[tuple[object, str]] = [(cfg, "")]
-    places += [(cfg.get(w), f"{w}.") for w in _TEXT_WRAPPERS]
-    thinker = cfg.get("thinker_config")
-    places.append((thinker.get("text_config") if isinstance(thinker, Mapping) else None, "thinker_config.text_config."))
-    return [(inner[key], f"{prefix}{key}") for inner, prefix in places
+    return [(inner[key], f"{prefix}{key}") for prefix, inner in _language_holders(cfg)
             if isinstance(inner, Mapping) and inner.get(key) is not None]
 
 
@@ -101,7 +118,8 @@ def derived_context_length(cfg: Mapping) -> tuple[int, str] | None:
 
 
 def find_field(cfg: Mapping, key: str) -> tuple[int, str] | None:
-    """Find an integer language-model field, top level first, then a text wrapper.
+    """Find an integer language-model field, a text wrapper first, then the top level
+    (:func:`_language_holders`).
 
     Returns ``(value, json_path)`` (e.g. ``(61, "text_config.num_hidden_layers")``)
     or None.  ``vision_config`` and other sub-configs are never read.
@@ -156,11 +174,7 @@ def _checked_target_field(cfg: Mapping, key: str, upper: int | None = None) -> i
         UsageError: the first value found is not an integer in ``[1, upper]``
             (a string, a float, a boolean, zero or negative).
     """
-    holders = [("", cfg)] + [(f"{w}.", cfg.get(w)) for w in _TEXT_WRAPPERS]
-    thinker = cfg.get("thinker_config")
-    if isinstance(thinker, Mapping):
-        holders.append(("thinker_config.text_config.", thinker.get("text_config")))
-    for prefix, holder in holders:
+    for prefix, holder in _language_holders(cfg):
         if isinstance(holder, Mapping) and holder.get(key) is not None:
             value = holder[key]
             if not _is_int(value) or value < 1 or (upper is not None and value > upper):
