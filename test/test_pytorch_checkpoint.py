@@ -268,6 +268,23 @@ def test_files_that_are_no_weights_are_named(tmp_path, capsys, content, words):
         read_draft_shapes(d, load_legacy=False)
 
 
+def test_a_plain_pickle_gets_our_line_alone(tmp_path, capsys):
+    # a .pt written by pickle.dump (protocol 4) drew PyTorch's UserWarning "Detected pickle protocol 4 in
+    # the checkpoint ..." (two lines with its source line) ahead of our one line
+    import pickle
+    import warnings
+
+    d = _draft(tmp_path, {})
+    (d / "model.pt").write_bytes(pickle.dumps({"fc.weight": [[0.0] * 4] * 2}, protocol=4))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, out, err = _wiring(capsys, d)
+    assert [str(w.message) for w in caught] == []
+    assert (code, out) == (2, "")
+    assert err == (f"eagle-cycle wiring: error: {d / 'model.pt'}: unreadable PyTorch checkpoint (not a pickle "
+                   f"torch.save writes: Unsupported operand 149)\n")
+
+
 def test_the_probe_names_a_bin_saved_without_data(tmp_path):
     # the probe loaded the meta tensors and died in its first matmul (a traceback)
     from sglang_eagle_cycle.wiring.probe import _read_draft_tensors

@@ -39,6 +39,7 @@ import json
 import os
 import re
 import struct
+import warnings
 from pathlib import Path
 
 from .errors import UsageError
@@ -661,7 +662,11 @@ def load_pytorch_file(path: str | Path, meta: bool = True, load_legacy: bool = T
         if not zipped and not load_legacy:
             raise UsageError(f"{path}: a PyTorch checkpoint in the pre-1.6 format, whose shapes cannot be read "
                              "without loading it")
-        state = torch.load(path, map_location="meta" if zipped and meta else "cpu", weights_only=True)
+        # a plain pickle draws PyTorch UserWarnings (its pickle protocol) ahead of the one line that says
+        # what is wrong with the file: the user sees that line alone
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="meta" if zipped and meta else "cpu", weights_only=True)
     except UsageError:
         raise
     except OSError as exc:
