@@ -96,6 +96,26 @@ def test_jsonl_appends_and_flushes_each_line(tmp_path, log):
     assert len(path.read_text().splitlines()) == 3
 
 
+def test_missing_jsonl_folders_are_created_with_one_info_line(tmp_path, caplog, log):
+    # they were created without a word: an operator looking for the file had no trace of where it went
+    path = tmp_path / "runs" / "day1" / "c.jsonl"
+    with caplog.at_level(logging.INFO):
+        sink = CycleSink(SinkConfig(jsonl_path=str(path), log_line=False, background=False), log=log)
+        sink.submit(Pending(rec(1)))
+        sink.close()
+    assert lines(caplog) == [f"sglang-eagle-cycle: created the folder {tmp_path / 'runs' / 'day1'} (and the "
+                             f"missing folders above it, from {tmp_path / 'runs'}) for the JSONL file {path}"]
+    assert from_json(path.read_text()).cycle == 1
+    # one missing folder is named alone; an existing one says nothing
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        CycleSink(SinkConfig(jsonl_path=str(tmp_path / "runs" / "day2" / "c.jsonl"), log_line=False,
+                             background=False), log=log).close()
+        CycleSink(SinkConfig(jsonl_path=str(path), log_line=False, background=False), log=log).close()
+    assert lines(caplog) == [f"sglang-eagle-cycle: created the folder {tmp_path / 'runs' / 'day2'} for the "
+                             f"JSONL file {tmp_path / 'runs' / 'day2' / 'c.jsonl'}"]
+
+
 def test_jsonl_record_keys(tmp_path, log):
     path = tmp_path / "c.jsonl"
     sink = CycleSink(SinkConfig(jsonl_path=str(path), background=False, rank_label="tp1"), log=log)

@@ -199,11 +199,23 @@ class SinkConfig:
 
 
 class _JsonlFile:
-    """Append-only JSONL writer: whole lines, flushed after each batch of cycles (every few ms)."""
+    """Append-only JSONL writer: whole lines, flushed after each batch of cycles (every few ms).
+
+    Missing folders above ``path`` are created (a server must not fail on them).
+
+    Attributes:
+        created: ``(topmost, parent)``, the highest folder that was missing and the file's own folder,
+            when this writer created them; None when the folder was there.
+    """
 
     def __init__(self, path: str):
         parent = os.path.dirname(os.path.abspath(path))
+        topmost = None
+        folder = parent
+        while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+            topmost, folder = folder, os.path.dirname(folder)
         os.makedirs(parent, exist_ok=True)
+        self.created = (topmost, parent) if topmost else None
         self.path = path
         self._f = open(path, "a", encoding="utf-8")
 
@@ -461,6 +473,12 @@ class CycleSink:
                 self._jsonl = _JsonlFile(config.jsonl_path)
             except OSError as exc:
                 self._fault("jsonl-open", exc, f"cannot open {config.jsonl_path}; JSONL disabled")
+            else:
+                if self._jsonl.created:
+                    topmost, parent = self._jsonl.created
+                    above = "" if topmost == parent else f" (and the missing folders above it, from {topmost})"
+                    self._log.info("sglang-eagle-cycle: created the folder %s%s for the JSONL file %s",
+                                   parent, above, config.jsonl_path)
         #: The Prometheus export (:class:`~sglang_eagle_cycle.metrics.LiveMetrics`), or None.
         self.metrics = None
         if config.metrics_labels is not None:
