@@ -204,6 +204,33 @@ def test_other_chrome_trace_and_json_documents_are_named(tmp_path):
                                "line in it)\n")
 
 
+def test_invalid_json_is_named_not_called_another_kind(tmp_path):
+    # a lone "{" was "JSON of another kind"; it is no JSON at all
+    brace = tmp_path / "cut.json"
+    brace.write_text("{\n")
+    rc, out, err = call("inspect", brace)
+    assert rc == 2 and out == ""
+    assert err == (f"eagle-cycle inspect: error: nothing to inspect: {brace}: not valid JSON (line 1, column 2: "
+                   "Expecting property name enclosed in double quotes; the input ends there: cut short?), not a "
+                   "server log\n")
+    # a document broken in its middle; JSON lines whose second record is cut short
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"a": 1,\n "b": [1, 2}\n')
+    lines = tmp_path / "cut.jsonl"
+    lines.write_text('{"a": 1}\n{"b": 2')
+    rc, _, err = call("inspect", broken, lines)
+    assert rc == 2 and err == (f"eagle-cycle inspect: error: nothing to inspect: {broken}: not valid JSON (line 2, "
+                               f"column 12: Expecting ',' delimiter), not a server log; {lines}: not valid JSON "
+                               f"(line 2, column 8: Expecting ',' delimiter; the input ends there: cut short?), "
+                               f"not a server log\n")
+    # whole JSON lines of another schema keep their words
+    lines.write_text('{"a": 1}\n{"b": 2}\n')
+    rc, _, err = call("inspect", lines)
+    assert rc == 2 and err == (f"eagle-cycle inspect: error: nothing to inspect: {lines}: JSON of another kind, "
+                               "not a server log (no [eagle-cycle] line, eagle-cycle JSONL record or Decode batch "
+                               "line in it)\n")
+
+
 def test_bench_jsonl_is_named_in_one_line(tmp_path):
     bench = tmp_path / "sweep.jsonl"
     rec = {"schema": "eagle-cycle-bench/1", "model": "m", "steps": 2, "topk": 1, "num_draft_tokens": 3,

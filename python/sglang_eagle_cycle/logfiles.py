@@ -419,12 +419,41 @@ def _command_arg(name: str) -> str:
     return "-" if name == STDIN_LABEL else shlex.quote(name)
 
 
-def other_json(head: str, name: str, damaged: bool = False) -> Optional[str]:
+def _json_error(text: str) -> Optional[str]:
+    """Why ``text``, a whole input that opens like JSON, is neither one JSON document nor JSON lines
+    (one value a line), as ``"line L, column C: MESSAGE"``; None when it is either. A document is
+    assumed where its first line alone is no JSON value, JSON lines where it is one."""
+    text = text.rstrip()   # a cut-off document's error then points at its last character, not past it
+    lines = text.split("\n")
+    first = next((ln for ln in lines if ln.strip()), "")
+    try:
+        json.loads(first)
+        as_lines = len(lines) > 1
+    except ValueError:
+        as_lines = False
+    except RecursionError:
+        as_lines = True
+    pieces = [(i, ln) for i, ln in enumerate(lines) if ln.strip()] if as_lines else [(0, text)]
+    for i, piece in pieces:
+        try:
+            json.loads(piece)
+        except json.JSONDecodeError as exc:
+            at_end = i + exc.lineno - 1 == len(lines) - 1 and exc.pos >= len(piece.rstrip())
+            return (f"line {i + exc.lineno}, column {exc.colno}: {exc.msg}"
+                    + ("; the input ends there: cut short?" if at_end else ""))
+        except (ValueError, RecursionError):   # a number over Python's digit limit, deep nesting: JSON still
+            continue
+    return None
+
+
+def other_json(head: str, name: str, damaged: bool = False, whole: bool = False) -> Optional[str]:
     """What an input is when it gave nothing to inspect and its text (``head``: its first
     characters as read) is JSON of another kind than ours, in words for ``"NAME: ..."``; None
     otherwise. Known kinds: a Chrome trace (inspect's ``--trace`` or another tool's), an inspect
     ``--json`` document, a sweep's bench JSONL and other ``eagle-cycle-*`` schemas; any other JSON
     only when none of its lines was a damaged line of ours (``damaged``: those keep their own hint).
+    Where ``head`` is the ``whole`` input and opens like JSON but is none (``{`` alone, a document
+    cut short), it is named as invalid JSON with the place of the first error (:func:`_json_error`).
     ``name``: the input's label, for the command that reads it instead."""
     if _TRACE_START.match(head):
         if '"accept_len":' in head and '"draft_tokens":' in head:
@@ -442,6 +471,9 @@ def other_json(head: str, name: str, damaged: bool = False) -> Optional[str]:
     if kind is not None and kind.startswith("eagle-cycle-"):
         return f"a {kind} document, not a server log"
     if not damaged and _JSON_START.match(head):
+        error = _json_error(head) if whole else None
+        if error is not None:
+            return f"not valid JSON ({error}), not a server log"
         return ("JSON of another kind, not a server log (no [eagle-cycle] line, eagle-cycle JSONL record or "
                 "Decode batch line in it)")
     return None

@@ -381,6 +381,7 @@ class FileResult:
     stopped: Optional[str] = None   # reading stopped part-way
     wiring: list = field(default_factory=list)  # start-up wiring lines (metrics.parse_wiring_line), in order
     head: str = ""   # the input's first HEAD_CHARS characters as read: what it is, when nothing was usable
+    head_whole: bool = False   # head is the whole input (read to its end)
 
     @property
     def usable(self) -> bool:
@@ -392,7 +393,7 @@ class FileResult:
         kind (a Chrome trace, an inspect document, bench JSONL: :func:`logfiles.other_json`); None otherwise."""
         if self.usable or self.error or self.stopped:
             return None
-        return other_json(self.head, self.label, damaged=self.unparsed_lines > 0)
+        return other_json(self.head, self.label, damaged=self.unparsed_lines > 0, whole=self.head_whole)
 
 
 #: Cycle ids remembered per replica to merge other ranks' lines of one cycle (the oldest are
@@ -453,14 +454,17 @@ class LogReader:
         res = FileResult(label_of(path))
         self.files.append(res)
         base = 0   # lines before the chunk (counted while damaged lines are wanted with their numbers)
+        chars = 0
         try:
             for chunk in iter_chunks(path, self.chunk_chars):
                 if not res.head:
                     res.head = chunk[:HEAD_CHARS]
+                chars += len(chunk)
                 tracking = self._tracking()
                 self._chunk(chunk, res, base if tracking else None)
                 if tracking:
                     base += chunk.count("\n")
+            res.head_whole = chars == len(res.head)
         except LogUnreadable as exc:
             res.error = exc.reason
         except LogReadStopped as exc:
@@ -821,10 +825,12 @@ def server_starts(path) -> list[tuple[Optional[dict[str, Any]], "FileResult"]]:
 
     reader = LogReader()
     segs: list[tuple[Optional[dict[str, Any]], FileResult]] = [(None, FileResult(label_of(path)))]
+    chars = 0
     try:
         for chunk in iter_chunks(path):
             if not segs[0][1].head:
                 segs[0][1].head = chunk[:HEAD_CHARS]
+            chars += len(chunk)
             if "server_args=" not in chunk:
                 reader.feed(chunk, segs[-1][1])
                 continue
@@ -841,6 +847,7 @@ def server_starts(path) -> list[tuple[Optional[dict[str, Any]], "FileResult"]]:
                 buf.append(ln)
             if buf:
                 reader.feed("\n".join(buf), segs[-1][1])
+        segs[0][1].head_whole = chars == len(segs[0][1].head)
     except LogReadStopped as exc:   # the lines before the stop stand, as LogReader.read keeps them
         segs[-1][1].stopped = exc.reason
     return segs
