@@ -281,6 +281,43 @@ def test_unusable_target_sizes_exit_2(tmp_path, capsys, key, value):
     assert f"target config {key} is " in err
 
 
+@pytest.mark.parametrize("role, key, value, words", [
+    ("draft", "hidden_size", "x", '"x": expected a positive integer'),
+    ("draft", "vocab_size", None, "null: expected a positive integer"),
+    ("draft", "num_hidden_layers", 1.0, "1.0: expected a positive integer"),
+    ("draft", "draft_vocab_size", True, "true: expected a positive integer or null"),
+    ("draft", "num_aux_hidden_states", -3, "-3: expected a positive integer or null"),
+    ("draft", "target_hidden_size", "4096", '"4096": expected a positive integer or null'),
+    ("target", "vocab_size", None, "null: expected a positive integer"),
+    ("target", "hidden_size", 4096.0, "4096.0: expected a positive integer"),
+    ("target", "num_hidden_layers", None, "null: expected an integer in [1, 10000]"),
+])
+def test_malformed_integer_fields_name_file_and_field_exit_2(tmp_path, capsys, role, key, value, words):
+    # a draft hidden_size "x" passed with exit 0, a target vocab_size null was read as "vocab unknown"
+    over = {key: value}
+    target, draft = _pair(tmp_path, {**LLAMA_TARGET, **over} if role == "target" else None,
+                          {**LLAMA_DRAFT, **over} if role == "draft" else None)
+    path = (target if role == "target" else draft) / "config.json"
+    err = _one_error_line(*run_cli(capsys, str(target), str(draft)))
+    assert err == f"eagle-cycle wiring: error: {path}: {role} config {key} is {words}\n"
+
+
+def test_malformed_integer_fields_where_they_are_read(tmp_path, capsys):
+    # a wrapped target's field is named by its path in the wrapper
+    kimi = {"architectures": ["KimiK25ForConditionalGeneration"],
+            "text_config": {"num_hidden_layers": 61, "hidden_size": 4096, "vocab_size": None}}
+    target, draft = _pair(tmp_path, kimi, {**LLAMA_DRAFT, "vocab_size": None})
+    err = _one_error_line(*run_cli(capsys, str(target), str(draft)))
+    assert err == (f"eagle-cycle wiring: error: {target / 'config.json'}: target config text_config.vocab_size is "
+                   f"null: expected a positive integer\n")
+    # absent fields stay unknown; a null draft_vocab_size is SGLang's "the target's vocabulary and lm_head"
+    draft_cfg = {k: v for k, v in LLAMA_DRAFT.items() if k != "vocab_size"}
+    target, draft = _pair(tmp_path, {k: v for k, v in LLAMA_TARGET.items() if k != "vocab_size"},
+                          {**draft_cfg, "draft_vocab_size": None, "num_aux_hidden_states": None})
+    code, out, err = run_cli(capsys, str(target), str(draft))
+    assert (code, err) == (0, "") and "vocab unknown" in out
+
+
 def test_largest_layer_count_is_accepted(tmp_path, capsys):
     target, draft = _pair(tmp_path, {**LLAMA_TARGET, "num_hidden_layers": 10_000})
     code, out, err = run_cli(capsys, str(target), str(draft), "--json")

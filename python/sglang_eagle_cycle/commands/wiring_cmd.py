@@ -26,8 +26,12 @@ context gets the note draft_context_shorter (level info: shown, never counted as
 a warning, never a reason for a non-zero exit).
 
 Exit codes: 0 no error-level problem, 1 an error-level problem, 2 unusable input
-(including malformed SGLANG_EAGLE_CYCLE_* values and a target whose
-num_hidden_layers, hidden_size or vocab_size is not a usable positive integer).
+(including malformed SGLANG_EAGLE_CYCLE_* values, and an integer field present
+but no positive integer, named with its file: the target's num_hidden_layers,
+hidden_size, vocab_size; the draft's hidden_size, vocab_size, num_hidden_layers,
+draft_vocab_size, num_aux_hidden_states, target_hidden_size. A string, a float,
+a boolean, zero or a negative number is refused, and null except in the draft's
+last three, which SGLang reads null in; an absent field stays unknown).
 
 --probe then runs `eagle-cycle probe` on the two folders (it loads the weights:
 see that command's help for --prompts, --tokens, --device, --dtype,
@@ -70,7 +74,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ..runtime import _FLAG_OFF, unknown_env
     from ..safetensors_header import read_draft_shapes
-    from ..wiring import check_pair, load_config, locate_config, render_report
+    from ..wiring import check_pair, load_config, locate_config, refuse_malformed_ints, render_report
     from ..wiring.checks import refuse_swapped
 
     from ..errors import UsageError
@@ -103,6 +107,8 @@ def main(args: argparse.Namespace) -> int:
     target_cfg = load_config(target_path)
     draft_cfg = load_config(draft_path)
     refuse_swapped(args.target, args.draft, target_cfg, draft_cfg, "wiring")
+    refuse_malformed_ints(target_cfg, "target", target_path)
+    refuse_malformed_ints(draft_cfg, "draft", draft_path)
     header = read_draft_shapes(draft_path.parent) or None
     # callers that build their own Namespace (examples/demo.py) may leave the newer options out
     report = check_pair(target_cfg, draft_cfg, header=header, env=os.environ,

@@ -77,6 +77,7 @@ from .config import (  # noqa: F401
     hf_cache_dir,
     load_config,
     locate_config,
+    refuse_malformed_ints,
 )
 from .stock import (  # noqa: F401
     FamilyRule,

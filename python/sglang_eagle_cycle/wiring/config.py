@@ -184,6 +184,64 @@ def _checked_target_field(cfg: Mapping, key: str, upper: int | None = None) -> i
     return None
 
 
+#: the target's integer fields the wiring check reads, where :func:`find_field` reads them, with their
+#: upper bound (None: any positive integer)
+TARGET_INT_FIELDS = (("num_hidden_layers", MAX_NUM_LAYERS), ("hidden_size", None), ("vocab_size", None))
+
+
+#: the draft's integer fields the wiring check (and its probe) reads, at the draft config's top level
+DRAFT_INT_FIELDS = ("hidden_size", "vocab_size", "num_hidden_layers", "draft_vocab_size", "num_aux_hidden_states",
+                    "target_hidden_size")
+
+
+#: draft fields SGLang 0.5.23 reads null in as a value of its own: ``draft_vocab_size`` (the target's
+#: vocabulary and lm_head), ``num_aux_hidden_states`` (the ids' count), ``target_hidden_size`` (the
+#: head-dependent check ``target_hidden_mismatch``)
+_NULL_READ = ("draft_vocab_size", "num_aux_hidden_states", "target_hidden_size")
+
+
+def _json_short(value, limit: int = 40) -> str:
+    """A config value as JSON spells it (``null``, ``true``, ``"x"``, ``4096.0``), cut to ``limit``
+    characters for a one-line message."""
+    if _is_int(value):
+        return _short(value, limit)
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def refuse_malformed_ints(cfg: Mapping, role: str, path: str | Path) -> None:
+    """Refuse a config whose integer field the wiring check reads is present but no usable integer:
+    a string, a float, a boolean, zero, a negative number, or null (except in the draft fields of
+    :data:`_NULL_READ`, which SGLang 0.5.23 reads null in). An absent field stays unknown.
+
+    ``role`` ``"target"`` checks :data:`TARGET_INT_FIELDS` where :func:`find_field` reads them (a
+    text wrapper first), ``"draft"`` :data:`DRAFT_INT_FIELDS`; ``path`` is the file, for the message.
+
+    Raises:
+        UsageError: one line naming the file and the field, e.g. ``d/config.json: draft config
+            hidden_size is "x": expected a positive integer``.
+    """
+    if role == "target":
+        fields, holders = TARGET_INT_FIELDS, _language_holders(cfg)
+    else:
+        fields, holders = [(key, None) for key in DRAFT_INT_FIELDS], [("", cfg)]
+    for key, upper in fields:
+        found = next(((prefix, holder[key]) for prefix, holder in holders
+                      if isinstance(holder, Mapping) and key in holder), None)
+        if found is None:
+            continue
+        prefix, value = found
+        null_read = role == "draft" and key in _NULL_READ
+        if (value is None and null_read) or (_is_int(value) and 1 <= value <= (upper or value)):
+            continue
+        bound = f"an integer in [1, {upper}]" if upper is not None else "a positive integer"
+        raise UsageError(f"{path}: {role} config {prefix}{key} is {_json_short(value)}: expected {bound}"
+                         + (" or null" if null_read else ""))
+
+
 def _declared(value):
     """None for absent or empty ids; otherwise the value as declared."""
     if value is None or (isinstance(value, list) and not value):
