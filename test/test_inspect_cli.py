@@ -355,6 +355,27 @@ def test_plot_and_trace_need_cycle_lines(capsys, shared_data, tmp_path):
     assert "Decode batch" in out
 
 
+def test_outputs_of_stock_lines_alone_exit_and_warn_alike(capsys, shared_data, tmp_path):
+    # an image, a trace or a series that could not be made is a failed request (exit 1, a warning);
+    # an empty table is an answer (exit 0), but it had come without a word, as if the write had failed
+    stock = shared_data / "logs" / "decode_batch_variants.log"
+    out_csv = tmp_path / "g.csv"
+    rc, out, err = run_cli(capsys, stock, "--csv", out_csv)
+    assert rc == 0
+    assert err == (f"eagle-cycle inspect: warning: {out_csv}: header only, no rows: no [eagle-cycle] cycles in the "
+                   "input (stock Decode batch lines give no cycle rows)\n")
+    rows = list(csv.reader(out_csv.open()))
+    assert len(rows) == 1 and rows[0][:6] == ["file", "bs", "steps", "topk", "draft_tokens", "cycles"]
+    rc, out, err = run_cli(capsys, stock, "--csv", "-")
+    assert rc == 0 and out.splitlines() == [",".join(rows[0])]
+    assert err.startswith("eagle-cycle inspect: warning: --csv -: header only, no rows")
+    # --json beside a plot that was not drawn: the document whole, exit 1 for the plot
+    rc, out, err = run_cli(capsys, stock, "--json", "--plot", tmp_path / "x.png", "--csv", out_csv, "--force")
+    assert rc == 1 and json.loads(out)["decode_batch"]["intervals"] == 14 and json.loads(out)["groups"] == []
+    assert err.count("warning:") == 2 and "x.png not written" in err and "g.csv: header only" in err
+    assert not (tmp_path / "x.png").exists()
+
+
 def test_trace_of_aggregated_lines(capsys, tmp_path, runs):
     agg = cycle.Aggregator(every=8)
     recs = [a for r in runs[2].records for a in agg.add(r)] + agg.flush()

@@ -21,8 +21,11 @@ reached/accepted counters, cycles by depth, the start-up wiring line as an info 
 Prometheus text format, the names a live
 server exports (README, "Prometheus metrics"); node_exporter's textfile collector and a Pushgateway take it.
 
-Exit codes: 0 report written, 1 a requested plot/trace/prometheus file had no cycles to show,
-2 unusable input (nothing readable, an output file exists without --force).
+Exit codes: 0 report written (--csv included: with no [eagle-cycle] cycles in the input it holds
+its header alone, and a warning says so); 1 a requested --plot, --trace or --prometheus file was not
+written because the input holds no [eagle-cycle] cycles (stock Decode batch lines only): a warning
+names it, and the table or --json and --csv are still written; 2 unusable input (nothing readable)
+or an output refused (it exists without --force, is not a regular file, ...).
 """
 
 from __future__ import annotations
@@ -321,6 +324,10 @@ def main(args: argparse.Namespace) -> int:
             write_csv(doc, sys.stdout)
         else:
             _write_file(args.csv, lambda fh: write_csv(doc, fh))
+        if not doc["groups"]:
+            # a table of no rows is still an answer (exit 0), but one that looks like a failed write
+            _warn(f"{'--csv -' if args.csv == '-' else args.csv}: header only, no rows: no [eagle-cycle] cycles in "
+                  "the input (stock Decode batch lines give no cycle rows)")
 
     if args.prometheus:
         from ..metrics import exposition
