@@ -204,6 +204,45 @@ def test_other_chrome_trace_and_json_documents_are_named(tmp_path):
                                "line in it)\n")
 
 
+def test_an_inspect_document_is_sent_to_advise_only_where_advise_can_use_it(tmp_path, shared_data):
+    # a document of stock lines without their depth: inspect had said "read it with `eagle-cycle
+    # advise insp.json`", and that advise failed (exit 2, "does not carry the depth")
+    doc = tmp_path / "insp.json"
+    rc, out, _ = call("inspect", shared_data / "logs" / "decode_batch_variants.log", "--json")
+    assert rc == 0
+    doc.write_text(out)
+    rc, _, err = call("inspect", doc)
+    assert rc == 2 and err == (
+        f"eagle-cycle inspect: error: nothing to inspect: {doc}: an `eagle-cycle inspect --json` document, not a "
+        "server log, made from stock Decode batch lines without the depth they ran at (a document does not carry "
+        "the log's server_args= line, which names the server's --speculative-num-steps, and their accept len and "
+        "accept rate pin none): `eagle-cycle advise` cannot use it either, and takes the depth from no flag: give "
+        "advise the server log itself, with its start-up server_args= line\n")
+    assert "eagle-cycle advise " + str(doc) not in err
+    rc, _, err = call("advise", doc)
+    assert rc == 2 and "does not carry the depth" in err
+    # stock lines whose accept len and accept rate pin the depth (num_draft_tokens 4): advise reads it
+    pinned = tmp_path / "pinned.log"
+    pinned.write_text("".join(STOCK.format(len=f"{1 + 3 * r:.2f}", rate=f"{r:.2f}") for r in (0.4, 0.5, 0.6, 0.7)))
+    doc.write_text(call("inspect", pinned, "--json")[1])
+    rc, _, err = call("inspect", doc)
+    assert rc == 2 and err.endswith(f"not a server log: read it with `eagle-cycle advise {doc}`\n")
+    assert call("advise", doc)[0] == 0
+    # stock lines without speculation: a baseline, read beside a run
+    plain = tmp_path / "nospec.log"
+    plain.write_text(STOCK.replace("accept len: {len}, accept rate: {rate}, ", "") * 4)
+    doc.write_text(call("inspect", plain, "--json")[1])
+    rc, _, err = call("inspect", doc)
+    assert rc == 2 and err.endswith(
+        f"not a server log: its Decode batch lines ran without speculation, a no-spec baseline: give it to "
+        f"`eagle-cycle advise` beside a speculative run's log or document (`eagle-cycle advise RUN {doc}`)\n")
+    # one cut short: no command that would fail on it
+    doc.write_text(call("inspect", pinned, "--json")[1][:200])
+    rc, _, err = call("inspect", doc)
+    assert rc == 2 and err.endswith("not a server log, but not valid JSON (line 9, column 2: Unterminated string "
+                                    "starting at)\n")
+
+
 def test_invalid_json_is_named_not_called_another_kind(tmp_path):
     # a lone "{" was "JSON of another kind"; it is no JSON at all
     brace = tmp_path / "cut.json"

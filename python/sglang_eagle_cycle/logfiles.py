@@ -446,6 +446,44 @@ def _json_error(text: str) -> Optional[str]:
     return None
 
 
+def _advise_hint(head: str, name: str, whole: bool) -> str:
+    """What ``eagle-cycle advise`` makes of an inspect ``--json`` document (``head``; ``whole``: all
+    of it), as the end of :func:`other_json`'s words: the command that reads it where advise takes
+    a run or a no-speculation baseline from it (:func:`advise.runs_from_inspect`, what advise calls
+    on such a document), else what the document lacks. A document of stock Decode batch lines alone
+    does not carry the depth they ran at (``speculative_num_steps``, on the log's ``server_args=``
+    line), and advise has had to refuse it (exit 2) after inspect had sent the user there. A
+    document longer than :data:`HEAD_CHARS` is not read here: it gets the command."""
+    command = f": read it with `eagle-cycle advise {_command_arg(name)}`"
+    if not whole:
+        return command
+    error = _json_error(head)
+    if error is not None:
+        return f", but not valid JSON ({error})"
+    from .advise import runs_from_inspect
+    from .errors import UsageError
+
+    try:
+        doc = json.loads(head)
+        runs, baselines, _ = runs_from_inspect(doc, name)
+    except (ValueError, RecursionError):   # a number over Python's digit limit, deep nesting
+        return command
+    except UsageError as exc:
+        return f"; `eagle-cycle advise` refuses it too ({exc})"
+    if runs:
+        return command
+    if baselines:
+        return (": its Decode batch lines ran without speculation, a no-spec baseline: give it to `eagle-cycle "
+                f"advise` beside a speculative run's log or document (`eagle-cycle advise RUN {_command_arg(name)}`)")
+    db = doc.get("decode_batch")
+    if isinstance(db, dict) and db.get("accept_len_mean") is not None:
+        return (", made from stock Decode batch lines without the depth they ran at (a document does not carry the "
+                "log's server_args= line, which names the server's --speculative-num-steps, and their accept len "
+                "and accept rate pin none): `eagle-cycle advise` cannot use it either, and takes the depth from no "
+                "flag: give advise the server log itself, with its start-up server_args= line")
+    return ": it holds no cycle group and no Decode batch line `eagle-cycle advise` can use either"
+
+
 def other_json(head: str, name: str, damaged: bool = False, whole: bool = False) -> Optional[str]:
     """What an input is when it gave nothing to inspect and its text (``head``: its first
     characters as read) is JSON of another kind than ours, in words for ``"NAME: ..."``; None
@@ -454,7 +492,8 @@ def other_json(head: str, name: str, damaged: bool = False, whole: bool = False)
     only when none of its lines was a damaged line of ours (``damaged``: those keep their own hint).
     Where ``head`` is the ``whole`` input and opens like JSON but is none (``{`` alone, a document
     cut short), it is named as invalid JSON with the place of the first error (:func:`_json_error`).
-    ``name``: the input's label, for the command that reads it instead."""
+    An inspect document is sent to ``eagle-cycle advise`` only where advise can use it
+    (:func:`_advise_hint`). ``name``: the input's label, for the command that reads it instead."""
     if _TRACE_START.match(head):
         if '"accept_len":' in head and '"draft_tokens":' in head:
             return ("a Chrome trace written by `eagle-cycle inspect --trace` (open it in https://ui.perfetto.dev), "
@@ -463,8 +502,7 @@ def other_json(head: str, name: str, damaged: bool = False, whole: bool = False)
     schema = _SCHEMA_START.match(head)
     kind = schema.group(1) if schema else None
     if kind == "eagle-cycle-inspect/1":
-        return f"an `eagle-cycle inspect --json` document, not a server log: read it with `eagle-cycle advise " \
-               f"{_command_arg(name)}`"
+        return "an `eagle-cycle inspect --json` document, not a server log" + _advise_hint(head, name, whole)
     if kind == "eagle-cycle-bench/1":
         return f"eagle-cycle bench JSONL (a sweep's records), not a server log: read it with `eagle-cycle advise " \
                f"{_command_arg(name)}`"
