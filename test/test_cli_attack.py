@@ -164,7 +164,7 @@ def test_a_log_whose_lines_are_all_damaged_says_how_to_see_why(tmp_path):
         rc, _, err = call(command, log)
         assert rc == 2
         one_error_line(err, "swapped.log: no [eagle-cycle], JSONL or Decode batch line (0 other, 40 damaged lines: "
-                            "`eagle-cycle inspect LOG --show-rejected 5` says why)")
+                            f"`eagle-cycle inspect {log} --show-rejected 5` says why)")
     rc, _, err = call("inspect", log, "--show-rejected", "1")
     assert rc == 2 and err.count("\n") == 2
     assert err.startswith(f"eagle-cycle inspect: rejected: {log}:1: not the [eagle-cycle] layout")

@@ -101,7 +101,7 @@ def test_one_damaged_line_is_singular(tmp_path):
     rc, out, err = call("inspect", bad)
     assert rc == 2 and out == ""
     assert err == (f"eagle-cycle inspect: error: nothing to inspect: {bad}: no [eagle-cycle], JSONL or Decode batch "
-                   "line (0 other, 1 damaged line: `eagle-cycle inspect LOG --show-rejected 5` says why)\n")
+                   f"line (0 other, 1 damaged line: `eagle-cycle inspect {bad} --show-rejected 5` says why)\n")
     good = cycles_log(tmp_path / "good.log")
     rc, _, err = call("inspect", good, bad)
     assert rc == 0
@@ -243,6 +243,24 @@ def test_an_inspect_document_is_sent_to_advise_only_where_advise_can_use_it(tmp_
                                     "starting at)\n")
 
 
+def test_the_show_rejected_hint_names_the_file_shell_quoted(tmp_path):
+    # a document that quotes [eagle-cycle] lines and damaged ones (a README, notes): the hint had
+    # said `eagle-cycle inspect LOG --show-rejected 5`, LOG for the user to replace
+    good = log_lines(generate(random.Random(3), 1, 3, 2, [0.7, 0.5]).records)
+    notes = tmp_path / "my notes's.md"
+    notes.write_text("# What the server printed\n\n```\n" + good[0].replace(" bs=1 ", " bs=x ") + "\n"
+                     + good[1].replace("total_ms=", "total_ms=-") + "\n```\n")
+    for command, what in (("inspect", "inspect"), ("advise", "advise on")):
+        rc, out, err = call(command, notes)
+        assert rc == 2 and out == ""
+        assert err == (f"eagle-cycle {command}: error: nothing to {what}: {notes}: no [eagle-cycle], JSONL or Decode "
+                       "batch line (4 other, 2 damaged lines: `eagle-cycle inspect "
+                       f"'{tmp_path}/my notes'\"'\"'s.md' --show-rejected 5` says why)\n")
+    # the command as given works: it lists both lines
+    rc, _, err = call("inspect", notes, "--show-rejected", "5")
+    assert rc == 2 and [ln.split(": ")[2] for ln in err.splitlines()[:2]] == [f"{notes}:4", f"{notes}:5"]
+
+
 def test_invalid_json_is_named_not_called_another_kind(tmp_path):
     # a lone "{" was "JSON of another kind"; it is no JSON at all
     brace = tmp_path / "cut.json"
@@ -313,7 +331,7 @@ def test_our_jsonl_and_collector_json_are_still_read(tmp_path):
     broken.write_text(to_json(run.records[0]).replace('"total_ms":', '"total_ms":-') + "\n")
     rc, _, err = call("inspect", broken)
     assert rc == 2 and err == (f"eagle-cycle inspect: error: nothing to inspect: {broken}: no [eagle-cycle], JSONL "
-                               "or Decode batch line (0 other, 1 damaged line: `eagle-cycle inspect LOG "
+                               f"or Decode batch line (0 other, 1 damaged line: `eagle-cycle inspect {broken} "
                                "--show-rejected 5` says why)\n")
 
 

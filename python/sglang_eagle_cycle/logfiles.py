@@ -412,7 +412,7 @@ _SCHEMA_START = re.compile(r'\A\s*\{\s*"schema"\s*:\s*"([^"\\\n]{1,100})"')
 _JSON_START = re.compile(r'\A\s*(?:\{|\[\s*(?:[\[{"\]]|\Z))')
 
 
-def _command_arg(name: str) -> str:
+def command_arg(name: str) -> str:
     """``name`` as a shell argument in a suggested command (``-`` for stdin)."""
     import shlex
 
@@ -454,7 +454,7 @@ def _advise_hint(head: str, name: str, whole: bool) -> str:
     does not carry the depth they ran at (``speculative_num_steps``, on the log's ``server_args=``
     line), and advise has had to refuse it (exit 2) after inspect had sent the user there. A
     document longer than :data:`HEAD_CHARS` is not read here: it gets the command."""
-    command = f": read it with `eagle-cycle advise {_command_arg(name)}`"
+    command = f": read it with `eagle-cycle advise {command_arg(name)}`"
     if not whole:
         return command
     error = _json_error(head)
@@ -474,7 +474,7 @@ def _advise_hint(head: str, name: str, whole: bool) -> str:
         return command
     if baselines:
         return (": its Decode batch lines ran without speculation, a no-spec baseline: give it to `eagle-cycle "
-                f"advise` beside a speculative run's log or document (`eagle-cycle advise RUN {_command_arg(name)}`)")
+                f"advise` beside a speculative run's log or document (`eagle-cycle advise RUN {command_arg(name)}`)")
     db = doc.get("decode_batch")
     if isinstance(db, dict) and db.get("accept_len_mean") is not None:
         return (", made from stock Decode batch lines without the depth they ran at (a document does not carry the "
@@ -505,7 +505,7 @@ def other_json(head: str, name: str, damaged: bool = False, whole: bool = False)
         return "an `eagle-cycle inspect --json` document, not a server log" + _advise_hint(head, name, whole)
     if kind == "eagle-cycle-bench/1":
         return f"eagle-cycle bench JSONL (a sweep's records), not a server log: read it with `eagle-cycle advise " \
-               f"{_command_arg(name)}`"
+               f"{command_arg(name)}`"
     if kind is not None and kind.startswith("eagle-cycle-"):
         return f"a {kind} document, not a server log"
     if not damaged and _JSON_START.match(head):

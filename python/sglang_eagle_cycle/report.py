@@ -54,8 +54,8 @@ from .argtypes import MAX_TOK_S, MIN_TOK_S
 from .errors import UsageError
 from .bulkscan import scan_chunk, scan_chunk_dropping
 from .series import CycleSeries
-from .logfiles import (CHUNK_CHARS, HEAD_CHARS, LogReadStopped, LogUnreadable, cut_reason, iter_chunks, label_of,
-                       other_json, text_safe, unmarked)
+from .logfiles import (CHUNK_CHARS, HEAD_CHARS, LogReadStopped, LogUnreadable, command_arg, cut_reason, iter_chunks,
+                       label_of, other_json, text_safe, unmarked)
 
 SCHEMA = "eagle-cycle-inspect/1"
 PERCENTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
@@ -778,8 +778,9 @@ def _line_counts(f: FileResult) -> str:
 def _nothing_message(files: list[FileResult]) -> str:
     parts = []
     for f in files:
-        # lines of ours, every one damaged: "no line" alone had read as the wrong file given
-        why = ": `eagle-cycle inspect LOG --show-rejected 5` says why" if f.unparsed_lines else ""
+        # lines of ours, every one damaged: "no line" alone had read as the wrong file given; the
+        # command names the file (it had said LOG, a word to replace by hand)
+        why = f": `eagle-cycle inspect {command_arg(f.label)} --show-rejected 5` says why" if f.unparsed_lines else ""
         if f.error:
             parts.append(f"{f.label}: {f.error}")
         elif f.stopped:
