@@ -320,6 +320,36 @@ def test_plot_bars_of_device_span_lines_hold_draft_prep(tmp_path):
     assert top == pytest.approx(doc["groups"][0]["phases"]["total_ms"]["mean"], abs=0.02)
     assert top == pytest.approx(23.45, abs=0.02)
     assert [c.get_label() for c in ax.containers][0] == "draft prep"
+    assert [t.get_text() for t in ax.get_legend().get_texts()][-1] == "draft prep"
+
+
+def test_plot_phase_legend_sits_beside_its_panel_and_names_measured_phases_only(tmp_path):
+    # a new user's plot: the phase legend, three columns inside the one-bar panel, was wider than
+    # the panel and covered its y-axis label "30", and it listed draft prep for lines without one
+    from sglang_eagle_cycle.plots import render
+
+    rng = random.Random(1)
+    one = tmp_path / "one.log"
+    one.write_text("\n".join(log_lines(generate(rng, bs=1, steps=3, cycles=200, p=[0.8, 0.6, 0.4],
+                                                verify_ms=25.0).records)) + "\n")
+    single = tmp_path / "single.log"   # one step: no draft forward either
+    single.write_text("\n".join(log_lines(generate(rng, bs=4, steps=1, cycles=50, p=[0.6]).records)) + "\n")
+    for log, phases in ((one, ["other", "draft-extend", "verify: rest", "verify: target forward", "draft"]),
+                        (single, ["other", "draft-extend", "verify: rest", "verify: target forward"])):
+        fig = render(inspect_paths([log]))
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        legend = ax.get_legend()
+        assert [t.get_text() for t in legend.get_texts()] == phases   # top to bottom, as the bars stack
+        assert [c.get_label() for c in ax.containers] == phases[::-1]
+        box = legend.get_window_extent()
+        for panel in fig.axes:
+            assert not box.overlaps(panel.get_window_extent())
+        top = ax.get_ylim()[1]
+        labels = [t for t, y in zip(ax.get_yticklabels(), ax.get_yticks()) if y <= top]
+        assert [t.get_text() for t in labels][-1] == ("30" if log == one else "20")
+        assert not [t.get_text() for t in labels if box.overlaps(t.get_window_extent())]
+        assert box.x1 <= fig.bbox.x1 and box.y1 <= fig.bbox.y1   # on the image
 
 
 @pytest.mark.parametrize("p", [[0.1, 0.1, 0.05], [0.2, 0.15, 0.1], [0.9, 0.85, 0.8], [0.9, 0.5, 0.1]])

@@ -4,7 +4,8 @@ Three panels, one colour per group (file x configuration):
 
 1. stacked bars of the mean cycle, one bar per group: draft prep (device-span lines), draft,
    verify (target forward), verify (rest: sampling, acceptance), draft-extend, other; ms (they
-   sum to the mean ``total_ms``);
+   sum to the mean ``total_ms``); a phase no group measured has no bar and no entry in the phase
+   legend, which sits beside the panel;
 2. accept-length histogram: share of requests (%) per accept length (tokens, bonus included);
 3. per-position acceptance: P(draft token j accepted | 1..j-1 accepted) against j.
 
@@ -122,17 +123,21 @@ def render(doc: dict[str, Any], path=None, fmt: Optional[str] = None):
     FigureCanvasAgg(fig)
     ax_phase, ax_hist, ax_pos = fig.subplots(1, 3, width_ratios=[max(len(groups), 2), 3, 3])
 
-    # 1. stacked phase bars
+    # 1. stacked phase bars; a phase no group measured (draft prep on older lines, the draft at one
+    # step) has no bar and no legend entry
     x = list(range(len(groups)))
     bottom = [0.0] * len(groups)
     for name, colour, get in _STACK:
-        heights = [(get(g["phases"]) or 0.0) for g in groups]
+        values = [get(g["phases"]) for g in groups]
+        if all(v is None for v in values):
+            continue
+        heights = [v or 0.0 for v in values]
         ax_phase.bar(x, heights, bottom=bottom, color=colour, label=name, width=0.6)
         bottom = [b + h for b, h in zip(bottom, heights)]
     for xi, top in zip(x, bottom):
         ax_phase.annotate(f"{top:.2f} ms", (xi, top), ha="center", va="bottom", fontsize=8,
                           xytext=(0, 2), textcoords="offset points")
-    ax_phase.set_ylim(0, max(bottom + [1e-3]) * 1.4)
+    ax_phase.set_ylim(0, max(bottom + [1e-3]) * 1.12)
     ax_phase.set_xticks(x, labels, fontsize=8)
     ax_phase.set_ylabel("mean time per cycle (ms)")
     ax_phase.set_xlabel("group (batch size, draft steps, topk, verified tokens)")
@@ -140,7 +145,11 @@ def render(doc: dict[str, Any], path=None, fmt: Optional[str] = None):
     if total_groups > len(groups):
         title += f" ({len(groups)} of {total_groups} groups, most cycles)"
     ax_phase.set_title(title)
-    ax_phase.legend(fontsize=8, loc="upper center", ncols=3)
+    # the phase legend beside the panel, top to bottom as the bars stack: inside it, three columns
+    # had been wider than one bar's panel and covered its y-axis labels
+    handles, names = ax_phase.get_legend_handles_labels()
+    ax_phase.legend(handles[::-1], names[::-1], fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                    borderaxespad=0.0, title="phase", title_fontsize=8)
 
     # 2. accept-length histogram, grouped bars
     width = 0.8 / len(groups)
