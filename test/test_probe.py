@@ -395,7 +395,7 @@ UNUSABLE = {
     "not_eagle3": (lambda d: _edit_cfg(d, architectures=["LlamaForCausalLM"]), "not an EAGLE-3 head"),
     # a one-layer checkpoint under a config SGLang would build two layers from (helper 83: probed anyway)
     "config_two_decoder_layers": (lambda d: _edit_cfg(d, num_hidden_layers=2), "num_hidden_layers 2"),
-    "config_layers_text": (lambda d: _edit_cfg(d, num_hidden_layers="1"), "num_hidden_layers '1'"),
+    "config_layers_text": (lambda d: _edit_cfg(d, num_hidden_layers="1"), 'num_hidden_layers is "1": expected a positive integer'),
     "bad_eval_prompts": (lambda d: (d / "eval_prompts.json").write_text("{"), "prompt file"),
     # token ids the target cannot embed: an IndexError traceback mid-run before helper 56
     "eval_prompt_id_past_vocab": (lambda d: (d / "eval_prompts.json").write_text(

@@ -318,6 +318,21 @@ def test_malformed_integer_fields_where_they_are_read(tmp_path, capsys):
     assert (code, err) == (0, "") and "vocab unknown" in out
 
 
+def test_a_json_of_no_model_is_refused_naming_its_file(tmp_path, capsys):
+    # a pair's expected.json given as DRAFT was reported as a draft of no EAGLE-3 class (exit 1)
+    target, draft = _pair(tmp_path)
+    other = tmp_path / "expected.json"
+    other.write_text(json.dumps({"ours": {"positions": [3, 31, 59]}, "stock": {"positions": [2, 30, 58]}}))
+    err = _one_error_line(*run_cli(capsys, str(target), str(other)))
+    assert err == (f"eagle-cycle wiring: error: {other}: no model's config (none of architectures, model_type, "
+                   "hidden_size in it): DRAFT is the draft head's folder or its config.json\n")
+    # a target without a layer count is named by its file too
+    bare = tmp_path / "seed.json"
+    bare.write_text(json.dumps({"about": "a benchmark record", "inputs": {}}))
+    err = _one_error_line(*run_cli(capsys, str(bare), str(draft)))
+    assert err.startswith(f"eagle-cycle wiring: error: {bare}: target config has no integer num_hidden_layers (")
+
+
 def test_largest_layer_count_is_accepted(tmp_path, capsys):
     target, draft = _pair(tmp_path, {**LLAMA_TARGET, "num_hidden_layers": 10_000})
     code, out, err = run_cli(capsys, str(target), str(draft), "--json")

@@ -74,7 +74,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from ..runtime import _FLAG_OFF, unknown_env
     from ..safetensors_header import read_draft_shapes
-    from ..wiring import check_pair, load_config, locate_config, refuse_malformed_ints, render_report
+    from ..wiring import check_pair, load_config, locate_config, refuse_unusable_pair, render_report
     from ..wiring.checks import refuse_swapped
 
     from ..errors import UsageError
@@ -107,8 +107,7 @@ def main(args: argparse.Namespace) -> int:
     target_cfg = load_config(target_path)
     draft_cfg = load_config(draft_path)
     refuse_swapped(args.target, args.draft, target_cfg, draft_cfg, "wiring")
-    refuse_malformed_ints(target_cfg, "target", target_path)
-    refuse_malformed_ints(draft_cfg, "draft", draft_path)
+    refuse_unusable_pair(target_cfg, draft_cfg, target_path, draft_path)
     header = read_draft_shapes(draft_path.parent) or None
     # callers that build their own Namespace (examples/demo.py) may leave the newer options out
     report = check_pair(target_cfg, draft_cfg, header=header, env=os.environ,

@@ -78,6 +78,7 @@ from .config import (  # noqa: F401
     load_config,
     locate_config,
     refuse_malformed_ints,
+    refuse_unusable_pair,
 )
 from .stock import (  # noqa: F401
     FamilyRule,

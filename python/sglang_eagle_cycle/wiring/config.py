@@ -242,6 +242,33 @@ def refuse_malformed_ints(cfg: Mapping, role: str, path: str | Path) -> None:
                          + (" or null" if null_read else ""))
 
 
+#: a draft config holds at least one of these at its top level; a JSON with none is no model's config
+_MODEL_KEYS = ("architectures", "model_type", "hidden_size")
+
+
+def refuse_unusable_pair(target_cfg: Mapping, draft_cfg: Mapping, target_path: str | Path,
+                         draft_path: str | Path) -> None:
+    """Refuse a pair the wiring check cannot read, in one line naming the file: an integer field
+    present but unusable (:func:`refuse_malformed_ints`), a target without a layer count, or a draft
+    "config" that names no model (none of ``architectures``, ``model_type``, ``hidden_size``: a
+    results file or another tool's JSON given as DRAFT, which would otherwise be reported as a draft
+    of no EAGLE-3 class).
+
+    Raises:
+        UsageError: e.g. ``t/config.json: target config has no integer num_hidden_layers (...)`` or
+            ``d/expected.json: no model's config (none of architectures, model_type, hidden_size in it)``.
+    """
+    refuse_malformed_ints(target_cfg, "target", target_path)
+    refuse_malformed_ints(draft_cfg, "draft", draft_path)
+    try:
+        find_num_layers(target_cfg)
+    except UsageError as exc:
+        raise UsageError(f"{target_path}: {exc}") from None
+    if isinstance(draft_cfg, Mapping) and not any(k in draft_cfg for k in _MODEL_KEYS):
+        raise UsageError(f"{draft_path}: no model's config (none of {', '.join(_MODEL_KEYS)} in it): DRAFT is "
+                         "the draft head's folder or its config.json")
+
+
 def _declared(value):
     """None for absent or empty ids; otherwise the value as declared."""
     if value is None or (isinstance(value, list) and not value):

@@ -679,7 +679,7 @@ def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None
 
     from ..costmodel import wilson_interval
     from ..safetensors_header import read_draft_shapes
-    from . import check_pair, find_hidden_size, find_num_layers, find_vocab_size, load_config
+    from . import check_pair, find_hidden_size, find_num_layers, find_vocab_size, load_config, refuse_unusable_pair
     from .checks import refuse_swapped
 
     t0 = time.perf_counter()
@@ -687,6 +687,7 @@ def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None
     (target_dir, target_json), (draft_dir, draft_json) = _model_folder(target, "target"), _model_folder(draft, "draft")
     target_cfg, draft_cfg = load_config(target_json), load_config(draft_json)
     refuse_swapped(str(target), str(draft), target_cfg, draft_cfg, "probe")
+    refuse_unusable_pair(target_cfg, draft_cfg, target_json, draft_json)
     if device not in ("cpu", "cuda"):
         raise UsageError(f"--device {device!r}: expected cpu or cuda")
     if device == "cuda" and not torch.cuda.is_available():
