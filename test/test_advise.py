@@ -819,6 +819,18 @@ def test_an_inspect_document_given_as_table_is_named(capsys, seed_inspect):
                    match="an eagle-cycle-inspect/1 document, not a published table: give it as an input")
 
 
+@pytest.mark.parametrize("doc", [{"about": "seed", "inputs": {"runs": []}, "held_out": {"tok_s": 94.0}},
+                                 {"architectures": ["X"], "text_config": {"num_hidden_layers": 61}}])
+def test_other_json_given_as_table_is_no_table(capsys, tmp_path, doc):
+    # it offered the file's top-level keys as model names ("choose one of: about, held_out, inputs")
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    assert_refused(capsys, "--table", str(path), "--model", "x", "--benchmark", "y",
+                   match=f"{path}: not a published table (no {{model: {{benchmark: {{results: [...]}}}}}} in it): "
+                         "runs (a log, JSONL, an inspect or seed document, bench records) go in as inputs, "
+                         "without --table")
+
+
 def test_table_only_options_warn_for_other_inputs(capsys, seed_inspect):
     rc, out, err = run_advise(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--model", "x",
                               "--draft", "y", "--benchmark", "gsm8k", "--json")

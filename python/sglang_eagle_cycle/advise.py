@@ -545,8 +545,11 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, 
         ))
     damaged = doc.get("unparsed_lines")
     if isinstance(damaged, int) and not isinstance(damaged, bool) and 0 < damaged <= MAX_COUNT:
-        notes.append(f"{source}: {damaged} damaged line{'s' if damaged != 1 else ''} left out (eagle-cycle "
-                     "inspect LOG --show-rejected 20 names them and why): each run is what its other lines measured")
+        from .logfiles import command_arg
+        log = command_arg(source) if from_log else "LOG"   # a document: the log it was made from
+        notes.append(f"{source}: {damaged} damaged line{'s' if damaged != 1 else ''} left out (`eagle-cycle "
+                     f"inspect {log} --show-rejected 20` names them and why): each run is what its other lines "
+                     "measured")
     base: dict[int, float] = {}
     db = doc.get("decode_batch")
     stock_only = not runs and not from_log and isinstance(db, Mapping)   # a document of stock lines alone
@@ -910,8 +913,9 @@ def runs_from_table(table: Any, model: str, benchmark: str, draft: Optional[str]
     the row named "Without EAGLE3" (any spelling starting without/wihtout/no-spec/baseline).
 
     Raises:
-        UsageError: unknown names, malformed rows, one row given twice with different values,
-            or a ``fit`` row missing, given twice or with topk > 1.
+        UsageError: a JSON object with no benchmark holding a ``results`` list (no published table),
+            unknown names, malformed rows, one row given twice with different values, or a ``fit`` row
+            missing, given twice or with topk > 1.
     """
     if not isinstance(table, Mapping) or not table:
         raise UsageError(f"{source}: expected an object {{model: {{benchmark: {{results: [...]}}}}}}")
@@ -919,6 +923,11 @@ def runs_from_table(table: Any, model: str, benchmark: str, draft: Optional[str]
     if isinstance(schema, str) and schema.startswith("eagle-cycle-"):
         raise UsageError(f"{source}: an {schema} document, not a published table: give it as an input, "
                          "without --table")
+    if not any(isinstance(b, Mapping) and isinstance(b.get("results"), list)
+               for m in table.values() if isinstance(m, Mapping) for b in m.values()):
+        # another JSON object (a seed document, a config.json): its keys are no models to choose from
+        raise UsageError(f"{source}: not a published table (no {{model: {{benchmark: {{results: [...]}}}}}} in it): "
+                         "runs (a log, JSONL, an inspect or seed document, bench records) go in as inputs, without --table")
     mkey = _pick(list(table), model, "model")
     benches = table[mkey]
     if not isinstance(benches, Mapping):
