@@ -237,6 +237,30 @@ def _write_log(path: Path, runs: dict[int, int], seed: int = 0, p=P_TRUE) -> Non
     path.write_text("\n".join(lines) + "\n")
 
 
+def test_acceptance_line_says_how_deep_the_data_go(capsys, tmp_path, seed_inspect):
+    # the seed (a mean accept length at 5 steps, no histogram) had read "the deepest any request reached",
+    # and a 2-step log beside it "to draft position 2" although the 5-step run's mean is used past it
+    def head(*argv):
+        rc, out, err = run_advise(capsys, *argv)
+        assert rc == 0, err
+        return " ".join(out.split("cycle time")[0].split())
+
+    assert "to draft position 5 (the deepest run's depth)" in head(seed_inspect, "--baseline-tok-s", "88.8")
+    log = tmp_path / "two.log"
+    _write_log(log, {2: 600})
+    assert "to draft position 2 (the deepest any request reached), 2400 request-cycles" in head(
+        log, "--baseline-tok-s", "400")
+    import random
+
+    from cyclegen import generate, log_lines
+
+    one = tmp_path / "bs1.log"   # a 2-step run at the seed's batch size: counted to 2, the seed's mean past it
+    one.write_text("\n".join(log_lines(generate(random.Random(3), bs=1, steps=2, cycles=800, p=[0.7, 0.55],
+                                                verify_ms=21.0).records)) + "\n")
+    assert "to draft position 5 (per request to position 2, the deepest any request of those runs reached)" in head(
+        one, seed_inspect, "--baseline-tok-s", "88.8")
+
+
 def test_generated_log_recommends_the_exact_optimum(capsys, tmp_path):
     log = tmp_path / "server.log"
     _write_log(log, {2: 1000, 6: 3000})

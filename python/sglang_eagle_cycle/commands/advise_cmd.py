@@ -1090,8 +1090,17 @@ def _render(advice, plan, plan_path, desc, shape_note, console, full: bool = Tru
     own = [(b.bs, b.acceptance) for b in advice.per_bs if b.acceptance is not None]
     # the deepest draft position a request reached, not the deepest run: a sweep to 5 steps whose
     # requests never accepted past 2 drafts counts positions 1-3 (helper 44 read "measured to depth 2")
-    reached = " (the deepest any request reached)" if acc.samples else ""
-    console.print(f"[bold]acceptance[/]: {escape(acc.source)}; to draft position {acc.observed_depth}{reached}"
+    # from mean accept lengths alone nothing says how deep a request got: the deepest run's depth; counts
+    # with deeper runs' means beside them (``beyond``): counted to one position, the means past it
+    depth, reached = acc.observed_depth, ""
+    if acc.beyond:
+        depth = max(b.steps for b in acc.beyond)
+        reached = f" (per request to position {acc.observed_depth}, the deepest any request of those runs reached)"
+    elif acc.points:
+        reached = " (the deepest run's depth)"
+    elif acc.samples:
+        reached = " (the deepest any request reached)"
+    console.print(f"[bold]acceptance[/]: {escape(acc.source)}; to draft position {depth}{reached}"
                   + (f", {acc.samples} request-cycles" if acc.samples else "")
                   + ("; per batch size (a note says why): " + ", ".join(
                       f"bs {bs} to position {a.observed_depth}" for bs, a in own) if own else ""))
