@@ -102,6 +102,33 @@ def test_no_fix_exists_is_said(shared_data, tmp_path, capsys):
     assert "none exists: stock llama never captures position 32" in out.strip().splitlines()[-1]
 
 
+def test_an_error_pair_is_never_told_no_fix_is_needed(shared_data, tmp_path, capsys):
+    # case 12's draft is a plain LlamaForCausalLM (not_eagle3_architecture): its ids are what stock
+    # captures, and the last line said "Fix the errors above first. Fix for stock SGLang 0.5.23: none
+    # needed, ..." beside the error
+    target, draft = _materialise(shared_data / "configs" / "12-llama31-8b-arch-llamaforcausallm", tmp_path / "12")
+    code, out, _ = run_cli(capsys, str(target), str(draft))
+    assert code == 1 and "error    not_eagle3_architecture:" in out and "none needed" not in out
+    assert out.strip().splitlines()[-1] == (
+        "Fix the errors above first. Fix for stock SGLang 0.5.23: the aux ids need no change, it already captures "
+        'positions [2, 16, 29]; to make that explicit, set "eagle_config": {"eagle_aux_hidden_state_layer_ids": '
+        "[1, 15, 28]} in the draft's config.json.")
+    # the same ids declared: the short form, without "none needed" too
+    cfg = json.loads((draft / "config.json").read_text())
+    cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]}
+    (draft / "config.json").write_text(json.dumps(cfg))
+    code, out, _ = run_cli(capsys, str(target), str(draft))
+    assert code == 1 and out.strip().splitlines()[-1] == (
+        "Fix the errors above first. Fix for stock SGLang 0.5.23: the aux ids need no change; it already captures "
+        "positions [2, 16, 29].")
+    # an error-free pair keeps its line: case 05, the same target with a SpecForge draft
+    target, draft = _materialise(shared_data / "configs" / "05-llama31-8b-specforge-no-ids", tmp_path / "05")
+    code, out, _ = run_cli(capsys, str(target), str(draft))
+    assert code == 0 and out.strip().splitlines()[-1] == (
+        "Fix for stock SGLang 0.5.23: none needed, it already captures positions [2, 16, 29]; to make that explicit, "
+        'set "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 15, 28]} in the draft\'s config.json.')
+
+
 def test_env_overrides_apply(shared_data, tmp_path, capsys, monkeypatch):
     target, draft = _materialise(shared_data / "configs" / "01-kimi-k25-ids-2-30-58-layer-output", tmp_path)
     monkeypatch.setenv("SGLANG_EAGLE_CYCLE_AUX_CONVENTION", "input")

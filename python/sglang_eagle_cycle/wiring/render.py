@@ -33,10 +33,13 @@ def stock_fix_text(report: WiringReport) -> str:
         return f"{first}Fix for stock SGLang {STOCK_VERSION}: none exists: {why}."
     setting = f'"eagle_config": {{"{IDS_KEY}": {_fmt(hint)}}}'
     stock_same = report.stock_positions is not None and _same_capture(pos, report.stock_positions)
+    # with an error the pair needs a fix whatever the ids: only the ids need none (case 12's
+    # LlamaForCausalLM draft was told "none needed" under its not_eagle3_architecture error)
+    none = "the aux ids need no change" if report.errors else "none needed"
     if stock_same and report.ids_source == "eagle_config" and report.ids == hint:
-        return f"{first}Fix for stock SGLang {STOCK_VERSION}: none needed; it already captures positions {pos}."
+        return f"{first}Fix for stock SGLang {STOCK_VERSION}: {none}; it already captures positions {pos}."
     if stock_same:
-        msg = (f"{first}Fix for stock SGLang {STOCK_VERSION}: none needed, it already captures positions {pos}; "
+        msg = (f"{first}Fix for stock SGLang {STOCK_VERSION}: {none}, it already captures positions {pos}; "
                f"to make that explicit, set {setting} in the draft's config.json.")
     else:
         msg = (f"{first}Fix for stock SGLang {STOCK_VERSION} (without this plugin): set {setting} in the draft's "
