@@ -333,19 +333,40 @@ class DecodeBatchStats:
         None where the older rate, ``accept len / num_draft_tokens``, fits every line at another value:
         a steady accept length fits one value under either rate, and the lines do not say which they print;
         and None where a line's accept rate is above 1 (an adaptive server running deeper than its launch
-        depth: its lines fit the launch num_draft_tokens, not the depths it ran)."""
-        if self.ndt_intervals < min_intervals or self.ndt_over_one:
-            return None
+        depth: its lines fit the launch num_draft_tokens, not the depths it ran). Why it is None:
+        :meth:`draft_tokens_unknown`."""
+        return self._draft_tokens(max_steps, min_intervals)[0]
+
+    def draft_tokens_unknown(self, max_steps: int, min_intervals: int = 3) -> Optional[str]:
+        """Why :meth:`inferred_draft_tokens` pins no ``num_draft_tokens``, in words (e.g. "no one
+        num_draft_tokens fits every line: lines of several servers, or of another SGLang's accept
+        rate"); None where it pins one."""
+        return self._draft_tokens(max_steps, min_intervals)[1]
+
+    def _draft_tokens(self, max_steps: int, min_intervals: int) -> tuple[Optional[int], Optional[str]]:
+        """``(num_draft_tokens, None)`` or ``(None, why)`` (:meth:`inferred_draft_tokens`)."""
+        if self.ndt_intervals < min_intervals:
+            return None, (f"{self.ndt_intervals} interval{'s' if self.ndt_intervals != 1 else ''} whose accept len "
+                          f"and rate say something, fewer than {min_intervals}")
+        if self.ndt_over_one:
+            return None, (f"{self.ndt_over_one} interval{'s' if self.ndt_over_one != 1 else ''} print an accept rate "
+                          "above 1 (an adaptive server's, running deeper than its launch depth)")
         # max_steps + 1 counted too: a range that also holds a value above max_steps (a tree of more
         # draft tokens; an open range) does not pin its one value inside, max_steps
         fits = [n for n in range(1, max_steps + 2) if self.drafts_per_verify.holds(n)]
+        if not fits:
+            return None, ("no one num_draft_tokens fits every line: lines of several servers at different depths, "
+                          "or of another SGLang's accept rate")
         if len(fits) != 1 or fits[0] > max_steps:
-            return None
+            top = "more" if fits[-1] > max_steps else str(fits[-1] + 1)
+            return None, f"num_draft_tokens {fits[0] + 1} to {top} all fit every line"
         # lines that an older SGLang's rate (accept len / num_draft_tokens) fits at another value say
         # nothing of which one ran: refused, not guessed
-        if any(self.old_draft_tokens.holds(n) and n != fits[0] + 1 for n in range(2, max_steps + 2)):
-            return None
-        return fits[0] + 1
+        other = [n for n in range(2, max_steps + 2) if self.old_draft_tokens.holds(n) and n != fits[0] + 1]
+        if other:
+            return None, (f"num_draft_tokens {fits[0] + 1} fits every line under SGLang 0.5.23's rate, {other[0]} "
+                          "under the older accept len / num_draft_tokens, and the lines do not say which they print")
+        return fits[0] + 1, None
 
     @property
     def speculative_intervals(self) -> int:

@@ -729,9 +729,7 @@ def _stock_runs(name: str, path: str):
         if problem is not None:
             if spec is None:
                 problem += ("; nor do their accept len and accept rate pin one (SGLang 0.5.23 prints accept rate = "
-                            "(accept len - 1) / (num_draft_tokens - 1): fewer than 3 intervals that say something, "
-                            "another version's rate, several servers' lines, an adaptive server's (an accept rate "
-                            "above 1), or a range that holds several depths)")
+                            f"(accept len - 1) / (num_draft_tokens - 1)): {st.draft_tokens_unknown(MAX_STEPS)}")
             notes.append(f"{where}: {st.speculative_intervals} stock Decode batch intervals with accept lengths: "
                          f"{problem}: not used")
             continue
