@@ -837,6 +837,21 @@ def test_range_messages_name_the_real_range(capsys, seed_inspect, argv, match):
     assert_refused(capsys, seed_inspect, "--baseline-tok-s", "88.8", *argv, match=match)
 
 
+def test_cuda_graph_bs_without_an_adaptive_file_is_refused(capsys, seed_inspect):
+    # it was accepted and dropped without a word: it sets those files' buckets alone
+    assert_refused(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--cuda-graph-bs", "4",
+                   match="--cuda-graph-bs applies to --adaptive-config / --adaptive-candidates only")
+
+
+def test_a_trace_given_as_input_is_named_as_inspect_names_it(capsys, tmp_path):
+    # it said only "not an eagle-cycle inspect --json document"
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": [{"name": "verify", "ph": "X", "ts": 0, "dur": 21000}]}))
+    assert_refused(capsys, path, "--baseline-tok-s", "88.8",
+                   match=f"{path}: not an eagle-cycle inspect --json document: a Chrome trace (trace-event JSON), "
+                         "not a server log")
+
+
 def test_an_inspect_document_given_as_table_is_named(capsys, seed_inspect):
     # it answered "model 'x' not found; choose one of: decode_batch, files, findings, groups, ..."
     assert_refused(capsys, "--table", seed_inspect, "--model", "x", "--benchmark", "y",

@@ -94,7 +94,8 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                    help="write a --speculative-adaptive-config for SGLANG_EAGLE_CYCLE_ADAPTIVE=cost: the depths "
                         "still in contention per batch-size bucket, and the no-spec tok/s")
     o.add_argument("--cuda-graph-bs", nargs="+", action="extend", type=int_in(1, MAX_BS), metavar="BS",
-                   help="the server's CUDA-graph batch sizes (default: SGLang 0.5.23's speculative list)")
+                   help="the server's CUDA-graph batch sizes, for the buckets of --adaptive-config / "
+                        "--adaptive-candidates (default: SGLang 0.5.23's speculative list)")
     o.add_argument("--force", action="store_true",
                    help="overwrite an existing --adaptive-config / --adaptive-candidates file")
 
@@ -436,7 +437,12 @@ def _collect_inputs(args, names: list[str], spool: Path):
             elif isinstance(doc, dict) and all(isinstance(v, dict) for v in doc.values()) and doc:
                 raise UsageError(f"{name}: looks like a published table: use --table {name} --model NAME --benchmark NAME")
             else:
-                raise UsageError(f"{name}: not an eagle-cycle inspect --json document")
+                from ..logfiles import HEAD_CHARS, other_json
+
+                with _open_text(path) as f:   # what it is, as inspect names it (a Chrome trace, ...)
+                    what = other_json(f.read(HEAD_CHARS), name)
+                raise UsageError(f"{name}: not an eagle-cycle inspect --json document"
+                                 + (f": {what}" if what else ""))
         elif kind == "bench" and (records := _bench_records(path)) is not None:
             r, b, n = adv.runs_from_bench(records, name, args.model, args.draft, baseline_models, excluded_logs)
             # across files, as within one (runs_from_bench): one model/draft pair, its own baselines
@@ -1239,6 +1245,9 @@ def main(args: argparse.Namespace) -> int:
     if args.adaptive_config and args.adaptive_candidates and (
             os.path.realpath(args.adaptive_config) == os.path.realpath(args.adaptive_candidates)):
         raise UsageError("--adaptive-config and --adaptive-candidates name the same file")
+    if args.cuda_graph_bs and not (args.adaptive_config or args.adaptive_candidates):
+        # it sets the buckets of those files alone: without one it would be dropped without a word
+        raise UsageError("--cuda-graph-bs applies to --adaptive-config / --adaptive-candidates only")
     for flag, value in (("--adaptive-config", args.adaptive_config), ("--adaptive-candidates", args.adaptive_candidates),
                         ("--target-config", args.target_config),
                         ("--table", args.table), *(("INPUT", name) for name in args.inputs)):
