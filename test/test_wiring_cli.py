@@ -453,6 +453,31 @@ def test_swapped_target_and_draft_are_named(tmp_path, capsys):
                            f"and DRAFT {target} is not one: swap the two (usage: eagle-cycle wiring TARGET DRAFT)")
 
 
+def test_the_target_given_as_draft_too_is_named(shared_data, tmp_path, capsys):
+    # `wiring T T` checked Llama-3.1-8B against itself (not_eagle3_architecture, exit 1) and told the
+    # user to set the ids "in the draft's config.json", the target's own
+    target, draft = _materialise(shared_data / "configs" / "05-llama31-8b-specforge-no-ids", tmp_path)
+    why = "give the draft head's folder (usage: eagle-cycle wiring TARGET DRAFT)"
+    for same in (str(target), str(target / "config.json"), str(target) + "/./"):
+        err = _one_error_line(*run_cli(capsys, str(target), same))
+        assert err.strip() == (f"eagle-cycle wiring: error: DRAFT {same} is the same config as TARGET "
+                               f"({target / 'config.json'}): {why}")
+    # another file of the same content: named by both files
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy(target / "config.json", copy / "config.json")
+    err = _one_error_line(*run_cli(capsys, str(target), str(copy)))
+    assert err.strip() == (f"eagle-cycle wiring: error: DRAFT {copy} is the same config as TARGET {target} "
+                           f"(identical content: {copy / 'config.json'} and {target / 'config.json'} hold the same "
+                           f"JSON): {why}")
+    # the draft head twice: the target is what is missing
+    err = _one_error_line(*run_cli(capsys, str(draft), str(draft)))
+    assert err.strip() == (f"eagle-cycle wiring: error: TARGET {draft} is an EAGLE-3 draft head "
+                           f"(LlamaForCausalLMEagle3), and DRAFT {draft} is the same config ({draft / 'config.json'}): "
+                           "give the target model's folder as TARGET (usage: eagle-cycle wiring TARGET DRAFT)")
+    assert run_cli(capsys, str(target), str(draft))[0] == 0   # the pair itself is fine
+
+
 def test_revision_with_a_local_path_is_warned_about(tmp_path, capsys):
     target, draft = _pair(tmp_path)
     code, out, err = run_cli(capsys, str(target), str(draft), "--target-revision", "v2", "--json")
@@ -587,8 +612,9 @@ def test_a_checkpoint_without_fc_weight_is_an_error(tmp_path, capsys):
     _header_only(draft / "model.safetensors", {"lm_head.weight": [128256, 4096]})
     code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
     assert "no fc.weight" not in out
-    # a draft that is no EAGLE-3 head (the target given twice) has not_eagle3_architecture, nothing more
-    target, draft = _pair(tmp_path, draft=LLAMA_TARGET)
+    # a draft that is no EAGLE-3 head (a one-layer Llama; the target's own config is refused as such)
+    # has not_eagle3_architecture, nothing more
+    target, draft = _pair(tmp_path, draft=dict(LLAMA_TARGET, num_hidden_layers=1))
     code, out, _ = run_cli(capsys, str(target), str(draft), "--json")
     assert code == 1 and "no fc.weight" not in out and "not_eagle3_architecture" in out
 

@@ -106,7 +106,7 @@ def main(args: argparse.Namespace) -> int:
             break
     target_cfg = load_config(target_path)
     draft_cfg = load_config(draft_path)
-    refuse_swapped(args.target, args.draft, target_cfg, draft_cfg, "wiring")
+    refuse_swapped(args.target, args.draft, target_cfg, draft_cfg, "wiring", target_path, draft_path)
     refuse_unusable_pair(target_cfg, draft_cfg, target_path, draft_path)
     header = read_draft_shapes(draft_path.parent) or None
     # callers that build their own Namespace (examples/demo.py) may leave the newer options out

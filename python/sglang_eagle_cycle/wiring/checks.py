@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import UsageError
 from ..safetensors_header import (CHECKPOINT_MISSING_SHARDS, CHECKPOINT_NESTED_TENSORS, D2T_LLAMA_ONLY, FC_DTYPE,
@@ -469,19 +471,48 @@ def is_eagle3_head(draft_cfg: Mapping | None) -> bool:
     return isinstance(archs, list) and any(isinstance(a, str) and "eagle3" in a.lower() for a in archs)
 
 
-def refuse_swapped(target_arg: str, draft_arg: str, target_cfg: Mapping, draft_cfg: Mapping, command: str) -> None:
-    """No target is an EAGLE-3 head: TARGET and DRAFT given the other way round (or the draft twice).
+def refuse_swapped(target_arg: str, draft_arg: str, target_cfg: Mapping, draft_cfg: Mapping, command: str,
+                   target_path: Path | None = None, draft_path: Path | None = None) -> None:
+    """No target is an EAGLE-3 head: TARGET and DRAFT given the other way round (or the draft twice),
+    and DRAFT is not TARGET's config: the same file (``target_path`` and ``draft_path``, the
+    ``config.json`` files found, where given) or the same content.
 
     Raises:
         UsageError: one line naming the head given as TARGET, and saying "swap the two" when DRAFT
-            is no head (``command``: ``wiring`` or ``probe``, for the usage line).
+            is no head (``command``: ``wiring`` or ``probe``, for the usage line); or one saying DRAFT
+            is the same config as TARGET and which folder to give instead.
     """
-    if not is_eagle3_head(target_cfg):
-        return
-    swapped = "" if is_eagle3_head(draft_cfg) else f", and DRAFT {draft_arg} is not one: swap the two"
-    arch = ", ".join(map(str, target_cfg["architectures"]))
-    raise UsageError(f"TARGET {target_arg} is an EAGLE-3 draft head ({arch}){swapped} "
-                     f"(usage: eagle-cycle {command} TARGET DRAFT)")
+    same_file = target_path is not None and draft_path is not None and _same_file(target_path, draft_path)
+    same = ""   # how DRAFT is TARGET's config, where it is
+    if same_file:
+        same = f"({Path(os.path.realpath(target_path))})"
+    elif target_cfg == draft_cfg:
+        files = f": {draft_path} and {target_path} hold the same JSON" if target_path and draft_path else ""
+        same = f"(identical content{files})"
+    if is_eagle3_head(target_cfg):
+        if same:
+            tail = f", and DRAFT {draft_arg} is the same config {same}: give the target model's folder as TARGET"
+        elif not is_eagle3_head(draft_cfg):
+            tail = f", and DRAFT {draft_arg} is not one: swap the two"
+        else:
+            tail = ""
+        arch = ", ".join(map(str, target_cfg["architectures"]))
+        raise UsageError(f"TARGET {target_arg} is an EAGLE-3 draft head ({arch}){tail} "
+                         f"(usage: eagle-cycle {command} TARGET DRAFT)")
+    if same:
+        # the report would check the target against itself and tell the user to edit "the draft's
+        # config.json", the target's own
+        shown = same if same_file else f"{target_arg} {same}"
+        raise UsageError(f"DRAFT {draft_arg} is the same config as TARGET {shown}: give the draft head's folder "
+                         f"(usage: eagle-cycle {command} TARGET DRAFT)")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """True when ``a`` and ``b`` are one file (by resolved path, or by device and inode: a hard link)."""
+    try:
+        return os.path.realpath(a) == os.path.realpath(b) or os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _eagle3_arch(draft_cfg: Mapping) -> str:
