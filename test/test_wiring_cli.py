@@ -517,6 +517,9 @@ def test_eagle3_head_under_algorithm_eagle_exits_1(shared_data, tmp_path, capsys
 
 @pytest.mark.parametrize("argv,words", [
     (("--algorithm", "MEDUSA"), "invalid choice"),
+    # echoed as typed: 'BOGUS' had been the upper-cased value
+    (("--algorithm", "bogus"),
+     "--algorithm: invalid choice: 'bogus' (choose from 'EAGLE3', 'EAGLE', 'NEXTN'; any case)"),
     (("--context-length", "0"), "expected an integer >= 1"),
     (("--context-length", "lots"), "expected an integer >= 1"),
 ])

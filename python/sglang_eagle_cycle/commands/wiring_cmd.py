@@ -59,7 +59,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the report")
     parser.add_argument("--target-revision", default=None, help="HF cache revision (branch, tag, commit) of TARGET")
     parser.add_argument("--draft-revision", default=None, help="HF cache revision (branch, tag, commit) of DRAFT")
-    parser.add_argument("--algorithm", default="EAGLE3", type=str.upper, choices=("EAGLE3", "EAGLE", "NEXTN"),
+    parser.add_argument("--algorithm", default="EAGLE3", type=_algorithm, metavar="{EAGLE3,EAGLE,NEXTN}",
                         help="the server's --speculative-algorithm (default EAGLE3; NEXTN is SGLang's alias of EAGLE)")
     parser.add_argument("--context-length", default=None, type=int_in(1), metavar="TOKENS",
                         help="the server's --context-length (default: the target's max_position_embeddings)")
@@ -135,6 +135,17 @@ def main(args: argparse.Namespace) -> int:
         print(render_probe(result))
     sys.stdout.flush()
     return args._rc_decided
+
+
+def _algorithm(text: str) -> str:
+    """``--algorithm`` in any case, as SGLang's upper-case name; an unknown one is refused as typed
+    (``choices`` after ``type=str.upper`` had echoed ``bogus`` as 'BOGUS')."""
+    from ..wiring.checks import ALGORITHMS
+
+    if text.upper() in ALGORITHMS:
+        return text.upper()
+    raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(map(repr, ALGORITHMS))}; "
+                                     "any case)")
 
 
 def _is_local(arg: str) -> bool:
