@@ -420,6 +420,26 @@ def test_path_messages_say_what_is_wrong(tmp_path, capsys, monkeypatch, arg, wor
     assert "cannot write output" not in err and ("does not exist" not in err or arg == "dangling")
 
 
+def test_a_file_named_as_weights_is_a_checkpoint_by_its_bytes_only(shared_data, tmp_path, capsys, monkeypatch):
+    # `wiring TARGET rand.bin`, random bytes in the working directory, said "rand.bin: a checkpoint file,
+    # not a model's config.json: its folder . has no config.json either": a checkpoint by its name, a
+    # folder named "."
+    import torch
+
+    target, _ = _materialise(shared_data / "configs" / "05-llama31-8b-specforge-no-ids", tmp_path / "pair")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    (work / "rand.bin").write_bytes(bytes(range(7, 256)) * 16)
+    err = _one_error_line(*run_cli(capsys, str(target), "rand.bin"))
+    assert err == (f"eagle-cycle wiring: error: rand.bin: a file, not a model's config.json: its folder {work} has "
+                   "no config.json either\n")
+    torch.save({"fc.weight": torch.zeros(2, 6)}, work / "pytorch_model.bin")   # a real one stays a checkpoint
+    err = _one_error_line(*run_cli(capsys, str(target), "pytorch_model.bin"))
+    assert err == (f"eagle-cycle wiring: error: pytorch_model.bin: a checkpoint file, not a model's config.json: "
+                   f"its folder {work} has no config.json either\n")
+
+
 def test_a_fifo_in_the_draft_folder_is_refused_not_waited_on(tmp_path):
     # a FIFO named model.safetensors blocked the header read for ever (helper 42)
     target, draft = _pair(tmp_path)

@@ -333,6 +333,27 @@ def hf_cache_dir(env: Mapping = os.environ) -> Path:
 CHECKPOINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".safetensors.index.json", ".bin.index.json")
 
 
+def _starts_as_weights(path: Path) -> bool:
+    """True when the first bytes of ``path`` (a regular file named as a weights file) are its format's:
+    a safetensors header length then ``{``, a zip (``torch.save`` since PyTorch 1.6) or a pickle (the
+    older format) for ``.bin`` / ``.pt`` / ``.pth``, ``GGUF``, and ``{`` for a shard index. Random bytes,
+    a text file, an empty one are not: a name alone does not make a checkpoint."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(16)
+        size = path.stat().st_size
+    except OSError:
+        return False
+    name = path.name
+    if name.endswith(".json"):
+        return head.lstrip().startswith(b"{")
+    if name.endswith(".safetensors"):
+        return len(head) > 8 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") <= size - 8
+    if name.endswith(".gguf"):
+        return head.startswith(b"GGUF")
+    return head.startswith(b"PK\x03\x04") or (len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5)
+
+
 def _hf_cache_hint(folder: Path) -> str:
     """For a Hugging Face cache folder that holds no config.json itself (the repo folder
     ``models--ORG--NAME`` or its ``snapshots``), what to give instead: the snapshot folders and the repo id."""
@@ -426,10 +447,12 @@ def _locate_config(arg: str, revision: str | None, env: Mapping) -> Path:
         return config
     if path.is_file():
         if path.name.endswith(CHECKPOINT_SUFFIXES):   # read as JSON it gave 'invalid JSON' or a codec error
-            folder = path.parent
+            # the folder in full: `rand.bin` in the working directory had "its folder . has no config.json"
+            folder = Path(os.path.abspath(path.parent))
             where = (f"give its folder {folder} instead" if (folder / "config.json").is_file() else
                      f"its folder {folder} has no config.json either")
-            raise UsageError(f"{arg}: a checkpoint file, not a model's config.json: {where}")
+            what = "a checkpoint file" if _starts_as_weights(path) else "a file"
+            raise UsageError(f"{arg}: {what}, not a model's config.json: {where}")
         return path
     if _REPO_ID.match(arg) and not arg.startswith((".", "/")):
         found = _cached_config(arg, revision, hf_cache_dir(env))
