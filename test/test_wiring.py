@@ -395,7 +395,7 @@ def test_startup_line_design_example_and_other_shapes():
 def test_to_dict_has_exactly_the_issue_keys():
     d = check_pair(KIMI_TARGET, KIMI_DRAFT, header={"fc.weight": [7168, 21504]}, env={}).to_dict()
     assert list(d) == ["num_layers", "ids", "ids_source", "reading", "positions", "stock_positions",
-                       "stock_family", "stock_ids_hint", "fc_in_features", "problems"]
+                       "stock_family", "stock_ids_hint", "fc_in_features", "problems", "stock_captured"]
     assert d["stock_ids_hint"] == [3, 31, 59] and d["fc_in_features"] == 21504 and d["num_layers"] == 61
     assert d["problems"][0]["level"] == "warning" and d["problems"][0]["code"] == "stock_differs"
     json.dumps(d)

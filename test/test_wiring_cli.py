@@ -81,7 +81,26 @@ def test_kimi_json_is_the_issue_example(shared_data, tmp_path, capsys):
     assert [(p["level"], p["code"]) for p in doc.pop("problems")] == [("warning", "stock_differs")]
     assert doc == {"num_layers": 61, "ids": [2, 30, 58], "ids_source": "eagle_config", "reading": "layer_output",
                    "positions": [3, 31, 59], "stock_positions": [2, 30, 58], "stock_family": "deepseek_v2",
-                   "stock_ids_hint": [3, 31, 59], "fc_in_features": 21504}
+                   "stock_ids_hint": [3, 31, 59], "fc_in_features": 21504, "stock_captured": [2, 30, 58]}
+
+
+def test_json_says_what_stock_captures_of_what_it_is_handed(shared_data, tmp_path, capsys):
+    # stock_positions is what stock SGLang 0.5.23 is handed, [-1, 2, 30, 58] for case 03; that it never
+    # captures -1 was in the text alone. stock_captured, the last key, is each case's captured_hf_indices
+    from conftest import config_cases
+
+    for case in config_cases():
+        target, draft = _materialise(case, tmp_path / case.name)
+        doc = json.loads(run_cli(capsys, str(target), str(draft), "--json")[1])
+        stock = json.loads((case / "expected.json").read_text())["sglang_0_5_23"]
+        assert list(doc)[-2:] == ["problems", "stock_captured"], case.name
+        assert doc["stock_captured"] == stock.get("captured_hf_indices"), case.name
+    target, draft = _materialise(shared_data / "configs" / "03-kimi-k25-embedding-minus1-four-ids", tmp_path / "03")
+    doc = json.loads(run_cli(capsys, str(target), str(draft), "--json")[1])
+    assert (doc["stock_positions"], doc["stock_captured"]) == ([-1, 2, 30, 58], [2, 30, 58])
+    target, draft = _materialise(shared_data / "configs" / "14-gpt-oss-20b-id-out-of-range", tmp_path / "14")
+    doc = json.loads(run_cli(capsys, str(target), str(draft), "--json")[1])
+    assert (doc["stock_positions"], doc["stock_captured"]) == ([2, 18, 34], [2, 18])
 
 
 def test_human_output_ends_with_the_stock_fix(shared_data, tmp_path, capsys):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from .config import ENV_CONVENTION, ENV_IDS, _is_int
 from .stock import RULES_BY_MODULE, STOCK_VERSION, stock_captured
+from .stock import stock_captured as _kept   # WiringReport.stock_captured's
 
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -78,7 +79,7 @@ def _json_safe(value):
 
 
 _JSON_KEYS = ("num_layers", "ids", "ids_source", "reading", "positions", "stock_positions", "stock_family",
-              "stock_ids_hint", "fc_in_features", "problems")
+              "stock_ids_hint", "fc_in_features", "problems", "stock_captured")
 
 
 @dataclass
@@ -94,6 +95,9 @@ class WiringReport:
             the final norm); None when an id is not an int, out of range or repeated.
         stock_positions: the ``layers_to_capture`` stock SGLang 0.5.23 leaves; None
             when its setter would raise (or the family is unknown).
+        stock_captured: of ``stock_positions``, the positions stock actually captures (a
+            property; last in the JSON): ``[2, 30, 58]`` of ``[-1, 2, 30, 58]``, whose -1 it
+            never captures; None where ``stock_positions`` is.
         stock_family: the SGLang model file whose stock rule applies.
         stock_ids_hint: ``eagle_config`` ids that make stock 0.5.23 capture
             ``positions``, or None (see :func:`stock_fix_text` for why).
@@ -140,6 +144,14 @@ class WiringReport:
     @property
     def ok(self) -> bool:
         return not self.errors
+
+    @property
+    def stock_captured(self) -> list | None:
+        """What stock SGLang 0.5.23 captures of ``stock_positions``: the ``kept`` of
+        :func:`stock_capture_words`, which the start-up line and ``stock_differs`` quote."""
+        if self.stock_family is None or not isinstance(self.stock_positions, list):
+            return None
+        return _kept(RULES_BY_MODULE[self.stock_family], self.stock_positions, self.num_layers)
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in _JSON_KEYS}
