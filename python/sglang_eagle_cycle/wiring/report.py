@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 from .config import ENV_CONVENTION, ENV_IDS, _is_int
 from .stock import RULES_BY_MODULE, STOCK_VERSION, stock_captured
-from .stock import stock_captured as _kept   # WiringReport.stock_captured's
 
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -151,7 +150,8 @@ class WiringReport:
         :func:`stock_capture_words`, which the start-up line and ``stock_differs`` quote."""
         if self.stock_family is None or not isinstance(self.stock_positions, list):
             return None
-        return _kept(RULES_BY_MODULE[self.stock_family], self.stock_positions, self.num_layers)
+        # the module's function (a method body does not see the class's own names)
+        return stock_captured(RULES_BY_MODULE[self.stock_family], self.stock_positions, self.num_layers)
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in _JSON_KEYS}
