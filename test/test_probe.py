@@ -290,6 +290,8 @@ def test_plugin_best_with_wiring_error_exits_1(tmp_path, capsys):
     code, out, err = run([str(d / "target"), str(d / "draft")], capsys)
     assert code == 1, err
     assert "verdict: plugin_best" in out and "wiring errors: aux_capture_off_fc_mismatch" in out
+    # never "none needed" beside a wiring error: the positions need none, the pair does
+    assert "fix: none needed" not in out and "fix: the positions need no change (the wiring errors above do)" in out
 
 
 def test_offloaded_target_states(tmp_path, monkeypatch):
@@ -533,6 +535,7 @@ def test_wiring_probe_static_error_exits_1_even_when_the_probe_agrees(tmp_path, 
     code, out, err = wiring_cli([str(d / "target"), str(d / "draft"), "--probe", "--algorithm", "EAGLE"], capsys)
     assert code == 1, err
     assert "algorithm_not_eagle3" in out and "verdict: plugin_best" in out
+    assert "fix: none needed" not in out and "fix: the positions need no change" in out
 
 
 def test_wiring_probe_unusable_draft_one_line_exit_2(tmp_path, capsys):

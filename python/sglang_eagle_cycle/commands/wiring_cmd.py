@@ -128,6 +128,10 @@ def main(args: argparse.Namespace) -> int:
     if text is not None:  # the static report first: it stands even when the probe cannot run
         print(text, end="\n\n", flush=True)
     result = run_probe(args, target_path.parent, draft_path.parent)
+    # the probe checks the pair as a default launch would; this report's options (--algorithm,
+    # --context-length) may find errors of their own, which its fix line must not call "none needed"
+    extra = [p.code for p in report.errors if p.code not in result["wiring_errors"]]
+    result["wiring_errors"] = list(result["wiring_errors"]) + extra
     args._rc_decided = 1 if report.errors else exit_code(result)
     if args.json:
         print(json.dumps(text_safe({**report.to_dict(), "probe": result})))

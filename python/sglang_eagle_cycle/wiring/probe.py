@@ -866,9 +866,12 @@ def fix_text(result: dict) -> str:
     v = result["verdict"]
     if v == "plugin_best":
         plugin = next((c for c in result["candidates"] if "plugin" in c["names"]), None)
+        # with wiring errors the pair needs a fix whatever the positions: only the positions need none
+        none = ("the positions need no change (the wiring errors above do)" if result.get("wiring_errors")
+                else "none needed")
         if plugin is None or plugin["positions"] == result["best"]["positions"]:
-            return "fix: none needed: the plugin captures the positions the draft agrees best on"
-        return (f"fix: none needed: the plugin's positions {plugin['positions']} are not significantly worse "
+            return f"fix: {none}: the plugin captures the positions the draft agrees best on"
+        return (f"fix: {none}: the plugin's positions {plugin['positions']} are not significantly worse "
                 f"than the best {result['best']['positions']} (McNemar p={plugin['p_vs_best']:.2g} > {ALPHA})")
     if v == "not_trained_on_target":
         # a margin past the bar that is not significant is no finding either way: too few tokens
