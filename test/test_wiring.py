@@ -428,6 +428,16 @@ def test_a_wrapper_text_config_wins_over_the_top_level():
     for wrapper in ({"language_config": {"num_hidden_layers": 61}}, {"llm_config": {"num_hidden_layers": 61}},
                     {"thinker_config": {"text_config": {"num_hidden_layers": 61}}}):
         assert find_num_layers({"num_hidden_layers": 27, **wrapper}) == 61, wrapper
+    # two wrappers: SGLang 0.5.23's priority (thinker, llm, language, text), not the order they are written in
+    two = {"text_config": {"num_hidden_layers": 12}, "llm_config": {"num_hidden_layers": 61}}
+    assert find_num_layers(two) == 61
+    assert find_num_layers({**two, "thinker_config": {"text_config": {"num_hidden_layers": 28}}}) == 28
+    assert find_num_layers({**two, "thinker_config": {"num_hidden_layers": 36}}) == 36   # no text_config in it
+    assert find_num_layers({"language_config": {"num_hidden_layers": 30}, "text_config": {"num_hidden_layers": 12}}) == 30
+    with pytest.raises(UsageError, match=r"looked at thinker_config\.num_hidden_layers, llm_config\.num_hidden_layers, "
+                                         r"language_config\.num_hidden_layers, text_config\.num_hidden_layers, "
+                                         r"num_hidden_layers\)"):
+        find_num_layers({"hidden_size": 8})
     # SGLang's non-HF LLaVA classes (Llava*ForCausalLM) are built from the top level, text_config unused
     llava = {"architectures": ["LlavaQwenForCausalLM"], "num_hidden_layers": 28, "text_config": {"num_hidden_layers": 32}}
     assert find_num_layers(llava) == 28
@@ -437,6 +447,12 @@ def test_a_wrapper_text_config_wins_over_the_top_level():
     live = SimpleNamespace(config=SimpleNamespace(num_hidden_layers=27, text_config=SimpleNamespace(num_hidden_layers=61)))
     assert num_layers_of(live) == 61
     assert num_layers_of(SimpleNamespace(config=SimpleNamespace(num_hidden_layers=27))) == 27
+    live_two = SimpleNamespace(config=SimpleNamespace(num_hidden_layers=27, text_config=SimpleNamespace(num_hidden_layers=12),
+                                                      llm_config=SimpleNamespace(num_hidden_layers=61)))
+    assert num_layers_of(live_two) == 61
+    live_llava = SimpleNamespace(config=SimpleNamespace(architectures=["LlavaQwenForCausalLM"], num_hidden_layers=28,
+                                                        text_config=SimpleNamespace(num_hidden_layers=32)))
+    assert num_layers_of(live_llava) == 28
 
 
 def test_stock_hints():

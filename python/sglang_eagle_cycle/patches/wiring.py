@@ -133,10 +133,19 @@ def _strict() -> bool:
 
 
 def num_layers_of(model) -> int:
-    """Decoder layers of the target from its config (its ``text_config`` first, where it has one: the
-    language model's), else its layer list."""
+    """Decoder layers of the target from its config, else its layer list. A wrapper's language
+    model first, in SGLang 0.5.23's priority (``get_hf_text_config``: ``thinker_config``'s
+    ``text_config``, ``llm_config``, ``language_config``, ``text_config``), then the top level; the
+    top level first for ``Llava*ForCausalLM``, which SGLang builds from it (as
+    :func:`..wiring.config._language_holders` reads a config file)."""
+    from ..wiring.config import _reads_top_level
+
     cfg = getattr(model, "config", None)
-    for holder in (getattr(cfg, "text_config", None), cfg):
+    thinker = getattr(cfg, "thinker_config", None)
+    wrappers = [getattr(thinker, "text_config", thinker)] + [getattr(cfg, w, None) for w in
+                                                              ("llm_config", "language_config", "text_config")]
+    top_first = _reads_top_level({"architectures": getattr(cfg, "architectures", None)})
+    for holder in ((cfg, *wrappers) if top_first else (*wrappers, cfg)):
         n = getattr(holder, "num_hidden_layers", None)
         if isinstance(n, int) and not isinstance(n, bool):
             return n

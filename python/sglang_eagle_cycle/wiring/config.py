@@ -36,19 +36,29 @@ IDS_KEY = "eagle_aux_hidden_state_layer_ids"
 MAX_NUM_LAYERS = 10000
 
 
-#: where multimodal wrappers keep their language model's config (never ``vision_config``)
-_TEXT_WRAPPERS = ("text_config", "language_config", "llm_config")
+#: where multimodal wrappers keep their language model's config (never ``vision_config``), after
+#: ``thinker_config``, in SGLang 0.5.23's priority (``get_hf_text_config``: thinker, llm, language, text)
+_TEXT_WRAPPERS = ("llm_config", "language_config", "text_config")
+
+
+def _wrappers(cfg: Mapping) -> list[tuple[str, object]]:
+    """The text wrappers of ``cfg`` in SGLang 0.5.23's priority, as ``(json_path_prefix, holder)``:
+    ``thinker_config.text_config`` (``thinker_config`` itself where it has none), then
+    :data:`_TEXT_WRAPPERS`. Holders may be absent (None) or not objects."""
+    thinker = cfg.get("thinker_config")
+    if isinstance(thinker, Mapping) and "text_config" in thinker:
+        first = ("thinker_config.text_config.", thinker.get("text_config"))
+    else:
+        first = ("thinker_config.", thinker)
+    return [first] + [(f"{w}.", cfg.get(w)) for w in _TEXT_WRAPPERS]
 
 
 def _text_config(cfg: Mapping):
-    for key in _TEXT_WRAPPERS:
-        inner = cfg.get(key) if isinstance(cfg, Mapping) else None
-        if isinstance(inner, Mapping):
-            return inner
-    thinker = cfg.get("thinker_config") if isinstance(cfg, Mapping) else None
-    if isinstance(thinker, Mapping) and isinstance(thinker.get("text_config"), Mapping):
-        return thinker["text_config"]
-    return None
+    """The language model's config of a wrapper, the first object of :func:`_wrappers`; None for a
+    config that has none."""
+    if not isinstance(cfg, Mapping):
+        return None
+    return next((inner for _, inner in _wrappers(cfg) if isinstance(inner, Mapping)), None)
 
 
 def _reads_top_level(cfg: Mapping) -> bool:
@@ -62,12 +72,10 @@ def _reads_top_level(cfg: Mapping) -> bool:
 
 def _language_holders(cfg: Mapping) -> list[tuple[str, object]]:
     """Where a language-model field is read, in order, as ``(json_path_prefix, holder)``: the text
-    wrappers first (``text_config``, ``language_config``, ``llm_config``, ``thinker_config.text_config``:
-    SGLang 0.5.23 builds the decoder, the one the aux hidden states come from, from the wrapper's
-    config), then the top level; the top level first for :func:`_reads_top_level` configs."""
-    thinker = cfg.get("thinker_config")
-    wrappers = [(f"{w}.", cfg.get(w)) for w in _TEXT_WRAPPERS]
-    wrappers.append(("thinker_config.text_config.", thinker.get("text_config") if isinstance(thinker, Mapping) else None))
+    wrappers first, in SGLang 0.5.23's priority (:func:`_wrappers`: it builds the decoder, the one the
+    aux hidden states come from, from the wrapper's config), then the top level; the top level first
+    for :func:`_reads_top_level` configs."""
+    wrappers = _wrappers(cfg)
     return [("", cfg)] + wrappers if _reads_top_level(cfg) else wrappers + [("", cfg)]
 
 
@@ -130,8 +138,8 @@ def find_field(cfg: Mapping, key: str) -> tuple[int, str] | None:
 def _require(cfg: Mapping, key: str, what: str) -> int:
     found = find_field(cfg, key)
     if found is None:
-        raise UsageError(f"target config has no integer {key} (looked at {key}, "
-                         f"{', '.join(w + '.' + key for w in _TEXT_WRAPPERS)}): cannot know the {what}")
+        places = [f"{prefix}{key}" for prefix, _ in _language_holders(cfg)]
+        raise UsageError(f"target config has no integer {key} (looked at {', '.join(places)}): cannot know the {what}")
     return found[0]
 
 
