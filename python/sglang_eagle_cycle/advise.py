@@ -335,8 +335,8 @@ ACCEPT_CONSISTENCY = 0.05
 
 
 def _check_group_consistency(g: Mapping, phases_doc: Mapping, phases: Mapping[str, Optional[float]],
-                             accept: Optional[float], bs: int, steps: int, cycles: Optional[int],
-                             what: str) -> None:
+                             accept: Optional[float], bs: int, hist_counts: Optional[list[tuple[int, int]]],
+                             cycles: Optional[int], what: str) -> None:
     """An inspect group whose figures contradict each other (a hand-edited document) is refused, not
     advised on: the measured column would show one figure and the model fit another. Only documents
     and bench records' groups as given: a log's cycles are measurements, read line by line (a
@@ -344,7 +344,9 @@ def _check_group_consistency(g: Mapping, phases_doc: Mapping, phases: Mapping[st
 
     Checked where both sides are present: ``verify_fwd_ms`` (the target forward) within
     ``verify_ms`` (beyond 1% + 0.05 ms of rounding); ``accept_len_mean`` within
-    :data:`ACCEPT_CONSISTENCY` of the mean of ``accept_hist``; the histogram's request-cycles at most
+    :data:`ACCEPT_CONSISTENCY` of the mean of ``accept_hist`` (``hist_counts``: its per-position
+    counts, :func:`counts_from_hist`; the mean is 1 plus the accepted drafts over the request-cycles,
+    which all reach position 1); the histogram's request-cycles at most
     ``cycles x bs``; ``tok_s`` within a factor :data:`TOK_S_CONSISTENCY` of ``1000 bs
     accept_len_mean / (total_ms + gap_ms)`` (the period the plugin divides by).
 
@@ -357,12 +359,10 @@ def _check_group_consistency(g: Mapping, phases_doc: Mapping, phases: Mapping[st
         raise UsageError(f"{what}.phases: verify_fwd_ms {fwd:.3f} exceeds verify_ms {verify:.3f} (the target forward "
                          "is part of the verify): the document contradicts itself (edited?); regenerate it with "
                          "eagle-cycle inspect LOG --json")
-    hist = g.get("accept_hist")
-    if isinstance(hist, Mapping) and hist:
-        pairs = [(int(str(k).strip()), int(v)) for k, v in hist.items()]
-        n = sum(c for _, c in pairs)
+    if hist_counts:
+        n = hist_counts[0][1]
         if n and accept is not None:
-            mean = sum(k * c for k, c in pairs) / n
+            mean = 1.0 + sum(a for a, _ in hist_counts) / n
             if abs(mean - accept) > ACCEPT_CONSISTENCY:
                 raise UsageError(f"{what}: accept_len_mean {accept:g} but its accept_hist's mean is {mean:.3f}: the "
                                  "document contradicts itself (edited?); regenerate it with eagle-cycle inspect LOG --json")
@@ -452,12 +452,6 @@ def _ppa_counts(ppa: Any, steps: int, what: str) -> Optional[list[tuple[int, int
     return out
 
 
-def _counts_from_group(g: Mapping, steps: int, what: str) -> Optional[list[tuple[int, int]]]:
-    from_ppa = _ppa_counts(g.get("per_position_acceptance"), steps, what)
-    from_hist = counts_from_hist(g.get("accept_hist"), steps, what)
-    return from_ppa if from_ppa is not None else from_hist
-
-
 def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, from_log: bool = False
                       ) -> tuple[list[Run], dict[int, float], list[str]]:
     """Runs from an ``eagle-cycle inspect --json`` document.
@@ -519,11 +513,14 @@ def runs_from_inspect(doc: Any, source: str, group_label: Optional[str] = None, 
         accept = _num(g.get("accept_len_mean"), f"{what}.accept_len_mean")
         if accept is not None and not 1.0 <= accept <= steps + 1 + 1e-9:
             raise UsageError(f"{what}: accept_len_mean {accept} impossible with {cm.steps_text(steps)}")
-        counts = _counts_from_group(g, steps, what)  # validated whatever the topk
+        # both validated whatever the topk; the counts of per_position_acceptance first, else the histogram's
+        ppa_counts = _ppa_counts(g.get("per_position_acceptance"), steps, what)
+        hist_counts = counts_from_hist(g.get("accept_hist"), steps, what)
+        counts = ppa_counts if ppa_counts is not None else hist_counts
         cycles = _int(g.get("cycles"), f"{what}.cycles", maximum=MAX_COUNT, allow_none=True)
         tok_s = _tok(g.get("tok_s"), f"{what}.tok_s", positive=True)   # its range first, then its agreement
         if not from_log:   # a document (or a bench record's group) as given, not one made here from a log
-            _check_group_consistency(g, phases_doc, phases, accept, bs, steps, cycles, what)
+            _check_group_consistency(g, phases_doc, phases, accept, bs, hist_counts, cycles, what)
         ndt = _int(g.get("draft_tokens"), f"{what}.draft_tokens", allow_none=True)
         _check_chain_tokens(topk, steps, ndt, what)
         total_doc = phases_doc.get("total_ms")
