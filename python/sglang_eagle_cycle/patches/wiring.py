@@ -138,12 +138,11 @@ def num_layers_of(model) -> int:
     ``text_config``, ``llm_config``, ``language_config``, ``text_config``), then the top level; the
     top level first for ``Llava*ForCausalLM``, which SGLang builds from it (as
     :func:`..wiring.config._language_holders` reads a config file)."""
-    from ..wiring.config import _reads_top_level
+    from ..wiring.config import _TEXT_WRAPPERS, _reads_top_level
 
     cfg = getattr(model, "config", None)
     thinker = getattr(cfg, "thinker_config", None)
-    wrappers = [getattr(thinker, "text_config", thinker)] + [getattr(cfg, w, None) for w in
-                                                              ("llm_config", "language_config", "text_config")]
+    wrappers = [getattr(thinker, "text_config", thinker)] + [getattr(cfg, w, None) for w in _TEXT_WRAPPERS]
     top_first = _reads_top_level({"architectures": getattr(cfg, "architectures", None)})
     for holder in ((cfg, *wrappers) if top_first else (*wrappers, cfg)):
         n = getattr(holder, "num_hidden_layers", None)
