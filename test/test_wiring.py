@@ -1157,3 +1157,38 @@ def test_the_server_reads_an_unparsable_allow_embedding_as_unset(monkeypatch, ca
     with pytest.raises(UsageError):
         resolve_at_setter(family="llama", num_layers=32, passed_ids=[1, 15, 28], draft_cfg=None,
                           env={"SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING": "fasle"})
+
+
+@pytest.mark.parametrize("cfg", [
+    {"architectures": ["X"], "num_hidden_layers": 27, "text_config": {"num_hidden_layers": 12, "num_attention_heads": 4},
+     "llm_config": {"num_hidden_layers": 61, "num_attention_heads": 4}},
+    {"architectures": ["X"], "language_config": {"num_hidden_layers": 30},
+     "text_config": {"num_hidden_layers": 12, "num_attention_heads": 4}},
+    {"architectures": ["X"], "thinker_config": {"text_config": {"num_hidden_layers": 28}},
+     "llm_config": {"num_hidden_layers": 61, "num_attention_heads": 4}},
+    {"architectures": ["X"], "thinker_config": {"num_hidden_layers": 36},
+     "text_config": {"num_hidden_layers": 12, "num_attention_heads": 4}},
+    {"architectures": ["LlavaQwenForCausalLM"], "num_hidden_layers": 28,
+     "text_config": {"num_hidden_layers": 32, "num_attention_heads": 4}},
+    {"architectures": ["KimiK25ForConditionalGeneration"], "num_hidden_layers": 27,
+     "text_config": {"num_hidden_layers": 61, "num_attention_heads": 4}},
+])
+def test_layer_count_is_the_one_sglang_get_hf_text_config_picks(cfg):
+    """The config file reader and the server hook take the layer count from the sub-config SGLang
+    0.5.23's own get_hf_text_config returns (its priority: thinker, llm, language, text; Llava*ForCausalLM
+    the top level), proven on SGLang's function, not on our reading of it."""
+    common = pytest.importorskip("sglang.srt.utils.hf_transformers.common")
+    from transformers import PretrainedConfig
+
+    from sglang_eagle_cycle.patches.wiring import num_layers_of
+
+    def live(c):   # nested configs as a model's config class builds them (SGLang converts one level of dicts)
+        c = dict(c)
+        if isinstance(c.get("thinker_config"), dict):
+            c["thinker_config"] = PretrainedConfig(**{k: PretrainedConfig(**v) if isinstance(v, dict) else v
+                                                      for k, v in c["thinker_config"].items()})
+        return PretrainedConfig(**c)
+
+    sglang_says = common.get_hf_text_config(live(cfg)).num_hidden_layers
+    assert find_num_layers(cfg) == sglang_says
+    assert num_layers_of(SimpleNamespace(config=live(cfg))) == sglang_says

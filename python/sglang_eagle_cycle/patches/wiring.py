@@ -137,15 +137,22 @@ def num_layers_of(model) -> int:
     model first, in SGLang 0.5.23's priority (``get_hf_text_config``: ``thinker_config``'s
     ``text_config``, ``llm_config``, ``language_config``, ``text_config``), then the top level; the
     top level first for ``Llava*ForCausalLM``, which SGLang builds from it (as
-    :func:`..wiring.config._language_holders` reads a config file)."""
+    :func:`..wiring.config._language_holders` reads a config file). Sub-configs kept as plain dicts
+    are read as well as config objects."""
+    from collections.abc import Mapping
+
     from ..wiring.config import _TEXT_WRAPPERS, _reads_top_level
 
+    def sub(obj, key):   # a config object's field, or a plain dict's (sub-configs some models keep as dicts)
+        return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
+
     cfg = getattr(model, "config", None)
-    thinker = getattr(cfg, "thinker_config", None)
-    wrappers = [getattr(thinker, "text_config", thinker)] + [getattr(cfg, w, None) for w in _TEXT_WRAPPERS]
-    top_first = _reads_top_level({"architectures": getattr(cfg, "architectures", None)})
+    thinker = sub(cfg, "thinker_config")
+    inner = sub(thinker, "text_config")
+    wrappers = [thinker if inner is None else inner] + [sub(cfg, w) for w in _TEXT_WRAPPERS]
+    top_first = _reads_top_level({"architectures": sub(cfg, "architectures")})
     for holder in ((cfg, *wrappers) if top_first else (*wrappers, cfg)):
-        n = getattr(holder, "num_hidden_layers", None)
+        n = sub(holder, "num_hidden_layers")
         if isinstance(n, int) and not isinstance(n, bool):
             return n
     return len(model.model.layers)
