@@ -321,7 +321,8 @@ def run_adaptive(world: ShiftWorld, draws: Draws, policy, name: str, initial: in
 
 
 def _config(world: ShiftWorld, tmp: Path) -> str:
-    path = tmp / f"{world.name}.json"
+    # a fixed name in the run's own folder: a world's name is any JSON text ("x/y", "../z")
+    path = tmp / "adaptive.json"
     path.write_text(json.dumps({"1": {"candidate_steps": list(world.candidates),
                                       "nospec_tok_s": round(world.nospec_tok_s(), 3), "nospec_bs": world.bs}}))
     return str(path)

@@ -573,3 +573,16 @@ def test_a_bucket_keyed_0_with_a_nospec_figure_keeps_our_policy(tmp_path, caplog
     assert policy.active is ours
     assert not [r for r in caplog.records if "internal error" in r.getMessage()]
     assert [r.getMessage() for r in caplog.records if "speculation should be off" in r.getMessage()]
+
+
+@pytest.mark.parametrize("name", ["x/y", "../outside"])
+def test_a_world_name_with_a_path_separator_is_only_a_label(sim, tmp_path, name):
+    """The world's name had named the config file in the run's temporary folder: ``x/y`` ended in a
+    FileNotFoundError traceback and ``../outside`` wrote the config beside that folder."""
+    doc = {"name": name, "bs": 4, "candidates": [1, 2],
+           "phases": [{"cycles": 100, "p": [0.8] * 7}],
+           "costs": {"kind": "dense", "decode_ms": 10, "fixed_ms": 10, "slope_ms": 0.01, "extend_fixed_ms": 0.5,
+                     "extend_slope_ms": 0.001, "draft_step_ms": 0.5, "other_ms": 0.3, "gap_ms": 0.05,
+                     "noise": 0.03}}
+    r = sim.evaluate(sim.world_from_json(doc), seed=1)
+    assert r["world"] == name and 0.5 < r["cost_ratio"] <= 1.0 + 1e-9
