@@ -715,3 +715,17 @@ def test_a_reader_that_stops_early_keeps_the_sweeps_exit_code(tmp_path):
         os.close(write_end)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert [x["steps"] for x in read_jsonl(out)] == [0, 1]
+
+
+def test_a_list_option_given_twice_keeps_both_lists(tmp_path):
+    """``--steps 1 2 --steps 5`` had swept steps 5 alone (argparse's last one wins), dropping what
+    the user wrote first without a word; now both lists, as ``eagle-cycle advise --batch-sizes``."""
+    parse = bench_main.__globals__["parse"]
+    launch = ["--launch", "--model-path", "m", "--draft-model-path", "d", "--output", str(tmp_path / "o.jsonl")]
+    args = parse([*launch, "--steps", "1", "2", "--steps", "5", "--topk", "1", "--topk", "2",
+                  "--draft-tokens", "4", "--draft-tokens", "auto", "--concurrency", "1", "--concurrency", "8"])
+    assert (args.steps, args.topk, args.draft_tokens, args.concurrency) == ([1, 2, 5], [1, 2], [4, None], [1, 8])
+    args = parse(launch)
+    assert args.concurrency == [1] and args.steps == [1, 2, 3, 5] and args.topk == [1]   # the defaults stand
+    assert parse(["--url", "http://127.0.0.1:1", "--concurrency", "4"]).concurrency == [4]   # not [1, 4]
+

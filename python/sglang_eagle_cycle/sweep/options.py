@@ -138,11 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="EAGLE-3 draft (passed as --speculative-draft-model-path)")
     g.add_argument("--algorithm", default="EAGLE3",
                    help="--speculative-algorithm for the speculative configurations (default EAGLE3)")
-    g.add_argument("--steps", type=_positive_int, nargs="+", metavar="N",
-                   help="--speculative-num-steps values (default: 1 2 3 5)")
-    g.add_argument("--topk", type=_positive_int, nargs="+", metavar="K",
+    g.add_argument("--steps", type=_positive_int, nargs="+", action="extend", metavar="N",
+                   help="--speculative-num-steps values (default: 1 2 3 5; given twice, both lists)")
+    g.add_argument("--topk", type=_positive_int, nargs="+", action="extend", metavar="K",
                    help="--speculative-eagle-topk values (default: 1)")
-    g.add_argument("--draft-tokens", type=_draft_tokens, nargs="+", metavar="auto|N",
+    g.add_argument("--draft-tokens", type=_draft_tokens, nargs="+", action="extend", metavar="auto|N",
                    help="--speculative-num-draft-tokens values for topk > 1 (default: auto = not "
                         "passed); with topk 1 SGLang forces steps + 1")
     g.add_argument("--no-baseline", action="store_true",
@@ -161,8 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where server logs are kept (default: OUTPUT_STEM_server_logs/ beside --output)")
 
     g = p.add_argument_group("workload")
-    g.add_argument("--concurrency", type=_positive_int, nargs="+", default=[1], metavar="C",
-                   help="requests kept in flight (batch size), one measurement each (default: 1)")
+    g.add_argument("--concurrency", type=_positive_int, nargs="+", action="extend", metavar="C",
+                   help="requests kept in flight (batch size), one measurement each (default: 1; given "
+                        "twice, both lists)")
     g.add_argument("--max-new-tokens", type=_positive_int, default=256, metavar="N",
                    help="max_new_tokens per request (default 256); sampling is greedy (temperature 0)")
     n = g.add_mutually_exclusive_group()
@@ -208,6 +209,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         argv, extra = argv[:i], argv[i + 1:]
     args = build_parser().parse_args(argv)
     args.server_args = extra
+    args.concurrency = args.concurrency or [1]   # no default list: "extend" would add to it
     launch_only = {"--model-path": args.model, "--draft-model-path": args.draft,
                    "--steps": args.steps, "--topk": args.topk, "--draft-tokens": args.draft_tokens,
                    "--server-cmd": args.server_cmd, "--port": args.port,
