@@ -729,3 +729,23 @@ def test_a_list_option_given_twice_keeps_both_lists(tmp_path):
     assert args.concurrency == [1] and args.steps == [1, 2, 3, 5] and args.topk == [1]   # the defaults stand
     assert parse(["--url", "http://127.0.0.1:1", "--concurrency", "4"]).concurrency == [4]   # not [1, 4]
 
+
+@pytest.mark.parametrize("damage", [{"output_tok_s": "fast"}, {"cycle": [1]}, {"ttft_ms": 5},
+                                    {"output_tok_s": float("nan")}, {"steps": None}, {"concurrency": "1"},
+                                    {"cycle": {"phases": {"total_ms": {"mean": "x"}}}}])
+def test_a_record_edited_into_other_types_is_skipped_not_a_traceback(tmp_path, damage):
+    """A record of the right schema with a field of another type (edited by hand) had reached the
+    summary of a re-run: TypeError / AttributeError / ValueError after the sweep, exit 1. It is now
+    skipped as a damaged line is, and counted for the warning."""
+    import io
+
+    out = tmp_path / "o.jsonl"
+    good = [_row(0, 1, 88.8), _row(2, 1, 94.1)]
+    bad = dict(_row(3, 1, 99.0), **damage)
+    out.write_text("".join(json.dumps(r) + "\n" for r in [*good, bad]))
+    log = records.RecordLog(out)
+    rows = summary.select(log.read(), prompt_set_sha256="x", max_new_tokens=16, model="m")
+    assert [r["steps"] for r in rows] == [0, 2] and log.skipped_lines == 1
+    summary.render_table(rows, io.StringIO(), "t")
+    assert summary.make_figure(rows, "t") is not None
+    assert json.loads(summary.best_json(rows))["best"][0]["steps"] == 2

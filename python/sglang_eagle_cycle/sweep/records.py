@@ -24,6 +24,7 @@ readers skip it).
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -69,6 +70,51 @@ def new_record(**values: Any) -> dict:
     rec = {k: values.get(k) for k in FIELDS}
     rec["schema"] = SCHEMA
     return rec
+
+
+def _number(v) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v))
+
+
+def _count(v, low: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+
+def _numbers(obj, keys) -> bool:
+    """``obj`` is null, or an object whose ``keys`` (where present) are finite numbers or null."""
+    return obj is None or (isinstance(obj, dict) and all(_number(obj.get(k)) for k in keys))
+
+
+def well_formed(rec: dict) -> bool:
+    """Whether an ``eagle-cycle-bench/1`` object has the field types the sweep reads back (resume
+    keys, the table, the plot, the best-configuration line): texts, counts and finite numbers or
+    null; an ``ok`` record with integer ``steps`` (>= 0) and ``concurrency`` (>= 1). A record edited
+    by hand into other types (``"output_tok_s": "fast"``, ``"cycle": [1]``) is not: it is skipped as
+    a damaged line is, where it had ended the sweep in a traceback at the summary."""
+    if not all(rec.get(k) is None or isinstance(rec.get(k), str)
+               for k in ("model", "draft", "prompt_set_sha256", "status", "server_log", "started_at")):
+        return False
+    if not all(rec.get(k) is None or _count(rec.get(k), 0)
+               for k in ("steps", "topk", "num_draft_tokens", "concurrency", "num_prompts", "max_new_tokens")):
+        return False
+    if not all(_number(rec.get(k)) for k in ("output_tok_s", "request_per_s", "accept_len_mean",
+                                             "speedup_vs_baseline", "duration_s")):
+        return False
+    if not all(rec.get(k) is None or isinstance(rec.get(k), dict) for k in ("settings", "error", "accept_hist")):
+        return False
+    if not (_numbers(rec.get("ttft_ms"), ("p50", "p99")) and _numbers(rec.get("itl_ms"), ("p50", "p99"))):
+        return False
+    cycle = rec.get("cycle")
+    if cycle is not None:
+        phases = cycle.get("phases") if isinstance(cycle, dict) else None
+        if not isinstance(cycle, dict) or not (phases is None or isinstance(phases, dict)):
+            return False
+        if phases and not (_numbers(phases.get("total_ms"), ("mean",))
+                           and _numbers(phases.get("verify_ms"), ("share",))):
+            return False
+    if rec.get("status") == "ok" and not (_count(rec.get("steps"), 0) and _count(rec.get("concurrency"), 1)):
+        return False
+    return True
 
 
 class RecordLog:
@@ -122,7 +168,8 @@ class RecordLog:
             raise UsageError(f"cannot write --output {self.path}: {exc.strerror or exc}") from None
 
     def read(self) -> list[dict]:
-        """Our records in file order; other or damaged lines are counted in ``skipped_lines``."""
+        """Our records in file order; other or damaged lines (records not :func:`well_formed` among
+        them) are counted in ``skipped_lines``."""
         return list(self._iter())
 
     def _iter(self) -> Iterator[dict]:
@@ -141,7 +188,7 @@ class RecordLog:
             except json.JSONDecodeError:
                 self.skipped_lines += 1
                 continue
-            if isinstance(obj, dict) and obj.get("schema") == SCHEMA:
+            if isinstance(obj, dict) and obj.get("schema") == SCHEMA and well_formed(obj):
                 yield obj
             else:
                 self.skipped_lines += 1
