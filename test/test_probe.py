@@ -670,3 +670,37 @@ def test_a_bad_max_memory_is_refused_before_any_model_is_read(tmp_path, capsys, 
         cli.main(["probe", str(missing), str(missing), f"--max-memory={bad}"])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "argument --max-memory: expected a memory size" in err and "nowhere" not in err
+
+
+@pytest.mark.parametrize("env, says", [
+    ({"SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS": "0,2,4"},
+     "fix: unset SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS (the draft's config.json already declares the ids) or "
+     "SGLANG_EAGLE_CYCLE_AUX_CONVENTION=stock with SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS unset"),
+    ({"SGLANG_EAGLE_CYCLE_AUX_CONVENTION": "input"},
+     "fix: unset SGLANG_EAGLE_CYCLE_AUX_CONVENTION (the draft's config.json already declares the ids) or "
+     "SGLANG_EAGLE_CYCLE_AUX_CONVENTION=stock:"),
+])
+def test_fix_names_the_overrides_it_was_computed_without(env, says):
+    """helper 89: with SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS=0,2,4 set (the plugin captures [1, 3, 5]) the
+    probe's fix said 'set ... [1, 3, 5] in the draft's config.json', which the config already held and
+    the set override wins over: following it changed nothing. The fix is computed without the overrides;
+    it now says to unset those that are set."""
+    from sglang_eagle_cycle.wiring.probe import _fix, fix_text
+
+    d = cached("llama")
+    target_cfg, draft_cfg = (json.loads((d / sub / "config.json").read_text()) for sub in ("target", "draft"))
+    fix = _fix([2, 4, 6], None, target_cfg, draft_cfg, None, env)
+    assert fix["unset_only"] and fix["unset"] == list(env)
+    text = fix_text({"verdict": "other_best", "fix": fix, "best": {"positions": [2, 4, 6]}})
+    assert text.startswith(says) and text.endswith("the plugin then captures [2, 4, 6]"), text
+    # a fix that also needs the config changed names the overrides to unset beside it
+    fix = _fix([3, 5, 7], None, target_cfg, draft_cfg, None, env)
+    assert not fix["unset_only"] and fix["eagle_aux_hidden_state_layer_ids"] == [2, 4, 6]
+    assert f"[2, 4, 6]}} in the draft's config.json and unset {next(iter(env))}" in fix_text(
+        {"verdict": "other_best", "fix": fix, "best": {"positions": [3, 5, 7]}})
+    # without overrides, the fix is as before
+    fix = _fix([2, 4, 6], None, target_cfg, draft_cfg, None, {})
+    assert fix["unset"] == [] and not fix["unset_only"]
+    assert fix_text({"verdict": "other_best", "fix": fix, "best": {"positions": [2, 4, 6]}}) == (
+        'fix: set "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 5]} in the draft\'s config.json '
+        "or SGLANG_EAGLE_CYCLE_AUX_CONVENTION=stock: the plugin then captures [2, 4, 6]")

@@ -48,6 +48,7 @@ BATCH_STATE_BYTES = 1 << 30
 BUNDLED_PROMPTS = Path(__file__).resolve().parent.parent / "data" / "prompts.jsonl"   # the package's data/
 ENV_CONVENTION = "SGLANG_EAGLE_CYCLE_AUX_CONVENTION"
 ENV_ALLOW_EMBEDDING = "SGLANG_EAGLE_CYCLE_ALLOW_EMBEDDING"
+ENV_IDS = "SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS"
 
 
 # ----------------------------------------------------------------------------- prompts
@@ -638,7 +639,12 @@ def mcnemar_p(a, b) -> float:
 
 # ----------------------------------------------------------------------------- the probe
 def _fix(best: list[int], plugin: list[int] | None, target_cfg, draft_cfg, header, env) -> dict | None:
-    """Settings that make the plugin capture ``best``: eagle_config ids and/or the convention env value."""
+    """Settings that make the plugin capture ``best``: eagle_config ids and/or the convention env value.
+
+    Both are computed with ``SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS`` and ``SGLANG_EAGLE_CYCLE_AUX_CONVENTION``
+    unset; those of them set in ``env`` are listed under ``"unset"`` (a set ids override wins over
+    any config.json, so the fix holds only once it is gone), and ``"unset_only"`` is True where
+    unsetting them is fix enough (the draft's config.json already declares the ids). None: no fix."""
     from . import check_pair
 
     ids = [p - 1 for p in best]
@@ -647,11 +653,18 @@ def _fix(best: list[int], plugin: list[int] | None, target_cfg, draft_cfg, heade
     if not isinstance(fixed_cfg["eagle_config"], dict):
         fixed_cfg["eagle_config"] = {}
     fixed_cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = ids
-    clean_env = {k: v for k, v in env.items() if k not in ("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", ENV_CONVENTION)}
+    clean_env = {k: v for k, v in env.items() if k not in (ENV_IDS, ENV_CONVENTION)}
     if 0 in best:
         clean_env[ENV_ALLOW_EMBEDDING] = "1"
     out: dict = {"eagle_aux_hidden_state_layer_ids": None, "aux_convention": None,
-                 "allow_embedding": 0 in best}
+                 "allow_embedding": 0 in best, "unset_only": False,
+                 "unset": [k for k in (ENV_IDS, ENV_CONVENTION) if str(env.get(k) or "").strip()]}
+    if out["unset"]:
+        try:
+            rep = check_pair(target_cfg, draft_cfg, header=header, env=clean_env)
+            out["unset_only"] = rep.positions is not None and sorted(rep.positions) == best
+        except UsageError:
+            pass
     try:
         rep = check_pair(target_cfg, fixed_cfg, header=header, env=clean_env)
         if rep.positions is not None and sorted(rep.positions) == best:
@@ -666,7 +679,7 @@ def _fix(best: list[int], plugin: list[int] | None, target_cfg, draft_cfg, heade
         if rep.positions is not None and sorted(rep.positions) == best:
             out["aux_convention"] = value
             break
-    if out["eagle_aux_hidden_state_layer_ids"] is None and out["aux_convention"] is None:
+    if out["eagle_aux_hidden_state_layer_ids"] is None and out["aux_convention"] is None and not out["unset_only"]:
         return None
     return out
 
@@ -890,10 +903,15 @@ def fix_text(result: dict) -> str:
     if fix is None:
         return f"fix: no setting makes the plugin capture {result['best']['positions']}"
     parts = []
-    if fix["eagle_aux_hidden_state_layer_ids"] is not None:
+    unset = fix.get("unset") or []   # overrides set in the probe's environment: the fixes hold without them
+    if fix.get("unset_only"):
+        parts.append(f"unset {' and '.join(unset)} (the draft's config.json already declares the ids)")
+    elif fix["eagle_aux_hidden_state_layer_ids"] is not None:
         parts.append('set "eagle_config": {"eagle_aux_hidden_state_layer_ids": '
-                     f'{fix["eagle_aux_hidden_state_layer_ids"]}}} in the draft\'s config.json')
+                     f'{fix["eagle_aux_hidden_state_layer_ids"]}}} in the draft\'s config.json'
+                     + (f" and unset {' and '.join(unset)}" if unset else ""))
     if fix["aux_convention"] is not None:
-        parts.append(f"{ENV_CONVENTION}={fix['aux_convention']}")
+        parts.append(f"{ENV_CONVENTION}={fix['aux_convention']}"
+                     + (f" with {ENV_IDS} unset" if ENV_IDS in unset else ""))
     extra = f" (with {ENV_ALLOW_EMBEDDING}=1)" if fix.get("allow_embedding") else ""
     return f"fix: {' or '.join(parts)}{extra}: the plugin then captures {result['best']['positions']}"
