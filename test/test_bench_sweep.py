@@ -749,3 +749,20 @@ def test_a_record_edited_into_other_types_is_skipped_not_a_traceback(tmp_path, d
     summary.render_table(rows, io.StringIO(), "t")
     assert summary.make_figure(rows, "t") is not None
     assert json.loads(summary.best_json(rows))["best"][0]["steps"] == 2
+
+
+@pytest.mark.parametrize("extra", [["--log-dir", "logs"], ["--host", "10.0.0.1"], ["--algorithm", "NEXTN"],
+                                   ["--stop-timeout", "5"]])
+def test_a_launch_option_with_url_is_refused_not_ignored(tmp_path, capsys, extra):
+    """--log-dir, --host, --algorithm and --stop-timeout (launch mode only) were ignored without a word
+    with --url, while --port or --steps there were refused; now all are, in one line, exit 2."""
+    out = tmp_path / "o.jsonl"
+    code = bench_main(["--url", "http://127.0.0.1:1", "--output", str(out), *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().splitlines() == [f"bench_eagle_cycle.py: error: {extra[0]}: launch mode only "
+                                                      "(drop --url or use --launch)"], err
+    assert not out.exists()
+    args = bench_main.__globals__["parse"](["--url", "http://127.0.0.1:1"])
+    assert (args.host, args.algorithm, args.stop_timeout) == ("127.0.0.1", "EAGLE3", 30.0)   # defaults kept
+    args = bench_main.__globals__["parse"](["--launch", "--model-path", "m", "--draft-model-path", "d"])
+    assert (args.host, args.algorithm, args.stop_timeout, args.log_dir) == ("127.0.0.1", "EAGLE3", 30.0, None)

@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="target model (passed as --model-path)")
     g.add_argument("--draft-model-path", "--draft", dest="draft",
                    help="EAGLE-3 draft (passed as --speculative-draft-model-path)")
-    g.add_argument("--algorithm", default="EAGLE3",
+    g.add_argument("--algorithm", default=None,
                    help="--speculative-algorithm for the speculative configurations (default EAGLE3)")
     g.add_argument("--steps", type=_positive_int, nargs="+", action="extend", metavar="N",
                    help="--speculative-num-steps values (default: 1 2 3 5; given twice, both lists)")
@@ -150,11 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--startup-timeout", type=_positive_float, default=900.0, metavar="S",
                    help="seconds a server may take to answer /health with 200 (default 900; with --url, "
                         "at most 60: that server is already up)")
-    g.add_argument("--stop-timeout", type=_positive_float, default=30.0, metavar="S",
+    g.add_argument("--stop-timeout", type=_positive_float, default=None, metavar="S",
                    help="seconds between SIGTERM and SIGKILL of the server's process group (default 30)")
     g.add_argument("--server-cmd", default=None, metavar="CMD",
                    help="command that replaces 'python -m sglang.launch_server' (shell-quoted)")
-    g.add_argument("--host", default="127.0.0.1", help="--host of launched servers (default 127.0.0.1)")
+    g.add_argument("--host", default=None, help="--host of launched servers (default 127.0.0.1)")
     g.add_argument("--port", type=_port, default=None,
                    help="--port of launched servers (default: a free port per launch)")
     g.add_argument("--log-dir", type=Path, default=None,
@@ -212,7 +212,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     args.concurrency = args.concurrency or [1]   # no default list: "extend" would add to it
     launch_only = {"--model-path": args.model, "--draft-model-path": args.draft,
                    "--steps": args.steps, "--topk": args.topk, "--draft-tokens": args.draft_tokens,
-                   "--server-cmd": args.server_cmd, "--port": args.port,
+                   "--server-cmd": args.server_cmd, "--port": args.port, "--host": args.host,
+                   "--algorithm": args.algorithm, "--stop-timeout": args.stop_timeout, "--log-dir": args.log_dir,
                    "--no-baseline": args.no_baseline or None,
                    "arguments after --": extra or None}
     if args.url is not None:
@@ -220,7 +221,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
         if used:
             raise UsageError(f"{', '.join(used)}: launch mode only (drop --url or use --launch)")
         _check_url(args.url)
-    else:
+    # the launch options' defaults, set here so that one given with --url is said, not ignored
+    args.algorithm = "EAGLE3" if args.algorithm is None else args.algorithm
+    args.host = "127.0.0.1" if args.host is None else args.host
+    args.stop_timeout = 30.0 if args.stop_timeout is None else args.stop_timeout
+    if args.url is None:
         if args.server_log is not None:
             raise UsageError("--server-log: URL mode only (launched servers' logs are kept in --log-dir)")
         if not args.model:
