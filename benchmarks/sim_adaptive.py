@@ -179,8 +179,10 @@ def world_from_json(doc) -> ShiftWorld:
             kw[key] = _num(value, "costs.outlier_rate", 0.0, 1.0)
         elif key == "noise":   # a per-cycle log-normal sigma; 1e6 overflowed every period
             kw[key] = _num(value, "costs.noise", 0.0, 2.0)
+        elif key == "decode_ms":   # the no-spec tok/s is bs / decode_ms: 1e-320 ms made it inf (a traceback)
+            kw[key] = _num(value, "costs.decode_ms", 1e-3, 1e6)
         else:   # ms, or ms per token or expert: past 1e6 ms the sums overflow to no meaning
-            kw[key] = _num(value, f"costs.{key}", 0.0, 1e6, low_open=key in ("decode_ms", "fixed_ms"))
+            kw[key] = _num(value, f"costs.{key}", 0.0, 1e6, low_open=key == "fixed_ms")
     if "decode_ms" not in kw:
         raise WorldError("costs.decode_ms: missing (the no-spec decode step, ms)")
     if kw.get("moe_experts") and not 0 < kw.get("moe_topk", 0) <= kw["moe_experts"]:

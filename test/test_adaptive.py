@@ -586,3 +586,18 @@ def test_a_world_name_with_a_path_separator_is_only_a_label(sim, tmp_path, name)
                      "noise": 0.03}}
     r = sim.evaluate(sim.world_from_json(doc), seed=1)
     assert r["world"] == name and 0.5 < r["cost_ratio"] <= 1.0 + 1e-9
+
+
+def test_a_decode_step_too_small_for_a_throughput_is_a_world_error(sim, tmp_path):
+    """costs.decode_ms 1e-320 passed as "> 0" and made the no-spec tok/s infinite: the policy's
+    config refused it with a ValueError traceback in the middle of the run. Now a WorldError, exit 2."""
+    import subprocess
+
+    good = json.loads(json.dumps(sim.make_worlds(1, 0, 100)[0].to_json()))
+    bad = tmp_path / "w.json"
+    bad.write_text(json.dumps({**good, "costs": {**good["costs"], "decode_ms": 1e-320}}))
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "sim_adaptive.py"), "--world", str(bad)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [f"sim_adaptive: {bad}: costs.decode_ms: expected a number >= 0.001 "
+                                                "and <= 1e+06, got 1e-320"]
