@@ -411,14 +411,20 @@ def _switch_ms(text: str) -> float:
 
 def main(argv=None) -> int:
     ap = _Parser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--worlds", type=int_in(1), default=12, help="simulated worlds (default 12)")
-    ap.add_argument("--cycles", type=int_in(100), default=10000, help="cycles per phase (default 10000, >= 100)")
+    ap.add_argument("--worlds", type=int_in(1), default=None, help="simulated worlds (default 12; not with --world)")
+    ap.add_argument("--cycles", type=int_in(100), default=None,
+                    help="cycles per phase (default 10000, >= 100; not with --world, whose phases give theirs)")
     ap.add_argument("--seed", type=int_in(0), default=0, help="world and draw seed (default 0)")
     ap.add_argument("--world", metavar="FILE", help="a JSON world (module docstring) instead of drawn ones")
     ap.add_argument("--switch-ms", type=_switch_ms, nargs="*", default=None,
                     help="also sweep these switch costs (ms, finite, >= 0) for both adaptive policies")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     args = ap.parse_args(argv)
+    if args.world and (args.worlds is not None or args.cycles is not None):   # had been ignored without a word
+        ap.error(f"{'--worlds' if args.worlds is not None else '--cycles'}: not with --world (the world file "
+                 "gives its phases' cycles)")
+    args.worlds = 12 if args.worlds is None else args.worlds
+    args.cycles = 10000 if args.cycles is None else args.cycles
     logging.getLogger("sglang").setLevel(logging.WARNING)
     if args.world:
         try:

@@ -308,6 +308,9 @@ def test_a_world_without_depth_3_among_its_candidates_starts_on_one_of_them(sim,
     (["--switch-ms", "inf"], "argument --switch-ms: expected a finite time >= 0 ms, got 'inf'"),
     (["--seed", "-1"], "argument --seed: expected an integer >= 0, got -1"),
     (["--cycles", "99"], "argument --cycles: expected an integer >= 100, got 99"),
+    # a --world gives its own phases: --worlds and --cycles had been ignored without a word
+    (["--world", "w.json", "--worlds", "3"], "--worlds: not with --world (the world file gives its phases' cycles)"),
+    (["--cycles", "3000", "--world", "w.json"], "--cycles: not with --world (the world file gives its phases' cycles)"),
 ])
 def test_bad_simulator_arguments_are_one_line_exit_2(sim, capsys, argv, words):
     with pytest.raises(SystemExit) as exc:
