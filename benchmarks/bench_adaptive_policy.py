@@ -41,7 +41,7 @@ for extra in (ROOT / "python", ROOT / "benchmarks"):
         sys.path.insert(0, str(extra))
 
 from bench_hook_overhead import median_ci  # noqa: E402
-from sglang_eagle_cycle.argtypes import int_in  # noqa: E402
+from sglang_eagle_cycle.argtypes import MAX_STEPS, int_in  # noqa: E402
 
 
 def _accepts(rng: random.Random, bs: int, steps: int, p: float = 0.7) -> list[int]:
@@ -124,8 +124,9 @@ class _Parser(argparse.ArgumentParser):
 def main(argv=None) -> int:
     ap = _Parser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch-sizes", type=int_in(1), nargs="+", default=[1, 8, 32, 64], metavar="BS")
-    ap.add_argument("--candidates", type=int_in(0), nargs="+", default=list(range(8)), metavar="STEPS",
-                    help="candidate depths (default 0-7, all measured)")
+    # at most MAX_STEPS: the policy keeps counts per draft position, and 100000000 had hung the script
+    ap.add_argument("--candidates", type=int_in(0, MAX_STEPS), nargs="+", default=list(range(8)), metavar="STEPS",
+                    help=f"candidate depths, 0..{MAX_STEPS} (default 0-7, all measured)")
     ap.add_argument("--reps", type=int_in(6), default=15, help="paired repetitions per batch size (default 15, >= 6)")
     ap.add_argument("--cycles", type=int_in(100), default=5000, help="cycles per repetition (default 5000, >= 100)")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")

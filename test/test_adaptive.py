@@ -286,6 +286,11 @@ def test_policy_cost_benchmark_prints_paired_figures():
     # one line naming the argument (it had been the usage block and a message naming every bound)
     assert (bad.returncode, bad.stderr) == (2, "bench_adaptive_policy.py: error: argument --reps: expected an "
                                                "integer >= 6, got 2\n")
+    # a depth no draft has: the policy's per-position counts had been allocated for it (a hang, not an error)
+    bad = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_adaptive_policy.py"), "--candidates", "1",
+                          "100000000", "--reps", "6", "--cycles", "100"], capture_output=True, text=True, timeout=60)
+    assert (bad.returncode, bad.stderr) == (2, "bench_adaptive_policy.py: error: argument --candidates: expected an "
+                                               "integer in 0..64, got 100000000\n")
 
 
 def test_a_world_without_depth_3_among_its_candidates_starts_on_one_of_them(sim, tmp_path):
