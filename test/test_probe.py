@@ -704,3 +704,37 @@ def test_fix_names_the_overrides_it_was_computed_without(env, says):
     assert fix_text({"verdict": "other_best", "fix": fix, "best": {"positions": [2, 4, 6]}}) == (
         'fix: set "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 5]} in the draft\'s config.json '
         "or SGLANG_EAGLE_CYCLE_AUX_CONVENTION=stock: the plugin then captures [2, 4, 6]")
+
+
+def test_empty_prompts_path_is_refused_not_read_as_the_default(tmp_path, capsys):
+    """helper 89: `--prompts ""` (a `--prompts "$FILE"` with FILE unset) silently probed the pair's own
+    prompts instead: the file the user named was never read and nothing said so."""
+    d = copy_pair(cached("llama"), tmp_path / "p", prompts=8)
+    for empty in ("", " "):
+        code, out, err = run([str(d / "target"), str(d / "draft"), "--prompts", empty, "--tokens", "4"], capsys)
+        assert (code, out) == (2, ""), out
+        assert err == "eagle-cycle probe: error: --prompts: empty path: give a JSONL prompts file, or leave the " \
+                      "option out for the default prompts\n", err
+
+
+@pytest.mark.parametrize("edit, says", [
+    ({"gen_tokens": -3}, "(gen_tokens -3 is not >= 1)"),
+    ({"gen_tokens": True}, "(gen_tokens True is not an integer)"),
+    ({"gen_tokens": 2.5}, "(gen_tokens 2.5 is not an integer)"),
+    ({"probe_prompts": [[1, 2.5, 3]]}, "(a token id 2.5 is not an integer)"),
+    ({"probe_prompts": [[1, True, 3]]}, "(a token id True is not an integer)"),
+])
+def test_a_damaged_eval_prompts_file_is_refused_by_name(tmp_path, edit, says):
+    """helper 89: a pair's eval_prompts.json with gen_tokens -3 stopped with "--tokens -3: expected at
+    least 1" (no --tokens was given), and gen_tokens true (read as 1 token), 2.5 or a token id 2.5
+    (read as 2) were probed as if the file were sound."""
+    from sglang_eagle_cycle.wiring.probe import load_prompts
+
+    d = copy_pair(cached("llama"), tmp_path / "p", prompts=8)
+    data = json.loads((d / "eval_prompts.json").read_text())
+    (d / "eval_prompts.json").write_text(json.dumps({**data, **edit}))
+    with pytest.raises(UsageError) as exc:
+        load_prompts(d / "target", None, None)
+    assert str(exc.value) == f"{d / 'eval_prompts.json'}: not a tiny pair's prompt file {says}"
+    if "gen_tokens" in edit:   # --tokens replaces the file's count, so its count is not read
+        assert load_prompts(d / "target", None, 4).tokens == 4

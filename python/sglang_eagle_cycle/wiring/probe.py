@@ -120,6 +120,13 @@ def read_prompt_lines(path: Path) -> list[tuple[int, str]]:
     return texts
 
 
+def _whole(value, what: str) -> int:
+    """``value`` when it is a JSON integer (not a bool, not a float such as 2.5); else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{what} {value!r} is not an integer")
+    return value
+
+
 def load_prompts(target_dir: Path, prompts_file: Path | None, tokens: int | None) -> Prompts:
     """``--prompts FILE``; else the tiny pair's held-out prompts (``eval_prompts.json`` beside the
     target folder: its ``probe_prompts``, 1,024 of them, or in a pair made before those existed its 32
@@ -130,13 +137,16 @@ def load_prompts(target_dir: Path, prompts_file: Path | None, tokens: int | None
         try:
             data = json.loads(eval_file.read_text())
             key = "probe_prompts" if "probe_prompts" in data else "held_out_prompts"
-            ids = [[int(t) for t in p] for p in data[key]]
-            gen = int(data.get("gen_tokens", DEFAULT_TOKENS))
+            ids = [[_whole(t, "a token id") for t in p] for p in data[key]]
+            # the file's own count: --tokens, when given, replaces it and is checked by argparse
+            gen = _whole(data.get("gen_tokens", DEFAULT_TOKENS), "gen_tokens") if tokens is None else tokens
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"{eval_file}: not a tiny pair's prompt file ({exc})") from None
+        if tokens is None and gen < 1:
+            raise UsageError(f"{eval_file}: not a tiny pair's prompt file (gen_tokens {gen} is not >= 1)")
         if not ids or not all(ids):
             raise UsageError(f"{eval_file}: no prompts")
-        return Prompts(ids, gen if tokens is None else tokens, str(eval_file),
+        return Prompts(ids, gen, str(eval_file),
                        [f"{eval_file} {key}[{i}]" for i in range(len(ids))])
     path = Path(prompts_file) if prompts_file is not None else BUNDLED_PROMPTS
     lines = read_prompt_lines(path)
@@ -705,6 +715,9 @@ def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None
         raise UsageError(f"--device {device!r}: expected cpu or cuda")
     if device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA device available")
+    if prompts_file is not None and not str(prompts_file).strip():   # `--prompts "$UNSET"`: not the default prompts
+        raise UsageError("--prompts: empty path: give a JSONL prompts file, or leave the option out for the default "
+                         "prompts")
     try:
         header = read_draft_shapes(draft_dir) or None
     except UsageError:
@@ -727,7 +740,7 @@ def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None
         raise UsageError(f"no candidate position set has the draft's {dr.num_aux} aux states "
                          f"(fc.weight input width {dr.head.fc.in_features}) within 0..{n}")
     keep = sorted({p for _, pos in cands for p in pos})
-    prompts = load_prompts(target_dir, Path(prompts_file) if prompts_file else None, tokens)
+    prompts = load_prompts(target_dir, Path(prompts_file) if prompts_file is not None else None, tokens)
     if prompts.tokens < 1:
         raise UsageError(f"--tokens {prompts.tokens}: expected at least 1")
     check_context(prompts, target_cfg, target_json)
