@@ -170,6 +170,7 @@ def test_existing_pair_is_kept_without_force(tmp_path):
     (["--aux-layer-ids", "1,8", "--convention", "input"], "[1, 7]"),
     (["--aux-layer-ids", "4,2"], "ascending"),
     (["--aux-layer-ids", "2,,4"], "integers"),
+    (["--aux-layer-ids", "-1,3,5"], "[0, 6]"),   # helper 89: was "expected one argument"
     (["--arch", "mistral"], "invalid choice"),
     (["--convention", "middle"], "invalid choice"),
     (["--seed", "-1"], "expected"),

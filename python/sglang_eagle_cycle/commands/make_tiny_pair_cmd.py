@@ -31,7 +31,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..argtypes import int_in
+from ..argtypes import int_in, negative_values_are_values
 from ..errors import UsageError
 
 
@@ -58,6 +58,7 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
                         help="draft optimiser steps (default: the arch's)")
     parser.add_argument("--force", action="store_true", help="replace an existing pair in OUT")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    negative_values_are_values(parser)  # `--aux-layer-ids -1,3,5` reaches the range check
 
 
 def main(args: argparse.Namespace) -> int:
