@@ -626,6 +626,12 @@ def test_plot_path_is_checked_before_the_sweep_and_the_save_is_guarded(tmp_path)
         assert not out.exists() and not (tmp_path / "o_server_logs").exists()
     r = run_bench(_false_launch(out, "--plot", str(tmp_path / "p.png"), "--no-plot"))
     _one_line_error(r, 2, "contradict")
+    # the default plot path (beside --output) a folder: named as the default, with the way out
+    (tmp_path / "o.png").mkdir()
+    r = run_bench(_false_launch(out))
+    _one_line_error(r, 2, f"the default plot path {tmp_path / 'o.png'} (beside --output) is a directory")
+    assert "--no-plot" in r.stderr and not out.exists()
+    (tmp_path / "o.png").rmdir()
     # the save itself: an existing file or a dangling link is never written through
     from sglang_eagle_cycle.sweep.launcher import unique_path
     rows = [_row(0, 1, 88.8), _row(2, 1, 94.1)]

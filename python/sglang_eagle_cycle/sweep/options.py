@@ -272,13 +272,19 @@ def main(argv: Optional[list[str]] = None, prog: str = PROG) -> int:
             return 2
 
 
-def check_plot_path(path: Path) -> None:
+def check_plot_path(path: Path, given: bool = True) -> None:
     """Refuse a plot path that could only fail after the sweep.
+
+    ``given``: the user named ``path`` with ``--plot`` (else it is the default beside ``--output``,
+    and a refusal says so and how to choose another).
 
     Raises:
         UsageError: unsupported image suffix, a directory, or a missing / unwritable parent directory.
     """
     if path.is_dir():
+        if not given:
+            raise UsageError(f"the default plot path {path} (beside --output) is a directory: "
+                             "name another with --plot, or give --no-plot")
         raise UsageError(f"--plot is a directory: {path}")
     if path.suffix.lower() not in PLOT_SUFFIXES:
         raise UsageError(f"--plot needs an image suffix ({', '.join(PLOT_SUFFIXES[:3])}, ...): {path}")
@@ -322,7 +328,7 @@ def _run(args: argparse.Namespace) -> int:
     log.check_writable()
     plot_path = None if args.no_plot else (args.plot or args.output.with_suffix(".png"))
     if plot_path is not None:
-        check_plot_path(plot_path)
+        check_plot_path(plot_path, given=args.plot is not None)
     if args.server_log is not None:
         if not args.server_log.is_file():
             raise UsageError(f"--server-log not found or not a file: {args.server_log}")
