@@ -21,7 +21,9 @@ local path they are ignored with a one-line warning on stderr.
 --algorithm EAGLE|EAGLE3|NEXTN (any case; default EAGLE3) is the server's
 --speculative-algorithm: an EAGLE-3 head under EAGLE or NEXTN is the error
 algorithm_not_eagle3.  --context-length TOKENS is the server's --context-length
-(default: the target's max_position_embeddings); a draft trained on a shorter
+(default: the target's context as SGLang derives it: max_sequence_length, seq_length,
+max_seq_len, model_max_length or max_position_embeddings, times rope_scaling.factor
+unless llama3's or with original_max_position_embeddings); a draft trained on a shorter
 context gets the note draft_context_shorter (level info: shown, never counted as
 a warning, never a reason for a non-zero exit).
 
@@ -62,7 +64,8 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--algorithm", default="EAGLE3", type=_algorithm, metavar="{EAGLE3,EAGLE,NEXTN}",
                         help="the server's --speculative-algorithm (default EAGLE3; NEXTN is SGLang's alias of EAGLE)")
     parser.add_argument("--context-length", default=None, type=int_in(1), metavar="TOKENS",
-                        help="the server's --context-length (default: the target's max_position_embeddings)")
+                        help="the server's --context-length (default: the target's context as SGLang "
+                             "derives it, rope_scaling.factor included)")
     parser.add_argument("--probe", action="store_true",
                         help="after the static checks, run `eagle-cycle probe` on the two folders (loads the "
                              "weights; the options below steer it)")
