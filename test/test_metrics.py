@@ -306,6 +306,75 @@ def test_dashboard_queries_parse_as_promql(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+
+def _promtool() -> Optional[str]:
+    beside = Path(sys.executable).parent / "promtool"     # where `make test` puts it
+    return str(beside) if beside.is_file() else shutil.which("promtool")
+
+
+def _evaluate(promtool: str, text: str, expr: str, tmp_path: Path) -> dict[str, float]:
+    """``expr`` evaluated by promtool over the samples of ``text`` (an exposition, every sample a
+    constant series): ``{labels as promtool prints them: value}``. promtool prints what an
+    expression gives only when a test fails, so the test expects nothing."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    series = [{"series": s.name + "{" + ",".join(f"{k}={json.dumps(v)}" for k, v in s.labels.items()) + "}",
+               "values": f"{s.value!r}x3"}
+              for fam in text_string_to_metric_families(text) for s in fam.samples]
+    test = {"rule_files": [], "evaluation_interval": "1m", "tests": [{"interval": "1m", "input_series": series,
+            "promql_expr_test": [{"expr": expr, "eval_time": "1m", "exp_samples": []}]}]}
+    path = tmp_path / "eval.yml"
+    path.write_text(json.dumps(test))   # JSON is YAML
+    proc = subprocess.run([promtool, "test", "rules", str(path)], capture_output=True, text=True)
+    got = re.search(r"got:\s*(.*)", proc.stdout + proc.stderr)
+    assert got, proc.stdout + proc.stderr
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"(\{[^}]*\}) ([^,\s]+)", got.group(1))}
+
+
+def test_snapshot_panels_read_what_inspect_reports(tmp_path, capsys):
+    """The snapshot row's expressions, evaluated by promtool over an ``inspect --prometheus`` file of
+    one group, give inspect's own numbers. A third of the cycles carry no gap (after another batch
+    or a pause), where inspect counts the group's mean gap: the effective tok/s had summed only the
+    logged gaps and read 5% high on this host-bound run. Older lines (no gap series) too."""
+    promtool = _promtool()
+    if promtool is None:
+        pytest.skip("promtool is not installed (apt install prometheus; make test fetches it when it can)")
+    run = generate(random.Random(5), bs=4, steps=3, cycles=120, p=[0.8, 0.6, 0.5], spans=True, gap_ms=3.0,
+                   verify_ms=8.0)
+    for rec in run.records[::3]:
+        rec.gap_ms = None
+    log = tmp_path / "gaps.log"
+    log.write_text("\n".join(log_lines(run.records[:90]) + log_lines([aggregate(run.records[90:])])) + "\n")
+    code, out, err = inspect([str(log), "--json"], capsys)
+    assert code == 0, err
+    (g,) = json.loads(out)["groups"]
+    code, text, err = inspect([str(log), "--prometheus", "-", "--model-name", "m"], capsys)
+    assert code == 0, err
+    dash, _ = _exprs()
+    targets = {(p["title"], t["legendFormat"]): t["expr"].replace("$model", "m")
+               for p in dash["panels"] if "snapshot" in p["title"] for t in p["targets"]}
+    tok_s = _evaluate(promtool, text, targets[("Accept length and effective tok/s (snapshot)", "effective tok/s")],
+                      tmp_path)
+    assert tok_s["{}"] == pytest.approx(g["tok_s"], rel=1e-5)
+    mean = _evaluate(promtool, text, targets[("Accept length and effective tok/s (snapshot)", "mean accept length")],
+                     tmp_path)
+    assert mean["{}"] == pytest.approx(g["accept_len_mean"], rel=1e-5)
+    acc = _evaluate(promtool, text, targets[("Per-position acceptance (snapshot)", "position {{position}}")], tmp_path)
+    assert acc == pytest.approx({f'{{position="{p["j"]}"}}': p["p"] for p in g["per_position_acceptance"]}, rel=1e-5)
+    shares = _evaluate(promtool, text, targets[("Phase shares of the cycle (snapshot)", "{{phase}}")], tmp_path)
+    assert shares == pytest.approx({f'{{phase="{PHASE_LABELS[f]}"}}': g["phases"][f]["share"] for f in
+                                    ("draft_prep_ms", "draft_ms", "verify_ms", "extend_ms", "other_ms")}, abs=1e-5)
+    old = generate(random.Random(6), bs=2, steps=2, cycles=40, p=[0.8, 0.6])   # no draft_prep_ms, no gap_ms
+    log.write_text("\n".join(log_lines(old.records)) + "\n")
+    code, out, err = inspect([str(log), "--json"], capsys)
+    (g,) = json.loads(out)["groups"]
+    code, text, err = inspect([str(log), "--prometheus", "-", "--model-name", "m"], capsys)
+    assert code == 0 and 'phase="gap"' not in text, err
+    tok_s = _evaluate(promtool, text, targets[("Accept length and effective tok/s (snapshot)", "effective tok/s")],
+                      tmp_path)
+    assert tok_s["{}"] == pytest.approx(g["tok_s"], rel=1e-5)
+
+
 # ----------------------------------------------------------------------------- the wiring info series
 W_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 32,
            "hidden_size": 4096, "vocab_size": 128256}
