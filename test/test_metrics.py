@@ -231,6 +231,22 @@ def test_stock_decode_batch_only_gives_no_series(tmp_path, capsys):
     assert code == 1 and not prom.exists() and "no [eagle-cycle] cycles" in err
 
 
+def test_stdout_prometheus_is_named_as_the_option_in_warnings(tmp_path, capsys):
+    """``--prometheus -`` is stdout: the warnings name it so, not as a file called ``-``."""
+    log = tmp_path / "stock.log"
+    log.write_text("[2026-11-30 10:00:00 TP0] Decode batch, #running-req: 1, #token: 100, token usage: 0.01, "
+                   "accept len: 2.10, accept rate: 0.55, cuda graph: True, gen throughput (token/s): 94.00, "
+                   "#queue-req: 0\n")
+    code, out, err = inspect([str(log), "--prometheus", "-"], capsys)
+    assert code == 1 and out == "" and err.startswith("eagle-cycle inspect: warning: --prometheus - not written: ")
+    assert err.count("\n") == 1
+    rng = random.Random(3)
+    lines = [log_lines(generate(rng, bs=2, steps=2, cycles=5, p=[0.8, 0.6], rank=r).records) for r in ("tp0", "tp1")]
+    log.write_text("\n".join(lines[0] + lines[1]) + "\n")
+    code, out, err = inspect([str(log), "--prometheus", "-"], capsys)
+    assert code == 0 and out.startswith("# HELP") and err.startswith("eagle-cycle inspect: warning: --prometheus -: 1 group")
+
+
 def test_two_stdout_outputs_refused(two_depths, capsys):
     log, _ = two_depths
     code, out, err = inspect([str(log), "--json", "--prometheus", "-"], capsys)

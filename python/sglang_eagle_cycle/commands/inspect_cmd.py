@@ -332,8 +332,9 @@ def main(args: argparse.Namespace) -> int:
     if args.prometheus:
         from ..metrics import exposition
 
+        shown = "--prometheus -" if args.prometheus == "-" else args.prometheus   # "-" alone names nothing
         if not groups:
-            _warn(f"{args.prometheus} not written: no [eagle-cycle] cycles in the input (stock Decode batch "
+            _warn(f"{shown} not written: no [eagle-cycle] cycles in the input (stock Decode batch "
                   "lines give no cycle series)")
             rc = 1
         else:
@@ -342,7 +343,7 @@ def main(args: argparse.Namespace) -> int:
                 # every rank's line of a cycle is in the phase histograms, each cycle once in the
                 # counters: a rate over the phase sums reads the ranks-per-cycle factor low (helper 48)
                 one = len(many) == 1
-                _warn(f"{args.prometheus}: {count_of(len(many), 'group')} {'holds' if one else 'hold'} every rank's "
+                _warn(f"{shown}: {count_of(len(many), 'group')} {'holds' if one else 'hold'} every rank's "
                       f"line of each cycle ({count_of(sum(g.lines for g in many), 'line')} for "
                       f"{count_of(sum(g.cycles for g in many), 'cycle')}): {'its' if one else 'their'} phase "
                       f"histograms count each rank's times, {'its' if one else 'their'} cycle and acceptance counters "
