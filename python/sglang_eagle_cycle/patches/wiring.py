@@ -12,7 +12,8 @@ SGLang 0.5.23 calls the target's setter once at start-up (``init_all_attention_b
 3. runs the family's own setter on its default path (so every flag upstream sets is set) and then
    leaves the capture state equal to our positions: the holder's ``layers_to_capture`` and the
    per-layer ``_is_layer_to_capture`` flags where the family keeps them (through the inner setter
-   for families that have one);
+   for families that have one); a fault of ours there leaves stock SGLang's wiring of the ids it
+   passed (every capture flag cleared, then its setter run again on them);
 4. logs the startup wiring line on tensor-parallel rank 0.
 
 Only setters that decide the positions themselves are hooked. Delegating setters (Kimi-K2.5,
@@ -119,8 +120,14 @@ def _make_hook(family: str):
         if report.positions is None:  # not strict and nothing valid to capture: keep stock behaviour
             return original(self, layer_ids)
         result = original(self, None)  # upstream's own default path; its exceptions propagate
-        guard(f"wiring apply ({family})", lambda: _apply_positions(self, report.positions), lambda: None)
-        return result
+        if guard(f"wiring apply ({family})", lambda: _apply_positions(self, report.positions) or True,
+                 lambda: False):
+            return result
+        # our apply failed part way (flags cleared, positions of the None default): stock's own wiring
+        # of the ids SGLang passed, as without the plugin (its setters set flags, never clear them);
+        # a fault clearing them is the same fault, under the same once-only key
+        guard(f"wiring apply ({family})", lambda: _clear_flags(self), lambda: None)
+        return original(self, layer_ids)
 
     set_eagle3_layers_to_capture_hook.family = family
     return set_eagle3_layers_to_capture_hook
@@ -390,16 +397,22 @@ def _holder(model):
     raise AttributeError(f"{type(model).__name__} keeps no layers_to_capture after its setter ran")
 
 
+def _clear_flags(model) -> bool:
+    """Clear every per-layer ``_is_layer_to_capture`` flag of the capture holder; whether any was set."""
+    layers = getattr(_holder(model), "layers", None)
+    flagged = False
+    for layer in layers if layers is not None else ():
+        if getattr(layer, "_is_layer_to_capture", False):
+            layer._is_layer_to_capture = False
+            flagged = True
+    return flagged
+
+
 def _apply_positions(model, positions: list[int]) -> None:
     """Make the family's capture state equal ``positions`` (capture positions, HF hidden_states index)."""
     holder = _holder(model)
     layers = getattr(holder, "layers", None)
-    flagged = False
-    if layers is not None:
-        for layer in layers:
-            if getattr(layer, "_is_layer_to_capture", False):
-                layer._is_layer_to_capture = False
-                flagged = True
+    flagged = _clear_flags(model)
     inner = getattr(type(holder), "set_eagle3_layers_to_capture", None)
     if inner is not None and not _is_hooked_class(type(holder)):
         holder.set_eagle3_layers_to_capture(list(positions))  # inner setters take positions as-is

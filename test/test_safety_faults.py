@@ -1,0 +1,78 @@
+"""The safety rule (README, "Safety"), where an audit of every hook found it broken.
+
+A fault inside our code is logged once and SGLang's own path goes on with its own result; only a
+draft wired so that it cannot work (or an unreadable layer override) stops a launch. Each test below
+injects a fault into one of our internal functions and drives the hook against SGLang 0.5.23's real
+classes on the CPU, next to the same call without the plugin.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("sglang")
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from plugin_probe import _stand_in, _state  # noqa: E402
+
+import sglang_eagle_cycle.patches.wiring as pw  # noqa: E402
+from sglang_eagle_cycle import hooks  # noqa: E402
+
+LOG = "sglang_eagle_cycle"
+
+
+@pytest.fixture
+def clean(monkeypatch):
+    """No SGLANG_EAGLE_CYCLE_* in the environment; the once-only fault log starts empty."""
+    import os
+
+    for name in [k for k in os.environ if k.startswith("SGLANG_EAGLE_CYCLE")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(hooks.fault_log, "_seen", set())
+
+
+def _warnings(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == LOG and r.levelno >= logging.WARNING]
+
+
+def _setter(module: str, cls: str):
+    import importlib
+
+    return getattr(importlib.import_module(f"sglang.srt.models.{module}"), cls).set_eagle3_layers_to_capture
+
+
+# A fault in the last step (making the capture state equal our positions), after SGLang's setter ran on
+# its default path: the model was left with the default's positions (and, for a family that keeps
+# per-layer flags, with no flag at all: nothing captured), not the wiring stock SGLang gives the ids.
+@pytest.mark.parametrize("module,cls,n,where", [
+    ("llama", "LlamaForCausalLM", 32, "_holder"),                # before anything is changed
+    ("qwen3_moe", "Qwen3MoeForCausalLM", 48, "_is_hooked_class"),  # after the flags were cleared
+])
+def test_a_fault_applying_the_positions_leaves_stock_wiring_of_the_passed_ids(clean, monkeypatch, caplog,
+                                                                              module, cls, n, where):
+    setter = _setter(module, cls)
+    ids = [3, 10, 20]   # not the family's default: stock captures [4, 11, 21]
+    plain = _stand_in(module, n)
+    stock_result = setter(plain, ids)
+
+    def boom(*a, **k):
+        raise RuntimeError("injected apply fault")
+
+    monkeypatch.setattr(pw, where, boom)
+    hook = pw._make_hook(module)
+    with caplog.at_level(logging.INFO, logger=LOG):
+        states = []
+        for _ in range(3):   # every call faults; the warning comes once
+            model = _stand_in(module, n)
+            assert hook(setter, model, ids) is stock_result
+            states.append(_state(model))
+    assert states == [_state(plain)] * 3
+    assert _state(plain)["layers_to_capture"] == [4, 11, 21]
+    warnings = _warnings(caplog)
+    assert len(warnings) == 1 and "RuntimeError: injected apply fault" in warnings[0], warnings
+
