@@ -76,3 +76,50 @@ def test_a_fault_applying_the_positions_leaves_stock_wiring_of_the_passed_ids(cl
     warnings = _warnings(caplog)
     assert len(warnings) == 1 and "RuntimeError: injected apply fault" in warnings[0], warnings
 
+
+def _zero_layers(monkeypatch):
+    monkeypatch.setattr(pw, "num_layers_of", lambda model: 0)   # our reading of the target gone wrong
+
+
+def _usage_error_in_resolve(monkeypatch):
+    import sglang_eagle_cycle.wiring as w
+    from sglang_eagle_cycle.errors import UsageError
+
+    def boom(**kw):
+        raise UsageError("injected fault of ours")
+
+    monkeypatch.setattr(w, "resolve_at_setter", boom)
+
+
+# UsageError is our "unusable input" type: the hook read any one of them as an unusable
+# SGLANG_EAGLE_CYCLE_* override and stopped the launch (EagleWiringError, "Fix or unset the
+# SGLANG_EAGLE_CYCLE_* variable") though no variable was set.
+@pytest.mark.parametrize("inject", [_zero_layers, _usage_error_in_resolve])
+def test_a_usage_error_of_ours_does_not_stop_the_launch_in_the_overrides_name(clean, monkeypatch, caplog, inject):
+    setter = _setter("deepseek_v2", "DeepseekV3ForCausalLM")
+    ids = [2, 30, 58]
+    plain = _stand_in("deepseek_v2", 61)
+    stock_result = setter(plain, ids)
+    inject(monkeypatch)
+    hook = pw._make_hook("deepseek_v2")
+    with caplog.at_level(logging.INFO, logger=LOG):
+        for _ in range(3):
+            model = _stand_in("deepseek_v2", 61)
+            assert hook(setter, model, ids) is stock_result   # no EagleWiringError
+            assert _state(model) == _state(plain)
+    warnings = _warnings(caplog)
+    assert len(warnings) == 1 and "internal error in wiring (deepseek_v2) (UsageError" in warnings[0], warnings
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def test_an_unreadable_override_still_stops_the_launch(clean, monkeypatch):
+    """The deliberate stop the narrowing above keeps (README, "Safety")."""
+    monkeypatch.setenv("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", "2,,30")
+    with pytest.raises(pw.EagleWiringError, match="SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS"):
+        pw._make_hook("deepseek_v2")(_setter("deepseek_v2", "DeepseekV3ForCausalLM"), _stand_in("deepseek_v2", 61),
+                                     [2, 30, 58])
+    monkeypatch.setenv("SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS", "2,30,58")
+    monkeypatch.setenv("SGLANG_EAGLE_CYCLE_AUX_CONVENTION", "bogus")
+    with pytest.raises(pw.EagleWiringError, match="SGLANG_EAGLE_CYCLE_AUX_CONVENTION"):
+        pw._make_hook("deepseek_v2")(_setter("deepseek_v2", "DeepseekV3ForCausalLM"), _stand_in("deepseek_v2", 61),
+                                     [2, 30, 58])

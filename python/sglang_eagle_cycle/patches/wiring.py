@@ -238,17 +238,25 @@ def _server_env() -> dict:
 
 
 def _resolve_or_config_error(family: str, model, layer_ids):
-    """The wiring report, or a message string when an environment override is unusable."""
-    from ..errors import UsageError
+    """The wiring report, or a message string when an environment override is unusable.
 
+    Only the overrides that choose the layers are read for that message; a UsageError from anything
+    else (our own reading of the target, say) is a fault of ours, left to the caller's guard: it must
+    not stop a launch in the overrides' name."""
+    from ..errors import UsageError
+    from ..wiring.resolve import _convention, parse_env_ids
+
+    env = _server_env()
     try:
-        return _resolve(family, model, layer_ids)
+        parse_env_ids(env)
+        _convention(env)
     except UsageError as exc:
         return (f"EAGLE-3 aux wiring configuration error: {exc}. Fix or unset the SGLANG_EAGLE_CYCLE_* "
                 f"variable, or set SGLANG_EAGLE_CYCLE_WIRING_STRICT=0 to serve with stock SGLang wiring.")
+    return _resolve(family, model, layer_ids, env)
 
 
-def _resolve(family: str, model, layer_ids):
+def _resolve(family: str, model, layer_ids, env=None):
     from ..wiring import RULES_BY_ARCHITECTURE, resolve_at_setter
 
     if type(model).__name__ in RULES_BY_ARCHITECTURE:  # exact where one module holds several rules (qwen3_vl)
@@ -263,7 +271,7 @@ def _resolve(family: str, model, layer_ids):
 
     draft_cfg, header = _read_draft()
     return resolve_at_setter(family=family, num_layers=num_layers_of(model), passed_ids=layer_ids,
-                             draft_cfg=draft_cfg, header=header, env=_server_env(),
+                             draft_cfg=draft_cfg, header=header, env=_server_env() if env is None else env,
                              target_hidden_size=field("hidden_size"),
                              target_vocab_size=field("vocab_size"), context_length=_published_context_length(),
                              target_max_positions=field("max_position_embeddings"))
