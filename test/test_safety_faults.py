@@ -123,3 +123,43 @@ def test_an_unreadable_override_still_stops_the_launch(clean, monkeypatch):
     with pytest.raises(pw.EagleWiringError, match="SGLANG_EAGLE_CYCLE_AUX_CONVENTION"):
         pw._make_hook("deepseek_v2")(_setter("deepseek_v2", "DeepseekV3ForCausalLM"), _stand_in("deepseek_v2", 61),
                                      [2, 30, 58])
+
+
+# The CUDA-graph capture guard (ModelRunner.init_cuda_graphs and the recapture methods): a fault of
+# ours leaving the sink's pause ran in the hook's `finally`, unguarded; SGLang's capture call raised it
+# in place of its own result (the server's start-up stopped there), or in place of its own exception.
+def test_a_fault_ending_the_capture_pause_keeps_upstreams_result_and_exception(caplog):
+    from sglang.srt.model_executor.model_runner import ModelRunner
+    from sglang.srt.plugins.hook_registry import HookType, _wrap_fn
+
+    from sglang_eagle_cycle.patches.cycle import CycleProfiler
+    from sglang_eagle_cycle.sinks import CycleSink, SinkConfig
+
+    class BrokenPause:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            raise OSError("injected fault leaving the pause")
+
+    sink = CycleSink(SinkConfig(background=False), log=logging.getLogger(LOG))
+    sink.capture_pause = BrokenPause
+    prof = CycleProfiler(sink=sink, log=logging.getLogger(LOG))
+    runner = object.__new__(ModelRunner)
+    graphs = object()
+    upstream_error = RuntimeError("upstream capture failed")
+
+    def init_cuda_graphs(self):   # stands for SGLang's body, wrapped by SGLang's own AROUND wrapper
+        if getattr(self, "fail", False):
+            raise upstream_error
+        return graphs
+
+    hooked = _wrap_fn(init_cuda_graphs, prof.around_capture, HookType.AROUND)
+    with caplog.at_level(logging.INFO, logger=LOG):
+        assert [hooked(runner) for _ in range(3)] == [graphs] * 3
+        runner.fail = True
+        with pytest.raises(RuntimeError) as info:
+            hooked(runner)
+        assert info.value is upstream_error
+    warnings = _warnings(caplog)
+    assert len(warnings) == 1 and "OSError: injected fault leaving the pause" in warnings[0], warnings

@@ -595,7 +595,10 @@ class CycleProfiler:
         try:
             return original(*args, **kwargs)
         finally:
-            pause.__exit__(None, None, None)
+            try:
+                pause.__exit__(None, None, None)
+            except Exception as exc:   # never in place of upstream's result or exception
+                self._fault("capture guard", exc)
 
     def around_seq_lens(self, original, *args, **kwargs):
         """``FutureMap.resolve_seq_lens_cpu(batch)``: the scheduler's wait before it launches a cycle.
