@@ -512,6 +512,54 @@ def test_with_several_ranks_a_silent_bucket_freezes_the_leaders_depth_once(tmp_p
     assert not [sw for sw in policy.switches if sw[0] >= 416 + 1024]
 
 
+def test_with_several_ranks_a_leaders_bad_decision_state_is_held_not_raised(tmp_path, caplog):
+    """The leader reads its decision (depth and probe flag) to broadcast it after the guarded decision
+    step; a fault there (here a decision that left the depth None) had reached FallbackPolicy, which
+    hands that rank alone to SGLang's policy: the other ranks would wait for a broadcast that never
+    comes. Now the depth applied so far is broadcast on, one WARNING, and our policy stays active."""
+    from sglang_eagle_cycle.patches.adaptive import FallbackPolicy
+
+    class _Echo:   # one rank's view of BroadcastSync, as above
+        leader = True
+
+        def __init__(self):
+            self.last, self.sent = {}, []
+
+        def exchange(self, bucket, value):
+            self.sent.append(value)
+            prev, self.last[bucket] = self.last.get(bucket), value
+            return prev
+
+    class _Theirs:   # SGLang's policy: must never be asked
+        candidate_steps = [1, 3, 5]
+
+        def __getattr__(self, name):
+            raise AssertionError(f"SGLang's policy was asked for {name} on the leader alone")
+
+    sync = _Echo()
+    ours = CostAwarePolicy(3, _cfg(tmp_path, {"1": {"candidate_steps": [1, 3, 5]}}), sync=sync)
+    decide, calls = ours._decide, [0]
+
+    def bad_decide(slot):
+        calls[0] += 1
+        out = decide(slot)
+        if calls[0] == 5:
+            slot.current = None   # a decision state no depth can be read from
+        return out
+
+    ours._decide = bad_decide
+    policy = FallbackPolicy(ours, _Theirs())
+    with caplog.at_level("WARNING", logger="sglang_eagle_cycle"):
+        for _ in range(400):
+            s = policy.get_steps_for_batch(1)
+            policy.on_verify_complete([s], 1)
+    warned = [r.getMessage() for r in caplog.records if "adaptive policy" in r.getMessage()]
+    assert policy.active is ours and ours.frozen and len(warned) == 1 and "stays" in warned[0]
+    assert len(sync.sent) == 400 // 16 and all(isinstance(v, int) and v >= 0 for v in sync.sent)
+    held = sync.sent[5]
+    assert held in (1, 3, 5) and set(sync.sent[5:]) == {held} and policy.get_steps_for_batch(1) == held
+
+
 @pytest.mark.parametrize("nospec_bs", [None, 1, 4])
 def test_speculation_off_is_said_only_against_a_baseline_of_the_running_batch_size(tmp_path, caplog, nospec_bs):
     """A bucket's nospec_tok_s is compared with the measured depths only where the batches running

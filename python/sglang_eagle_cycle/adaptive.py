@@ -453,13 +453,22 @@ class CostAwarePolicy:
             try:
                 self._decide(slot)
             except Exception as exc:   # keep taking part in the broadcasts: the other ranks wait for them
-                self.frozen = True
-                self._log.warning("sglang-eagle-cycle: internal error in the adaptive policy (%s: %s); the depth "
-                                  "stays %d on every rank (with several ranks SGLang's own policy cannot take over "
-                                  "on one alone)", type(exc).__name__, exc, slot.current)
+                self._freeze(exc, slot.current)
         else:
             slot.pending.clear()   # a follower: the leader's decisions only
-        sent = slot.current + (EXPLORE_FLAG if slot.mode == "explore" else 0) if self.sync.leader else -1
+        sent = -1
+        if self.sync.leader:
+            # the leader alone reads its decision state here: a fault in it must not reach
+            # FallbackPolicy, which would hand this rank alone to SGLang's policy and leave the other
+            # ranks waiting for this broadcast; the depth every rank runs is broadcast instead
+            try:
+                sent = int(slot.current) + (EXPLORE_FLAG if slot.mode == "explore" else 0)
+                if slot.current not in slot.candidates:
+                    raise ValueError(f"depth {slot.current!r} is not among the candidates {slot.candidates}")
+            except Exception as exc:
+                sent = slot.applied   # held, and no longer a probe
+                self._freeze(exc, slot.applied)
+                slot.current, slot.mode = slot.applied, "exploit"
         agreed = self.sync.exchange(slot.bs_key, sent)
         if agreed is None or agreed < 0:
             return None
@@ -473,6 +482,15 @@ class CostAwarePolicy:
         if not self.sync.leader:
             slot.current = agreed
         return agreed
+
+    def _freeze(self, exc: BaseException, depth: Any) -> None:
+        """Several ranks, a fault of ours on the leader: no decision from now on, the depth held on every
+        rank (SGLang's policy taking over on one rank alone would split them), said once."""
+        if not self.frozen:
+            self.frozen = True
+            self._log.warning("sglang-eagle-cycle: internal error in the adaptive policy (%s: %s); the depth "
+                              "stays %s on every rank (with several ranks SGLang's own policy cannot take over "
+                              "on one alone)", type(exc).__name__, exc, depth)
 
     def on_cycle_record(self, record: Any) -> None:
         """Take one profiler cycle record: its ``steps``, ``bs`` and ``total_ms`` + ``gap_ms`` (and
