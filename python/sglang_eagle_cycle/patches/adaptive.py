@@ -120,7 +120,12 @@ def install_policy(worker: Any) -> Optional[Any]:
 class FallbackPolicy:
     """An ``AdaptiveSpecPolicy`` that asks ``ours`` and, after any exception from it, ``theirs``
     (SGLang's policy) for good, with one WARNING. ``set_cuda_graph_bs`` goes to both, so the
-    fallback routes batches as ours did."""
+    fallback routes batches as ours did.
+
+    With several TP ranks, what the leader alone holds (the cycle records, its decisions) faults
+    inside ``ours``, which then holds the depth on every rank (``CostAwarePolicy.frozen``); what
+    reaches here is code every rank runs alike on the same verify results, so the ranks hand over
+    to SGLang's policy at the same verify."""
 
     def __init__(self, ours: Any, theirs: Any):
         self.ours, self.theirs = ours, theirs
