@@ -48,7 +48,49 @@ def run(sync) -> dict:
     return {"steps": steps_seq, "modes": modes, "switches": len(policy.switches)}
 
 
-result = {"rank": rank, "nosync": run(None), "sync": run(BroadcastSync(dist.group.WORLD, 0, rank))}
+def run_fault(sync) -> dict:
+    """The leader's decision state goes bad at its 5th decision (a depth of None), behind SGLang's
+    FallbackPolicy as in the server: every rank must keep running one depth, and none hang."""
+    from sglang_eagle_cycle.patches.adaptive import FallbackPolicy
+
+    class Theirs:   # SGLang's policy, as far as a rank handed to it would see
+        candidate_steps = [1, 2, 3, 4, 5]
+
+        def get_steps_for_batch(self, bs):
+            return 3
+
+        def on_verify_complete(self, accepts, bs):
+            return None
+
+    ours = CostAwarePolicy(3, cfg, sync=sync)
+    if sync.leader:
+        decide, calls = ours._decide, [0]
+
+        def bad_decide(slot):
+            calls[0] += 1
+            out = decide(slot)
+            if calls[0] == 5:
+                slot.current = None
+            return out
+
+        ours._decide = bad_decide
+    policy = FallbackPolicy(ours, Theirs())
+    shared = random.Random(7)
+    steps_seq = []
+    for cycle in range(400):
+        steps = policy.get_steps_for_batch(4)
+        steps_seq.append(steps)
+        accepts = [sum(1 for _ in range(steps) if shared.random() < 0.8) for _ in range(4)]
+        if sync.leader:
+            ours.on_cycle_record(SimpleNamespace(steps=steps, bs=4, total_ms=20.0 + steps * step_ms, gap_ms=0.1,
+                                                 draft_ms=(steps - 1) * step_ms, draft_prep_ms=0.1, verify_ms=18.0,
+                                                 extend_ms=1.0))
+        policy.on_verify_complete(accepts, 4)
+    return {"steps": steps_seq, "ours_active": policy.active is ours, "frozen": ours.frozen}
+
+
+result = {"rank": rank, "nosync": run(None), "sync": run(BroadcastSync(dist.group.WORLD, 0, rank)),
+          "fault": run_fault(BroadcastSync(dist.group.WORLD, 0, rank))}
 with open(out, "w") as f:
     json.dump(result, f)
 dist.destroy_process_group()

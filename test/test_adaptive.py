@@ -250,9 +250,15 @@ def _two_ranks(tmp_path):
     procs = [subprocess.Popen([sys.executable, str(REPO / "test" / "adaptive_sync_probe.py"), str(r), str(port),
                                str(tmp_path / f"rank{r}.json")], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for r in (0, 1)]
-    for p in procs:
-        _, err = p.communicate(timeout=240)
-        assert p.returncode == 0, err[-2000:]
+    try:
+        for p in procs:
+            _, err = p.communicate(timeout=240)
+            assert p.returncode == 0, err[-2000:]
+    finally:   # a rank left waiting for a broadcast (a hang) is not left behind
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
 
 
@@ -264,6 +270,10 @@ def test_two_ranks_with_different_timings_run_the_same_depths(tmp_path):
     # the follower's cycle lines say what the leader's say (a probe is explore on both)
     assert a["sync"]["modes"] == b["sync"]["modes"] and {"explore", "exploit"} <= set(a["sync"]["modes"])
     assert a["nosync"]["steps"] != b["nosync"]["steps"]
+    # a fault in the leader's decision state: the depth is held on both ranks, our policy kept on both
+    # (handing the leader alone to SGLang's policy had left the follower waiting for its broadcast)
+    assert a["fault"]["steps"] == b["fault"]["steps"] and a["fault"]["frozen"] and not b["fault"]["frozen"]
+    assert a["fault"]["ours_active"] and b["fault"]["ours_active"]
 
 
 def test_policy_cost_benchmark_prints_paired_figures():
