@@ -484,22 +484,25 @@ def test_records_that_lag_behind_short_cycles_are_not_a_stopped_timing(tmp_path,
     assert 416 + 5000 <= handed < 416 + 5000 + 16   # the first decision 15 s after the last record found
 
 
+class _EchoSync:
+    """The leader's view of BroadcastSync on one rank: each boundary's value comes back at the next;
+    ``sent`` holds every value broadcast."""
+    leader = True
+
+    def __init__(self):
+        self.last, self.sent = {}, []
+
+    def exchange(self, bucket, value):
+        self.sent.append(value)
+        prev, self.last[bucket] = self.last.get(bucket), value
+        return prev
+
+
 def test_with_several_ranks_a_silent_bucket_freezes_the_leaders_depth_once(tmp_path, caplog):
     """Under tensor parallelism the leader decides and broadcasts; a fault there freezes the depth on
     every rank (SGLang's policy taking over on one rank alone would split them). Records stopping
     after 400 verifies: one WARNING, the depth broadcast stays what it was, no decision after."""
-    class _Echo:   # one rank's view of BroadcastSync: each boundary's value comes back at the next
-        leader = True
-
-        def __init__(self):
-            self.last, self.sent = {}, []
-
-        def exchange(self, bucket, value):
-            self.sent.append(value)
-            prev, self.last[bucket] = self.last.get(bucket), value
-            return prev
-
-    sync = _Echo()
+    sync = _EchoSync()
     at = [0]
     policy = CostAwarePolicy(1, _cfg(tmp_path, {"1": {"candidate_steps": [1, 3, 5, 7]}}), sync=sync,
                              clock=lambda: at[0] * 0.02)
@@ -529,24 +532,13 @@ def test_with_several_ranks_a_leaders_bad_decision_state_is_held_not_raised(tmp_
     comes. Now the depth applied so far is broadcast on, one WARNING, and our policy stays active."""
     from sglang_eagle_cycle.patches.adaptive import FallbackPolicy
 
-    class _Echo:   # one rank's view of BroadcastSync, as above
-        leader = True
-
-        def __init__(self):
-            self.last, self.sent = {}, []
-
-        def exchange(self, bucket, value):
-            self.sent.append(value)
-            prev, self.last[bucket] = self.last.get(bucket), value
-            return prev
-
     class _Theirs:   # SGLang's policy: must never be asked
         candidate_steps = [1, 3, 5]
 
         def __getattr__(self, name):
             raise AssertionError(f"SGLang's policy was asked for {name} on the leader alone")
 
-    sync = _Echo()
+    sync = _EchoSync()
     ours = CostAwarePolicy(3, _cfg(tmp_path, {"1": {"candidate_steps": [1, 3, 5]}}), sync=sync)
     decide, calls = ours._decide, [0]
 
