@@ -122,7 +122,9 @@ def read_prompt_lines(path: Path) -> list[tuple[int, str]]:
 
 def _whole(value, what: str) -> int:
     """``value`` when it is a JSON integer (not a bool, not a float such as 2.5); else ValueError."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    from .config import _is_int
+
+    if not _is_int(value):
         raise ValueError(f"{what} {value!r} is not an integer")
     return value
 
