@@ -738,3 +738,133 @@ def test_a_damaged_eval_prompts_file_is_refused_by_name(tmp_path, edit, says):
     assert str(exc.value) == f"{d / 'eval_prompts.json'}: not a tiny pair's prompt file {says}"
     if "gen_tokens" in edit:   # --tokens replaces the file's count, so its count is not read
         assert load_prompts(d / "target", None, 4).tokens == 4
+
+
+# ----------------------------------------------------------------------------- the target's layer count
+def _own_target_config(d: Path, **kv) -> Path:
+    """A pair copy's target config.json (a link into the cache) replaced by an edited file of its own."""
+    p = d / "target" / "config.json"
+    cfg = json.loads(p.read_text())
+    p.unlink()
+    p.write_text(json.dumps({**cfg, **kv}))
+    return p
+
+
+def _layer_refusal(cfg: Path, ckpt: Path, layers: int) -> str:
+    """The one line a tiny Llama target (8 layers in ``ckpt``) gets under a config declaring ``layers``."""
+    if layers < 8:
+        cut = f"layer {layers}" if layers == 7 else f"layers {layers}-7"
+        return (f"{cfg}: num_hidden_layers is {layers}, but the checkpoint {ckpt} holds decoder layers up to "
+                f"model.layers.7: transformers would build {layers} layers, drop {cut}, and the probe would score "
+                f"that cut-down model; set num_hidden_layers to 8 to probe the whole checkpoint, or save a "
+                f"checkpoint without {cut} to probe the cut-down one")
+    more = f" nor {layers - 9} more" if layers > 9 else ""
+    added = "layer 8" if layers == 9 else f"layers 8-{layers - 1}"
+    return (f"{cfg}: num_hidden_layers is {layers}, but the checkpoint {ckpt} holds no model.layers.8{more} (its "
+            f"decoder layers: 0-7): transformers would give {added} random weights and the probe would score "
+            "them; set num_hidden_layers to 8 if those are all its layers, or complete the checkpoint")
+
+
+@pytest.mark.parametrize("layers", [7, 5, 9, 10])
+def test_a_target_config_declaring_other_layers_than_its_checkpoint_is_refused(layers, tmp_path, capsys):
+    """helper 93: transformers builds num_hidden_layers decoder layers whatever the checkpoint holds.
+    With 7 for the tiny Llama target's 8 it dropped layer 7 (a table of UNEXPECTED keys on stderr) and
+    the probe scored that cut-down model; with 9 it gave layer 8 random weights (MISSING) and the probe
+    scored them (on 16 of the pair's prompts, 8 tokens each: plugin_best, exit 0). Now one line before
+    the target loads, exit 2, files untouched."""
+    d = copy_pair(cached("llama"), tmp_path / "p", prompts=8)
+    cfg = _own_target_config(d, num_hidden_layers=layers)
+    files = {f: f.read_bytes() for f in (d / "target").iterdir()}
+    want = _layer_refusal(cfg, d / "target" / "model.safetensors", layers)
+    argv = [str(d / "target"), str(d / "draft"), "--tokens", "2"]
+    code, out, err = run(argv, capsys)
+    assert (code, out) == (2, ""), err
+    assert err == f"eagle-cycle probe: error: {want}\n"
+    code, out, err = wiring_cli([*argv, "--probe"], capsys)   # the static report, then the probe's refusal
+    assert code == 2 and f"layers {layers} (num_hidden_layers)" in out
+    assert err == f"eagle-cycle wiring: error: {want}\n"
+    assert {f: f.read_bytes() for f in (d / "target").iterdir()} == files
+
+
+def test_a_sharded_target_is_read_from_its_index_and_shards(tmp_path, capsys):
+    """The same for a target saved in shards with model.safetensors.index.json (a real target's
+    layout): the names come from the index and the shards' headers."""
+    from safetensors.torch import load_file, save_file
+
+    d = copy_pair(cached("llama"), tmp_path / "p", prompts=8)
+    cfg = _own_target_config(d, num_hidden_layers=7)
+    tensors = load_file(str(d / "target" / "model.safetensors"))
+    (d / "target" / "model.safetensors").unlink()
+    shards = {"model-00001-of-00002.safetensors": {}, "model-00002-of-00002.safetensors": {}}
+    for name, t in tensors.items():   # layers 0-3 in the first shard, the rest in the second
+        first = name.startswith("model.embed") or any(name.startswith(f"model.layers.{i}.") for i in range(4))
+        shards[sorted(shards)[0 if first else 1]][name] = t
+    weight_map = {}
+    for shard, part in shards.items():
+        save_file(part, str(d / "target" / shard))
+        weight_map.update(dict.fromkeys(part, shard))
+    index = d / "target" / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    code, out, err = run([str(d / "target"), str(d / "draft"), "--tokens", "2"], capsys)
+    assert (code, out) == (2, ""), err
+    assert err == f"eagle-cycle probe: error: {_layer_refusal(cfg, index, 7)}\n"
+
+
+def test_layer_names_of_wrapped_targets_mtp_layers_and_gaps():
+    """The rule on names alone: a multimodal wrapper's language-model layers count and its vision
+    tower's do not; DeepSeek-V3's MTP layer 61 is allowed by num_nextn_predict_layers; a gap is named."""
+    from sglang_eagle_cycle.wiring.target_layers import layer_indices, layer_mismatch
+
+    names = [f"language_model.model.layers.{i}.mlp.weight" for i in range(4)] + \
+        [f"vision_tower.encoder.layers.{i}.mlp.weight" for i in range(30)] + ["language_model.lm_head.weight"]
+    assert layer_indices(names) == dict.fromkeys(range(4), "language_model.model.layers.")
+    assert layer_mismatch(layer_indices(names), 4, "text_config.num_hidden_layers") is None
+    assert layer_indices([f"model.language_model.layers.{i}.w" for i in range(2)]) == \
+        dict.fromkeys(range(2), "model.language_model.layers.")
+    assert layer_indices(["transformer.h.0.attn.weight", "model.layers.x.w", "model.layers.3"]) == {}
+
+    deepseek = layer_indices(f"model.layers.{i}.mlp.weight" for i in range(62))
+    assert layer_mismatch(deepseek, 61, "num_hidden_layers", 1, "num_nextn_predict_layers") is None
+    assert layer_mismatch(deepseek, 61, "num_hidden_layers", 0, "num_nextn_predict_layers") == (
+        "num_hidden_layers is 61, but the checkpoint holds decoder layers up to model.layers.61: transformers "
+        "would build 61 layers, drop layer 61, and the probe would score that cut-down model; set "
+        "num_hidden_layers to 62 to probe the whole checkpoint (or num_nextn_predict_layers to 1 if layer 61 is "
+        "a multi-token-prediction layer), or save a checkpoint without layer 61 to probe the cut-down one")
+    # a checkpoint without its MTP layer (many re-uploads leave it out) is the 61 decoder layers
+    assert layer_mismatch(layer_indices(f"model.layers.{i}.w" for i in range(61)), 61, "num_hidden_layers", 1,
+                          "num_nextn_predict_layers") is None
+
+    gap = layer_indices(f"model.layers.{i}.w" for i in (0, 1, 2, 3, 4, 6, 7))
+    assert layer_mismatch(gap, 8, "num_hidden_layers") == (
+        "num_hidden_layers is 8, but the checkpoint holds no model.layers.5 (its decoder layers: 0-4, 6-7): "
+        "transformers would give layer 5 random weights and the probe would score them; complete the "
+        "checkpoint (an interrupted download or save?)")
+
+
+def test_a_wrapped_target_config_and_a_pytorch_target_name_their_fields_and_files(tmp_path):
+    """A text_config wrapper's count is named by its JSON path; a target saved as pytorch_model.bin is
+    read (names only, on the meta device); a folder without a checkpoint file is left to transformers."""
+    from sglang_eagle_cycle.safetensors_header import write_header_only
+    from sglang_eagle_cycle.wiring.target_layers import check_target_layers
+
+    wrapped = tmp_path / "wrapped"
+    wrapped.mkdir()
+    cfg = {"architectures": ["LlavaForConditionalGeneration"], "text_config": {"num_hidden_layers": 2},
+           "vision_config": {"num_hidden_layers": 24}}
+    write_header_only(wrapped / "model.safetensors",
+                      {**{f"language_model.model.layers.{i}.w": [2] for i in range(3)},
+                       **{f"vision_tower.vision_model.encoder.layers.{i}.w": [2] for i in range(24)}})
+    with pytest.raises(UsageError) as exc:
+        check_target_layers(wrapped, cfg, wrapped / "config.json")
+    assert str(exc.value).startswith(
+        f"{wrapped / 'config.json'}: text_config.num_hidden_layers is 2, but the checkpoint "
+        f"{wrapped / 'model.safetensors'} holds decoder layers up to language_model.model.layers.2: ")
+    check_target_layers(wrapped, {**cfg, "text_config": {"num_hidden_layers": 3}}, wrapped / "config.json")
+
+    pt = tmp_path / "pt"
+    pt.mkdir()
+    torch.save({f"model.layers.{i}.w": torch.ones(2) for i in range(2)}, pt / "pytorch_model.bin")
+    with pytest.raises(UsageError, match=r"num_hidden_layers is 3, but the checkpoint .*pytorch_model\.bin holds "
+                                         r"no model\.layers\.2 \(its decoder layers: 0-1\)"):
+        check_target_layers(pt, {"num_hidden_layers": 3}, pt / "config.json")
+    check_target_layers(tmp_path, {"num_hidden_layers": 1}, tmp_path / "config.json")   # no checkpoint file here

@@ -24,7 +24,8 @@ Example::
 Exit codes: 0 plugin_best and no error-level wiring problem; 1 other_best,
 not_trained_on_target or a wiring error; 2 unusable input (missing files,
 unreadable safetensors, a draft without fc, shapes that cannot be fed, a head
-with more than one decoder layer).  Head variants are read as SGLang 0.5.23
+with more than one decoder layer, a target checkpoint holding more or fewer
+decoder layers than its config's num_hidden_layers).  Head variants are read as SGLang 0.5.23
 reads them: norm_before_fc, fc_norm / use_aux_norm, norm_output, d2t.
 
 `eagle-cycle wiring TARGET DRAFT --probe` runs the same probe after the static

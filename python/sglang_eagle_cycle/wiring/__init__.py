@@ -44,7 +44,8 @@ Layout (one job per file):
 * :mod:`.resolve`: the resolution contract, :func:`check_pair` and :func:`resolve_at_setter`;
 * :mod:`.render`: the text report of ``eagle-cycle wiring``;
 * :mod:`.probe`: ``eagle-cycle probe``, which asks the draft's weights (torch and transformers;
-  imported only when used, never by the server).
+  imported only when used, never by the server); :mod:`.target_layers` refuses a probe target whose
+  checkpoint holds other decoder layers than its config declares.
 
 Every name is re-exported here, so ``from sglang_eagle_cycle.wiring import check_pair`` keeps working.
 """

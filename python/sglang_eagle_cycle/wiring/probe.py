@@ -12,7 +12,8 @@ the same scored tokens (exact McNemar test).
     result = probe("pair/target", "pair/draft")     # dict, as ``eagle-cycle probe --json`` prints
 
 Raises :class:`~.errors.UsageError` for unusable input (missing files, an unreadable checkpoint,
-a draft without ``fc``, shapes that cannot be fed, a head with more than one decoder layer).
+a draft without ``fc``, shapes that cannot be fed, a head with more than one decoder layer, a target
+checkpoint holding more or fewer decoder layers than its config declares).
 The head variants SGLang 0.5.23 reads (``norm_before_fc``, ``fc_norm``/``use_aux_norm``,
 ``norm_output``, ``d2t``) are honoured as it honours them (:class:`HeadVariant`).
 """
@@ -699,13 +700,20 @@ def _fix(best: list[int], plugin: list[int] | None, target_cfg, draft_cfg, heade
 def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None = None, tokens: int | None = None,
           device: str = "cpu", dtype: str = "float32", max_memory: str | None = None,
           env=None, progress: bool | None = None) -> dict:
-    """Run the probe; the ``--json`` object (see module docstring and README)."""
+    """Run the probe; the ``--json`` object (see module docstring and README).
+
+    Raises:
+        UsageError: unusable input, as the module docstring lists it; among it a target whose
+            checkpoint holds more or fewer decoder layers than its config's ``num_hidden_layers``
+            (:mod:`.target_layers`), refused before the target loads.
+    """
     import torch
 
     from ..costmodel import wilson_interval
     from ..safetensors_header import read_draft_shapes
     from . import check_pair, find_hidden_size, find_num_layers, find_vocab_size, load_config, refuse_unusable_pair
     from .checks import refuse_swapped
+    from .target_layers import check_target_layers
 
     t0 = time.perf_counter()
     env = dict(os.environ if env is None else env)
@@ -728,6 +736,8 @@ def probe(target: str | Path, draft: str | Path, prompts_file: str | Path | None
         raise UsageError(f"{draft_dir}: unreadable checkpoint ({_short_exc(exc)})") from None
     report = check_pair(target_cfg, draft_cfg, header=header, env=env)
     n = find_num_layers(target_cfg)
+    # transformers builds n layers whatever the checkpoint holds: refuse a cut-down or half-random target
+    check_target_layers(target_dir, target_cfg, target_json)
     hidden, vocab = find_hidden_size(target_cfg), find_vocab_size(target_cfg)
     dr = load_draft(draft_dir, draft_cfg, hidden, vocab)
     if isinstance(report.ids, list) and report.ids and all(isinstance(i, int) and not isinstance(i, bool)
