@@ -272,7 +272,7 @@ def measure(args) -> dict:
         cfg = SinkConfig.from_env(env, Ranks(), background=background)
         if metrics:  # what SinkConfig.from_env gives under SGLang's --enable-metrics
             cfg = replace(cfg, metrics_labels=(("model_name", "bench"), ("engine_type", "unified"), ("tp_rank", "0"),
-                                               ("pp_rank", "0"), ("moe_ep_rank", "0")), metrics_max_steps=args.steps)
+                                               ("pp_rank", "0"), ("moe_ep_rank", "0")))
         sink = CycleSink(cfg)
         if metrics and sink.metrics is None:
             raise SystemExit("bench_hook_overhead: the Prometheus export could not start (is prometheus_client "

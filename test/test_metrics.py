@@ -160,6 +160,64 @@ def test_counts_and_buckets_from_the_generators_values(two_depths, tmp_path, cap
             assert (labels["tp_rank"], labels["pp_rank"], labels["dp_rank"]) == ("0", "0", "0")
 
 
+def _accept_buckets(samples) -> dict[str, dict[str, float]]:
+    """``{steps: {le: cumulative count}}`` of the accept-length histogram in parsed samples."""
+    out: dict[str, dict[str, float]] = {}
+    for labels, value in samples[f"{ACCEPT_LENGTH}_bucket"]:
+        out.setdefault(labels["steps"], {})[labels["le"]] = value
+    return out
+
+
+def test_accept_length_histograms_of_different_depths_sum_bucket_by_bucket(tmp_path, capsys):
+    """Two servers at depths 2 and 5, each exported offline (one ``inspect --prometheus`` file per
+    log, as node_exporter's textfile folder holds them) and live (one LiveMetrics per server). The
+    buckets had followed each file's or server's depth (le 1..3 and 1..6): ``sum by (le)`` then held
+    le 4..6 from one of them only, its counts fell (328 at le 3, 162 at le 4) and
+    ``histogram_quantile`` read a p90 of 6 where the pooled requests give 3.9. Now every output
+    carries one le set, whatever the depth, and the sum is the pooled requests' histogram."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    runs = {2: generate(random.Random(2), bs=4, steps=2, cycles=50, p=[0.8, 0.6]),
+            5: generate(random.Random(5), bs=4, steps=5, cycles=50, p=[0.8, 0.7, 0.6, 0.5, 0.4])}
+    outputs = []
+    for steps, run in runs.items():
+        log = tmp_path / f"d{steps}.log"
+        log.write_text("\n".join(log_lines(run.records)) + "\n")
+        code, out, err = inspect([str(log), "--prometheus", "-"], capsys)
+        assert code == 0, err
+        outputs.append(("offline", steps, parse(out)))
+        registry = CollectorRegistry()
+        live = LiveMetrics({"model_name": "", "engine_type": "unified", "tp_rank": "0", "pp_rank": "0",
+                            "dp_rank": "0"}, registry=registry)
+        for rec in run.records:
+            live.observe(rec)
+        live.push()
+        outputs.append(("live", steps, parse(generate_latest(registry).decode())))
+    le_sets = set()
+    for writer, steps, samples in outputs:
+        (only,) = _accept_buckets(samples).items()
+        assert only[0] == str(steps), writer
+        le_sets.add(tuple(sorted(only[1], key=float)))   # "+Inf" last
+    assert len(le_sets) == 1, le_sets           # one bucket set for every depth and both writers
+    (les,) = le_sets
+    # README: 1, 2, ..., 16, 20, 24, 32, 48, 65
+    assert les == tuple(f"{float(k)!r}" for k in [*range(1, 17), 20, 24, 32, 48, 65]) + ("+Inf",)
+    pooled = runs[2].accepts() + runs[5].accepts()
+    for writer in ("offline", "live"):
+        summed: dict[str, float] = {}         # sum by (le) over the two servers
+        count = 0.0
+        for w, steps, samples in outputs:
+            if w == writer:
+                for le, v in _accept_buckets(samples)[str(steps)].items():
+                    summed[le] = summed.get(le, 0.0) + v
+                count += one(samples, f"{ACCEPT_LENGTH}_count", steps=str(steps))
+        counts = [summed[le] for le in les]
+        assert all(a <= b for a, b in zip(counts, counts[1:])), (writer, counts)
+        assert summed["+Inf"] == count == len(pooled), writer
+        for le in les[:-1]:
+            assert summed[le] == sum(a <= float(le) for a in pooled), (writer, le)
+
+
 def test_aggregated_lines_go_to_their_own_summary_and_every_histogram_stays_valid(tmp_path, capsys):
     """A log of per-cycle and aggregated (LOG_EVERY) lines at depth 3, and only aggregated ones at
     depth 2. Aggregated cycles had counted in the histogram's _sum/_count but in no bucket, so _count
@@ -328,15 +386,16 @@ def _promtool() -> Optional[str]:
     return str(beside) if beside.is_file() else shutil.which("promtool")
 
 
-def _evaluate(promtool: str, text: str, expr: str, tmp_path: Path) -> dict[str, float]:
-    """``expr`` evaluated by promtool over the samples of ``text`` (an exposition, every sample a
-    constant series): ``{labels as promtool prints them: value}``. promtool prints what an
-    expression gives only when a test fails, so the test expects nothing."""
+def _evaluate(promtool: str, text: str, expr: str, tmp_path: Path, more: tuple = ()) -> dict[str, float]:
+    """``expr`` evaluated by promtool over the samples of ``text`` and of each exposition in ``more``
+    (several files of one textfile folder; every sample a constant series): ``{labels as promtool
+    prints them: value}``. promtool prints what an expression gives only when a test fails, so the
+    test expects nothing."""
     from prometheus_client.parser import text_string_to_metric_families
 
     series = [{"series": s.name + "{" + ",".join(f"{k}={json.dumps(v)}" for k, v in s.labels.items()) + "}",
                "values": f"{s.value!r}x3"}
-              for fam in text_string_to_metric_families(text) for s in fam.samples]
+              for t in (text, *more) for fam in text_string_to_metric_families(t) for s in fam.samples]
     test = {"rule_files": [], "evaluation_interval": "1m", "tests": [{"interval": "1m", "input_series": series,
             "promql_expr_test": [{"expr": expr, "eval_time": "1m", "exp_samples": []}]}]}
     path = tmp_path / "eval.yml"
@@ -389,6 +448,44 @@ def test_snapshot_panels_read_what_inspect_reports(tmp_path, capsys):
     tok_s = _evaluate(promtool, text, targets[("Accept length and effective tok/s (snapshot)", "effective tok/s")],
                       tmp_path)
     assert tok_s["{}"] == pytest.approx(g["tok_s"], rel=1e-5)
+
+
+def test_dashboard_accept_length_over_files_of_different_depths(tmp_path, capsys):
+    """promtool over two ``inspect --prometheus`` files of depths 2 and 5 (one textfile folder): the
+    snapshot distribution panel gives the pooled requests' cumulative counts, bars that already hold
+    every request left out and ``+Inf`` the total, and ``histogram_quantile`` over ``sum by (le)``
+    reads the pooled p90. With buckets sized to each file's depth the sum had held le 4..6 of the
+    depth-5 file only, falling counts, and a p90 of 6 where the pooled requests give 3.9."""
+    promtool = _promtool()
+    if promtool is None:
+        pytest.skip("promtool is not installed (apt install prometheus; make test fetches it when it can)")
+    runs = {2: generate(random.Random(2), bs=4, steps=2, cycles=50, p=[0.8, 0.6]),
+            5: generate(random.Random(5), bs=4, steps=5, cycles=50, p=[0.8, 0.7, 0.6, 0.5, 0.4])}
+    texts = []
+    for steps, run in runs.items():
+        log = tmp_path / f"d{steps}.log"
+        log.write_text("\n".join(log_lines(run.records)) + "\n")
+        code, out, err = inspect([str(log), "--prometheus", "-", "--model-name", f"d{steps}"], capsys)
+        assert code == 0, err
+        texts.append(out)
+    pooled = runs[2].accepts() + runs[5].accepts()
+    total = len(pooled)
+    cumulative = {k: sum(a <= k for a in pooled) for k in range(1, 7)}
+    dash, _ = _exprs()
+    (expr,) = [t["expr"].replace("$model", "d2|d5") for p in dash["panels"]
+               if p["title"] == "Accept length distribution (snapshot)" for t in p["targets"]]
+    bars = _evaluate(promtool, texts[0], expr, tmp_path, more=texts[1:])
+    want = {f'{{le="{float(k)!r}"}}': float(c) for k, c in cumulative.items() if c < total}
+    assert bars == {**want, '{le="+Inf"}': float(total)}
+    assert list(want) == [f'{{le="{float(k)!r}"}}' for k in range(1, 6)]   # le 6 holds everyone: left out
+    # p90: rank 0.9 * total inside the first bucket that reaches it, linearly (Prometheus's rule)
+    rank = 0.9 * total
+    k = min(k for k, c in cumulative.items() if c >= rank)
+    below = cumulative.get(k - 1, 0)
+    p90 = (k - 1) + (rank - below) / (cumulative[k] - below)
+    got = _evaluate(promtool, texts[0], f'histogram_quantile(0.9, sum by (le) ({ACCEPT_LENGTH}_bucket))', tmp_path,
+                    more=texts[1:])
+    assert got == {"{}": pytest.approx(p90, rel=1e-9)} and 3 < p90 < 4
 
 
 # ----------------------------------------------------------------------------- the wiring info series
@@ -504,7 +601,7 @@ def test_live_and_offline_series_agree(tmp_path, capsys):
     registry = CollectorRegistry()
     now = [100.0]
     live = LiveMetrics({"model_name": "m", "engine_type": "unified", "tp_rank": "0", "pp_rank": "0",
-                        "dp_rank": "0"}, max_steps=3, registry=registry, clock=lambda: now[0])
+                        "dp_rank": "0"}, registry=registry, clock=lambda: now[0])
     for ln in lines:
         live.observe(parse_line(ln))
     with pytest.raises(ValueError):
@@ -577,7 +674,7 @@ def test_a_tree_shallower_than_its_steps_has_no_deeper_position(tmp_path, capsys
     offline = parse(out)
     registry = CollectorRegistry()
     live = LiveMetrics({"model_name": "", "engine_type": "unified", "tp_rank": "0", "pp_rank": "0", "dp_rank": "0"},
-                       max_steps=3, registry=registry)
+                       registry=registry)
     for rec in recs:
         live.observe(rec)
     live.push()
@@ -609,7 +706,7 @@ def test_extra_metric_labels_named_like_ours_are_left_off_our_series(caplog):
     run = generate(random.Random(41), bs=3, steps=3, cycles=30, p=[0.8, 0.6, 0.4])
     registry = CollectorRegistry()
     with caplog.at_level(logging.WARNING, logger="sglang_eagle_cycle"):
-        live = LiveMetrics(SGLANG_LABELS, max_steps=3, registry=registry)
+        live = LiveMetrics(SGLANG_LABELS, registry=registry)
         for rec in run.records:
             live.observe(rec)
         live.push()
@@ -636,7 +733,7 @@ def test_extra_metric_labels_named_like_ours_are_left_off_our_series(caplog):
     wiring_registry = CollectorRegistry()
     with caplog.at_level(logging.WARNING, logger="sglang_eagle_cycle"):
         metrics.set_wiring_info(SGLANG_LABELS, report, registry=wiring_registry)
-        LiveMetrics(SGLANG_LABELS, max_steps=3, registry=CollectorRegistry())  # another sink of this process
+        LiveMetrics(SGLANG_LABELS, registry=CollectorRegistry())  # another sink of this process
     w = parse(generate_latest(wiring_registry).decode())
     assert w[WIRING_INFO] == [({**KEPT, **wiring_info_labels(report)}, 1.0)]
     assert wiring_info_labels(report)["reading"] == "layer_output"
@@ -663,7 +760,7 @@ def test_the_sink_keeps_its_export_on_with_a_colliding_extra_label(caplog):
     log = logging.getLogger("sglang_eagle_cycle.test_metrics")
     recs = generate(random.Random(43), bs=2, steps=2, cycles=12, p=[0.6, 0.5]).records
     with caplog.at_level(logging.INFO):
-        sink = CycleSink(SinkConfig(background=False, metrics_labels=tuple(SGLANG_LABELS.items()), metrics_max_steps=2),
+        sink = CycleSink(SinkConfig(background=False, metrics_labels=tuple(SGLANG_LABELS.items())),
                          log=log)
         for r in recs:
             sink.submit(r)
@@ -743,7 +840,7 @@ def test_base_label_values_are_written_as_prometheus_client_writes_sglangs():
             "team": "None", "shard": "3", "canary": "True"}
     assert ours == sglangs == want
     registry = CollectorRegistry()        # and on our series, as /metrics shows them
-    live = LiveMetrics(ours, max_steps=2, registry=registry)
+    live = LiveMetrics(ours, registry=registry)
     for rec in generate(random.Random(47), bs=2, steps=2, cycles=5, p=[0.6, 0.5]).records:
         live.observe(rec)
     live.push()

@@ -29,8 +29,9 @@ name                                              type       labels (besides the
   cycles their ``_count`` added. Offline only: the live export observes each cycle before any
   aggregation, so it never has one.
 * ``sglang:eagle_cycle_accept_length``: one observation per request per cycle (accept length,
-  bonus token included), buckets ``1, 2, ..., num_steps + 1``; aggregated lines count here
-  exactly (their ``accept_hist``), as they do in the counters below.
+  bonus token included), buckets :data:`ACCEPT_LENGTH_BUCKETS` (``1, 2, ..., 16, 20, 24, 32, 48, 65``, whatever the
+  depth: every file and server carries the same ``le`` set, so their histograms can be summed);
+  aggregated lines count here exactly (their ``accept_hist``), as they do in the counters below.
 * ``position`` ``j`` (1-based draft position): ``reached`` counts requests whose accept length is
   ``>= j``, ``accepted`` those with ``>= j + 1``; per-position acceptance is their ratio
   (``rate(accepted) / rate(reached)`` in PromQL).
@@ -70,6 +71,7 @@ import re
 from collections import Counter
 from typing import Any, Iterable, Mapping, Optional
 
+from .argtypes import MAX_STEPS
 from .cycle import ALL_PHASES, max_accept_len
 from .report import per_position_acceptance
 
@@ -94,6 +96,17 @@ _PHASE_NAMES = tuple(PHASE_LABELS.values())
 #: deployments fall (a few ms to ~50 ms)
 PHASE_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.0125, 0.015,
                    0.0175, 0.02, 0.025, 0.03, 0.035, 0.04, 0.05, 0.06, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5)
+#: accept-length histogram bounds (tokens per request per verify): every integer from 1 to 16 (exact
+#: for every depth up to 15 steps, past the 1-10 that deployments sweep), then 20, 24, 32, 48 and
+#: ``MAX_STEPS + 1`` = 65, the longest accept of the deepest draft ``eagle-cycle`` reads anywhere
+#: (:data:`~sglang_eagle_cycle.argtypes.MAX_STEPS`). Fixed, not sized to a file's or a server's depth:
+#: Prometheus sums histograms bucket by bucket (``sum by (le)``), so two files or servers at different
+#: ``--speculative-num-steps`` must carry the same ``le`` set, else a sum holds a bucket from one of
+#: them only, its cumulative counts fall, and ``histogram_quantile`` reads wrong (a depth-2 and a
+#: depth-5 file summed had given a p90 of 6 where their pooled requests give 3.9). 21 bounds, not
+#: one per integer to 65, keep a series' bucket count near SGLang's own histograms'. A longer accept
+#: (a log line may claim up to 1024 steps) counts in ``+Inf``, ``_sum`` and ``_count``.
+ACCEPT_LENGTH_BUCKETS = tuple(float(k) for k in range(1, 17)) + (20.0, 24.0, 32.0, 48.0, float(MAX_STEPS + 1))
 #: the labels every series carries (SGLang's scheduler metric labels)
 BASE_LABELS = ("model_name", "engine_type", "tp_rank", "pp_rank", "dp_rank")
 #: label names our series use themselves (``le``: prometheus_client reserves it on histograms): a
@@ -256,10 +269,11 @@ def exposition(groups, model_name: str = "", engine_type: str = "unified", wirin
 
     Returns:
         The text, one ``# HELP``/``# TYPE`` pair per metric; phase times in seconds. Every histogram
-        series holds cumulative buckets and ``_count`` equal to its ``+Inf`` bucket: the phase times
-        of aggregated lines (means only) are in :data:`AGGREGATED_PHASE_SECONDS`, a summary of sum
-        and count written only when the groups hold some, and the first line, a comment, says how
-        many cycles that is.
+        series holds cumulative buckets and ``_count`` equal to its ``+Inf`` bucket, over bounds that
+        do not depend on the groups (:data:`PHASE_BUCKETS_S`, :data:`ACCEPT_LENGTH_BUCKETS`, so
+        files of different depths sum bucket by bucket): the phase times of aggregated lines
+        (means only) are in :data:`AGGREGATED_PHASE_SECONDS`, a summary of sum and count written
+        only when the groups hold some, and the first line, a comment, says how many cycles that is.
     """
     phase: dict[tuple, _Hist] = {}
     agg_phase: dict[tuple, list] = {}   # key -> [seconds, cycles] of aggregated-line means
@@ -268,7 +282,6 @@ def exposition(groups, model_name: str = "", engine_type: str = "unified", wirin
     accepted: dict[tuple, int] = {}
     cycles: dict[tuple, int] = {}
     aggregated = 0
-    max_len = max([g.steps + 1 for g in groups] + [max(g.hist, default=1) for g in groups] + [1])
     for g in groups:
         base = {"model_name": model_name, "engine_type": engine_type, **rank_labels(g.ranks)}
         bkey = tuple(base.items())
@@ -289,7 +302,7 @@ def exposition(groups, model_name: str = "", engine_type: str = "unified", wirin
         # cycles of aggregated lines (every line carries total_ms; other phases may be absent)
         aggregated += max((d.agg_weight for d in g.phases.values()), default=0)
         if g.hist:
-            h = accept.setdefault(bkey + (("steps", steps),), _Hist(range(1, max_len + 1)))
+            h = accept.setdefault(bkey + (("steps", steps),), _Hist(ACCEPT_LENGTH_BUCKETS))
             for length, n in g.hist.items():
                 h.add(float(length), n)
             # positions 1..min(steps, draft_tokens - 1), as inspect --json counts them: a tree verifying
@@ -408,38 +421,6 @@ def series_base_labels(labels: Mapping[str, str]) -> tuple[dict[str, str], dict[
     return kept, dropped
 
 
-def configured_max_steps() -> int:
-    """Deepest ``num_steps`` this server can run (0 when unknown): ``--speculative-num-steps``, and
-    with ``--speculative-adaptive`` the deepest ``candidate_steps`` of its adaptive config (the file,
-    else SGLang's default). Sizes the accept-length buckets. Never raises."""
-    deepest = 0
-    try:
-        from sglang.srt.runtime_context import get_spec
-
-        spec = get_spec()
-        deepest = int(getattr(spec, "speculative_num_steps", None) or 0)
-        if getattr(spec, "speculative_adaptive", False):
-            path = getattr(spec, "speculative_adaptive_config", None)
-            if path:
-                with open(path, encoding="utf-8") as f:
-                    cfg = json.load(f)
-            else:
-                from sglang.srt.speculative.adaptive_spec_params import DEFAULT_ADAPTIVE_CONFIG as cfg
-
-            def walk(node):
-                nonlocal deepest
-                if isinstance(node, dict):
-                    for k, v in node.items():
-                        if k == "candidate_steps" and isinstance(v, list):
-                            deepest = max([deepest] + [x for x in v if isinstance(x, int) and x < 1024])
-                        else:
-                            walk(v)
-            walk(cfg)
-    except Exception:
-        pass
-    return deepest
-
-
 #: The live export pushes what its cycles added to ``prometheus_client`` at most this often
 #: (seconds): each value it touches there is a locked write to a memory-mapped file, several
 #: microseconds apiece on the sink thread, so per-cycle pushes would cost the scheduler GIL time
@@ -455,9 +436,6 @@ class LiveMetrics:
         labels: SGLang's metric labels (:func:`export_wanted`); every series carries them, less
             those named as one of our own labels (:func:`series_base_labels`: left off, with one
             WARNING; :attr:`labels` holds the kept ones, :attr:`dropped_labels` the others).
-        max_steps: deepest ``num_steps`` expected (0: unknown); accept-length buckets are
-            ``1 .. D + 1`` with ``D`` the larger of it and the first cycle's depth (a deeper cycle's
-            longer accepts still count, in ``+Inf``, ``_sum`` and ``_count``).
         registry: where the metrics register (None: nowhere; in SGLang's multiprocess mode the
             values go to the shared directory whatever the registry, and ``/metrics`` reads them
             from there).
@@ -469,7 +447,9 @@ class LiveMetrics:
         refuses (``a-b``, ``__x``; SGLang's own metrics refuse it first).
 
     Only per-cycle records come here (:meth:`observe`), so it never writes
-    :data:`AGGREGATED_PHASE_SECONDS`; its series are otherwise those :func:`exposition` writes.
+    :data:`AGGREGATED_PHASE_SECONDS`; its series are otherwise those :func:`exposition` writes, on
+    the same fixed buckets (:data:`ACCEPT_LENGTH_BUCKETS` whatever depth the server runs, so servers
+    of different depths sum on one dashboard).
 
     :meth:`observe` and :meth:`push` run on the sink thread: the sink pushes once :attr:`due`
     when the scheduler is idle or waiting for the device, regardless once :attr:`overdue`, and
@@ -478,8 +458,8 @@ class LiveMetrics:
     (:func:`_observe_n`), else one ``observe`` per observation.
     """
 
-    def __init__(self, labels: Mapping[str, str], max_steps: int = 0, registry: Any = None,
-                 push_every_s: float = PUSH_EVERY_S, clock=None):
+    def __init__(self, labels: Mapping[str, str], registry: Any = None, push_every_s: float = PUSH_EVERY_S,
+                 clock=None):
         import time
 
         from prometheus_client import Counter as PCounter
@@ -488,12 +468,10 @@ class LiveMetrics:
         self.labels, self.dropped_labels = series_base_labels(labels)
         base = tuple(self.labels)
         self._base = tuple(self.labels.values())
-        self.max_steps = max(0, int(max_steps))
         self._phase = Histogram(PHASE_SECONDS, HELP[PHASE_SECONDS], base + ("phase", "steps"),
                                 buckets=PHASE_BUCKETS_S, registry=registry)
-        self._histogram, self._registry, self._names = Histogram, registry, base
-        self._accept = None  # made at the first push, when a cycle's depth is known
-        self._first_steps: Optional[int] = None
+        self._accept = Histogram(ACCEPT_LENGTH, HELP[ACCEPT_LENGTH], base + ("steps",),
+                                 buckets=ACCEPT_LENGTH_BUCKETS, registry=registry)
         self._reached = PCounter(POSITION_REACHED[:-len("_total")], HELP[POSITION_REACHED], base + ("position",),
                                  registry=registry)
         self._accepted = PCounter(POSITION_ACCEPTED[:-len("_total")], HELP[POSITION_ACCEPTED],
@@ -543,8 +521,6 @@ class LiveMetrics:
                 values.append(value)
         lengths = rec.accepts if rec.accepts is not None else rec.accept_hist
         if lengths:
-            if self._first_steps is None:
-                self._first_steps = steps
             acc = self._accepts.get(steps)
             if acc is None:
                 acc = self._accepts[steps] = {}
@@ -593,11 +569,6 @@ class LiveMetrics:
             for label, values in zip(_PHASE_NAMES, per_phase):
                 if values:
                     _observe_all(self._child(self._phase, label, str(steps)), [v / 1000.0 for v in values])
-        if accepts and self._accept is None:
-            top = max(self.max_steps, self._first_steps or 0, 1)
-            self._accept = self._histogram(ACCEPT_LENGTH, HELP[ACCEPT_LENGTH], self._names + ("steps",),
-                                           buckets=tuple(float(x) for x in range(1, top + 2)),
-                                           registry=self._registry)
         for steps, hist in accepts.items():
             child = self._child(self._accept, str(steps))
             for length, n in hist.items():

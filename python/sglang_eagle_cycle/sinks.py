@@ -147,7 +147,6 @@ class SinkConfig:
         background: format and write on a daemon thread (default) instead of the caller's thread.
         metrics_labels: base labels of the Prometheus export as ``(name, value)`` pairs, or None
             (no export; :func:`~sglang_eagle_cycle.metrics.export_wanted`).
-        metrics_max_steps: deepest ``num_steps`` the server runs (sizes the accept-length buckets).
     """
 
     log_every: int = 1
@@ -157,7 +156,6 @@ class SinkConfig:
     nvtx: bool = False
     background: bool = True
     metrics_labels: Optional[tuple] = None
-    metrics_max_steps: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], ranks: Any, *, stats_rank: bool = True,
@@ -176,13 +174,13 @@ class SinkConfig:
         Bad values are a WARNING and the default, never an exception (the server must start).
         """
         all_ranks = env_flag("SGLANG_EAGLE_CYCLE_ALL_RANKS", False, env)
-        metrics_labels, max_steps = None, 0
+        metrics_labels = None
         if stats_rank or all_ranks:
-            from .metrics import configured_max_steps, export_wanted
+            from .metrics import export_wanted
 
             labels = export_wanted(env)
             if labels is not None:
-                metrics_labels, max_steps = tuple(labels.items()), configured_max_steps()
+                metrics_labels = tuple(labels.items())
         path = _jsonl_env(env)
         # with DP, DP attention (or PP) one stats-logging rank per replica prints: their lines are told apart
         several_print = all_ranks or ranks.dp_size > 1 or ranks.pp_size > 1 or getattr(ranks, "attn_dp_size", 1) > 1
@@ -194,7 +192,6 @@ class SinkConfig:
             nvtx=env_flag("SGLANG_EAGLE_CYCLE_NVTX", False, env),
             background=background,
             metrics_labels=metrics_labels,
-            metrics_max_steps=max_steps,
         )
 
 
@@ -485,7 +482,7 @@ class CycleSink:
             try:
                 from .metrics import LiveMetrics
 
-                self.metrics = LiveMetrics(dict(config.metrics_labels), config.metrics_max_steps)
+                self.metrics = LiveMetrics(dict(config.metrics_labels))
                 self._log.info("sglang-eagle-cycle: cycle metrics exported on SGLang's /metrics "
                                "(sglang:eagle_cycle_*; SGLANG_EAGLE_CYCLE_METRICS=0 turns them off)")
             except Exception as exc:
