@@ -1199,6 +1199,32 @@ def test_decide_settles_apart_and_asks_for_the_uncertain_depth():
     assert not d.settled and d.next_run == 2 and d.regret_95_after < d.regret_95
 
 
+def test_the_settled_test_weighs_the_doubt_hypotheses_and_nothing_else_does():
+    """An ensemble that settles 2 steps over its own hypotheses, with doubt hypotheses (larger
+    verify-mode overheads) in which 2 steps is dear and the measured 5 steps best: not settled, the
+    regret over both, the regret without them kept for the why; the pick and the next run are the
+    ensemble's own (with the doubt ensemble alone 5 would be picked)."""
+    rng = np.random.default_rng(3)
+    n, steps = 2000, [0, 1, 2, 3, 5]
+    tok = np.column_stack([np.full(n, 100.0), rng.normal(118, 1, n), rng.normal(130, 1, n),
+                           rng.normal(120, 1, n), np.full(n, 121.0)])
+    dear = tok.copy()
+    dear[:, 1:4] *= rng.uniform(0.8, 1.0, (n, 1))       # shallower depths dearer, together
+    plain = unc.Ensemble(1, steps, tok, np.ones_like(tok), {}, 3, [None] * 5)
+    d0 = unc.decide(plain, measured=[5])
+    assert d0.settled and d0.pick == 2 and d0.regret_95_assumed is None
+    doubt = unc.Ensemble(1, steps, dear, np.ones_like(dear), {}, 3, [None] * 5)
+    both = unc.Ensemble(1, steps, tok, np.ones_like(tok), {}, 3, [None] * 5, doubt=doubt, doubt_overhead=0.9)
+    d = unc.decide(both, measured=[5])
+    assert not d.settled and d.pick == 2 and d.next_run == 2
+    assert d.regret_95 > unc.SETTLED_REGRET >= d.regret_95_assumed == pytest.approx(d0.regret_95)
+    assert d.doubt_overhead == 0.9
+    assert unc.decide(doubt, measured=[5]).pick == 5
+    # a measurement replaces its depth in the doubt hypotheses too
+    m = unc.with_measurements(both, {2: (100.0, 0.5)})
+    assert np.all(np.abs(m.doubt.tok_s[:, 2] - 100.0) < 5) and np.all(np.abs(m.tok_s[:, 2] - 100.0) < 5)
+
+
 def test_the_forecast_counts_the_new_runs_noise_and_not_the_old_runs_errors():
     """A run at c reveals c's shape within its own sampling error, not the errors of the runs
     already made: a forecast that binned on the noisy tok/s promised what the next run could not

@@ -298,6 +298,34 @@ def test_the_next_run_can_be_the_neighbour_that_tells_a_padding_step(aw, tmp_pat
     assert res.regret is not None and res.regret <= 0.02
 
 
+def test_a_verify_far_above_the_decode_step_keeps_one_run_from_settling(aw, aw4, tmp_path):
+    """``--fourth`` seed 1, world 8 (communication-bound, bs 4, speculation off best; first run at 5
+    steps, its 24-token verify 2.2 times the decode step). With the verify-mode overhead assumed in
+    0-50%, every hypothesis made 2 steps far cheaper than 5, and the one run settled on 2 steps, 4.6%
+    below speculation off. The settled test now also weighs overheads up to 0.8 of the measured excess
+    (``uncertainty.settle_overhead``): not settled, a run at 2 steps is asked for, and it shows
+    speculation off is best."""
+    w = aw4.make_worlds(24, 1)[8]
+    assert w.best_steps() == 0
+    res = aw.run_protocol(w, aw.advise_in_process, 5, random.Random("sim-advise-logs:1:8"), tmp_path)
+    assert res.failure is None
+    assert res.measured == [5, 2]
+    assert res.pick == 0 and res.regret == 0.0
+
+
+def test_settle_overhead_widens_only_past_the_assumed_range_at_narrow_widths():
+    """The settled test's own overhead range: none where the lowest run's verify lies within
+    ``0.5 / 0.8`` of the decode step, or is wider than 32 tokens, or the anchor is not below it;
+    else 0.8 of the measured excess."""
+    from sglang_eagle_cycle import uncertainty as unc
+
+    assert unc.settle_overhead([(6.0, 16.0)], (1.0, 10.0)) is None             # 60% above: 0.48 < 0.5
+    assert unc.settle_overhead([(6.0, 21.0), (12.0, 30.0)], (1.0, 10.0)) == pytest.approx(0.88)
+    assert unc.settle_overhead([(64.0, 30.0)], (16.0, 10.0)) is None           # past 32 tokens
+    assert unc.settle_overhead([(6.0, 30.0)], (6.0, 10.0)) is None             # anchor not below
+    assert unc.settle_overhead([(6.0, 30.0)], None) is None
+
+
 @pytest.fixture(scope="module")
 def awt(aw):
     return _benchmark_module("advise_worlds_third")

@@ -2177,6 +2177,11 @@ def _recommend(cands: Sequence[cm.Candidate], dec: unc.Decision, ens: unc.Ensemb
              if dec.settled else
              f"not settled: its 95th-percentile regret is {100 * dec.regret_95:.1f}% (over "
              f"{100 * unc.SETTLED_REGRET:.0f}%)")
+    if (not dec.settled and dec.regret_95_assumed is not None and dec.doubt_overhead is not None
+            and dec.regret_95 > dec.regret_95_assumed + 0.001):
+        state += (f", counting verify-mode overheads up to {100 * dec.doubt_overhead:.0f}% of the no-spec decode "
+                  f"step, as the lowest run's verify, far above that step, allows ({dec.regret_95_assumed:.1%} "
+                  f"within the 0-{100 * unc.VERIFY_MODE_OVERHEAD[1]:.0f}% the predictions take)")
     if (pick.interval_source or "").startswith(unc.KERNEL_SOURCE):
         state += (" (the regret leaves out the kernel time that widens its interval: only a run at that "
                   "depth measures it)")

@@ -132,6 +132,13 @@ the way to that side's extreme (:func:`_toward`): most stay near the central for
   at two widths or more whose other times differ by more than :data:`OTHER_GROWTH_Z` standard
   errors make a curve over the width there, drawn as the draft-extend is (host work per verified
   token: sampling, bookkeeping; one-step cycles follow it too unless a one-step run was measured).
+* **The settled test's own hypotheses**: where the lowest measured verify (at most
+  :data:`KNEE_MIN_TOKENS` wide) lies so far above the decode step that :data:`SETTLE_EXCESS` of
+  the excess passes the assumed 50%, :func:`decide` reads the pick's regret over the hypotheses
+  and as many again whose ``f`` reaches that share (:func:`settle_overhead`,
+  :attr:`Ensemble.doubt`): a shallower depth than the run may then cost more than any chord from
+  ``b (1 + 0.5)`` says, and one run does not settle a pick below it. Picks, intervals and the
+  next-run choice keep :data:`VERIFY_MODE_OVERHEAD`.
 * **Whole-cycle times measured at one depth** (no phase split): at least one draft forward more per
   step beyond it and less below it, never below the decode step (:func:`_draft_step_floor`).
 * **Measurement noise of the cycle times**: the measured mean cycle time at each width is off by
@@ -318,6 +325,11 @@ KERNEL_SOURCE = "kernel time at a width no run measured"
 NO_NOISE_SOURCE = "none: its run has no noise estimate (taken as 1% wide)"
 #: settled when the pick's 95th-percentile regret is at most this
 SETTLED_REGRET = 0.02
+#: the settled test's own verify-mode overheads (:func:`settle_overhead`): where the lowest measured
+#: verify lies more than ``VERIFY_MODE_OVERHEAD[1] / SETTLE_EXCESS`` above the decode step, at a
+#: width up to :data:`KNEE_MIN_TOKENS`, :func:`decide` also weighs hypotheses whose ``f`` reaches
+#: this share of that excess (:attr:`Ensemble.doubt`)
+SETTLE_EXCESS = 0.8
 #: central interval
 LEVELS = (2.5, 97.5)
 
@@ -340,6 +352,12 @@ class Ensemble:
             alone): what a new run can reveal (:func:`decide`).
         tok_s_band: ``tok_s`` with each width no run measured running its own kernels
             (:data:`WIDTH_JITTER`): the hypotheses the 95% intervals are read from.
+        doubt: where the lowest run's verify lies far above the decode step
+            (:func:`settle_overhead`), the same ensemble with the verify-mode overheads drawn over
+            the wider range: :func:`decide` weighs its hypotheses beside these in the settled test
+            alone (never in the pick, the intervals or the next-run choice); else None.
+        doubt_overhead: the highest verify-mode overhead ``doubt`` draws (a fraction of the decode
+            step), or None.
     """
 
     bs: int
@@ -352,6 +370,8 @@ class Ensemble:
     run_se: Optional[np.ndarray] = None
     tok_s_shape: Optional[np.ndarray] = None
     tok_s_band: Optional[np.ndarray] = None
+    doubt: Optional["Ensemble"] = None
+    doubt_overhead: Optional[float] = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -538,9 +558,37 @@ def _points(obs: Sequence[cm.CycleObservation], attr: str) -> list[tuple[float, 
     return list(curve.points) if curve else []
 
 
+def settle_overhead(pts: Sequence[tuple[float, float]], anchor: Optional[tuple[float, float]]) -> Optional[float]:
+    """The highest verify-mode overhead ``f`` the settled test weighs (a fraction of the decode step),
+    or None where it is :data:`VERIFY_MODE_OVERHEAD`'s own.
+
+    ``pts``: measured ``(width, ms)`` of the verify (whole-cycle times, which hold the draft, are not
+    read so); ``anchor``: ``(bs, decode step ms)``. Where the lowest measured width is no wider than
+    :data:`KNEE_MIN_TOKENS` (a memory-bound verify, whose cost is mostly its fixed part) and its
+    verify lies ``e = y0 / b - 1`` above the decode step with ``SETTLE_EXCESS e`` past the assumed
+    50%, that is the top: so much time over so few tokens says the overhead may be larger than
+    assumed, and a shallower depth dearer than any chord from ``b (1 + 0.5)`` makes it. The
+    picks and intervals keep :data:`VERIFY_MODE_OVERHEAD`: on the Kimi-K2.5 seed (an 11.3 ms
+    decode step, 21 ms at 3 tokens) the wider range in every hypothesis took the 2-step prediction
+    from 94.5 to 85.4 tok/s, 94 measured, and over ``benchmarks/sim_advise.py`` seeds 0-7 cost
+    the outside generators' picks (``--blind`` 0.640% to 0.735% mean regret). In the settled test
+    alone it unsettles the one-run decisions it would get wrong: over seeds 0-47 the worlds settled
+    after one run that ended more than 2% below their best went from 21 to 3 on ``--fourth``, 12 to
+    6 on ``--third`` and 16 to 13 on ``--blind`` (mean regret 0.381% to 0.299%, 0.266% to 0.247%,
+    0.629% to 0.613%; ours 0.134% to 0.132%), for 0.01-0.06 more runs per world (docs/advise.md).
+    """
+    if anchor is None or not pts:
+        return None
+    x0, y0 = min(pts)
+    if not anchor[0] < x0 <= KNEE_MIN_TOKENS or anchor[1] <= 0:
+        return None
+    top = SETTLE_EXCESS * (y0 / anchor[1] - 1.0)
+    return top if top > VERIFY_MODE_OVERHEAD[1] else None
+
+
 def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int, rng: np.random.Generator, *,
                  anchor: Optional[tuple[float, float]] = None,
-                 shapes: Sequence = (cm.LINEAR,)) -> np.ndarray:
+                 shapes: Sequence = (cm.LINEAR,), settle: bool = False) -> np.ndarray:
     """``(n, len(xq))`` hypotheses of a cost curve ``y(x)`` (ms) through the measured ``pts``.
 
     Args:
@@ -550,6 +598,8 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
             step for the verify); the curve passes through ``ms (1 + f)``, ``f`` drawn from
             :data:`VERIFY_MODE_OVERHEAD`, capped at the lowest measured value.
         shapes: interpolation shapes between nodes; each hypothesis draws one.
+        settle: ``f`` drawn up to :func:`settle_overhead` instead (the settled test's hypotheses;
+            the same draws where it does not widen the range).
     """
     pts = sorted(pts)
     x0, y0 = pts[0]
@@ -557,7 +607,8 @@ def sample_curve(pts: Sequence[tuple[float, float]], xq: Sequence[float], n: int
     ys = np.array([y for _, y in pts], dtype=float)
     use_anchor = anchor is not None and anchor[0] < x0
     if use_anchor:
-        f = rng.uniform(*VERIFY_MODE_OVERHEAD, n)
+        top_f = settle_overhead(pts, anchor) if settle else None
+        f = rng.uniform(VERIFY_MODE_OVERHEAD[0], VERIFY_MODE_OVERHEAD[1] if top_f is None else top_f, n)
         ya = np.minimum(anchor[1] * (1.0 + f), y0)                     # (n,)
         nx = np.concatenate([[anchor[0]], xs])
         ny = np.concatenate([ya[:, None], np.broadcast_to(ys, (n, len(ys)))], axis=1)
@@ -1031,30 +1082,40 @@ def _decode_step_at(cost: cm.CycleCostModel, bs: int, central: float, n: int, rn
     return np.minimum(np.maximum(out, 0.01 * central), ceiling)
 
 
+def _below_runs(cost: cm.CycleCostModel, pts: Sequence[tuple[float, float]],
+                anchor: Optional[tuple[float, float]]) -> tuple[Optional[tuple[float, float]], Optional[float]]:
+    """``(anchor, floor)`` of :func:`_sample_from_decode_step`: the decode step ``anchor`` as it is
+    where it lies below the lowest measured width, else the widest baseline below them (or None)
+    and that step as a floor (ms)."""
+    if anchor is not None and pts and anchor[0] >= pts[0][0]:
+        below = [(float(b), float(ms)) for b, ms in cost.baseline_ms.items() if b < pts[0][0]]
+        return (max(below) if below else None), anchor[1]
+    return anchor, None
+
+
 def _sample_from_decode_step(cost: cm.CycleCostModel, pts: Sequence[tuple[float, float]], xq: Sequence[float],
                              n: int, rng: np.random.Generator, anchor: Optional[tuple[float, float]],
-                             shapes: Sequence = (cm.LINEAR,)) -> np.ndarray:
+                             shapes: Sequence = (cm.LINEAR,), settle: bool = False) -> np.ndarray:
     """:func:`sample_curve` through ``pts`` (ascending ``(width, ms)``) at a batch size whose decode
     step is ``anchor`` (``(bs, ms)``; None: unknown). When that step lies at or past the lowest
     measured width (advice for a batch size wider than the runs'), it is no anchor below them: the
     widest baseline below them is (none without one), and the step is a floor: a forward over at
     least ``bs`` tokens costs at least the decode step over ``bs``."""
-    floor = None
-    if anchor is not None and pts and anchor[0] >= pts[0][0]:
-        below = [(float(b), float(ms)) for b, ms in cost.baseline_ms.items() if b < pts[0][0]]
-        anchor, floor = (max(below) if below else None), anchor[1]
-    out = sample_curve(pts, xq, n, rng, anchor=anchor, shapes=shapes)
+    anchor, floor = _below_runs(cost, pts, anchor)
+    out = sample_curve(pts, xq, n, rng, anchor=anchor, shapes=shapes, settle=settle)
     return out if floor is None else np.maximum(out, floor)
 
 
 def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.CycleObservation], bs: int,
           steps: Sequence[int], n: int = N_SAMPLES, seed: int = 0,
-          draft_fixed_share: float = DRAFT_FIXED_SHARE) -> Ensemble:
+          draft_fixed_share: float = DRAFT_FIXED_SHARE, settle: bool = False) -> Ensemble:
     """The ensemble at batch size ``bs`` for candidate depths ``steps`` (0 included when a baseline is known).
 
     ``draft_fixed_share``: the largest share of a draft phase measured at one depth that may be a
     fixed cost (:data:`DRAFT_FIXED_SHARE`; 0 for device-span lines, whose draft span holds the
-    draft forwards alone).
+    draft forwards alone). ``settle``: the verify-mode overheads drawn over :func:`settle_overhead`'s
+    range (the :attr:`Ensemble.doubt` ensemble, which has none of its own); otherwise that ensemble
+    is built and attached where the range is wider, the same draws but for those overheads.
 
     Raises:
         ValueError: a hypothesis predicts a cycle time that is not positive.
@@ -1076,12 +1137,15 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         anchor = (float(bs), base[0])
     phased = [o for o in obs if o.has_phases]
     cols = [steps.index(s) for s in spec]
+    wider: Optional[float] = None
     if cost.mode == "phases" and phased:
         shapes = (cm.LINEAR, cost.shape) if cost.shape.num_experts else (cm.LINEAR,)
         # the phase-timed runs' verify points, and those whole-cycle runs beside them set
         # (:meth:`costmodel.CycleCostModel.fit`)
         vpts = list(cost.verify_runs.points) if cost.verify_runs is not None else _points(phased, "verify_ms")
-        v = _sample_from_decode_step(cost, vpts, widths, n, rng, anchor, shapes)
+        v = _sample_from_decode_step(cost, vpts, widths, n, rng, anchor, shapes, settle=settle)
+        # the settled test's own hypotheses, where the lowest run's verify is far above the decode step
+        wider = None if settle else settle_overhead(sorted(vpts), _below_runs(cost, sorted(vpts), anchor)[0])
         measured_w = {x for x, _ in vpts}
         xpts = _points(phased, "extend_ms")
         x = sample_curve(xpts, widths + [bs], n, rng)
@@ -1227,8 +1291,11 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
     tok_shape = tok.copy()
     if spec:
         tok_shape[:, cols] = 1000.0 * bs * e / np.maximum(shape_total, 1e-9)
+    doubt = None
+    if wider is not None:   # the same draws but for the verify-mode overheads' wider range (settle_overhead)
+        doubt = build(acc, cost, obs, bs, steps, n, seed, draft_fixed_share, settle=True)
     return Ensemble(bs, steps, tok, acc_len, ph, depth, sources, _run_se(obs, bs, steps, p, acc.dispersion), tok_shape,
-                    band)
+                    band, doubt, wider)
 
 
 def _run_se(obs: Sequence[cm.CycleObservation], bs: int, steps: Sequence[int], p: np.ndarray,
@@ -1265,7 +1332,8 @@ class Decision:
 
     Attributes:
         pick: the depth with the highest expected tok/s over the ensemble (0 = speculation off).
-        regret_95: 95th percentile over hypotheses of ``1 - tok_s(pick) / max_s tok_s(s)``.
+        regret_95: 95th percentile over hypotheses of ``1 - tok_s(pick) / max_s tok_s(s)`` (with
+            :attr:`Ensemble.doubt`'s, where there are some).
         settled: ``regret_95 <= SETTLED_REGRET``.
         next_run: depth whose measurement most reduces that regret (None when settled or when
             every candidate depth was measured).
@@ -1277,6 +1345,10 @@ class Decision:
         baseline_after: where speculation off is a candidate whose tok/s the hypotheses do not
             agree on (a no-spec decode step carried from another batch size's baseline), the
             95th-percentile regret expected after a no-spec run at this batch size; else None.
+        regret_95_assumed: where the settled test weighed larger verify-mode overheads
+            (:attr:`Ensemble.doubt`), the 95th-percentile regret without them; else None.
+        doubt_overhead: the highest verify-mode overhead weighed then (fraction of the decode
+            step), else None.
     """
 
     pick: int
@@ -1287,6 +1359,8 @@ class Decision:
     useful: bool = True
     no_run_at_bs: bool = False
     baseline_after: Optional[float] = None
+    regret_95_assumed: Optional[float] = None
+    doubt_overhead: Optional[float] = None
 
 
 def unmeasured_batch(dec: Decision, best_speculative: int) -> Decision:
@@ -1315,7 +1389,8 @@ def with_measurements(ens: Ensemble, measured: dict[int, tuple[float, float]]) -
         tok[:, i] = draw
         if shape is not None:
             shape[:, i] = draw
-    return replace(ens, tok_s=tok, tok_s_shape=shape)
+    return replace(ens, tok_s=tok, tok_s_shape=shape,
+                   doubt=None if ens.doubt is None else with_measurements(ens.doubt, measured))
 
 
 def _regret(tok: np.ndarray, pick_col: int) -> np.ndarray:
@@ -1374,14 +1449,24 @@ def decide(ens: Ensemble, measured: Sequence[int] = (), bins: int = 10, pick: Op
     to cut the 95th-percentile regret by less than :data:`MIN_CUT` of it is still named, with
     ``useful`` False. ``pick``: a depth decided elsewhere (a measurement that wins over the
     model), else the highest mean tok/s.
+
+    The 95th-percentile regret (``settled``) is read over the hypotheses and, where the ensemble
+    carries them, its :attr:`Ensemble.doubt` ones too (larger verify-mode overheads,
+    :func:`settle_overhead`), as many again; the pick and the next-run choice see the first alone.
     """
     tok = ens.tok_s
     mean = tok.mean(axis=0)
     order = sorted(range(len(ens.steps)), key=lambda i: (-mean[i], ens.steps[i]))
     pc = order[0] if pick is None else ens.steps.index(pick)
-    r95 = float(np.percentile(_regret(tok, pc), 95))
+    # settled over the hypotheses and, where there are some, those with larger verify-mode overheads
+    weighed = tok if ens.doubt is None else np.vstack([tok, ens.doubt.tok_s])
+    r95 = float(np.percentile(_regret(weighed, pc), 95))
+    doubt = {}
+    if ens.doubt is not None:
+        doubt = {"regret_95_assumed": float(np.percentile(_regret(tok, pc), 95)),
+                 "doubt_overhead": ens.doubt_overhead}
     if r95 <= SETTLED_REGRET:
-        return Decision(ens.steps[pc], r95, True, None, None)
+        return Decision(ens.steps[pc], r95, True, None, None, **doubt)
     # what a run at c would show: each hypothesis' tok/s there with that run's own sampling error
     z = np.random.default_rng(len(tok)).standard_normal(len(tok))
     shape = tok if ens.tok_s_shape is None else ens.tok_s_shape
@@ -1418,7 +1503,7 @@ def decide(ens: Ensemble, measured: Sequence[int] = (), bins: int = 10, pick: Op
         if best is None or key < best[0]:
             best = (key, c, ci)
     if best is None:
-        return Decision(ens.steps[pc], r95, False, None, None, False, baseline_after=base_after)
+        return Decision(ens.steps[pc], r95, False, None, None, False, baseline_after=base_after, **doubt)
     forecast = float(np.percentile(after(tok, shape, best[2]), 95))
     return Decision(ens.steps[pc], r95, False, best[1], forecast, forecast <= (1.0 - MIN_CUT) * r95,
-                    baseline_after=base_after)
+                    baseline_after=base_after, **doubt)
