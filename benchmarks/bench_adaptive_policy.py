@@ -17,6 +17,12 @@ depth the policy runs), the same for both. Each repetition times both policies o
 in alternating order; the figure is the median over repetitions of the paired difference
 (``cost - sglang``, us of thread CPU per cycle) with its 95% sign-test interval.
 
+Bounds: batch sizes 1..65,536 (``argtypes.MAX_BS``, the largest any ``eagle-cycle`` command reads
+or advises for). The accept counts of one batch size are drawn up front, ``bs x cycles x
+candidates`` of them at about 8.6 bytes and 0.2 us each: at most 2e8 (under 2 GB, about 40 s of
+drawing; bs 4,096 with the default 5,000 cycles and 8 candidates is 1.6e8). Beyond either, one
+line and exit 2 (bs 65,536 at the defaults had asked for 2.6e9 counts, over 20 GB).
+
 Usage::
 
     python benchmarks/bench_adaptive_policy.py                      # bs 1 8 32 64, 15 repetitions
@@ -41,7 +47,10 @@ for extra in (ROOT / "python", ROOT / "benchmarks"):
         sys.path.insert(0, str(extra))
 
 from bench_hook_overhead import median_ci  # noqa: E402
-from sglang_eagle_cycle.argtypes import MAX_STEPS, int_in  # noqa: E402
+from sglang_eagle_cycle.argtypes import MAX_BS, MAX_STEPS, int_in  # noqa: E402
+
+#: Accept counts drawn up front for one batch size (``bs x cycles x candidates``), about 8.6 bytes each.
+MAX_DRAWS = 200_000_000
 
 
 def _accepts(rng: random.Random, bs: int, steps: int, p: float = 0.7) -> list[int]:
@@ -123,7 +132,10 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv=None) -> int:
     ap = _Parser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--batch-sizes", type=int_in(1), nargs="+", default=[1, 8, 32, 64], metavar="BS")
+    # 1..MAX_BS, the range eagle-cycle's own commands take (65537 and up had been accepted)
+    ap.add_argument("--batch-sizes", type=int_in(1, MAX_BS), nargs="+", default=[1, 8, 32, 64], metavar="BS",
+                    help=f"batch sizes, 1..{MAX_BS} (default 1 8 32 64); bs x cycles x candidates at most "
+                         f"{MAX_DRAWS:.0e}, the accept counts drawn up front (under 2 GB)")
     # at most MAX_STEPS: the policy keeps counts per draft position, and 100000000 had hung the script
     ap.add_argument("--candidates", type=int_in(0, MAX_STEPS), nargs="+", default=list(range(8)), metavar="STEPS",
                     help=f"candidate depths, 0..{MAX_STEPS} (default 0-7, all measured)")
@@ -131,6 +143,11 @@ def main(argv=None) -> int:
     ap.add_argument("--cycles", type=int_in(100), default=5000, help="cycles per repetition (default 5000, >= 100)")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     args = ap.parse_args(argv)
+    bs, cands = max(args.batch_sizes), len(set(args.candidates))
+    if bs * args.cycles * cands > MAX_DRAWS:
+        ap.error(f"--batch-sizes {bs}: {bs} x {args.cycles:,} cycles x {cands} candidates is "
+                 f"{bs * args.cycles * cands:.3g} accept counts drawn up front, above the {MAX_DRAWS:.0e} that fit "
+                 "in under 2 GB; give fewer --cycles or --candidates, or a smaller batch")
     rows = run(args.batch_sizes, sorted(set(args.candidates)), args.reps, args.cycles)
     if args.json:
         print(json.dumps({"rows": rows}))

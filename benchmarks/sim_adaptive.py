@@ -35,6 +35,16 @@ Every cycle's period is its mean times one log-normal factor (sigma ``noise``) p
 every request's accept length comes from uniforms per (cycle, request, position): the same for
 every policy and every depth.
 
+Bounds (refused with one line, exit 2, before anything is drawn): memory grows with a world's
+request-cycles (``bs`` times its cycles over all phases: its draws peak at about 35 bytes each,
+whatever the candidates) and the run's time with every world and every ``--switch-ms`` repeat
+(about 55 us per simulated cycle, the policies stepping in Python, plus 0.5 us per request-cycle).
+One world holds at most 1e8 request-cycles (about 4 GB: bs 1,024 for 97,656 cycles, bs 64 for
+1,562,500; drawn worlds count at bs 64, so ``--cycles`` <= 781,250), and a run does at most 1e10
+units of work (request-cycles plus 100 per cycle, about 1.5 hours on 2 cores; the default run is
+4e7). A world of bs 4,096 and 10,000,000 cycles (1 TiB of draws) had ended in a MemoryError
+traceback, or in swap where the memory was overcommitted.
+
 Usage::
 
     python benchmarks/sim_adaptive.py                  # 12 worlds, 2 phases of 10,000 cycles
@@ -62,13 +72,25 @@ for extra in (ROOT / "python", ROOT / "benchmarks"):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
-from advise_worlds import KINDS, World, draw_acceptance, draw_world  # noqa: E402
+from advise_worlds import BATCH_SIZES, KINDS, World, draw_acceptance, draw_world  # noqa: E402
 from sglang_eagle_cycle.argtypes import int_in, strict_float  # noqa: E402
 
 POSITIONS = 7
 CANDIDATES = tuple(range(0, 8))
 #: Records reach the policy this many cycles late (the sink thread writes one or two cycles later).
 RECORD_DELAY = 2
+#: Request-cycles (batch size x cycles over all phases) one world may hold: its draws peak at about
+#: 35 bytes each (float32 uniforms and their bools for 7 positions), about 4 GB. Batch 1,024 runs
+#: up to 97,656 cycles, batch 4,096 up to 24,414.
+MAX_WORLD_CELLS = 100_000_000
+#: One simulated cycle (both adaptive policies stepped in Python) costs as much work as drawing this
+#: many requests' accept lengths: about 55 us against 0.5 us on a 2-core VM.
+CYCLE_CELLS = 100
+#: Work of a whole run, in request-cycles plus ``CYCLE_CELLS`` per cycle, over every world and every
+#: ``--switch-ms`` repeat: about 1.5 hours on a 2-core VM (the default run is 4e7).
+MAX_RUN_WORK = 10_000_000_000
+#: The largest batch a drawn world (``make_worlds``) has; the bounds count every drawn world at it.
+DRAWN_MAX_BS = max(BATCH_SIZES)
 
 
 @dataclass
@@ -111,6 +133,27 @@ class ShiftWorld:
 
 class WorldError(ValueError):
     """A world file that cannot be simulated; the message names the field."""
+
+
+def memory_error(bs: int, cycles: int) -> Optional[str]:
+    """Why one world of ``bs`` requests and ``cycles`` cycles (all phases) holds too much, or None:
+    its draws hold every (cycle, request) at once (see :data:`MAX_WORLD_CELLS`)."""
+    cells = bs * cycles
+    if cells <= MAX_WORLD_CELLS:
+        return None
+    return (f"bs {bs} x {cycles:,} cycles is {cells:.3g} request-cycles, above the {MAX_WORLD_CELLS:.0e} whose "
+            "draws fit in about 4 GB")
+
+
+def work_error(worlds: int, runs: int, bs: int, cycles: int) -> Optional[str]:
+    """Why ``worlds`` worlds of batch size up to ``bs`` and ``cycles`` cycles each, simulated ``runs``
+    times (1 + the number of ``--switch-ms`` values), is too much work, or None (:data:`MAX_RUN_WORK`)."""
+    work = worlds * runs * cycles * (bs + CYCLE_CELLS)
+    if work <= MAX_RUN_WORK:
+        return None
+    return (f"{worlds:,} world(s) x {runs} run(s) x {cycles:,} cycles at bs up to {bs} is {work:.3g} units of "
+            f"work (request-cycles, plus {CYCLE_CELLS} per cycle), above the {MAX_RUN_WORK:.0e} of about 1.5 hours "
+            "on 2 cores; give fewer worlds, cycles or --switch-ms values")
 
 
 def _num(value, what: str, low: float = 0.0, high: float = math.inf, low_open: bool = False) -> float:
@@ -156,6 +199,9 @@ def world_from_json(doc) -> ShiftWorld:
         if not isinstance(p, list) or len(p) < POSITIONS:
             raise WorldError(f"phases[{i}].p: expected {POSITIONS} or more acceptance probabilities")
         parsed.append((n, tuple(_num(x, f"phases[{i}].p", 0.0, 1.0) for x in p)))
+    problem = memory_error(bs, sum(n for n, _ in parsed))
+    if problem:
+        raise WorldError(f"phases: {problem}; give fewer cycles or a smaller bs")
     costs = doc["costs"]
     if not isinstance(costs, dict):
         raise WorldError("costs: expected an object")
@@ -216,14 +262,21 @@ class Draws:
         rng = np.random.default_rng(seed)
         total = sum(n for n, _ in world.phases)
         bs = world.bs
+        problem = memory_error(bs, total)
+        if problem:
+            raise WorldError(problem)
         u = rng.random((total, bs, POSITIONS), dtype=np.float32)
         p = np.concatenate([np.broadcast_to(np.asarray(ph[:POSITIONS], dtype=np.float32), (n, POSITIONS))
                             for n, ph in world.phases])
         ok = u < p[:, None, :]
-        run = np.cumprod(ok, axis=2)                 # leading accepted drafts
+        del u, p
+        # leading accepted drafts, kept as bools in place (cumprod had made an int64 copy: 56 bytes
+        # per request-cycle, and the sum another 8; the lengths are the same)
+        run = np.logical_and.accumulate(ok, axis=2, out=ok)
         self.lengths = {}                            # depth -> (cycles, bs) accept lengths
         for s in world.candidates:
-            self.lengths[s] = (1 + run[:, :, :s].sum(axis=2)).astype(np.int16) if s else np.ones((total, bs), np.int16)
+            self.lengths[s] = 1 + run[:, :, :s].sum(axis=2, dtype=np.int16) if s else np.ones((total, bs), np.int16)
+        del run, ok
         sig = world.costs.noise
         self.factor = np.exp(rng.normal(-0.5 * sig * sig, sig, size=total))
         self.phase_of = np.concatenate([np.full(n, k) for k, (n, _) in enumerate(world.phases)])
@@ -277,8 +330,10 @@ class RunResult:
 def run_static(world: ShiftWorld, draws: Draws, steps: int) -> RunResult:
     per = world.period_ms(steps)
     tokens, ms = [], []
-    for k in range(len(world.phases)):
-        rows = draws.phase_of == k
+    start = 0
+    for n, _ in world.phases:   # phases are consecutive cycles: a slice (a mask per phase had cost phases x cycles)
+        rows = slice(start, start + n)
+        start += n
         tokens.append(int(draws.lengths[steps][rows].sum()))
         ms.append(float(per * draws.factor[rows].sum()))
     return RunResult(f"static {steps}", tokens, ms)
@@ -411,9 +466,15 @@ def _switch_ms(text: str) -> float:
 
 def main(argv=None) -> int:
     ap = _Parser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--worlds", type=int_in(1), default=None, help="simulated worlds (default 12; not with --world)")
+    drawn_cycles = MAX_WORLD_CELLS // (2 * DRAWN_MAX_BS)
+    ap.add_argument("--worlds", type=int_in(1), default=None,
+                    help=f"simulated worlds (default 12; not with --world); worlds x runs (1 + switch costs) x "
+                         f"2 phases' cycles x (bs + {CYCLE_CELLS}) at most {MAX_RUN_WORK:.0e}, about 1.5 h on 2 "
+                         "cores (drawn worlds count at bs 64)")
     ap.add_argument("--cycles", type=int_in(100), default=None,
-                    help="cycles per phase (default 10000, >= 100; not with --world, whose phases give theirs)")
+                    help=f"cycles per phase (default 10000, >= 100, <= {drawn_cycles:,}: 2 phases at bs up to "
+                         f"{DRAWN_MAX_BS} within the {MAX_WORLD_CELLS:.0e} request-cycles whose draws fit in about "
+                         "4 GB; not with --world, whose phases give theirs)")
     ap.add_argument("--seed", type=int_in(0), default=0, help="world and draw seed (default 0)")
     ap.add_argument("--world", metavar="FILE", help="a JSON world (module docstring) instead of drawn ones")
     ap.add_argument("--switch-ms", type=_switch_ms, nargs="*", default=None,
@@ -425,6 +486,15 @@ def main(argv=None) -> int:
                  "gives its phases' cycles)")
     args.worlds = 12 if args.worlds is None else args.worlds
     args.cycles = 10000 if args.cycles is None else args.cycles
+    runs = 1 + len(args.switch_ms or [])   # each --switch-ms value simulates every world again
+    if not args.world:   # checked before drawing: make_worlds holds every drawn world at once
+        problem = memory_error(DRAWN_MAX_BS, 2 * args.cycles)
+        if problem:
+            ap.error(f"--cycles {args.cycles}: {problem} (drawn worlds run 2 phases at bs up to {DRAWN_MAX_BS}); "
+                     f"give at most {drawn_cycles:,}")
+        problem = work_error(args.worlds, runs, DRAWN_MAX_BS, 2 * args.cycles)
+        if problem:
+            ap.error(problem)
     logging.getLogger("sglang").setLevel(logging.WARNING)
     if args.world:
         try:
@@ -441,6 +511,9 @@ def main(argv=None) -> int:
         except WorldError as exc:
             print(f"sim_adaptive: {args.world}: {exc}", file=sys.stderr)
             return 2
+        problem = work_error(1, runs, worlds[0].bs, sum(n for n, _ in worlds[0].phases))
+        if problem:
+            ap.error(problem)
     else:
         worlds = make_worlds(args.worlds, args.seed, args.cycles)
     t0 = time.time()

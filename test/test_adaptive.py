@@ -303,6 +303,22 @@ def test_policy_cost_benchmark_prints_paired_figures():
                                                "integer in 0..64, got 100000000\n")
 
 
+@pytest.mark.parametrize("argv, words", [
+    # above MAX_BS, the largest batch size every eagle-cycle command takes: it had been accepted
+    (["--batch-sizes", "1", "65537"], "argument --batch-sizes: expected an integer in 1..65536, got 65537"),
+    # within it, but its accept counts drawn up front would not fit: the defaults had asked for 2.6e9 (over 20 GB)
+    (["--batch-sizes", "8", "65536"], "--batch-sizes 65536: 65536 x 5,000 cycles x 8 candidates is 2.62e+09 accept "
+                                      "counts drawn up front, above the 2e+08 that fit in under 2 GB; give fewer "
+                                      "--cycles or --candidates, or a smaller batch"),
+])
+def test_policy_cost_benchmark_bounds_its_batch_sizes(argv, words):
+    import subprocess
+
+    bad = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_adaptive_policy.py"), *argv],
+                         capture_output=True, text=True, timeout=60)
+    assert (bad.returncode, bad.stderr) == (2, f"bench_adaptive_policy.py: error: {words}\n")
+
+
 def test_a_world_without_depth_3_among_its_candidates_starts_on_one_of_them(sim, tmp_path):
     """The launch depth was fixed at 3: candidates [5] or [2, 4] failed inside SGLang's policy
     ('Missing adaptive runtime state for steps=3', helper 48); it is now a candidate."""
@@ -331,6 +347,79 @@ def test_bad_simulator_arguments_are_one_line_exit_2(sim, capsys, argv, words):
     with pytest.raises(SystemExit) as exc:
         sim.main(argv)
     assert exc.value.code == 2 and capsys.readouterr().err == f"sim_adaptive.py: error: {words}\n"
+
+
+def test_a_world_too_large_for_memory_is_refused_before_drawing(sim, tmp_path):
+    """bs 4096 and 10,000,000 cycles passed every field's own bound, and its draws asked numpy for 1 TiB
+    (a MemoryError traceback, or swap where memory is overcommitted). One world holds at most 1e8
+    request-cycles (bs x cycles over all phases, about 4 GB of draws); a large realistic one is taken."""
+    import dataclasses
+    import subprocess
+
+    good = json.loads(json.dumps(sim.make_worlds(1, 0, 100)[0].to_json()))
+    big = {**good, "bs": 4096, "phases": [{"cycles": 10_000_000, "p": [0.8] * 7}]}
+    words = ("phases: bs 4096 x 10,000,000 cycles is 4.1e+10 request-cycles, above the 1e+08 whose draws fit in about "
+             "4 GB; give fewer cycles or a smaller bs")
+    with pytest.raises(sim.WorldError) as exc:
+        sim.world_from_json(big)
+    assert str(exc.value) == words
+    # a world built in code is checked where its draws are made
+    w = sim.ShiftWorld("big", dataclasses.replace(sim.make_worlds(1, 0, 100)[0].costs, bs=4096),
+                       [(10_000_000, (0.8,) * 7)])
+    with pytest.raises(sim.WorldError, match="above the 1e"):
+        sim.Draws(w, 0)
+    two = [{"cycles": 50_000, "p": [0.8] * 7}, {"cycles": 50_000, "p": [0.4] * 7}]
+    assert sim.world_from_json({**good, "bs": 1000, "phases": two}).bs == 1000   # at the bound: taken
+    with pytest.raises(sim.WorldError, match="bs 1000 x 100,001 cycles"):
+        sim.world_from_json({**good, "bs": 1000, "phases": [*two, {"cycles": 1, "p": [0.5] * 7}]})
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(big))
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "sim_adaptive.py"), "--world", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (2, f"sim_adaptive: {path}: {words}\n")
+    # within memory (1e8 request-cycles at bs 1) but 1.01e10 units of work: refused by the run's bound
+    path.write_text(json.dumps({**good, "bs": 1, "phases": [{"cycles": 10_000_000, "p": [0.8] * 7}] * 10}))
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "sim_adaptive.py"), "--world", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.startswith("sim_adaptive.py: error: 1 world(s) x 1 run(s) x "
+                                                           "100,000,000 cycles at bs up to 1 is 1.01e+10 units")
+    assert proc.stderr.count("\n") == 1
+
+
+def test_static_runs_read_each_phase_as_a_slice(sim):
+    """A mask per phase (``phase_of == k``) made the static runs cost phases x cycles, which the work
+    bound (cycles, not phases) does not count: 20,000 phases of 2 cycles took 21.5 s of static runs
+    on a 2-core VM, 1.3 s as slices. The per-phase figures are the same."""
+    good = json.loads(json.dumps(sim.make_worlds(1, 0, 100)[0].to_json()))
+    phases = [{"cycles": 3, "p": [0.2 + 0.01 * k] * 7} for k in range(50)]
+    w = sim.world_from_json({**good, "bs": 2, "phases": phases})
+    d = sim.Draws(w, 0)
+    want = [int(d.lengths[2][3 * k:3 * k + 3].sum()) for k in range(50)]
+    d.phase_of = None   # not read: the phases are consecutive cycles
+    assert sim.run_static(w, d, 2).tokens == want
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--cycles", "10000000"], "--cycles 10000000: bs 64 x 20,000,000 cycles is 1.28e+09 request-cycles, above the "
+                               "1e+08 whose draws fit in about 4 GB (drawn worlds run 2 phases at bs up to 64); give "
+                               "at most 781,250"),
+    (["--worlds", "1000000"], "1,000,000 world(s) x 1 run(s) x 20,000 cycles at bs up to 64 is 3.28e+12 units of work "
+                              "(request-cycles, plus 100 per cycle), above the 1e+10 of about 1.5 hours on 2 cores; "
+                              "give fewer worlds, cycles or --switch-ms values"),
+    (["--worlds", "3000", "--switch-ms", "0", "5", "20"],
+     "3,000 world(s) x 4 run(s) x 20,000 cycles at bs up to 64 is 3.94e+10 units of work (request-cycles, plus 100 "
+     "per cycle), above the 1e+10 of about 1.5 hours on 2 cores; give fewer worlds, cycles or --switch-ms values"),
+])
+def test_a_drawn_run_beyond_the_memory_or_work_bound_is_one_line_exit_2(sim, argv, words):
+    """--cycles 10000000 had drawn 16.7 GiB of uniforms for its first world; --worlds 1000000 had
+    drawn every world and then run for days. Refused before drawing; the README's runs are far inside."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "sim_adaptive.py"), *argv],
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stderr) == (2, f"sim_adaptive.py: error: {words}\n")
+    # what the README runs (12 worlds, 2 x 10,000 or 30,000 cycles, 3 switch costs) and the largest --cycles
+    assert sim.work_error(12, 4, 64, 60_000) is None and sim.memory_error(64, 2 * 781_250) is None
 
 
 class _StandInWorker:
