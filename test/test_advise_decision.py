@@ -100,6 +100,12 @@ def test_seed_one_run_is_not_settled_and_brackets_the_2_step_optimum(tmp_path):
     assert five["tok_s_95"][0] <= 71.3 <= five["tok_s_95"][1]
     # every candidate carries the measured fields: null where nothing was measured (they were absent)
     assert two["measured_tok_s"] is None and two["measured_accept_len"] is None and five["measured_tok_s"] == 71.3
+    # the 6-token verify (28.1 ms) is 2.5 times the 11.26 ms decode step: the settled test also weighs
+    # overheads up to 0.8 of that excess, and says what the regret is without them
+    doubt = doc["overhead_doubt"]
+    assert doubt["max_overhead"] == pytest.approx(0.8 * (28.1 / (1000 / SEED_BASELINE) - 1), abs=0.002)
+    assert unc.SETTLED_REGRET < doubt["regret_95_within_assumed"] < doc["regret_95"]
+    assert doc["per_batch_size"][0]["overhead_doubt"] == doubt
 
 
 def test_seed_with_a_2_step_run_pins_the_2_step_interval(tmp_path):

@@ -812,7 +812,8 @@ def test_a_sharded_target_is_read_from_its_index_and_shards(tmp_path, capsys):
 
 def test_layer_names_of_wrapped_targets_mtp_layers_and_gaps():
     """The rule on names alone: a multimodal wrapper's language-model layers count and its vision
-    tower's do not; DeepSeek-V3's MTP layer 61 is allowed by num_nextn_predict_layers; a gap is named."""
+    tower's do not; DeepSeek-V3's MTP layer 61 is allowed by its own tensors, an ordinary layer there is
+    not; a gap is named."""
     from sglang_eagle_cycle.wiring.target_layers import layer_indices, layer_mismatch
 
     names = [f"language_model.model.layers.{i}.mlp.weight" for i in range(4)] + \
@@ -823,16 +824,37 @@ def test_layer_names_of_wrapped_targets_mtp_layers_and_gaps():
         dict.fromkeys(range(2), "model.language_model.layers.")
     assert layer_indices(["transformer.h.0.attn.weight", "model.layers.x.w", "model.layers.3"]) == {}
 
-    deepseek = layer_indices(f"model.layers.{i}.mlp.weight" for i in range(62))
-    assert layer_mismatch(deepseek, 61, "num_hidden_layers", 1, "num_nextn_predict_layers") is None
-    assert layer_mismatch(deepseek, 61, "num_hidden_layers", 0, "num_nextn_predict_layers") == (
+    from sglang_eagle_cycle.wiring.target_layers import mtp_layers
+
+    # DeepSeek-V3: 61 decoder layers, then its MTP layer 61 (eh_proj, enorm, hnorm, shared_head)
+    names = [f"model.layers.{i}.mlp.weight" for i in range(62)] + \
+        [f"model.layers.61.{part}.weight" for part in ("eh_proj", "enorm", "hnorm", "shared_head.head")]
+    deepseek, mtp = layer_indices(names), mtp_layers(names)
+    assert mtp == {61}
+    assert layer_mismatch(deepseek, 61, "num_hidden_layers", mtp) is None
+    # a checkpoint without its MTP layer (many re-uploads leave it out) is the 61 decoder layers
+    assert layer_mismatch(layer_indices(f"model.layers.{i}.w" for i in range(61)), 61, "num_hidden_layers") is None
+    # helper 95: a count alone (num_nextn_predict_layers 1) had let an ordinary layer 61 past a config
+    # of 61 be dropped without a word; without MTP tensors it is a decoder layer
+    assert layer_mismatch(layer_indices(names[:62]), 61, "num_hidden_layers", mtp_layers(names[:62])) == (
         "num_hidden_layers is 61, but the checkpoint holds decoder layers up to model.layers.61: transformers "
         "would build 61 layers, drop layer 61, and the probe would score that cut-down model; set "
-        "num_hidden_layers to 62 to probe the whole checkpoint (or num_nextn_predict_layers to 1 if layer 61 is "
-        "a multi-token-prediction layer), or save a checkpoint without layer 61 to probe the cut-down one")
-    # a checkpoint without its MTP layer (many re-uploads leave it out) is the 61 decoder layers
-    assert layer_mismatch(layer_indices(f"model.layers.{i}.w" for i in range(61)), 61, "num_hidden_layers", 1,
-                          "num_nextn_predict_layers") is None
+        "num_hidden_layers to 62 to probe the whole checkpoint, or save a checkpoint without layer 61 to probe "
+        "the cut-down one")
+    # every dropped layer is named (8 and 9, not 8 alone), the MTP layer past them too
+    more = layer_indices(f"model.layers.{i}.w" for i in range(10))
+    assert layer_mismatch(more, 8, "num_hidden_layers", {10}) == (
+        "num_hidden_layers is 8, but the checkpoint holds decoder layers up to model.layers.9: transformers "
+        "would build 8 layers, drop layers 8-9, and the probe would score that cut-down model; set "
+        "num_hidden_layers to 10 to probe the whole checkpoint, or save a checkpoint without layers 8-9 to probe "
+        "the cut-down one")
+    # layer 7 absent below an MTP layer 8: the count 8 is right, the checkpoint is not (the advice had
+    # been to set 7, which then named a layer 7 that is not there and sent the user back to 8)
+    holed = {**layer_indices(f"model.layers.{i}.w" for i in range(7)), 8: "model.layers."}
+    assert layer_mismatch(holed, 8, "num_hidden_layers", {8}) == (
+        "num_hidden_layers is 8, but the checkpoint holds no model.layers.7 (its decoder layers: 0-6; "
+        "multi-token-prediction layer 8): transformers would give layer 7 random weights and the probe would "
+        "score them; complete the checkpoint (its layer 8 at 8 and past says num_hidden_layers 8 is right)")
 
     gap = layer_indices(f"model.layers.{i}.w" for i in (0, 1, 2, 3, 4, 6, 7))
     assert layer_mismatch(gap, 8, "num_hidden_layers") == (
@@ -868,3 +890,21 @@ def test_a_wrapped_target_config_and_a_pytorch_target_name_their_fields_and_file
                                          r"no model\.layers\.2 \(its decoder layers: 0-1\)"):
         check_target_layers(pt, {"num_hidden_layers": 3}, pt / "config.json")
     check_target_layers(tmp_path, {"num_hidden_layers": 1}, tmp_path / "config.json")   # no checkpoint file here
+
+    # helper 95: a pre-1.6 (legacy pickle) pytorch_model.bin had been left unread, so a config one
+    # layer short scored the cut-down model; it is loaded on the CPU for its names
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    torch.save({f"model.layers.{i}.w": torch.ones(2) for i in range(3)}, legacy / "pytorch_model.bin",
+               _use_new_zipfile_serialization=False)
+    with pytest.raises(UsageError, match=r"num_hidden_layers is 2, but the checkpoint .*pytorch_model\.bin holds "
+                                         r"decoder layers up to model\.layers\.2: "):
+        check_target_layers(legacy, {"num_hidden_layers": 2}, legacy / "config.json")
+    check_target_layers(legacy, {"num_hidden_layers": 3}, legacy / "config.json")
+    # an index whose weight_map names no file is a damaged index, not a checkpoint without layers
+    index = tmp_path / "ix"
+    index.mkdir()
+    (index / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"model.layers.0.x": 5}}))
+    with pytest.raises(UsageError, match=r'model\.safetensors\.index\.json: weight_map\["model\.layers\.0\.x"\] is 5, '
+                                         r"not a shard file name"):
+        check_target_layers(index, {"num_hidden_layers": 7}, index / "config.json")

@@ -1097,6 +1097,14 @@ class BatchAdvice:
             nxt = {"steps": dec.next_run, "topk": 1, "num_draft_tokens": dec.next_run + 1,
                    "regret_95_after": round(dec.regret_95_after, 4), "useful": dec.useful, "why": why}
         out = {"settled": dec.settled, "regret_95": round(dec.regret_95, 4), "next_run": nxt}
+        if dec.regret_95_assumed is not None and dec.doubt_overhead is not None:
+            # the settled test weighed larger verify-mode overheads (uncertainty.settle_overhead)
+            out["overhead_doubt"] = {
+                "max_overhead": round(dec.doubt_overhead, 3),
+                "regret_95_within_assumed": round(dec.regret_95_assumed, 4),
+                "why": (f"the lowest run's verify lies far above the no-spec decode step, so the settled test also "
+                        f"weighs verify-mode overheads up to {100 * dec.doubt_overhead:.0f}% of it, past the "
+                        f"0-{100 * unc.VERIFY_MODE_OVERHEAD[1]:.0f}% the predictions take")}
         if _baseline_run_helps(dec):
             # the no-spec decode step here is carried from another batch size's baseline: a no-spec
             # run at this batch size measures it (next_run stays the most useful depth)

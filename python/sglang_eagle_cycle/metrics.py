@@ -98,8 +98,8 @@ PHASE_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 
                    0.0175, 0.02, 0.025, 0.03, 0.035, 0.04, 0.05, 0.06, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5)
 #: accept-length histogram bounds (tokens per request per verify): every integer from 1 to 16 (exact
 #: for every depth up to 15 steps, past the 1-10 that deployments sweep), then 20, 24, 32, 48 and
-#: ``MAX_STEPS + 1`` = 65, the longest accept of the deepest draft ``eagle-cycle`` reads anywhere
-#: (:data:`~sglang_eagle_cycle.argtypes.MAX_STEPS`). Fixed, not sized to a file's or a server's depth:
+#: ``MAX_STEPS + 1`` = 65, the longest accept of a 64-step draft, the deepest advise and the sweep take
+#: (:data:`~sglang_eagle_cycle.argtypes.MAX_STEPS`; ``inspect`` reads deeper lines). Fixed, not sized to a file's or a server's depth:
 #: Prometheus sums histograms bucket by bucket (``sum by (le)``), so two files or servers at different
 #: ``--speculative-num-steps`` must carry the same ``le`` set, else a sum holds a bucket from one of
 #: them only, its cumulative counts fall, and ``histogram_quantile`` reads wrong (a depth-2 and a

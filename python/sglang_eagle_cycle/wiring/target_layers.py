@@ -8,9 +8,11 @@ the one in the checkpoint and say nothing. The layer indices are read from the n
 checkpoint's safetensors headers (or its index), so nothing is loaded and a refusal comes before
 the target does.
 
-Layers ``N .. N + num_nextn_predict_layers - 1`` are allowed past ``N``: DeepSeek-V3 and GLM-4.5
-store their multi-token-prediction layers there (``model.layers.61`` of DeepSeek-V3's 61), and
-``transformers`` rightly leaves them out of the causal LM.
+A layer past ``N`` that is a multi-token-prediction layer is allowed: DeepSeek-V3 and GLM-4.5 store
+theirs there (``model.layers.61`` of DeepSeek-V3's 61), and ``transformers`` rightly leaves it out of
+the causal LM. It is told by its own tensors (``eh_proj``, ``enorm``, ``hnorm``, ``shared_head``:
+:data:`MTP_PARTS`), not by ``num_nextn_predict_layers``: a count alone had let an ordinary last
+decoder layer past a config one layer short be dropped without a word.
 
     from sglang_eagle_cycle.wiring.target_layers import check_target_layers
     check_target_layers(Path("target"), target_cfg, Path("target/config.json"))   # UsageError on a mismatch
@@ -35,6 +37,10 @@ from ..errors import UsageError
 LAYER_NAME = re.compile(r"((?:model\.(?:language_model\.)?|language_model\.(?:model\.)?|llm\.(?:model\.)?"
                         r"|thinker\.model\.)layers\.)(\d+)\.")
 
+#: tensors only a multi-token-prediction layer has (DeepSeek-V3, GLM-4.5: ``model.layers.61.eh_proj.weight``)
+MTP_PARTS = ("eh_proj", "enorm", "hnorm", "shared_head")
+_MTP_NAME = re.compile(r"\.(?:" + "|".join(MTP_PARTS) + r")\.")
+
 #: the checkpoint files ``transformers`` loads from a model folder, in the order it looks for them
 SAFE_SINGLE, SAFE_INDEX = "model.safetensors", "model.safetensors.index.json"
 PT_SINGLE, PT_INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
@@ -44,13 +50,14 @@ def checkpoint_names(folder: Path) -> tuple[list[str], str] | None:
     """``(tensor names, file)`` of the checkpoint ``transformers`` loads from ``folder``: the first of
     ``model.safetensors`` (its header), ``model.safetensors.index.json`` (its ``weight_map`` and the
     headers of the listed shards that are there), ``pytorch_model.bin`` (its pickle read onto the
-    ``meta`` device), ``pytorch_model.bin.index.json`` (its ``weight_map``). None where there is none
-    of them, or the ``.bin`` cannot be read so (a legacy pickle): ``transformers`` then says what it
-    finds when it loads the folder.
+    ``meta`` device; a file in the pre-1.6 format, which cannot be read so, loaded on the CPU as
+    ``transformers`` is about to load it anyway), ``pytorch_model.bin.index.json`` (its
+    ``weight_map``). None where there is none of them.
 
     Raises:
-        UsageError: a safetensors header or index that cannot be read or parsed (one line naming
-            the file, as :func:`~sglang_eagle_cycle.safetensors_header.read_header` says it).
+        UsageError: a safetensors header, PyTorch checkpoint or index that cannot be read or parsed
+            (one line naming the file, as :func:`~sglang_eagle_cycle.safetensors_header.read_header`
+            and :func:`~sglang_eagle_cycle.safetensors_header.load_pytorch_file` say it).
     """
     from ..safetensors_header import load_pytorch_file, read_header
 
@@ -64,10 +71,7 @@ def checkpoint_names(folder: Path) -> tuple[list[str], str] | None:
                 names.update(dict.fromkeys(read_header(folder / shard), shard))
         return list(names), SAFE_INDEX
     if (folder / PT_SINGLE).is_file():
-        try:
-            return list(load_pytorch_file(folder / PT_SINGLE, meta=True, load_legacy=False)), PT_SINGLE
-        except UsageError:
-            return None   # not readable without its data: transformers' own load reports what is wrong
+        return list(load_pytorch_file(folder / PT_SINGLE, meta=True, load_legacy=True)), PT_SINGLE
     if (folder / PT_INDEX).is_file():
         return list(_weight_map(folder / PT_INDEX)), PT_INDEX
     return None
@@ -88,7 +92,10 @@ def _weight_map(index: Path) -> dict[str, str]:
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict):
         raise UsageError(f"{index}: no 'weight_map' object")
-    return {str(k): str(v) for k, v in weight_map.items()}
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str):
+            raise UsageError(f"{index}: weight_map[{json.dumps(name)}] is {json.dumps(shard)}, not a shard file name")
+    return dict(weight_map)
 
 
 def layer_indices(names) -> dict[int, str]:
@@ -99,6 +106,17 @@ def layer_indices(names) -> dict[int, str]:
         m = LAYER_NAME.match(name)
         if m:
             out.setdefault(int(m.group(2)), m.group(1))
+    return out
+
+
+def mtp_layers(names) -> set[int]:
+    """Indices of the decoder-layer slots (:data:`LAYER_NAME`) that hold a multi-token-prediction
+    layer: one of their tensors is named by :data:`MTP_PARTS`."""
+    out = set()
+    for name in names:
+        m = LAYER_NAME.match(name)
+        if m and _MTP_NAME.search(name, m.end() - 1):
+            out.add(int(m.group(2)))
     return out
 
 
@@ -120,39 +138,48 @@ def _layers(indices) -> str:
     return f"layer{'s' * (len(indices) != 1)} {_spans(indices)}"
 
 
-def layer_mismatch(found: dict[int, str], n: int, key: str, nextn: int = 0, nextn_key: str | None = None,
+def layer_mismatch(found: dict[int, str], n: int, key: str, mtp: set[int] | frozenset = frozenset(),
                    source: str = "the checkpoint") -> str | None:
     """What is wrong with ``source`` (a checkpoint) holding decoder layers ``found``
-    (:func:`layer_indices`) for a config declaring ``n`` of them under ``key`` (and ``nextn`` MTP
-    layers stored after them, under ``nextn_key``): the message, or None where they agree (or ``found``
-    is empty: a layout :data:`LAYER_NAME` does not know).
+    (:func:`layer_indices`) for a config declaring ``n`` of them under ``key``: the message, or None
+    where they agree (or ``found`` is empty: a layout :data:`LAYER_NAME` does not know). ``mtp``:
+    indices holding multi-token-prediction layers (:func:`mtp_layers`); those at ``n`` or past it are
+    no decoder layers (``transformers`` leaves them out, rightly).
 
-    Extra layers past ``n + nextn - 1`` are named by the highest; layers below ``n`` that are absent
-    by the first of them (an absent MTP layer is no problem: many checkpoints leave it out)."""
+    Extra decoder layers (past ``n - 1``) are named, every one of them, with the highest; absent ones
+    below ``n`` by the first of them. The fix: where the extra layers follow the declared ones, the
+    count that takes them all in; where only the top layers are absent and no MTP layer sits past
+    them, the count of those present; else completing the checkpoint (an MTP layer at ``n`` says
+    ``n`` is right)."""
     if not found:
         return None
-    top = max(found)
-    mtp = f" and {nextn_key} {nextn}" if nextn else ""
-    if top >= n + nextn:
-        cut = list(range(n, top + 1 - nextn))
-        fix = f"set {key} to {top + 1 - nextn} to probe the whole checkpoint"
-        if nextn_key and not nextn:
-            what = "is a multi-token-prediction layer" if len(cut) == 1 else "are multi-token-prediction layers"
-            fix += f" (or {nextn_key} to {top + 1 - n} if {_layers(cut)} {what})"
-        return (f"{key} is {n}{mtp}, but {source} holds decoder layers up to {found[top]}{top}: transformers "
+    extra_mtp = {i for i in found if i >= n and i in mtp}
+    decoder = {i: p for i, p in found.items() if i not in extra_mtp}
+    if not decoder:
+        return None
+    top = max(decoder)
+    mtp_text = f"; multi-token-prediction {_layers(sorted(extra_mtp))}" if extra_mtp else ""
+    if top >= n:
+        cut = sorted(i for i in decoder if i >= n)
+        absent_above = [i for i in range(n, top + 1) if i not in decoder]
+        fix = (f"set {key} to {top + 1} to probe the whole checkpoint" if not absent_above else
+               f"complete the checkpoint ({_layers(absent_above)} absent between them)")
+        return (f"{key} is {n}, but {source} holds decoder layers up to {decoder[top]}{top}{mtp_text}: transformers "
                 f"would build {n} layers, drop {_layers(cut)}, and the probe would score that cut-down model; "
                 f"{fix}, or save a checkpoint without {_layers(cut)} to probe the cut-down one")
-    absent = [i for i in range(n) if i not in found]
+    absent = [i for i in range(n) if i not in decoder]
     if not absent:
         return None
-    if absent[0] > max((i for i in found if i < n), default=-1):   # only the top is missing
+    if absent[0] > top and not extra_mtp:   # only the top is missing
         fix = f"set {key} to {absent[0]} if those are all its layers, or complete the checkpoint"
+    elif absent[0] > top:   # an MTP layer at n says n is the count
+        fix = f"complete the checkpoint (its {_layers(sorted(extra_mtp))} at {n} and past says {key} {n} is right)"
     else:
         fix = "complete the checkpoint (an interrupted download or save?)"
     more = f" nor {len(absent) - 1} more" if len(absent) > 1 else ""
-    return (f"{key} is {n}{mtp}, but {source} holds no {found[min(found)]}{absent[0]}{more} (its decoder "
-            f"layers: {_spans(found)}): transformers would give {_layers(absent)} random weights and the "
-            f"probe would score them; {fix}")
+    return (f"{key} is {n}, but {source} holds no {decoder[min(decoder)]}{absent[0]}{more} (its decoder "
+            f"layers: {_spans(decoder)}{mtp_text}): transformers would give {_layers(absent)} random weights and "
+            f"the probe would score them; {fix}")
 
 
 def check_target_layers(folder: Path, cfg: Mapping, config_json: Path) -> None:
@@ -172,8 +199,6 @@ def check_target_layers(folder: Path, cfg: Mapping, config_json: Path) -> None:
     names, file = read
     n = find_num_layers(cfg)
     key = find_field(cfg, "num_hidden_layers")[1]
-    nextn_found = find_field(cfg, "num_nextn_predict_layers")
-    nextn, nextn_key = (max(0, nextn_found[0]), nextn_found[1]) if nextn_found else (0, None)
-    why = layer_mismatch(layer_indices(names), n, key, nextn, nextn_key, f"the checkpoint {Path(folder) / file}")
+    why = layer_mismatch(layer_indices(names), n, key, mtp_layers(names), f"the checkpoint {Path(folder) / file}")
     if why:
         raise UsageError(f"{config_json}: {why}")
