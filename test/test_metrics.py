@@ -168,6 +168,23 @@ def _accept_buckets(samples) -> dict[str, dict[str, float]]:
     return out
 
 
+def _depth_2_and_5_runs() -> dict:
+    """Two servers' runs, bs 4 and 50 cycles each, at depths 2 and 5 (``{steps: run}``): the
+    accept-length bucket-set tests sum their histograms."""
+    return {2: generate(random.Random(2), bs=4, steps=2, cycles=50, p=[0.8, 0.6]),
+            5: generate(random.Random(5), bs=4, steps=5, cycles=50, p=[0.8, 0.7, 0.6, 0.5, 0.4])}
+
+
+def _offline_text(tmp_path, capsys, steps: int, run, *extra: str) -> str:
+    """``run`` logged to ``d{steps}.log`` and exported by ``inspect --prometheus -`` (``extra``: more
+    options); the exposition text, exit 0 asserted."""
+    log = tmp_path / f"d{steps}.log"
+    log.write_text("\n".join(log_lines(run.records)) + "\n")
+    code, out, err = inspect([str(log), "--prometheus", "-", *extra], capsys)
+    assert code == 0, err
+    return out
+
+
 def test_accept_length_histograms_of_different_depths_sum_bucket_by_bucket(tmp_path, capsys):
     """Two servers at depths 2 and 5, each exported offline (one ``inspect --prometheus`` file per
     log, as node_exporter's textfile folder holds them) and live (one LiveMetrics per server). The
@@ -177,15 +194,10 @@ def test_accept_length_histograms_of_different_depths_sum_bucket_by_bucket(tmp_p
     carries one le set, whatever the depth, and the sum is the pooled requests' histogram."""
     from prometheus_client import CollectorRegistry, generate_latest
 
-    runs = {2: generate(random.Random(2), bs=4, steps=2, cycles=50, p=[0.8, 0.6]),
-            5: generate(random.Random(5), bs=4, steps=5, cycles=50, p=[0.8, 0.7, 0.6, 0.5, 0.4])}
+    runs = _depth_2_and_5_runs()
     outputs = []
     for steps, run in runs.items():
-        log = tmp_path / f"d{steps}.log"
-        log.write_text("\n".join(log_lines(run.records)) + "\n")
-        code, out, err = inspect([str(log), "--prometheus", "-"], capsys)
-        assert code == 0, err
-        outputs.append(("offline", steps, parse(out)))
+        outputs.append(("offline", steps, parse(_offline_text(tmp_path, capsys, steps, run))))
         registry = CollectorRegistry()
         live = LiveMetrics({"model_name": "", "engine_type": "unified", "tp_rank": "0", "pp_rank": "0",
                             "dp_rank": "0"}, registry=registry)
@@ -459,15 +471,10 @@ def test_dashboard_accept_length_over_files_of_different_depths(tmp_path, capsys
     promtool = _promtool()
     if promtool is None:
         pytest.skip("promtool is not installed (apt install prometheus; make test fetches it when it can)")
-    runs = {2: generate(random.Random(2), bs=4, steps=2, cycles=50, p=[0.8, 0.6]),
-            5: generate(random.Random(5), bs=4, steps=5, cycles=50, p=[0.8, 0.7, 0.6, 0.5, 0.4])}
+    runs = _depth_2_and_5_runs()
     texts = []
     for steps, run in runs.items():
-        log = tmp_path / f"d{steps}.log"
-        log.write_text("\n".join(log_lines(run.records)) + "\n")
-        code, out, err = inspect([str(log), "--prometheus", "-", "--model-name", f"d{steps}"], capsys)
-        assert code == 0, err
-        texts.append(out)
+        texts.append(_offline_text(tmp_path, capsys, steps, run, "--model-name", f"d{steps}"))
     pooled = runs[2].accepts() + runs[5].accepts()
     total = len(pooled)
     cumulative = {k: sum(a <= k for a in pooled) for k in range(1, 7)}
