@@ -28,7 +28,8 @@ context gets the note draft_context_shorter (level info: shown, never counted as
 a warning, never a reason for a non-zero exit).
 
 Exit codes: 0 no error-level problem, 1 an error-level problem, 2 unusable input
-(including malformed SGLANG_EAGLE_CYCLE_* values, and an integer field present
+(including a malformed SGLANG_EAGLE_CYCLE_AUX_LAYER_IDS, _AUX_CONVENTION or
+_ALLOW_EMBEDDING, the variables the check reads, and an integer field present
 but no positive integer, named with its file: the target's num_hidden_layers,
 hidden_size, vocab_size; the draft's hidden_size, vocab_size, num_hidden_layers,
 draft_vocab_size, num_aux_hidden_states, target_hidden_size. A string, a float,
