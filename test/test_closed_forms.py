@@ -33,6 +33,9 @@ def test_chi2_sf_agrees_with_scipy_over_degrees_and_tails():
 def test_chi2_sf_edges():
     assert chi2_sf(0.0, 3) == 1.0 and chi2_sf(-1.0, 2) == 1.0
     assert chi2_sf(2.0, 2) == pytest.approx(np.exp(-1.0), rel=1e-14)     # k = 2: e^(-x/2)
+    assert chi2_sf(float("inf"), 2) == 0.0 and chi2_sf(float("inf"), 3) == 0.0
+    assert np.isnan(chi2_sf(float("nan"), 4))                 # never below a threshold: no split
+    assert chi2_sf(1e300, 7) == 0.0
     with pytest.raises(ValueError, match="degrees of freedom"):
         chi2_sf(1.0, 0)
 

@@ -1217,13 +1217,19 @@ def chi2_sf(x: float, k: int) -> float:
     Agrees with ``scipy.stats.chi2.sf`` to about 1e-12 relative, without importing ``scipy.stats``
     (about 1.3 s of an advise call on 2 cores).
 
+    NaN for a NaN ``x`` (no test result: nothing compares below it), 0.0 for an infinite one.
+
     Raises:
         ValueError: ``k`` below 1.
     """
     if k < 1:
         raise ValueError(f"chi-square degrees of freedom must be >= 1, not {k}")
+    if math.isnan(x):
+        return math.nan
     if x <= 0.0:
         return 1.0
+    if math.isinf(x):
+        return 0.0
     y = 0.5 * x
     log_y = math.log(y)
     if k % 2 == 0:
