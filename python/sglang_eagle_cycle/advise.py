@@ -1232,14 +1232,10 @@ def chi2_sf(x: float, k: int) -> float:
         return 0.0
     y = 0.5 * x
     log_y = math.log(y)
-    if k % 2 == 0:
-        total = 0.0                      # e^-y sum_{i < k/2} y^i / i!
-        for i in range(k // 2):
-            total += math.exp(i * log_y - y - math.lgamma(i + 1.0))
-        return min(1.0, total)
-    total = math.erfc(math.sqrt(y))
-    for i in range(k // 2):
-        total += math.exp((i + 0.5) * log_y - y - math.lgamma(i + 1.5))
+    a = 1.0 if k % 2 == 0 else 0.5
+    total = math.exp(-y) if k % 2 == 0 else math.erfc(math.sqrt(y))   # Q(a, y)
+    for j in range(k // 2 - (k % 2 == 0)):   # Q(a + j + 1) = Q(a + j) + y^(a + j) e^-y / Gamma(a + j + 1)
+        total += math.exp((a + j) * log_y - y - math.lgamma(a + j + 1.0))
     return min(1.0, total)
 
 
