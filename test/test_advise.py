@@ -1151,6 +1151,31 @@ def test_bench_records_of_two_server_settings_are_warned_about(capsys, tmp_path)
     assert len(notes) == 1 and "2 server settings" in notes[0] and "'--tp', '4'" in notes[0]
 
 
+def test_adaptive_config_into_a_fifo_no_process_reads_is_refused_not_waited_on(capsys, seed_inspect, tmp_path,
+                                                                               monkeypatch):
+    """With --force, a FIFO that no process reads had blocked advise forever in its open (helper 98);
+    it is refused with one line, after a short wait for a reader, and stays a FIFO."""
+    import stat
+
+    from sglang_eagle_cycle.commands import advise_cmd
+
+    monkeypatch.setattr(advise_cmd, "FIFO_READER_WAIT_TRIES", 2)
+    fifo = tmp_path / "plan.fifo"
+    os.mkfifo(fifo)
+    rc, _, err = run_advise(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--adaptive-config", fifo, "--force")
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"--adaptive-config {fifo}: a FIFO no process reads; not written" in err
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_an_inspect_schema_without_groups_says_what_is_missing(capsys, tmp_path):
+    """A document whose schema says inspect but whose "groups" list is gone had been told to run the
+    very command it ran (helper 98)."""
+    doc = tmp_path / "cut.json"
+    doc.write_text('{"schema": "eagle-cycle-inspect/1"}')
+    assert_refused(capsys, doc, match=f'{doc}: an eagle-cycle inspect --json document without its "groups" list')
+
+
 def test_adaptive_config_into_a_fifo_is_written_with_force_and_left_a_fifo(capsys, seed_inspect, tmp_path):
     """advise writes its outputs in place (no rename over the path), so with --force a FIFO (a
     ``>(cat)``) is written to and stays a FIFO; without --force it exists and is refused. The

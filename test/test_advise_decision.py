@@ -2801,6 +2801,40 @@ def test_a_baseline_slower_than_a_measured_cycle_is_named():
         assert "is slower than a speculative cycle" not in notes
 
 
+def test_a_baseline_slower_than_the_measured_cycles_bounds_no_verify(tmp_path):
+    """A no-spec step slower than every measured cycle (30 tok/s at bs 1 beside 3- and 5-step runs
+    cycling in about 23 ms) is another setup's: it stays the speculation-off figure but no longer
+    floors the verify. It had held every depth's cycle at its 33.3 ms, predicted the measured
+    depths 28% low, said the model fits poorly and recommended 10 steps, the deepest candidate
+    (helper 98). With it left out, the predictions hold the measurements and the pick is a depth
+    near the measured ones, not the edge of the candidates."""
+    from cyclegen import generate, log_lines
+
+    p = [0.8, 0.65, 0.5, 0.35, 0.25]
+    logs = []
+    for steps, seed in ((3, 11), (5, 12)):
+        path = tmp_path / f"s{steps}.log"
+        path.write_text("\n".join(log_lines(generate(random.Random(seed), bs=1, steps=steps, cycles=600,
+                                                      p=p[:steps], verify_ms=20.0).records)) + "\n")
+        logs.append(path)
+    doc = advise_json(*logs, "--baseline-tok-s", 30)
+    notes = " | ".join(doc["inputs"]["notes"])
+    assert "bs 1: the no-spec baseline (30.0 tok/s, 33.33 ms a step) is slower than a speculative cycle" in notes
+    assert "the cost curves leave it out" in notes
+    assert "fits poorly" not in notes
+    by = {c["steps"]: c for c in doc["candidates"]}
+    for run in doc["inputs"]["runs"]:
+        lo, hi = by[run["steps"]]["tok_s_95"]
+        assert lo <= run["tok_s"] <= hi, (run["steps"], run["tok_s"], lo, hi)
+        assert by[run["steps"]]["predicted_cycle_ms"] < 30.0
+    assert 3 <= doc["recommended"]["steps"] <= 6
+    assert by[0]["predicted_tok_s"] == pytest.approx(30.0)
+    # a consistent baseline still anchors the verify: the same runs with 45 tok/s (a 22.2 ms step,
+    # below the cycles) name nothing
+    notes = " | ".join(advise_json(*logs, "--baseline-tok-s", 45)["inputs"]["notes"])
+    assert "slower than a speculative cycle" not in notes
+
+
 def test_the_unsettled_line_names_the_rival_and_a_third_run_apart():
     """The line had named the pick and the next run as the two in contention; where the run that
     tells them apart best is a third depth, it named one predicted 16% below the pick (helper 32)."""

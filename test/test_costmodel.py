@@ -238,14 +238,26 @@ def test_non_positive_predicted_cycle_is_an_error_not_a_division():
 
 def test_verify_cost_never_falls_past_the_measured_widths():
     # a baseline slower than the measured verify (20 ms for 2 tokens vs 10 ms for 8) used to slope the
-    # verify line down to 0 ms at 14 tokens, and advise recommended that depth
+    # verify line down to 0 ms at 14 tokens, and advise recommended that depth. Slower than the whole
+    # measured cycle (14 ms), it bounds no verify (helper 98): it is the speculation-off figure alone
     obs = [cm.CycleObservation(bs=2, steps=3, total_ms=14.0, draft_ms=1.0, verify_ms=10.0, extend_ms=2.0, other_ms=1.0)]
     cost = cm.CycleCostModel.fit(obs, {2: 100.0})
+    assert cost.unanchored == {2} and cost.baseline_step_ms(2) == (20.0, False)
     for steps in (4, 6, 10):
         p = cost.predict(2, steps)
         assert p.verify_ms == 10.0 and "verify" in p.extrapolated
     assert cost.predict(2, 3).verify_ms == 10.0
-    assert any(n.startswith("verify time falls from 20.00 ms at 2 tokens to 10.00 ms at 8") for n in cost.notes)
+    assert not any(n.startswith("verify time falls") for n in cost.notes)
+    assert any("the no-spec baseline is slower than a cycle measured at its batch size, so it bounds no verify" in n
+               for n in cost.notes)
+    # between the measured verify and the cycle (12 ms: a forward over fewer tokens slower than the
+    # verify, another setup's, but not slower than the cycle) it stays on the curve, and its fall is named
+    cost = cm.CycleCostModel.fit(obs, {2: 1000.0 * 2 / 12.0})
+    assert cost.unanchored == frozenset()
+    for steps in (4, 6, 10):
+        p = cost.predict(2, steps)
+        assert p.verify_ms == 10.0 and "verify" in p.extrapolated
+    assert any(n.startswith("verify time falls from 12.00 ms at 2 tokens to 10.00 ms at 8") for n in cost.notes)
     assert any("(a baseline from another setup, or a client's throughput with its prefill?)" in n
                for n in cost.notes)
     # a fall from a run's width to a wider no-spec step is the baseline's too (helper 44: a run at 6

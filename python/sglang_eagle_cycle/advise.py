@@ -1620,11 +1620,12 @@ def advise(runs: Sequence[Run], baseline_tok_s: Mapping[int, float], *, steps: S
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     for b, ms in sorted(cost.baseline_ms.items()):
-        if ms > cost.step_ceiling.get(b, math.inf):
+        if b in cost.unanchored:
             notes.append(f"bs {b}: the no-spec baseline ({1000.0 * b / ms:.1f} tok/s, {ms:.2f} ms a step) is slower "
                          f"than a speculative cycle measured there ({cost.step_ceiling[b]:.2f} ms, which holds a verify "
                          "forward over more tokens): a baseline from another setup or load, or a client's throughput "
-                         "with its prefill? Speedups there read high")
+                         "with its prefill? Speedups there read high, and the cost curves leave it out (a decode step "
+                         "slower than a measured cycle bounds no verify there): it is the speculation-off figure alone")
     sizes = sorted(set(batch_sizes or [r.bs for r in fitted]))
     run_bs = sorted({r.bs for r in fitted})
     # the runs the cycle-time curves pass through (phase-timed ones, where any run has phases)

@@ -812,6 +812,13 @@ class CycleCostModel:
     #: for the same requests, and host time as a decode step does; a verify's device span alone
     #: leaves that host time out, and had capped an 8.0 ms step at 6.06)
     step_ceiling: Mapping[int, float] = field(default_factory=dict)
+    #: batch sizes whose no-spec decode step is slower than a cycle a run measured there
+    #: (:attr:`step_ceiling`): a baseline from another setup or load, which cannot bound a verify
+    #: forward over more tokens from below. It stays the speculation-off figure there
+    #: (:attr:`baseline_ms`) but shapes no cost curve and anchors none (helper 98: a 30 tok/s
+    #: baseline against 3- and 5-step runs at 111 and 119 tok/s held every verify at its 33.3 ms step,
+    #: predicted the measured depths 28% low and recommended 10 steps)
+    unanchored: frozenset = frozenset()
 
     @classmethod
     def fit(cls, observations: Sequence[CycleObservation], baseline_tok_s: Optional[Mapping[int, float]] = None,
@@ -840,9 +847,13 @@ class CycleCostModel:
                 raise ValueError(f"verify_ms must be positive (bs {ob.bs}, {ob.steps} steps), got {ob.verify_ms}")
         phased = [ob for ob in observations if ob.has_phases]
         notes = []
+        # a decode step slower than a cycle measured at its batch size bounds no verify curve
+        ceiling = _least_period(phased or observations)
+        curve_base = {b: ms for b, ms in base.items() if ms <= ceiling.get(b, math.inf)}
+        unanchored = frozenset(base) - frozenset(curve_base)
         if phased:
             run_verify = [(ob.verified_tokens, ob.verify_ms, ob.weight) for ob in phased]
-            derived, left = cls._derived_verify(observations, base, shape)
+            derived, left = cls._derived_verify(observations, curve_base, shape)
             if derived:
                 notes.append(f"{len(derived)} run(s) without a phase breakdown (whole-cycle times) set the verify "
                              "time at their width: their cycle less the draft, draft-extend and other time the "
@@ -853,7 +864,7 @@ class CycleCostModel:
                              "their cycle leaves the verify less than the no-spec decode step: another setup or "
                              "load?)")
             run_verify += derived
-            verify = MeasuredCurve.from_points(run_verify + [(bs, ms, 1.0) for bs, ms in base.items()], shape)
+            verify = MeasuredCurve.from_points(run_verify + [(bs, ms, 1.0) for bs, ms in curve_base.items()], shape)
             extend = MeasuredCurve.from_points(
                 [(ob.verified_tokens, ob.extend_ms or 0.0, ob.weight) for ob in phased])
             steps_pts = [(ob.bs, ob.draft_ms / (ob.steps - 1), ob.weight) for ob in phased if ob.steps > 1]
@@ -870,7 +881,10 @@ class CycleCostModel:
                              "worth 16-1024 tokens of its per-token cost)")
             if len(verify.points) == 1:
                 notes.append("verify measured at one width and no baseline: its growth with the width is assumed, flat "
-                             "to proportional (give --baseline-tok-s)")
+                             "to proportional (give --baseline-tok-s)" if not unanchored else
+                             "verify measured at one width, and the no-spec baseline is slower than a cycle measured "
+                             "at its batch size, so it bounds no verify: its growth with the width is assumed, flat "
+                             "to proportional")
             fall, _ = verify.biggest_fall()
             run_widths = {float(x) for x, _, _ in run_verify}
             # a fall to or from a point no run measured: the no-spec decode step there
@@ -882,10 +896,11 @@ class CycleCostModel:
             # the whole period, not the verify: a device span leaves out host time the decode step holds
             return cls("phases", shape, verify=verify, extend=extend, draft_step=draft, other=other,
                        baseline_ms=base, notes=tuple(notes), bs_range=(min(sizes), max(sizes)),
-                       verify_runs=MeasuredCurve.from_points(run_verify, shape), step_ceiling=_least_period(phased))
+                       verify_runs=MeasuredCurve.from_points(run_verify, shape), step_ceiling=ceiling,
+                       unanchored=unanchored)
         pts = [(ob.verified_tokens, ob.total_ms, ob.weight) for ob in observations]
         if len({ob.verified_tokens for ob in observations}) == 1:
-            pts += [(bs, ms, 1.0) for bs, ms in base.items()]
+            pts += [(bs, ms, 1.0) for bs, ms in curve_base.items()]
         notes.append("no phase breakdown (a published table, bench records or stock Decode batch lines): whole-cycle "
                      "times only, so depths are ranked only as well as a two-point fit of those times can rank them; "
                      "per-cycle [eagle-cycle] logs separate verify, draft and draft-extend")
@@ -900,7 +915,7 @@ class CycleCostModel:
         if shape.num_experts:
             notes.append("MoE shape needs the verify phase; not applied to whole-cycle times")
         return cls("totals", shape, total=total, baseline_ms=base, notes=tuple(notes),
-                   step_ceiling=_least_period(observations))
+                   step_ceiling=ceiling, unanchored=unanchored)
 
     @classmethod
     def _derived_verify(cls, observations: Sequence[CycleObservation], base: Mapping[int, float],

@@ -1096,7 +1096,8 @@ def _below_runs(cost: cm.CycleCostModel, pts: Sequence[tuple[float, float]],
     where it lies below the lowest measured width, else the widest baseline below them (or None)
     and that step as a floor (ms)."""
     if anchor is not None and pts and anchor[0] >= pts[0][0]:
-        below = [(float(b), float(ms)) for b, ms in cost.baseline_ms.items() if b < pts[0][0]]
+        below = [(float(b), float(ms)) for b, ms in cost.baseline_ms.items()
+                 if b < pts[0][0] and b not in cost.unanchored]
         return (max(below) if below else None), anchor[1]
     return anchor, None
 
@@ -1141,7 +1142,10 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
     tok = np.zeros((n, m))
     acc_len = np.ones((n, m))
     anchor = None
-    if base is not None:
+    # a baseline slower than a cycle measured at its batch size bounds no verify (cost.unanchored);
+    # carried from such baselines alone, neither
+    carried_only_odd = bs not in cost.baseline_ms and set(cost.baseline_ms) <= cost.unanchored
+    if base is not None and bs not in cost.unanchored and not carried_only_odd:
         anchor = (float(bs), base[0])
     phased = [o for o in obs if o.has_phases]
     cols = [steps.index(s) for s in spec]
@@ -1214,7 +1218,7 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
         measured_w = {x for x, _ in tpts}
         total = _sample_from_decode_step(cost, tpts, widths, n, rng, anchor)
         if here and len(tpts) == 1:   # its own generator, so that the other draws stay put
-            total = _draft_step_floor(total, tpts[0], widths, bs, None if base is None else base[0],
+            total = _draft_step_floor(total, tpts[0], widths, bs, None if anchor is None else anchor[1],
                                       np.random.default_rng([seed, 5]))
     # the measured means' own errors: this batch size's runs, or where none ran here, those of the
     # runs the curves were carried over from
@@ -1229,8 +1233,9 @@ def build(acc: cm.AcceptanceModel, cost: cm.CycleCostModel, obs: Sequence[cm.Cyc
     if noisy and spec:
         total = total + measurement_noise(noisy, widths, n, rng)
         # a draw of a wide error never takes a cycle below the no-spec decode step (a cycle verifies
-        # at least as many tokens), nor, without one, below a twentieth of its curve
-        total = np.maximum(total, base[0] if base is not None else 0.05 * shape_total)
+        # at least as many tokens; not one slower than a measured cycle, cost.unanchored), nor,
+        # without one, below a twentieth of its curve
+        total = np.maximum(total, anchor[1] if anchor is not None else 0.05 * shape_total)
     if np.any(~np.isfinite(total)) or np.any(total <= 0):
         raise ValueError(f"a hypothesis predicts a cycle time that is not positive at bs {bs}: the measured "
                          "phase times cannot be extrapolated there")

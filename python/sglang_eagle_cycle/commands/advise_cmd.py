@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import itertools
 import json
 import os
 import re
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -436,6 +438,11 @@ def _collect_inputs(args, names: list[str], spool: Path):
                 raise UsageError(f"{name}: inputs.inspect_json is not an eagle-cycle inspect --json document")
             elif isinstance(doc, dict) and all(isinstance(v, dict) for v in doc.values()) and doc:
                 raise UsageError(f"{name}: looks like a published table: use --table {name} --model NAME --benchmark NAME")
+            elif isinstance(doc, dict) and str(doc.get("schema", "")).startswith("eagle-cycle-inspect/"):
+                # its schema says what it is; what it lacks is the cycle groups (helper 98: the hint
+                # had been to run this very command)
+                raise UsageError(f"{name}: an eagle-cycle inspect --json document without its \"groups\" list "
+                                 "(cut short or edited?): no run to advise from")
             else:
                 from ..logfiles import HEAD_CHARS, other_json
 
@@ -1213,14 +1220,46 @@ def _input_files(args, target_config: Path | None) -> list[tuple[str, str]]:
     return files
 
 
+#: tries, 0.1 s apart, to find a process reading a FIFO given as an output before refusing it
+FIFO_READER_WAIT_TRIES = 20
+
+
 def _write_adaptive(path: Path, plan, force: bool, flag: str = "--adaptive-config") -> Path:
-    """Write the adaptive config to ``path`` (checked by :func:`logfiles.check_output`).
+    """Write the adaptive config to ``path`` (checked by :func:`logfiles.check_output`). An existing
+    FIFO (``--force``; ``>(cat)`` is one) is written only where a process reads it: opened for
+    writing, one with no reader would wait for one forever (helper 98).
 
     Raises:
-        UsageError: the file appeared since it was checked (without ``force``), or cannot be written.
+        UsageError: the file appeared since it was checked (without ``force``), it is a FIFO no
+            process reads, or it cannot be written.
     """
+    import stat
+
     from ..errors import UsageError
 
+    try:
+        if force and stat.S_ISFIFO(os.stat(path).st_mode):
+            fd = None
+            for _ in range(FIFO_READER_WAIT_TRIES):   # a reader starting beside this command: a while
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+                    break
+                except OSError as exc:
+                    if exc.errno != errno.ENXIO:
+                        raise
+                    time.sleep(0.1)
+            if fd is None:
+                raise UsageError(f"{flag} {path}: a FIFO no process reads; not written (it would wait "
+                                 "for a reader)")
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(plan.config, fh, indent=2)
+                fh.write("\n")
+            return path
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write ({exc.strerror or exc})") from None
     try:
         mode = "w" if force else "x"
         with path.open(mode, encoding="utf-8") as fh:
