@@ -353,6 +353,40 @@ def test_an_id_stock_never_captures_is_said_to_fail_not_to_be_captured():
     assert "(position 0 is the embedding output: only if the draft was trained on it)" in stock_fix_text(r)
 
 
+def test_a_negative_value_a_flagging_family_indexes_is_captured_from_the_last_layer():
+    """qwen3_moe hands ``id + 1`` to qwen2_moe's inner setter, which flags ``self.layers[v]`` for every
+    value; the forward captures the flagged layers in layer order. So ids [1, -2, 44] on a 48-layer
+    target become [2, -1, 45], and ``layers[-1]`` flags layer 47: stock captures [2, 45, 47] and runs.
+    It had been said to capture only [2, 45] and fail (helper 99; the shared configs' rule table)."""
+    from sglang_eagle_cycle.wiring.stock import stock_captured
+
+    rule = RULES_BY_MODULE["qwen3_moe"]
+    assert stock_captured(rule, [2, -1, 45], 48) == [2, 45, 47]
+    assert stock_captured(rule, [5, -43], 48) == [5]                  # one layer flagged twice: captured once
+    assert stock_captured(RULES_BY_MODULE["llama"], [2, -1, 45], 48) == [2, 45]   # a list-keeping family
+    target = {"architectures": ["Qwen3MoeForCausalLM"], "num_hidden_layers": 48, "hidden_size": 2048,
+              "vocab_size": 151936}
+    draft = {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": 2048, "vocab_size": 151936,
+             **ids_cfg([1, -2, 44])}
+    r = check_pair(target, draft, env={})
+    assert "id_out_of_range" in {p.code for p in r.errors}
+    assert r.startup_line().endswith("stock SGLang 0.5.23 would capture [2, 45, 47] (its [2, -1, 45] flags each "
+                                     "layers[v], a negative v counting from the last layer)")
+
+
+def test_the_same_positions_as_stock_are_not_called_the_same_where_stock_fails():
+    """An id equal to N read as a position on Kimi-K2.5 (deepseek_v2 never captures the last layer's
+    output): ours refuses it, stock flags the same positions and fails at the first forward. The line
+    had said "same as stock SGLang 0.5.23" (helper 99)."""
+    r = check_pair(KIMI_TARGET, {**KIMI_DRAFT, **ids_cfg([2, 61, 58])}, env={})
+    assert r.positions == [2, 61, 58] and r.stock_positions == [2, 61, 58] and r.stock_captured == [2, 58]
+    assert "final_layer_capture_unsupported" in {p.code for p in r.errors}
+    assert r.startup_line().endswith("stock SGLang 0.5.23 would capture only [2, 58] of [2, 61, 58] ([61] never "
+                                     "captured) and fail at the first target forward")
+    assert check_pair(KIMI_TARGET, {**KIMI_DRAFT, **ids_cfg([1, 29, 57])}, env={}).startup_line().endswith(
+        "same as stock SGLang 0.5.23")
+
+
 def test_a_draft_architectures_string_is_named_as_such():
     # "architectures": "LlamaForCausalLMEagle3" (a string, not a list): the error said the draft's
     # architectures [] name no EAGLE-3 class, which misstates what the file holds

@@ -492,6 +492,27 @@ def test_swapped_target_and_draft_are_named(tmp_path, capsys):
                            f"and DRAFT {target} is not one: swap the two (usage: eagle-cycle wiring TARGET DRAFT)")
 
 
+def test_a_swapped_head_whose_architectures_name_the_targets_class_is_named(tmp_path, capsys):
+    """The draft head of shared case 12 says LlamaForCausalLM (no Eagle3 class) but carries
+    draft_vocab_size and one layer. Given as TARGET, it had been checked as a 1-layer target (exit 1,
+    "declare the draft's ids"; helper 99). In the right order it is still checked (exit 1)."""
+    head = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+            "num_hidden_layers": 1, "vocab_size": 128256, "draft_vocab_size": 32000}
+    target, draft = _pair(tmp_path, draft=head)
+    err = _one_error_line(*run_cli(capsys, str(draft), str(target)))
+    assert err.strip() == (f"eagle-cycle wiring: error: TARGET {draft} looks like a draft head (draft_vocab_size, 1 "
+                           f"layer; its architectures say LlamaForCausalLM), and DRAFT {target} like a target (32 "
+                           f"layers): swap the two (usage: eagle-cycle wiring TARGET DRAFT)")
+    code, _, _ = run_cli(capsys, str(target), str(draft))
+    assert code == 1
+    # a small target without draft marks is no head: checked as given
+    small = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": 4096, "vocab_size": 128256}
+    (tmp_path / "small").mkdir()
+    target, draft = _pair(tmp_path / "small", target=small)
+    code, _, err = run_cli(capsys, str(target), str(draft))
+    assert code != 2 or "swap" not in err
+
+
 def test_the_target_given_as_draft_too_is_named(shared_data, tmp_path, capsys):
     # `wiring T T` checked Llama-3.1-8B against itself (not_eagle3_architecture, exit 1) and told the
     # user to set the ids "in the draft's config.json", the target's own

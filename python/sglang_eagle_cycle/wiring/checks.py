@@ -499,12 +499,41 @@ def refuse_swapped(target_arg: str, draft_arg: str, target_cfg: Mapping, draft_c
         arch = ", ".join(map(str, target_cfg["architectures"]))
         raise UsageError(f"TARGET {target_arg} is an EAGLE-3 draft head ({arch}){tail} "
                          f"(usage: eagle-cycle {command} TARGET DRAFT)")
+    marks = _draft_marks(target_cfg)
+    if marks and not same and not _draft_marks(draft_cfg) and not is_eagle3_head(draft_cfg) \
+            and _layers(draft_cfg) > _layers(target_cfg):
+        # a head whose architectures name the target's class (case 12 of the shared configs: the
+        # swapped pair had been checked with the 1-layer head as the target, exit 1, "declare the
+        # draft's ids"; helper 99)
+        arch = ", ".join(map(str, target_cfg.get("architectures") or ["?"]))
+        raise UsageError(f"TARGET {target_arg} looks like a draft head ({', '.join(marks)}; its architectures say "
+                         f"{arch}), and DRAFT {draft_arg} like a target ({_layers(draft_cfg)} layers): swap the two "
+                         f"(usage: eagle-cycle {command} TARGET DRAFT)")
     if same:
         # the report would check the target against itself and tell the user to edit "the draft's
         # config.json", the target's own
         shown = same if same_file else f"{target_arg} {same}"
         raise UsageError(f"DRAFT {draft_arg} is the same config as TARGET {shown}: give the draft head's folder "
                          f"(usage: eagle-cycle {command} TARGET DRAFT)")
+
+
+def _layers(cfg: Mapping) -> int:
+    """``num_hidden_layers`` of a config (its text config's where nested), 0 where absent or not an integer."""
+    for c in (cfg, cfg.get("text_config") if isinstance(cfg, Mapping) else None):
+        v = c.get("num_hidden_layers") if isinstance(c, Mapping) else None
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return 0
+
+
+def _draft_marks(cfg: Mapping) -> list[str]:
+    """What marks ``cfg`` as an EAGLE-3 draft head whatever its ``architectures`` say: a
+    ``draft_vocab_size`` or an ``eagle_config``, which no target config carries, with one decoder
+    layer or two."""
+    if not isinstance(cfg, Mapping) or not 1 <= _layers(cfg) <= 2:
+        return []
+    marks = [k for k in ("draft_vocab_size", "eagle_config") if k in cfg]
+    return marks + [f"{_layers(cfg)} layer{'s' if _layers(cfg) > 1 else ''}"] if marks else []
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -188,7 +188,8 @@ class WiringReport:
             tail = f"stock SGLang {STOCK_VERSION}'s capture is unknown (it would be handed non-integer ids)"
         elif self.stock_positions is None:
             tail = f"stock SGLang {STOCK_VERSION} ({self.stock_family}) would fail at start-up (IndexError)"
-        elif self.positions is not None and _same_capture(self.positions, self.stock_positions):
+        elif self.positions is not None and _same_capture(self.positions, self.stock_positions) \
+                and _same_capture(self.stock_captured or [], self.stock_positions):
             tail = f"same as stock SGLang {STOCK_VERSION}"
         else:
             tail = f"stock SGLang {STOCK_VERSION} {stock_capture_words(self.stock_family, self.stock_positions, n)}"
@@ -244,7 +245,11 @@ def stock_capture_words(family: str, layers: list, num_layers: int) -> str:
     gets fewer states than it reads)."""
     kept = stock_captured(RULES_BY_MODULE[family], layers, num_layers)
     if len(kept) == len(layers):
-        return f"would capture {_fmt(layers)}"
+        if _same_capture(kept, layers):
+            return f"would capture {_fmt(layers)}"
+        # a flags-every-value family: a negative value flags a layer counted from the last
+        return (f"would capture {_fmt(kept)} (its {_fmt(layers)} flags each layers[v], a negative v counting "
+                "from the last layer)")
     lost = [v for v in layers if v not in kept]
     return (f"would capture only {_fmt(kept)} of {_fmt(layers)} ({_fmt(lost)} never captured) and fail at "
             "the first target forward")

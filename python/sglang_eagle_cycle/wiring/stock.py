@@ -102,9 +102,17 @@ def stock_layers_to_capture(rule: FamilyRule, ids, num_layers: int):
 
 def stock_captured(rule: FamilyRule, layers: list, num_layers: int) -> list:
     """The values of a stock ``layers_to_capture`` that are actually captured: integer layer indices
-    ``0..N-1``, and ``N`` in families that capture the final output."""
+    ``0..N-1``, and ``N`` in families that capture the final output.
+
+    Where the setter flags ``layers[v]`` for every value (``flags == "all"``, qwen2_moe's inner
+    setter) the forward captures the flagged layers, in layer order and each once: a negative
+    ``v >= -N`` flags layer ``N + v`` as Python indexes a list, so it is captured there (helper 99:
+    ``-1`` had been called never captured), and two values naming one layer capture it once."""
     top = num_layers if rule.final_capture else num_layers - 1
-    return [v for v in layers if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= top]
+    ints = [v for v in layers if isinstance(v, int) and not isinstance(v, bool)]
+    if rule.flags == "all":
+        return sorted({num_layers + v if -num_layers <= v < 0 else v for v in ints} & set(range(top + 1)))
+    return [v for v in ints if 0 <= v <= top]
 
 
 def _stock_captures(rule: FamilyRule, layers: list, num_layers: int) -> bool:
