@@ -214,6 +214,28 @@ def test_truncated_and_damaged_lines_are_none():
     assert parse_line(line + " some_future_field=1").total_ms == 10.0  # appended fields are ignored
 
 
+def test_a_device_span_line_cut_between_its_pair_is_refused_with_why():
+    """format_line writes draft_prep_ms= and gap_ms= together ("-" where unknown): a line holding
+    one alone was cut between them, and had been counted as a cycle (helper 100). A gap that is not
+    known is still a line."""
+    from sglang_eagle_cycle.cycle import line_rejection
+
+    rec = make_record(cycle=3, config=(1, 2, 1, 3), accepts=[2], graph=True,
+                      phases_ms={"draft_ms": 0.5, "verify_ms": 9.0, "verify_fwd_ms": 8.6, "extend_ms": 0.4,
+                                 "total_ms": 10.3, "draft_prep_ms": 0.35, "gap_ms": 0.1})
+    line = format_line(rec)
+    assert line.endswith(" draft_prep_ms=0.35 gap_ms=0.10") and parse_line(line).gap_ms == 0.1
+    cut = line[: line.index(" gap_ms=")]
+    assert parse_line(cut) is None
+    assert line_rejection(cut) == "draft_prep_ms without gap_ms: a device-span line cut short"
+    alone = line.replace(" draft_prep_ms=0.35", "")
+    assert parse_line(alone) is None and line_rejection(alone) == "gap_ms without draft_prep_ms: a device-span line cut short"
+    unknown = format_line(make_record(cycle=0, config=(1, 2, 1, 3), accepts=[2], graph=True,
+                                      phases_ms={"draft_ms": 0.5, "verify_ms": 9.0, "extend_ms": 0.4,
+                                                 "total_ms": 10.3, "draft_prep_ms": 0.35, "gap_ms": None}))
+    assert unknown.endswith(" gap_ms=-") and parse_line(unknown).gap_ms is None
+
+
 def test_a_line_with_a_huge_tail_costs_no_more_memory_than_its_text():
     """A damaged line of 100,000 appended ``k=v`` tokens (0.4 MB) once took 106 MB inside the regex
     (backtracking state per token; a 20 MB line took 5 GB): now about the size of its tokens."""

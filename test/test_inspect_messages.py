@@ -102,6 +102,11 @@ def test_one_damaged_line_is_singular(tmp_path):
     assert rc == 2 and out == ""
     assert err == (f"eagle-cycle inspect: error: nothing to inspect: {bad}: no [eagle-cycle], JSONL or Decode batch "
                    f"line (0 other, 1 damaged line: `eagle-cycle inspect {bad} --show-rejected 5` says why)\n")
+    # with --show-rejected the line and its reason were printed just above: no command to run again
+    rc, out, err = call("inspect", bad, "--show-rejected", "3")
+    assert rc == 2 and out == "" and err.count("rejected: ") == 1
+    assert err.splitlines()[-1] == (f"eagle-cycle inspect: error: nothing to inspect: {bad}: no [eagle-cycle], JSONL "
+                                    "or Decode batch line (0 other, 1 damaged line)")
     good = cycles_log(tmp_path / "good.log")
     rc, _, err = call("inspect", good, bad)
     assert rc == 0

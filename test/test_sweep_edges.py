@@ -96,6 +96,18 @@ def test_an_output_name_ending_in_a_separator_is_refused(tmp_path, flag):
     assert not (tmp_path / "adir").exists() and not list((tmp_path / "logs").glob("*.log"))
 
 
+def test_a_log_dir_that_is_a_file_and_a_concurrency_past_any_batch_are_one_line_exit_2(tmp_path):
+    # helper 100: a file as --log-dir said "cannot create ...: File exists"; --concurrency 10^8 was taken
+    (tmp_path / "a.log").write_text("mine\n")
+    args = _launch(tmp_path / "out.jsonl", tmp_path)
+    args[args.index("--log-dir") + 1] = str(tmp_path / "a.log")
+    one_line_exit_2(run_bench(args), f"--log-dir {tmp_path / 'a.log'}: a file, not a folder")
+    assert (tmp_path / "a.log").read_text() == "mine\n"
+    args = _launch(tmp_path / "out.jsonl", tmp_path)
+    args[args.index("--concurrency") + 1] = "100000000"
+    one_line_exit_2(run_bench(args), "argument --concurrency: expected an integer in 1..65536, got 100000000")
+
+
 @pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc")
 def test_output_that_cannot_be_written_is_refused_before_any_server_starts(tmp_path):
     # /proc takes no new files, whoever runs the test (root ignores a read-only directory's mode)

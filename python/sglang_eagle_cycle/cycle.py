@@ -460,9 +460,24 @@ def line_rejection(line: str) -> Optional[str]:
         return "not the [eagle-cycle] layout: a field missing, cut, malformed or out of order, or text after it"
     rec = _record_of(m)
     if rec is None:
-        twice = _field_twice(m.group(m.lastindex) or "")
-        return f"{twice} given twice" if twice else "a value is not a number"
+        tail = m.group(m.lastindex) or ""
+        twice = _field_twice(tail)
+        if twice:
+            return f"{twice} given twice"
+        return _half_span(tail) or "a value is not a number"
     return implausible(rec)
+
+
+def _half_span(tail: str) -> Optional[str]:
+    """Why a line's tail holds one of the device-span pair without the other, else None:
+    :func:`format_line` writes ``draft_prep_ms=`` and ``gap_ms=`` together (``-`` where unknown), so a
+    line with one alone was cut between them (helper 100: a mid-file line cut after
+    ``draft_prep_ms=0.35`` had been counted as a cycle)."""
+    keys = {tok.partition("=")[0] for tok in tail.split()}
+    if ("draft_prep_ms" in keys) != ("gap_ms" in keys):
+        have, lack = ("draft_prep_ms", "gap_ms") if "draft_prep_ms" in keys else ("gap_ms", "draft_prep_ms")
+        return f"{have} without {lack}: a device-span line cut short"
+    return None
 
 
 def _field_twice(tail: str) -> Optional[str]:
@@ -498,6 +513,9 @@ def _record_of(m: "re.Match[str]") -> Optional[CycleRecord]:
             twice = _field_twice(tail)
             if twice:   # a field given twice: which one holds?
                 raise ValueError(f"{twice} twice")
+            half = _half_span(tail)
+            if half:    # written as a pair: one alone is a cut line
+                raise ValueError(half)
             for tok in tail.split():
                 key, _, val = tok.partition("=")
                 if key == "n":

@@ -775,12 +775,15 @@ def _line_counts(f: FileResult) -> str:
     return f"{f.other_lines} other, {count_of(f.unparsed_lines, 'damaged line')}"
 
 
-def _nothing_message(files: list[FileResult]) -> str:
+def _nothing_message(files: list[FileResult], shown: bool = False) -> str:
+    """``shown``: the rejected lines were printed already (``--show-rejected``), so the command that
+    shows them is not suggested again (helper 100)."""
     parts = []
     for f in files:
         # lines of ours, every one damaged: "no line" alone had read as the wrong file given; the
         # command names the file (it had said LOG, a word to replace by hand)
-        why = f": `eagle-cycle inspect {command_arg(f.label)} --show-rejected 5` says why" if f.unparsed_lines else ""
+        why = (f": `eagle-cycle inspect {command_arg(f.label)} --show-rejected 5` says why"
+               if f.unparsed_lines and not shown else "")
         if f.error:
             parts.append(f"{f.label}: {f.error}")
         elif f.stopped:
@@ -1001,7 +1004,7 @@ def inspect_paths(paths: Iterable[Union[str, "os.PathLike[str]"]], *, baseline: 
     if not files:
         raise UsageError("no log given")
     if not any(f.usable for f in files):
-        raise UsageError(_nothing_message(files))
+        raise UsageError(_nothing_message(files, shown=bool(max_rejected and on_rejected)))
     for f in files:
         if f.error:
             warn(f"{f.label}: skipped: {f.error}")

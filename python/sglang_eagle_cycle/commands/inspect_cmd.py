@@ -46,7 +46,8 @@ def add_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--csv", metavar="FILE", action=StoreOnce,
                         help="write one CSV row per group to FILE (- for stdout)")
     parser.add_argument("--plot", metavar="PNG", action=StoreOnce, help="write phase bars, accept-length histogram and "
-                        "per-position acceptance to an image (.png, .svg, .pdf)")
+                        "per-position acceptance to an image, its format by the suffix: .png, .svg, .pdf or another matplotlib "
+                        "writes (.jpg, .eps, ...); no suffix: PNG")
     parser.add_argument("--trace", metavar="JSON", action=StoreOnce, help="write a Chrome/Perfetto trace-event file "
                         "(one track per rank, one slice per phase per cycle)")
     parser.add_argument("--trace-max-cycles", type=int, default=None, metavar="N",
@@ -113,7 +114,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
         if fmt == "pgf":   # matplotlib writes it only through a LaTeX install
             raise UsageError(f"--plot {args.plot}: .pgf needs a LaTeX install; use .png, .svg or .pdf")
         if fmt not in FigureCanvasBase.get_supported_filetypes():
-            raise UsageError(f"--plot {args.plot}: unknown image format (use .png, .svg or .pdf)")
+            known = ", ".join(f".{k}" for k in sorted(FigureCanvasBase.get_supported_filetypes()) if k != "pgf")
+            raise UsageError(f"--plot {args.plot}: unknown image format (use .png, .svg or .pdf; matplotlib also "
+                             f"writes {known})")
     named = [(flag, value) for flag, value in (("--csv", args.csv), ("--plot", args.plot), ("--trace", args.trace),
                                                ("--prometheus", args.prometheus))
              if value is not None and not (value == "-" and flag in ("--csv", "--prometheus"))]   # those two: stdout

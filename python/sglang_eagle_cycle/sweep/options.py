@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from ..argtypes import StoreOnce, int_in
+from ..argtypes import MAX_BS, StoreOnce, int_in
 from ..errors import UsageError, one_line
 from .signals import forget_interrupts, interrupt
 
@@ -82,6 +82,8 @@ def _check_url(url: str) -> None:
 
 
 _positive_int = int_in(1)
+#: ``--concurrency``: a batch size, bounded as inspect and advise bound one (helper 100: 10^8 was taken)
+_concurrency = int_in(1, MAX_BS)
 _port = int_in(1, 65535)
 
 
@@ -161,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where server logs are kept (default: OUTPUT_STEM_server_logs/ beside --output)")
 
     g = p.add_argument_group("workload")
-    g.add_argument("--concurrency", type=_positive_int, nargs="+", action="extend", metavar="C",
+    g.add_argument("--concurrency", type=_concurrency, nargs="+", action="extend", metavar="C",
                    help="requests kept in flight (batch size), one measurement each (default: 1; given "
                         "twice, both lists)")
     g.add_argument("--max-new-tokens", type=_positive_int, default=256, metavar="N",
@@ -353,6 +355,9 @@ def _run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UsageError(f"--host {args.host}: cannot listen there on this machine "
                              f"({exc.strerror or exc}); give one of its IPv4 addresses or names") from None
+        if settings.log_dir.exists() and not settings.log_dir.is_dir():
+            raise UsageError(f"--log-dir {settings.log_dir}: a file, not a folder; give a folder for the "
+                             "server logs")
         try:
             settings.log_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
