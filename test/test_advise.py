@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -925,6 +926,30 @@ def test_non_integer_expert_count_is_refused(capsys, seed_inspect, tmp_path, val
     rc, _, err = run_advise(capsys, seed_inspect, "--target-config", cfg)
     assert rc == 2 and err.startswith("eagle-cycle advise: error: target config: text_config.n_routed_experts=")
     assert err.endswith(" is not an integer\n")
+
+
+def test_routed_experts_without_experts_per_token_are_named_not_called_dense(capsys, seed_inspect, tmp_path):
+    # helper 101: Qwen3-30B-A3B's config without num_experts_per_tok read "dense target (no routed experts ...)"
+    cfg = tmp_path / "config.json"
+    cfg.write_text('{"num_hidden_layers": 48, "num_experts": 128}')
+    doc = advise_json(capsys, seed_inspect, "--baseline-tok-s", "88.8", "--target-config", cfg)
+    notes = json.dumps(doc["inputs"])
+    assert "num_experts=128 routed experts but no experts per token" in notes and "no routed experts" not in notes
+
+
+def test_the_measured_column_rounds_the_run_once(capsys, tmp_path):
+    # helper 101: the measured column rounded the JSON's 2 decimals again: 442.5452 printed 442.6, and a
+    # no-spec 190.45 printed 190.4 beside its own 190.5 in the tok/s column
+    table = tmp_path / "t.json"
+    rows = [{"batch_size": 1, "steps": s, "topk": 1, "num_draft_tokens": s + 1, "metrics": [
+        {"Name": "Without EAGLE3", "output_throughput": 190.45, "accept_length": 1.0},
+        {"Name": "d", "output_throughput": tok, "accept_length": acc}]}
+        for s, tok, acc in ((3, 442.5452, 3.1), (5, 506.6, 3.9), (7, 513.9, 4.3))]
+    table.write_text(json.dumps({"m": {"b": {"benchmark_name": "b", "results": rows}}}))
+    rc, out, err = run_advise(capsys, "--table", table, "--model", "m", "--benchmark", "b")
+    assert rc == 0, err
+    row = {ln.split()[0]: ln.split() for ln in out.splitlines() if re.match(r"^ +[0-9]+ +[0-9]+ ", ln)}
+    assert row["3"][9] == "442.5" and row["0"][4] == row["0"][9] == "190.4"
 
 
 def test_chain_draft_with_other_draft_tokens_is_refused(capsys, seed, tmp_path):

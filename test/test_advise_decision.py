@@ -1500,6 +1500,44 @@ def _bench_file(path, recs, prefix=""):
 
 
 
+def test_a_copied_bench_file_and_a_repeated_record_count_once(tmp_path):
+    """A copy of a bench file beside it, or every record appended twice, had doubled the runs and
+    narrowed the intervals without a word (helper 101); a copied stock log already counted once."""
+    recs = _standin_bench_records()
+    one = _bench_file(tmp_path / "sweep.jsonl", recs)
+    alone = advise_json(one)
+    copy = _bench_file(tmp_path / "copy.jsonl", recs)
+    both = advise_json(one, copy)
+    assert len(both["inputs"]["runs"]) == len(alone["inputs"]["runs"]) == len(recs) - 1
+    assert f"{copy}: {len(recs)} records the same as one read before ({copy}:1 = {one}:1" in " | ".join(
+        both["inputs"]["notes"])
+    assert both["per_batch_size"][0]["candidates"] == alone["per_batch_size"][0]["candidates"]
+    twice = _bench_file(tmp_path / "twice.jsonl", recs + recs)
+    assert advise_json(twice)["per_batch_size"][0]["candidates"] == alone["per_batch_size"][0]["candidates"]
+
+
+def test_a_bench_records_server_log_is_never_written_over(tmp_path):
+    """--adaptive-config naming the server log a bench record names (not given as an input) had been
+    replaced with --force (helper 101); and an adaptive config given back to advise is named as one,
+    as a run and as --table (it had been sent from one refusal to the other)."""
+    log = tmp_path / "server.log"
+    log.write_text("my server's log\n")
+    recs = _standin_bench_records()
+    recs[2]["server_log"] = str(log)
+    path = _bench_file(tmp_path / "sweep.jsonl", recs)
+    rc, out, err = advise(path, "--adaptive-config", log, "--force")
+    assert rc == 2 and out == "" and err.count("\n") == 1
+    assert f"--adaptive-config {log}: is one of the inputs (the server log of bench record {path}:3)" in err
+    assert log.read_text() == "my server's log\n"
+    plan = tmp_path / "plan.json"
+    rc, _, err = advise(path, "--adaptive-config", plan)
+    assert rc == 0, err
+    for argv in ((plan,), ("--table", plan, "--model", "m", "--benchmark", "b")):
+        rc, out, err = advise(*argv)
+        assert rc == 2 and err.count("\n") == 1
+        assert f"{plan}: an adaptive config written by `eagle-cycle advise --adaptive-config`, not a run" in err
+
+
 def test_bench_records_compare_decode_with_decode(tmp_path):
     """A sweep's client throughput includes prefill and scheduling beside the decode cycles the
     model predicts (its cycle groups). Every record had been "a poor fit" by the client's share

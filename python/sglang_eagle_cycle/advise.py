@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
 import re
 import statistics
@@ -710,7 +711,8 @@ def unwrap_seed(doc: Any, source: str = "input") -> tuple[Any, Optional[float]]:
 
 def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = None,
                     draft: Optional[str] = None, baseline_models: Optional[list] = None,
-                    excluded_logs: Optional[list] = None) -> tuple[list[Run], dict[int, float], list[str]]:
+                    excluded_logs: Optional[list] = None, copies: Optional[dict] = None
+                    ) -> tuple[list[Run], dict[int, float], list[str]]:
     """Runs and baselines from ``eagle-cycle-bench/1`` JSONL records.
 
     Only ``status == "ok"`` records count (the others are named in a note). ``steps == 0`` records
@@ -720,7 +722,10 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
     (normalised names; baselines have no draft). ``baseline_models``: when given, ``(model, FILE:LINE)``
     of every no-spec record used is appended to it (for checks across files); ``excluded_logs``: when
     given, ``(log, FILE:LINE, model, flag)`` of every record a filter left out that names its server log
-    (``cycle.file`` or ``server_log``), so that log is not taken for the chosen model's.
+    (``cycle.file`` or ``server_log``), so that log is not taken for the chosen model's. ``copies``:
+    each record read so far (its JSON, keys sorted) -> ``FILE:LINE``, shared across files: a record
+    read before (a copied bench file, a line appended twice) counts once, with a note (helper 101: a
+    copy had doubled the runs and narrowed the intervals without a word).
 
     Raises:
         UsageError: a record that is not a bench record, or records of several models/drafts
@@ -733,10 +738,16 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
     seen: dict[tuple[str, str], tuple] = {}
     base_models: list[tuple[Optional[str], str]] = []
     failed: list[str] = []
+    copies = {} if copies is None else copies
+    again: list[tuple[str, str]] = []
     for i, rec in enumerate(records):
         what = f"{source}:{i + 1}"
         if not isinstance(rec, Mapping) or rec.get("schema") != BENCH_SCHEMA:
             raise UsageError(f"{what}: not an {BENCH_SCHEMA} record")
+        first = copies.setdefault(json.dumps(rec, sort_keys=True, default=repr), what)
+        if first != what:
+            again.append((what, first))
+            continue
         status = rec.get("status")
         if not isinstance(status, str):
             raise UsageError(f"{what}.status: expected text (\"ok\" or an error), got {_short(status)}")
@@ -820,6 +831,9 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
         runs.append(Run(source=what, bs=bs, steps=steps, topk=topk, num_draft_tokens=ndt,
                         cycles=cycles, accept_len=accept, counts=counts, phases=phases, tok_s=tok, **from_group,
                         pair=(rec.get("model"), rec.get("draft")), concurrency=concurrency))
+    if again:
+        shown = ", ".join(f"{w} = {f}" for w, f in again[:3]) + (f", and {len(again) - 3} more" if len(again) > 3 else "")
+        notes.append(f"{source}: {len(again)} record{'s' if len(again) > 1 else ''} the same as one read before ({shown}): counted once")
     check_one_pair(seen, base_models, source)
     base = {bs: sum(toks) / len(toks) for bs, toks in base_runs.items()}
     for bs, toks in base_runs.items():
@@ -920,6 +934,9 @@ def runs_from_table(table: Any, model: str, benchmark: str, draft: Optional[str]
     if isinstance(schema, str) and schema.startswith("eagle-cycle-"):
         raise UsageError(f"{source}: an {schema} document, not a published table: give it as an input, "
                          "without --table")
+    written = adaptive_written_by(table)
+    if written:
+        raise UsageError(f"{source}: {written}")
     if not any(isinstance(b, Mapping) and isinstance(b.get("results"), list)
                for m in table.values() if isinstance(m, Mapping) for b in m.values()):
         # another JSON object (a seed document, a config.json): its keys are no models to choose from
@@ -1046,6 +1063,14 @@ def shape_from_config(cfg: Mapping) -> tuple[cm.WidthShape, str]:
         if topk[0] > experts[0]:
             raise UsageError(f"target config: {topk[1]}={topk[0]} exceeds {experts[1]}={experts[0]}")
         return cm.WidthShape(experts[0], topk[0]), f"MoE target ({experts[1]}={experts[0]}, {topk[1]}={topk[0]})"
+    if experts:   # routed experts without experts per token: the MoE shape cannot be drawn (helper 101)
+        return cm.LINEAR, (f"{experts[1]}={experts[0]} routed experts but no experts per token "
+                           f"({' / '.join(_TOPK_KEYS)}) in the target config: verify cost taken as dense "
+                           "(linear in verified tokens); add the field to use the MoE shape")
+    if topk:
+        return cm.LINEAR, (f"{topk[1]}={topk[0]} experts per token but no routed experts "
+                           f"({' / '.join(_EXPERT_KEYS)}) in the target config: verify cost taken as dense "
+                           "(linear in verified tokens)")
     return cm.LINEAR, "dense target (no routed experts in its config)"
 
 
@@ -2408,6 +2433,19 @@ def adaptive_candidates(advice: Advice, graph_bs: Optional[Sequence[int]] = None
     launch = advice.primary.recommendation.steps if advice.primary.recommendation.steps in buckets[primary_key] \
         else buckets[primary_key][len(buckets[primary_key]) // 2]
     return AdaptivePlan(cfg, launch, buckets, sorted(off), merged)
+
+
+def adaptive_written_by(doc) -> Optional[str]:
+    """What an adaptive config this command wrote is, in words, where ``doc`` is one (its
+    ``_eagle_cycle.generated_by`` names ``eagle-cycle advise``), else None: given back to advise as a
+    run or as ``--table``, it had been sent from one to the other (helper 101)."""
+    mark = doc.get("_eagle_cycle") if isinstance(doc, Mapping) else None
+    by = mark.get("generated_by") if isinstance(mark, Mapping) else None
+    if not (isinstance(by, str) and by.startswith("eagle-cycle advise")):
+        return None
+    flag = "--adaptive-candidates" if by.endswith("--adaptive-candidates") else "--adaptive-config"
+    return (f"an adaptive config written by `eagle-cycle advise {flag}`, not a run or a table: it goes to the "
+            "server (see its launch line), not back to advise")
 
 
 def adaptive_config(advice: Advice, graph_bs: Optional[Sequence[int]] = None) -> AdaptivePlan:

@@ -412,6 +412,7 @@ def _collect_inputs(args, names: list[str], spool: Path):
     stock_models: dict[str, list[tuple[str, str]]] = {}
     baseline_models: list = []
     excluded_logs: list = []   # (log, record, model, flag) of records --model/--draft left out
+    bench_copies: dict = {}    # every bench record read (its JSON) -> FILE:LINE: a copy counts once
     for name in names:
         if name != "-" and not Path(name).exists():
             raise UsageError(f"{name}: no such file")
@@ -436,6 +437,8 @@ def _collect_inputs(args, names: list[str], spool: Path):
                     n.append(f"{name}: baseline {seed_base} tok/s from inputs.baseline_no_spec_tok_s")
             elif isinstance(doc, dict) and isinstance(doc.get("inputs"), dict) and "inspect_json" in doc["inputs"]:
                 raise UsageError(f"{name}: inputs.inspect_json is not an eagle-cycle inspect --json document")
+            elif adv.adaptive_written_by(doc):
+                raise UsageError(f"{name}: {adv.adaptive_written_by(doc)}")
             elif isinstance(doc, dict) and all(isinstance(v, dict) for v in doc.values()) and doc:
                 raise UsageError(f"{name}: looks like a published table: use --table {name} --model NAME --benchmark NAME")
             elif isinstance(doc, dict) and str(doc.get("schema", "")).startswith("eagle-cycle-inspect/"):
@@ -451,7 +454,8 @@ def _collect_inputs(args, names: list[str], spool: Path):
                 raise UsageError(f"{name}: not an eagle-cycle inspect --json document"
                                  + (f": {what}" if what else ""))
         elif kind == "bench" and (records := _bench_records(path)) is not None:
-            r, b, n = adv.runs_from_bench(records, name, args.model, args.draft, baseline_models, excluded_logs)
+            r, b, n = adv.runs_from_bench(records, name, args.model, args.draft, baseline_models, excluded_logs,
+                                          copies=bench_copies)
             # across files, as within one (runs_from_bench): one model/draft pair, its own baselines
             adv.check_one_pair({adv.pair_key(*x.pair): x.pair for x in runs + r if x.pair is not None},
                                baseline_models, name)
@@ -1154,11 +1158,15 @@ def _render(advice, plan, plan_path, desc, shape_note, console, full: bool = Tru
                 flags.append("held out")
             exact = c.steps == 0 and "baseline" not in c.extrapolated   # a measured baseline
             band = "-" if exact or c.tok_s_low is None else f"{c.tok_s_low:.1f}-{c.tok_s_high:.1f}"
+            # the measured figure rounded once, from the run itself (the JSON's 2 decimals rounded again
+            # had printed 442.5452 as 442.6 and a baseline's 190.45 as 190.4 beside 190.5; helper 101)
+            run = advice.measured.get((c.bs, c.steps))
+            meas = c.baseline_tok_s if exact else (run.tok_s if run is not None else None)
             rows.append((
                 str(c.steps), str(c.bs * (c.steps + 1)) if c.steps else str(c.bs),
                 _fmt(c.accept_len, 2), _fmt(c.cycle.total_ms, 2), _fmt(c.tok_s, 1), band,
                 _fmt(c.speedup(), 2), _fmt(c.gain_tokens, 2, sign=True), _fmt(c.cost_ms, 2, sign=True),
-                _fmt(d.get("measured_tok_s"), 1), "; ".join(flags)))
+                _fmt(meas if d.get("measured_tok_s") is not None else None, 1), "; ".join(flags)))
         tab = figure_table(
             f"bs {b.bs}: predicted per depth (tok/s: mean over {unc.N_SAMPLES} hypotheses that fit the "
             "measurements; 95%: their 2.5th-97.5th percentiles, each width no run measured running kernels of "
@@ -1300,7 +1308,12 @@ def main(args: argparse.Namespace) -> int:
     notes += more
     notes += adv.broken_draft_notes(runs)
     shape, shape_note, target_config = _shape(args)
-    outputs = {flag: check_output(value, flag, args.force, _input_files(args, target_config), in_place=True)
+    # a bench record's server log is the user's too, given as an input or not (helper 101: --force had
+    # written an adaptive config over one)
+    protected = _input_files(args, target_config) + [
+        (x.log_file, f" (the server log of bench record {x.source})") for x in runs
+        if x.pair is not None and isinstance(x.log_file, str) and x.log_file]
+    outputs = {flag: check_output(value, flag, args.force, protected, in_place=True)
                for flag, value in (("--adaptive-config", args.adaptive_config),
                                    ("--adaptive-candidates", args.adaptive_candidates)) if value}
     if args.steps_candidates:
