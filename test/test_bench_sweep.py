@@ -254,7 +254,8 @@ def test_help_and_bad_input_exit_2_with_one_line(tmp_path):
         (["--launch", "--model", "m", "--draft", "d", "--prompts", str(tmp_path / "no.jsonl")], "not found"),
         (["--launch", "--model", "m", "--draft", "d", "--output", str(tmp_path)], "not a regular file"),
         (["--url", "http://127.0.0.1:1", "--steps", "2"], "launch mode only"),
-        (["--launch", "--model", "m", "--draft", "d", "--concurrency", "0"], "expected an integer >= 1, got 0"),
+        (["--launch", "--model", "m", "--draft", "d", "--concurrency", "0"],
+         "argument --concurrency: expected an integer in 1..65536, got 0"),
         (["--launch", "--model", "m", "--draft", "d", "--draft-tokens", "1"], "auto"),
     ]
     for args, needle in cases:
