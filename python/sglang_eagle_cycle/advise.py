@@ -832,8 +832,10 @@ def runs_from_bench(records: Iterable[Any], source: str, model: Optional[str] = 
                         cycles=cycles, accept_len=accept, counts=counts, phases=phases, tok_s=tok, **from_group,
                         pair=(rec.get("model"), rec.get("draft")), concurrency=concurrency))
     if again:
-        shown = ", ".join(f"{w} = {f}" for w, f in again[:3]) + (f", and {len(again) - 3} more" if len(again) > 3 else "")
-        notes.append(f"{source}: {len(again)} record{'s' if len(again) > 1 else ''} the same as one read before ({shown}): counted once")
+        shown = ", ".join(f"{w} = {f}" for w, f in again[:3])
+        shown += f", and {len(again) - 3} more" if len(again) > 3 else ""
+        notes.append(f"{source}: {len(again)} record{'s' if len(again) > 1 else ''} the same as one read "
+                     f"before ({shown}): counted once")
     check_one_pair(seen, base_models, source)
     base = {bs: sum(toks) / len(toks) for bs, toks in base_runs.items()}
     for bs, toks in base_runs.items():
