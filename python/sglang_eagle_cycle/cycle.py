@@ -513,9 +513,7 @@ def _record_of(m: "re.Match[str]") -> Optional[CycleRecord]:
             twice = _field_twice(tail)
             if twice:   # a field given twice: which one holds?
                 raise ValueError(f"{twice} twice")
-            half = _half_span(tail)
-            if half:    # written as a pair: one alone is a cut line
-                raise ValueError(half)
+            gap_given = False
             for tok in tail.split():
                 key, _, val = tok.partition("=")
                 if key == "n":
@@ -529,12 +527,14 @@ def _record_of(m: "re.Match[str]") -> Optional[CycleRecord]:
                 elif key == "draft_prep_ms":
                     rec.draft_prep_ms, rec.device_spans = _opt_float(val), True
                 elif key == "gap_ms":
-                    rec.gap_ms = _opt_float(val)
+                    rec.gap_ms, gap_given = _opt_float(val), True
                 elif key == "adaptive":
                     if val not in ADAPTIVE_MODES:
                         raise ValueError(f"adaptive={val}")
                     rec.adaptive = val
                 # unknown keys: fields appended by a newer version; ignore them
+            if rec.device_spans != gap_given:   # written as a pair: one alone is a cut line (_half_span)
+                raise ValueError("a device-span pair half given")
     except (ValueError, OverflowError):
         return None
     return rec

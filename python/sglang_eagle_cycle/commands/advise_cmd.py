@@ -437,8 +437,8 @@ def _collect_inputs(args, names: list[str], spool: Path):
                     n.append(f"{name}: baseline {seed_base} tok/s from inputs.baseline_no_spec_tok_s")
             elif isinstance(doc, dict) and isinstance(doc.get("inputs"), dict) and "inspect_json" in doc["inputs"]:
                 raise UsageError(f"{name}: inputs.inspect_json is not an eagle-cycle inspect --json document")
-            elif adv.adaptive_written_by(doc):
-                raise UsageError(f"{name}: {adv.adaptive_written_by(doc)}")
+            elif written := adv.adaptive_written_by(doc):
+                raise UsageError(f"{name}: {written}")
             elif isinstance(doc, dict) and all(isinstance(v, dict) for v in doc.values()) and doc:
                 raise UsageError(f"{name}: looks like a published table: use --table {name} --model NAME --benchmark NAME")
             elif isinstance(doc, dict) and str(doc.get("schema", "")).startswith("eagle-cycle-inspect/"):
@@ -1166,7 +1166,7 @@ def _render(advice, plan, plan_path, desc, shape_note, console, full: bool = Tru
                 str(c.steps), str(c.bs * (c.steps + 1)) if c.steps else str(c.bs),
                 _fmt(c.accept_len, 2), _fmt(c.cycle.total_ms, 2), _fmt(c.tok_s, 1), band,
                 _fmt(c.speedup(), 2), _fmt(c.gain_tokens, 2, sign=True), _fmt(c.cost_ms, 2, sign=True),
-                _fmt(meas if d.get("measured_tok_s") is not None else None, 1), "; ".join(flags)))
+                _fmt(meas, 1), "; ".join(flags)))
         tab = figure_table(
             f"bs {b.bs}: predicted per depth (tok/s: mean over {unc.N_SAMPLES} hypotheses that fit the "
             "measurements; 95%: their 2.5th-97.5th percentiles, each width no run measured running kernels of "

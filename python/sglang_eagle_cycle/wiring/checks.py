@@ -18,7 +18,7 @@ from ..safetensors_header import (CHECKPOINT_MISSING_SHARDS, CHECKPOINT_NESTED_T
                                   FC_QUANTIZED, FC_SCALES, MLA_A_PROJ_DROPPED, PREFIXED, PT_INDEX_FILE,
                                   QUANT_CONFIG_FILE, WRAPPER_PREFIXED, WRAPPER_PREFIXES, module_of, short_list,
                                   stored_name)
-from .config import IDS_KEY, _is_int, _nested_ids, _short
+from .config import IDS_KEY, _is_int, _nested_ids, _short, find_field
 from .report import Problem, _fmt, _problem
 from .stock import FamilyRule, STOCK_VERSION
 
@@ -518,12 +518,10 @@ def refuse_swapped(target_arg: str, draft_arg: str, target_cfg: Mapping, draft_c
 
 
 def _layers(cfg: Mapping) -> int:
-    """``num_hidden_layers`` of a config (its text config's where nested), 0 where absent or not an integer."""
-    for c in (cfg, cfg.get("text_config") if isinstance(cfg, Mapping) else None):
-        v = c.get("num_hidden_layers") if isinstance(c, Mapping) else None
-        if isinstance(v, int) and not isinstance(v, bool):
-            return v
-    return 0
+    """``num_hidden_layers`` of a config as :func:`config.find_field` finds it (text wrappers first), 0
+    where there is no integer one."""
+    found = find_field(cfg, "num_hidden_layers")
+    return found[0] if found else 0
 
 
 def _draft_marks(cfg: Mapping) -> list[str]:
