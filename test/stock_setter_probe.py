@@ -6,7 +6,9 @@ emulation in ``sglang_eagle_cycle.wiring``.
 
 Output: one line ``PROBE-JSON {...}`` mapping class name -> {"module": the class's
 module, "setter_module": the module defining the setter it runs, "num_layers": N,
-"results": [[ids, layers_to_capture or "raise"], ...]}.
+"results": [[ids, layers_to_capture or "raise"], ...], "flagged": [[ids, indices], ...]}: "flagged", for
+the setters that flag ``self.layers[v]``, the indices of the stand-in layers they flagged (what the
+model's forward captures).
 """
 
 from __future__ import annotations
@@ -101,16 +103,19 @@ def main() -> None:
         if hasattr(mod, "get_parallel"):  # exaone_moe / minimax_m2 ask the runtime context for pp_group
             mod.get_parallel = lambda: last_rank
         setter = getattr(mod, name).set_eagle3_layers_to_capture
-        results = []
+        results, flagged = [], []
         for ids in ID_GRID:
             self, getter = _stand_in(kind, inner)
             try:
                 setter(self, None if ids is None else list(ids))
                 results.append([ids, list(getter(self))])
+                if kind == "inner":
+                    flagged.append([ids, [i for i, layer in enumerate(self.model.layers)
+                                          if getattr(layer, "_is_layer_to_capture", False)]])
             except (IndexError, TypeError, ValueError):
                 results.append([ids, "raise"])
         out[name] = {"module": module, "setter_module": setter.__module__.rsplit(".", 1)[1],
-                     "num_layers": N, "results": results}
+                     "num_layers": N, "results": results, "flagged": flagged}
     sys.stdout.write("PROBE-JSON " + json.dumps(out) + "\n")
 
 

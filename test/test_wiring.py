@@ -621,6 +621,21 @@ def test_stock_emulation_equals_real_setters():
                 if ours != (None if real == "raise" else real):
                     diffs.append((name, lookup, ids, ours, real))
     assert diffs == []
+    # where the real setter flags self.layers[v], the layers it flagged are what stock_captured says the
+    # forward captures: a negative value flags a layer counted from the last (helper 99)
+    from sglang_eagle_cycle.wiring.stock import stock_captured
+
+    flag_diffs, negative = [], 0
+    for name, entry in probe.items():
+        rule, real = family_rule(name), dict((json.dumps(i), r) for i, r in entry["results"])
+        for ids, layers in entry["flagged"]:
+            if rule.flags == "all":
+                got = real[json.dumps(ids)]
+                negative += any(v < 0 for v in got)
+                if stock_captured(rule, got, entry["num_layers"]) != layers:
+                    flag_diffs.append((name, ids, got, layers))
+    assert flag_diffs == [] and negative >= 1
+    assert dict((json.dumps(i), f) for i, f in probe["Qwen3MoeForCausalLM"]["flagged"])["[-2, 3, 4]"] == [4, 5, 11]
     # the grid exercises every branch: +1, as-is, IndexError
     kimi = dict((json.dumps(i), r) for i, r in probe["KimiK25ForConditionalGeneration"]["results"])
     assert kimi["[2, 6, 9]"] == [2, 6, 9] and kimi["[1, 5, 9]"] == [2, 6, 10]
